@@ -1,0 +1,263 @@
+"""Trivial-cell round trip of Python's jupyter_client, the peer of
+benches/peer/roundtrip.rs (run both through benches/peer/compare.sh).
+
+Starts one ipykernel of the given image (its python and kernel config, with
+an environment like the one retrace gives its kernels) on ipc:// sockets in a
+private temporary directory, connects a BlockingKernelClient to it, runs
+--warmup untimed executions and then --n timed ones. An execution is
+complete when both its execute_reply and the IOPub status idle for its
+msg_id have arrived (the rule retrace uses). Prints one JSON object:
+
+- roundtrip_ms: from before kc.execute() to completion;
+- kernel_busy_ms: the kernel's own busy->idle span (status header dates);
+- overhead_ms: per execution, round trip minus the kernel's span.
+
+Modes:
+- poll (default): one zmq.Poller over the shell and IOPub channel sockets,
+  messages read with channel.get_msg(timeout=0): the fastest use of the
+  public BlockingKernelClient API;
+- interactive: kc.execute_interactive() (waits for idle on IOPub, then
+  reads the reply), the API most callers use.
+
+--request retrace sends the execute_request retrace sends (same
+user_expressions, allow_stdin False, stop_on_error True), so both clients
+ask the kernel for the same work; --request plain sends kc.execute's default.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import zmq
+from jupyter_client import BlockingKernelClient
+from jupyter_client.connect import write_connection_file
+
+RETRACE_USER_EXPRESSIONS = {"answer": "answer"}
+
+
+def stats(samples):
+    s = sorted(samples)
+    n = len(s)
+
+    def pct(p):
+        if n == 0:
+            return math.nan
+        rank = math.ceil(p / 100.0 * n)
+        return s[min(max(rank, 1), n) - 1]
+
+    return {
+        "n": n,
+        "p50": pct(50),
+        "p90": pct(90),
+        "p99": pct(99),
+        "mean": sum(s) / max(n, 1),
+        "min": s[0] if s else math.nan,
+        "max": s[-1] if s else math.nan,
+    }
+
+
+def kernel_env(home, threads="1"):
+    """Like retrace's launch_command: nothing of the caller's environment."""
+    venv_bin = os.path.dirname(os.path.abspath(ARGS.kernel_python))
+    env = {
+        "PATH": venv_bin + ":/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "IPYTHONDIR": os.path.join(home, ".ipython"),
+        "MPLCONFIGDIR": os.path.join(home, ".mplconfig"),
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    }
+    for var in (
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+    ):
+        env[var] = threads
+    return env
+
+
+def start_kernel(base):
+    """Starts the kernel; returns (process, connection file)."""
+    runtime = os.path.join(base, "rt")
+    work = os.path.join(base, "work")
+    home = os.path.join(base, "home")
+    for d in (runtime, work, home):
+        os.makedirs(d, mode=0o700)
+    conn_file, _ = write_connection_file(
+        fname=os.path.join(runtime, "kernel.json"),
+        ip=os.path.join(runtime, "k"),
+        transport="ipc",
+    )
+    cmd = [ARGS.kernel_python, "-m", "ipykernel_launcher", "-f", conn_file]
+    if ARGS.kernel_config:
+        cmd.append("--config=" + os.path.abspath(ARGS.kernel_config))
+    proc = subprocess.Popen(
+        cmd,
+        env=kernel_env(home),
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return proc, conn_file
+
+
+def request_kwargs():
+    if ARGS.request == "retrace":
+        return {
+            "silent": False,
+            "store_history": True,
+            "user_expressions": RETRACE_USER_EXPRESSIONS,
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
+    return {"allow_stdin": False}
+
+
+def run_poll(kc, poller, shell, iopub, code, kwargs):
+    """One execution; returns (round trip ms, kernel busy ms)."""
+    t0 = time.perf_counter()
+    msg_id = kc.execute(code, **kwargs)
+    reply = idle = False
+    busy_at = idle_at = None
+    while not (reply and idle):
+        for sock, _ in poller.poll():
+            channel = kc.shell_channel if sock is shell else kc.iopub_channel
+            while channel.msg_ready():
+                msg = channel.get_msg(timeout=0)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                kind = msg["header"]["msg_type"]
+                if kind == "execute_reply":
+                    reply = True
+                    if msg["content"]["status"] != "ok":
+                        raise RuntimeError(f"execution failed: {msg['content']}")
+                elif kind == "status":
+                    state = msg["content"]["execution_state"]
+                    if state == "busy":
+                        busy_at = msg["header"]["date"]
+                    elif state == "idle":
+                        idle_at = msg["header"]["date"]
+                        idle = True
+    elapsed = (time.perf_counter() - t0) * 1e3
+    return elapsed, (idle_at - busy_at).total_seconds() * 1e3
+
+
+def run_interactive(kc, code, kwargs):
+    dates = {}
+
+    def hook(msg):
+        if msg["header"]["msg_type"] == "status":
+            dates[msg["content"]["execution_state"]] = msg["header"]["date"]
+
+    t0 = time.perf_counter()
+    reply = kc.execute_interactive(code, timeout=30, output_hook=hook, **kwargs)
+    elapsed = (time.perf_counter() - t0) * 1e3
+    if reply["content"]["status"] != "ok":
+        raise RuntimeError(f"execution failed: {reply['content']}")
+    return elapsed, (dates["idle"] - dates["busy"]).total_seconds() * 1e3
+
+
+def main():
+    base = tempfile.mkdtemp(prefix="jcrt-")
+    proc = None
+    kc = None
+    try:
+        t_start = time.perf_counter()
+        proc, conn_file = start_kernel(base)
+        kc = BlockingKernelClient()
+        kc.load_connection_file(conn_file)
+        kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=True)
+        kc.wait_for_ready(timeout=60)
+        start_ms = (time.perf_counter() - t_start) * 1e3
+        # Let the status messages of the handshake pass.
+        time.sleep(0.05)
+        while kc.iopub_channel.msg_ready():
+            kc.iopub_channel.get_msg(timeout=0)
+
+        kwargs = request_kwargs()
+        shell = kc.shell_channel.socket
+        iopub = kc.iopub_channel.socket
+        poller = zmq.Poller()
+        poller.register(shell, zmq.POLLIN)
+        poller.register(iopub, zmq.POLLIN)
+
+        def once():
+            if ARGS.mode == "interactive":
+                return run_interactive(kc, ARGS.code, kwargs)
+            return run_poll(kc, poller, shell, iopub, ARGS.code, kwargs)
+
+        for _ in range(ARGS.warmup):
+            once()
+        roundtrip, busy, overhead = [], [], []
+        for _ in range(ARGS.n):
+            total, span = once()
+            roundtrip.append(total)
+            busy.append(span)
+            overhead.append(total - span)
+
+        report = {
+            "client": "jupyter_client",
+            "jupyter_client_version": __import__("jupyter_client").__version__,
+            "pyzmq_version": zmq.__version__,
+            "python": sys.version.split()[0],
+            "mode": ARGS.mode,
+            "request": ARGS.request,
+            "code": ARGS.code,
+            "n": ARGS.n,
+            "warmup": ARGS.warmup,
+            "kernel_start_ms": start_ms,
+            "roundtrip_ms": stats(roundtrip),
+            "kernel_busy_ms": stats(busy),
+            "overhead_ms": stats(overhead),
+        }
+        if ARGS.raw:
+            report["raw"] = {"roundtrip_ms": roundtrip, "kernel_busy_ms": busy}
+        print(json.dumps(report))
+    finally:
+        if kc is not None:
+            try:
+                kc.shutdown()
+            except Exception:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+        if kc is not None:
+            kc.stop_channels()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kernel-python", required=True, help="the image's venv python")
+    p.add_argument("--kernel-config", help="the image's kernel_config.py")
+    p.add_argument("--n", type=int, default=500)
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--code", default="pass")
+    p.add_argument("--mode", choices=("poll", "interactive"), default="poll")
+    p.add_argument("--request", choices=("retrace", "plain"), default="retrace")
+    p.add_argument("--raw", action="store_true", help="also print every sample")
+    return p.parse_args()
+
+
+if __name__ == "__main__":
+    ARGS = parse_args()
+    main()

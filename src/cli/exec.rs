@@ -1,0 +1,196 @@
+//! `retrace exec FILE|-`: run a file's cells in one fresh kernel.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use retrace::kernel::{
+    default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome, OutputCap,
+};
+use retrace::pyenv::{ImageName, ImageStore};
+use retrace::sandbox::{Sandbox, Unconfined};
+use retrace::util::units::{parse_bytes, parse_duration};
+
+use super::Failure;
+
+#[derive(Args)]
+pub struct ExecArgs {
+    /// Python file to run, or `-` for standard input.
+    pub file: String,
+    /// Image the kernel runs in: `fat` or `slim`.
+    #[arg(long, default_value = "fat")]
+    pub image: ImageName,
+    /// Wall-clock limit of each cell.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Output cap per cell (stdout, stderr and displays together).
+    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
+    pub output_cap: u64,
+    /// Message cap per cell.
+    #[arg(long, default_value_t = 10_000)]
+    pub output_messages: u64,
+    /// Directory where plots and other images are written.
+    #[arg(long, default_value = "retrace-artifacts")]
+    pub artifacts: PathBuf,
+    /// Print a JSON array with one outcome per cell.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Splits source into cells at lines starting with `# %%`.
+pub fn split_cells(source: &str) -> Vec<String> {
+    let mut cells = vec![String::new()];
+    for line in source.split_inclusive('\n') {
+        if line.starts_with("# %%") {
+            cells.push(String::new());
+        } else {
+            cells.last_mut().expect("never empty").push_str(line);
+        }
+    }
+    cells.retain(|c| !c.trim().is_empty());
+    cells
+}
+
+pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
+    let source = if args.file == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("reading standard input: {e}")))?;
+        text
+    } else {
+        std::fs::read_to_string(&args.file)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("reading {}: {e}", args.file)))?
+    };
+    let cells = split_cells(&source);
+
+    let store = ImageStore::from_env();
+    let name = args.image;
+    let image = tokio::task::spawn_blocking(move || store.ensure(name, true))
+        .await
+        .map_err(Failure::infra)?
+        .map_err(Failure::infra)?;
+    let spec = Arc::new(KernelSpec::new(image, default_kernel_root()));
+    let sandbox: Arc<dyn Sandbox> = Arc::new(Unconfined);
+    let options = KernelOptions {
+        output_cap: OutputCap {
+            bytes: args.output_cap,
+            messages: args.output_messages,
+        },
+        ..Default::default()
+    };
+    let mut kernel = Kernel::start(spec, sandbox.as_ref(), options)
+        .await
+        .map_err(Failure::infra)?;
+
+    let mut outcomes = Vec::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let exec = ExecOptions {
+            timeout: args.timeout,
+            artifact_dir: Some(args.artifacts.clone()),
+            artifact_prefix: format!("cell{}", i + 1),
+        };
+        let outcome = kernel.execute(cell, &exec).await;
+        if !args.json {
+            print_outcome(i + 1, &outcome, &args.artifacts);
+        }
+        outcomes.push(outcome);
+    }
+    kernel.shutdown().await;
+
+    if args.json {
+        let mut value = serde_json::to_value(&outcomes).map_err(Failure::infra)?;
+        // Base64 copies of images are for vision models, not for terminals.
+        if let Some(items) = value.as_array_mut() {
+            for item in items {
+                if let Some(arts) = item.get_mut("artifacts").and_then(|a| a.as_array_mut()) {
+                    for art in arts {
+                        if let Some(obj) = art.as_object_mut() {
+                            obj.remove("base64");
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).map_err(Failure::infra)?
+        );
+    }
+    Ok(if outcomes.iter().all(Outcome::succeeded) {
+        0
+    } else {
+        1
+    })
+}
+
+fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
+    let count = o
+        .execution_count
+        .map(|c| format!(" [{c}]"))
+        .unwrap_or_default();
+    println!(
+        "── cell {n}{count} ── {} ({:.1} ms)",
+        o.verdict, o.timings_ms.total
+    );
+    if !o.stdout.is_empty() {
+        print!("{}", o.stdout);
+        if !o.stdout.ends_with('\n') {
+            println!();
+        }
+    }
+    if !o.stderr.is_empty() {
+        for line in o.stderr.lines() {
+            println!("stderr: {line}");
+        }
+    }
+    for result in &o.results {
+        if let Some(text) = result.text() {
+            println!("=> {text}");
+        }
+    }
+    if let Some(e) = &o.error {
+        if e.traceback.is_empty() {
+            println!("{}: {}", e.ename, e.evalue);
+        } else {
+            println!("{}", e.traceback.join("\n"));
+        }
+    }
+    for a in &o.artifacts {
+        println!(
+            "artifact: {} ({})",
+            artifact_dir.join(&a.path).display(),
+            a.mime
+        );
+    }
+    if !o.flags.is_empty() {
+        println!("flags: {}", o.flags.join(", "));
+    }
+    if o.truncated {
+        println!(
+            "output truncated: {} bytes and {} messages dropped",
+            o.truncation.dropped_bytes, o.truncation.dropped_messages
+        );
+    }
+    if o.state_lost {
+        println!("the kernel was restarted; its variables are gone");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_split_on_markers() {
+        let src = "a = 1\n# %% second\nb = 2\n\n# %%\n\n# %%\nprint(a + b)";
+        assert_eq!(
+            split_cells(src),
+            vec!["a = 1\n", "b = 2\n\n", "print(a + b)"]
+        );
+        assert_eq!(split_cells("x = 1"), vec!["x = 1"]);
+        assert!(split_cells("# %%\n").is_empty());
+    }
+}

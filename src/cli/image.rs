@@ -1,0 +1,74 @@
+//! `retrace image build|list`.
+
+use clap::Subcommand;
+use retrace::pyenv::{ImageName, ImageStore};
+
+use super::Failure;
+
+#[derive(Subcommand)]
+pub enum ImageCommand {
+    /// Build images from the lock files (idempotent).
+    Build {
+        /// `slim`, `fat` or `all`.
+        #[arg(default_value = "all")]
+        which: String,
+    },
+    /// Show each image: name, lock hash, Python version, size, path, built.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(cmd: ImageCommand) -> Result<i32, Failure> {
+    let store = ImageStore::from_env();
+    match cmd {
+        ImageCommand::Build { which } => {
+            let names: Vec<ImageName> = match which.as_str() {
+                "all" => vec![ImageName::Slim, ImageName::Fat],
+                other => vec![other
+                    .parse()
+                    .map_err(|e: String| Failure::usage(anyhow::anyhow!(e)))?],
+            };
+            for name in names {
+                let store = ImageStore::new(store.home().to_path_buf());
+                let image = tokio::task::spawn_blocking(move || store.build(name, true))
+                    .await
+                    .map_err(Failure::infra)?
+                    .map_err(Failure::infra)?;
+                println!("{name}: {}", image.dir.display());
+            }
+            Ok(0)
+        }
+        ImageCommand::List { json } => {
+            let list = store.list();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&list).map_err(Failure::infra)?
+                );
+                return Ok(0);
+            }
+            println!(
+                "{:<6} {:<16} {:<8} {:>9} {:<6} path",
+                "name", "lock", "python", "size", "built"
+            );
+            for info in list {
+                let size = info
+                    .size_bytes
+                    .map(|b| format!("{:.0} MiB", b as f64 / (1 << 20) as f64))
+                    .unwrap_or_else(|| "-".into());
+                println!(
+                    "{:<6} {:<16} {:<8} {:>9} {:<6} {}",
+                    info.name.to_string(),
+                    info.lock_hash,
+                    info.python_version.as_deref().unwrap_or("-"),
+                    size,
+                    if info.built { "yes" } else { "no" },
+                    info.path.display()
+                );
+            }
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The command-line front end: parses flags and calls into the library.
+//! Exit codes: 0 success, 1 the code under test failed, 2 usage error,
+//! 3 the harness itself could not do its job (no image, no kernel, no cgroup).
+
+mod exec;
+mod image;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "retrace",
+    version,
+    about = "Self-correction evaluation harness: models write Python, confined IPython kernels run it, tracebacks drive repair rounds"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an evaluation (the main job).
+    Run,
+    /// Run a Python file in one fresh kernel; cells are separated by `# %%` lines.
+    Exec(exec::ExecArgs),
+    /// Build and list the Python images kernels run in.
+    #[command(subcommand)]
+    Image(image::ImageCommand),
+}
+
+/// Errors at the CLI edge carry the exit code they map to.
+pub struct Failure {
+    pub code: i32,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn infra(error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            code: 3,
+            error: error.into(),
+        }
+    }
+
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            code: 2,
+            error: error.into(),
+        }
+    }
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 3;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run => Err(Failure::usage(anyhow::anyhow!(
+                "`retrace run` is not available in this build yet; use `retrace exec` to run code in a kernel"
+            ))),
+            Command::Exec(args) => exec::run(args).await,
+            Command::Image(cmd) => image::run(cmd).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("error: {:#}", failure.error);
+            failure.code
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Starting an ipykernel process: its directories, its connection file with
+//! `ipc://` sockets and a random key, a clean environment, and the drain of
+//! its own stdout/stderr (a full pipe would block the kernel).
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use jupyter_protocol::connection_info::{ConnectionInfo, Transport};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::watch;
+
+use super::KernelError;
+use crate::pyenv::Image;
+use crate::sandbox::{ExitInfo, Jail, KernelLayout, LaunchCommand};
+
+/// How many lines of the kernel's own stderr are kept for error messages.
+const STDERR_TAIL_LINES: usize = 40;
+
+/// Everything needed to start kernels of one image.
+#[derive(Debug, Clone)]
+pub struct KernelSpec {
+    pub image: Image,
+    /// Parent of the per-kernel directories.
+    pub root: PathBuf,
+    /// BLAS/OpenMP thread count, capped to the CPU limit.
+    pub threads: u32,
+    /// Files copied into each kernel's working directory.
+    pub files: Vec<PathBuf>,
+}
+
+impl KernelSpec {
+    pub fn new(image: Image, root: PathBuf) -> Self {
+        Self {
+            image,
+            root,
+            threads: 1,
+            files: Vec::new(),
+        }
+    }
+}
+
+/// The default parent of per-kernel directories. Short, because a unix
+/// socket path must fit in 108 bytes.
+pub fn default_kernel_root() -> PathBuf {
+    std::env::temp_dir().join(format!("retrace-{}", nix::unistd::getuid()))
+}
+
+fn mkdir_private(path: &Path) -> Result<(), KernelError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| KernelError::io(format!("creating {}", path.display()), e))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+        .map_err(|e| KernelError::io(format!("chmod {}", path.display()), e))
+}
+
+/// Creates the directories of one kernel.
+pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, KernelError> {
+    // The root is shared by all kernels and must be reachable (x) by the
+    // kernel user of a confined kernel, but not listable.
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(&spec.root)
+        .map_err(|e| KernelError::io(format!("creating {}", spec.root.display()), e))?;
+    let base = spec.root.join(id);
+    let layout = KernelLayout {
+        id: id.to_string(),
+        runtime_dir: base.join("rt"),
+        work_dir: base.join("work"),
+        home_dir: base.join("home"),
+    };
+    mkdir_private(&base)?;
+    for dir in [&layout.runtime_dir, &layout.work_dir, &layout.home_dir] {
+        mkdir_private(dir)?;
+    }
+    for file in &spec.files {
+        let name = file.file_name().ok_or_else(|| {
+            KernelError::Launch(format!("task file {} has no file name", file.display()))
+        })?;
+        fs::copy(file, layout.work_dir.join(name))
+            .map_err(|e| KernelError::io(format!("copying task file {}", file.display()), e))?;
+    }
+    if let Some(cache) = spec.image.mpl_cache() {
+        copy_dir(&cache, &layout.home_dir.join(".mplconfig"))?;
+    }
+    Ok(layout)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
+    fs::create_dir_all(to).map_err(|e| KernelError::io(format!("creating {}", to.display()), e))?;
+    let entries = fs::read_dir(from)
+        .map_err(|e| KernelError::io(format!("reading {}", from.display()), e))?;
+    for entry in entries.flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target)
+                .map_err(|e| KernelError::io(format!("copying {}", target.display()), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh connection description: ipc sockets in the runtime directory and
+/// a random HMAC key.
+pub fn connection_info(layout: &KernelLayout) -> ConnectionInfo {
+    ConnectionInfo {
+        transport: Transport::IPC,
+        ip: layout.runtime_dir.join("k").to_string_lossy().into_owned(),
+        stdin_port: 1,
+        control_port: 2,
+        hb_port: 3,
+        shell_port: 4,
+        iopub_port: 5,
+        signature_scheme: "hmac-sha256".into(),
+        key: format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        ),
+        kernel_name: Some("retrace".into()),
+    }
+}
+
+/// Socket files the kernel creates when it binds; the client waits for them.
+pub fn socket_paths(info: &ConnectionInfo) -> Vec<PathBuf> {
+    [info.shell_port, info.iopub_port, info.control_port]
+        .iter()
+        .map(|port| PathBuf::from(format!("{}-{}", info.ip, port)))
+        .collect()
+}
+
+/// The command line and environment of one kernel.
+pub fn launch_command(spec: &KernelSpec, layout: &KernelLayout, conn_file: &Path) -> LaunchCommand {
+    let image = &spec.image;
+    let python = image.python();
+    let venv_bin = python.parent().map(Path::to_path_buf).unwrap_or_default();
+    let threads = spec.threads.max(1).to_string();
+    let home = layout.home_dir.as_os_str().to_owned();
+    let mut env: Vec<(OsString, OsString)> = vec![
+        (
+            "PATH".into(),
+            format!("{}:/usr/local/bin:/usr/bin:/bin", venv_bin.display()).into(),
+        ),
+        ("HOME".into(), home.clone()),
+        ("IPYTHONDIR".into(), layout.home_dir.join(".ipython").into()),
+        (
+            "MPLCONFIGDIR".into(),
+            layout.home_dir.join(".mplconfig").into(),
+        ),
+        (
+            "MPLBACKEND".into(),
+            "module://matplotlib_inline.backend_inline".into(),
+        ),
+        ("TMPDIR".into(), "/tmp".into()),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("LC_ALL".into(), "C.UTF-8".into()),
+        ("PYTHONNOUSERSITE".into(), "1".into()),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+        ("PYDEVD_DISABLE_FILE_VALIDATION".into(), "1".into()),
+    ];
+    for var in [
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+        "VECLIB_MAXIMUM_THREADS",
+    ] {
+        env.push((var.into(), threads.clone().into()));
+    }
+    LaunchCommand {
+        program: python,
+        args: vec![
+            "-m".into(),
+            "ipykernel_launcher".into(),
+            "-f".into(),
+            conn_file.into(),
+            format!("--config={}", image.kernel_config().display()).into(),
+        ],
+        env,
+        image_dir: image.dir.clone(),
+    }
+}
+
+/// A running kernel process and what it has said on its own stderr.
+pub struct KernelProcess {
+    pub pid: i32,
+    /// `Some` once the process has exited.
+    pub exit: watch::Receiver<Option<ExitInfo>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Drop for KernelProcess {
+    fn drop(&mut self) {
+        // A launch abandoned half-way (a cancelled task) must not leave the
+        // process running. The jail kills the rest of its processes.
+        if self.exit.borrow().is_none() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+impl KernelProcess {
+    /// Spawns the kernel through its jail. The connection file must exist.
+    pub fn spawn(
+        jail: &dyn Jail,
+        launch: &LaunchCommand,
+        layout: &KernelLayout,
+    ) -> Result<Self, KernelError> {
+        let mut cmd = jail.command(launch, layout).map_err(KernelError::Sandbox)?;
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(false);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| KernelError::io(format!("starting {}", launch.program.display()), e))?;
+        let pid = child.id().map(|p| p as i32).ok_or_else(|| {
+            KernelError::Launch("the kernel process exited before it could be watched".into())
+        })?;
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(drain(out, stderr_tail.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(drain(err, stderr_tail.clone()));
+        }
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(async move {
+            let info = match child.wait().await {
+                Ok(status) => ExitInfo::from_status(status),
+                Err(_) => ExitInfo {
+                    code: None,
+                    signal: None,
+                    signal_name: None,
+                },
+            };
+            let _ = tx.send(Some(info));
+        });
+        Ok(Self {
+            pid,
+            exit: rx,
+            stderr_tail,
+        })
+    }
+
+    pub fn exited(&self) -> Option<ExitInfo> {
+        self.exit.borrow().clone()
+    }
+
+    /// The last lines the process wrote to its own stdout/stderr.
+    pub fn stderr_tail(&self) -> String {
+        let tail = self.stderr_tail.lock().unwrap();
+        tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Reads a pipe to its end, keeping the last lines. Lines are read with a
+/// bound so one enormous line cannot exhaust memory.
+async fn drain<R: AsyncRead + Unpin>(pipe: R, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut reader = BufReader::new(pipe);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                line.truncate(line.floor_char_boundary(2000));
+                let mut tail = tail.lock().unwrap();
+                if tail.len() == STDERR_TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        }
+    }
+}
+
+/// Writes the connection file, readable only by its owner.
+pub fn write_connection_file(
+    layout: &KernelLayout,
+    info: &ConnectionInfo,
+) -> Result<PathBuf, KernelError> {
+    let path = layout.runtime_dir.join("kernel.json");
+    let text = serde_json::to_string_pretty(info)
+        .map_err(|e| KernelError::Launch(format!("encoding connection file: {e}")))?;
+    fs::write(&path, text)
+        .map_err(|e| KernelError::io(format!("writing {}", path.display()), e))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+        .map_err(|e| KernelError::io(format!("chmod {}", path.display()), e))?;
+    Ok(path)
+}

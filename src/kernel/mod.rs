@@ -1,0 +1,53 @@
+//! Real ipykernel processes spoken to over the Jupyter wire protocol.
+//!
+//! [`Kernel`] is one session (execute, interrupt, restart, shutdown);
+//! [`KernelPool`] keeps kernels of one image warm; [`Outcome`] is what one
+//! execution produced.
+
+mod artifact;
+mod capture;
+mod client;
+mod launch;
+mod outcome;
+mod pool;
+mod session;
+
+pub use capture::OutputCap;
+pub use launch::{default_kernel_root, KernelSpec};
+pub use outcome::{
+    strip_ansi, Answer, AnswerRule, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, Timings,
+    Truncation,
+};
+pub use pool::KernelPool;
+pub use session::{ExecOptions, Kernel, KernelBanner, KernelOptions};
+
+use crate::sandbox::SandboxError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("kernel did not start: {message}\n--- kernel output (last lines) ---\n{stderr}")]
+    Startup { message: String, stderr: String },
+    #[error("kernel launch: {0}")]
+    Launch(String),
+    #[error("jupyter protocol: {0}")]
+    Protocol(String),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Image(#[from] crate::pyenv::PyenvError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl KernelError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        KernelError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

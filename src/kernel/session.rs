@@ -1,0 +1,675 @@
+//! One kernel session: start, execute (state persists), interrupt, restart,
+//! shutdown. An execution is complete when both its `execute_reply` and the
+//! IOPub `idle` for its msg_id have arrived; a deadline, an output cap or a
+//! dead process ends it earlier, through the kill ladder: interrupt, grace,
+//! kill every process of the kernel, confirm, restart, report state lost.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jupyter_protocol::{
+    ExecuteRequest, ExecutionState, ExpressionResult, InterruptRequest, JupyterMessage,
+    JupyterMessageContent, KernelInfoRequest, Media, ReplyStatus, ShutdownRequest, Stdio,
+};
+use serde_json::{Map, Value};
+use tokio::time::sleep_until;
+
+use super::artifact;
+use super::capture::{Capture, OutputCap, Stream};
+use super::client::{parent_id, wait_for_sockets, Channels};
+use super::launch::{
+    connection_info, create_layout, launch_command, socket_paths, write_connection_file,
+    KernelProcess, KernelSpec,
+};
+use super::outcome::{
+    choose_answer, strip_ansi, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, Timings,
+};
+use super::KernelError;
+use crate::sandbox::{classify, Evidence, HarnessReason, Jail, KernelLayout, Sandbox};
+
+/// Session-wide settings.
+#[derive(Debug, Clone)]
+pub struct KernelOptions {
+    /// How long a kernel may take to answer `kernel_info_request`.
+    pub startup_timeout: Duration,
+    /// How long an interrupted execution may take to stop before the kill.
+    pub interrupt_grace: Duration,
+    pub output_cap: OutputCap,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        Self {
+            startup_timeout: Duration::from_secs(30),
+            interrupt_grace: Duration::from_secs(2),
+            output_cap: OutputCap::default(),
+        }
+    }
+}
+
+/// Per-execution settings.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// Wall-clock limit of this execution.
+    pub timeout: Duration,
+    /// Where images are written; `None` keeps them only in the outcome.
+    pub artifact_dir: Option<PathBuf>,
+    /// File name prefix of this execution's artifacts.
+    pub artifact_prefix: String,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            artifact_dir: None,
+            artifact_prefix: "out".into(),
+        }
+    }
+}
+
+/// What a live kernel said about itself at startup.
+#[derive(Debug, Clone, Default)]
+pub struct KernelBanner {
+    pub implementation: String,
+    pub language_version: String,
+}
+
+pub struct Kernel {
+    spec: Arc<KernelSpec>,
+    options: KernelOptions,
+    layout: KernelLayout,
+    jail: Box<dyn Jail>,
+    process: KernelProcess,
+    channels: Channels,
+    banner: KernelBanner,
+    artifact_seq: u32,
+    restarts: u32,
+    closed: bool,
+}
+
+impl Kernel {
+    /// Starts a confined kernel and waits until it answers.
+    pub async fn start(
+        spec: Arc<KernelSpec>,
+        sandbox: &dyn Sandbox,
+        options: KernelOptions,
+    ) -> Result<Kernel, KernelError> {
+        let id = format!("k{}", &uuid::Uuid::new_v4().simple().to_string()[..11]);
+        let layout = create_layout(&spec, &id)?;
+        let jail = match sandbox.jail(&layout) {
+            Ok(jail) => jail,
+            Err(e) => {
+                remove_layout(&spec, &layout);
+                return Err(KernelError::Sandbox(e));
+            }
+        };
+        match launch(&spec, &layout, jail.as_ref(), options.startup_timeout).await {
+            Ok((process, channels, banner)) => Ok(Kernel {
+                spec,
+                options,
+                layout,
+                jail,
+                process,
+                channels,
+                banner,
+                artifact_seq: 0,
+                restarts: 0,
+                closed: false,
+            }),
+            Err(e) => {
+                jail.kill_all(None);
+                let _ = jail.release();
+                remove_layout(&spec, &layout);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.layout.id
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.process.pid
+    }
+
+    pub fn layout(&self) -> &KernelLayout {
+        &self.layout
+    }
+
+    pub fn banner(&self) -> &KernelBanner {
+        &self.banner
+    }
+
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// Processes of this kernel that are alive right now.
+    pub fn live_processes(&self) -> Vec<i32> {
+        self.jail.live_processes()
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.process.exited().is_none()
+    }
+
+    /// Runs one cell. Never fails: every way an execution can end is an
+    /// outcome with a verdict.
+    pub async fn execute(&mut self, code: &str, exec: &ExecOptions) -> Outcome {
+        let started = Instant::now();
+        if self.process.exited().is_some() {
+            if let Err(e) = self.restart().await {
+                return internal_error(format!("the kernel is dead and did not restart: {e}"));
+            }
+        }
+        let before = self.jail.counters();
+        let request = ExecuteRequest {
+            code: code.to_string(),
+            silent: false,
+            store_history: true,
+            user_expressions: Some(HashMap::from([("answer".into(), "answer".into())])),
+            allow_stdin: false,
+            stop_on_error: true,
+        };
+        let msg_id = match self.channels.send_shell(request.into()).await {
+            Ok(id) => id,
+            Err(e) => return internal_error(e.to_string()),
+        };
+
+        let mut run = Run::new(self.options.output_cap);
+        let mut deadline = tokio::time::Instant::now() + exec.timeout;
+        let mut interrupted_at: Option<tokio::time::Instant> = None;
+        let mut exit = self.process.exit.clone();
+        let mut died = false;
+        let mut kill_needed = false;
+
+        while !(run.reply.is_some() && run.idle) {
+            tokio::select! {
+                biased;
+                changed = exit.changed() => {
+                    if changed.is_err() || exit.borrow().is_some() {
+                        died = true;
+                        break;
+                    }
+                }
+                Some(msg) = self.channels.iopub_rx.recv() => {
+                    if parent_id(&msg) == Some(msg_id.as_str()) {
+                        run.on_iopub(msg);
+                        if run.kernel_gone {
+                            kill_needed = true;
+                            break;
+                        }
+                    }
+                }
+                Some(msg) = self.channels.shell_rx.recv() => {
+                    if parent_id(&msg) == Some(msg_id.as_str()) {
+                        run.on_shell(msg);
+                    }
+                }
+                _ = sleep_until(deadline) => {
+                    if interrupted_at.is_some() {
+                        kill_needed = true;
+                        break;
+                    }
+                    run.reason.get_or_insert(HarnessReason::TimeoutWall);
+                    interrupted_at = Some(tokio::time::Instant::now());
+                    deadline = tokio::time::Instant::now() + self.options.interrupt_grace;
+                    let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+                }
+            }
+            if run.capture.exceeded() && run.reason.is_none() {
+                run.reason = Some(HarnessReason::OutputLimit);
+                interrupted_at = Some(tokio::time::Instant::now());
+                deadline = tokio::time::Instant::now() + self.options.interrupt_grace;
+                let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+            }
+        }
+
+        let mut evidence = Evidence::default();
+        let mut kill_ms = None;
+        if kill_needed {
+            let report = self.kill_processes().await;
+            kill_ms = Some(report.kill_ms);
+            evidence.killed_by_harness = run.reason.is_some();
+            evidence.leftover_procs = report.survivors;
+            if report.survivors > 0 {
+                evidence.harness_failure = true;
+            }
+        }
+        if died || kill_needed {
+            evidence.exit = self.process.exited();
+            if evidence.exit.is_none() {
+                evidence.exit = Some(crate::sandbox::ExitInfo {
+                    code: None,
+                    signal: Some(libc::SIGKILL),
+                    signal_name: Some("SIGKILL".into()),
+                });
+            }
+        }
+        evidence.harness_reason = run.reason;
+        evidence.delta = self.jail.counters().since(&before);
+        evidence.truncated = run.capture.truncation().truncated;
+        evidence.reply_error = run
+            .error
+            .as_ref()
+            .map(|e| (e.ename.clone(), e.evalue.clone()));
+        let (verdict, flags) = classify(&evidence);
+
+        let mut state_lost = false;
+        let mut restart_error = None;
+        if died || kill_needed {
+            state_lost = true;
+            if let Err(e) = self.restart().await {
+                restart_error = Some(e.to_string());
+            }
+        }
+
+        let artifacts = self.save_artifacts(&mut run, exec);
+        let status = if verdict == crate::sandbox::Verdict::Ok {
+            ExecStatus::Ok
+        } else {
+            ExecStatus::Error
+        };
+        let stdout = run.capture.stdout();
+        let answer = if status == ExecStatus::Ok {
+            choose_answer(run.answer_variable.take(), &run.results, &stdout)
+        } else {
+            None
+        };
+        let truncation = run.capture.truncation();
+        let kernel_busy = run.busy_span_ms();
+        let mut error = run.error.take();
+        if let Some(message) = restart_error {
+            error.get_or_insert(ErrorInfo {
+                ename: "KernelRestartFailed".into(),
+                evalue: message,
+                traceback: Vec::new(),
+            });
+        }
+        Outcome {
+            status,
+            verdict,
+            flags: flags.iter().map(|f| f.as_str().to_string()).collect(),
+            execution_count: run.execution_count,
+            stdout,
+            stderr: run.capture.stderr(),
+            results: run.results,
+            displays: run.displays,
+            error,
+            answer,
+            artifacts,
+            truncated: truncation.truncated,
+            truncation,
+            timings_ms: Timings {
+                total: started.elapsed().as_secs_f64() * 1e3,
+                kernel_busy,
+                kill: kill_ms,
+            },
+            kill_ms,
+            exit: evidence.exit.clone(),
+            state_lost,
+        }
+    }
+
+    fn save_artifacts(&mut self, run: &mut Run, exec: &ExecOptions) -> Vec<Artifact> {
+        let mut saved = Vec::new();
+        for (mime, payload) in run.images.drain(..) {
+            let stem = format!("{}-{:03}", exec.artifact_prefix, self.artifact_seq);
+            self.artifact_seq += 1;
+            let result = match &exec.artifact_dir {
+                Some(dir) => artifact::save(dir, &stem, &mime, &payload),
+                None => Ok(Artifact {
+                    path: String::new(),
+                    mime: mime.clone(),
+                    bytes: payload.len() as u64,
+                    base64: Some(payload),
+                }),
+            };
+            match result {
+                Ok(a) => saved.push(a),
+                Err(e) => run
+                    .capture
+                    .push_stream(Stream::Stderr, &format!("[retrace] {e}\n")),
+            }
+        }
+        saved
+    }
+
+    /// Asks the kernel to interrupt the running execution.
+    pub async fn interrupt(&mut self) -> Result<(), KernelError> {
+        self.channels.send_control(InterruptRequest {}.into()).await
+    }
+
+    /// Kills the kernel's processes and starts a fresh kernel in the same
+    /// jail and working directory. All variables are lost.
+    pub async fn restart(&mut self) -> Result<(), KernelError> {
+        if self.process.exited().is_none() {
+            self.kill_processes().await;
+        }
+        let (process, channels, banner) = launch(
+            &self.spec,
+            &self.layout,
+            self.jail.as_ref(),
+            self.options.startup_timeout,
+        )
+        .await?;
+        self.process = process;
+        self.channels = channels;
+        self.banner = banner;
+        self.restarts += 1;
+        Ok(())
+    }
+
+    async fn kill_processes(&mut self) -> crate::sandbox::KillReport {
+        let pid = self.process.pid;
+        let report = tokio::task::block_in_place(|| self.jail.kill_all(Some(pid)));
+        // The waiter task reaps the process; give it a moment to do so.
+        let mut exit = self.process.exit.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(2), wait_exit(&mut exit)).await;
+        report
+    }
+
+    /// Clean shutdown (`shutdown_request`), then forced if the kernel does not
+    /// exit in time. Removes the jail and the kernel's directories.
+    pub async fn shutdown(mut self) {
+        self.close().await;
+    }
+
+    async fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        if self.process.exited().is_none() {
+            let _ = self
+                .channels
+                .send_control(ShutdownRequest { restart: false }.into())
+                .await;
+            // Once shutdown_reply is in, the kernel has cleaned up; ipykernel
+            // 7 can then stall for seconds flushing a stopped output thread,
+            // so a short wait for the exit is all it gets before the kill.
+            let replied = async {
+                while let Some(msg) = self.channels.control_rx.recv().await {
+                    if matches!(msg.content, JupyterMessageContent::ShutdownReply(_)) {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(1), replied).await;
+            let mut exit = self.process.exit.clone();
+            let _ = tokio::time::timeout(Duration::from_millis(100), wait_exit(&mut exit)).await;
+        }
+        // Children the kernel left behind die with it.
+        self.kill_processes().await;
+        let _ = self.jail.release();
+        remove_layout(&self.spec, &self.layout);
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        if !self.closed {
+            // Not shut down properly (panic, cancelled task): still leave no
+            // process and no cgroup behind.
+            self.jail.kill_all(Some(self.process.pid));
+            let _ = self.jail.release();
+            remove_layout(&self.spec, &self.layout);
+        }
+    }
+}
+
+/// Resolves once the process has exited (or its waiter is gone).
+async fn wait_exit(exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox::ExitInfo>>) {
+    let _ = exit.wait_for(|e| e.is_some()).await;
+}
+
+fn remove_layout(spec: &KernelSpec, layout: &KernelLayout) {
+    let _ = std::fs::remove_dir_all(spec.root.join(&layout.id));
+}
+
+fn internal_error(message: String) -> Outcome {
+    Outcome {
+        status: ExecStatus::Error,
+        verdict: crate::sandbox::Verdict::InternalError,
+        flags: Vec::new(),
+        execution_count: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        results: Vec::new(),
+        displays: Vec::new(),
+        error: Some(ErrorInfo {
+            ename: "HarnessError".into(),
+            evalue: message,
+            traceback: Vec::new(),
+        }),
+        answer: None,
+        artifacts: Vec::new(),
+        truncated: false,
+        truncation: Default::default(),
+        timings_ms: Timings::default(),
+        kill_ms: None,
+        exit: None,
+        state_lost: false,
+    }
+}
+
+/// Starts the kernel process in its jail and waits for `kernel_info_reply`.
+async fn launch(
+    spec: &KernelSpec,
+    layout: &KernelLayout,
+    jail: &dyn Jail,
+    timeout: Duration,
+) -> Result<(KernelProcess, Channels, KernelBanner), KernelError> {
+    let info = connection_info(layout);
+    for path in socket_paths(&info) {
+        let _ = std::fs::remove_file(path);
+    }
+    let conn_file = write_connection_file(layout, &info)?;
+    let command = launch_command(spec, layout, &conn_file);
+    let process = KernelProcess::spawn(jail, &command, layout)?;
+    let mut exit = process.exit.clone();
+    let handshake = async {
+        wait_for_sockets(&socket_paths(&info)).await;
+        let mut channels = Channels::connect(&info).await?;
+        let banner = handshake(&mut channels).await?;
+        Ok::<_, KernelError>((channels, banner))
+    };
+    let result = tokio::select! {
+        r = tokio::time::timeout(timeout, handshake) => match r {
+            Ok(r) => r,
+            Err(_) => Err(KernelError::Startup {
+                message: format!("no kernel_info_reply within {:?}", timeout),
+                stderr: process.stderr_tail(),
+            }),
+        },
+        _ = wait_exit(&mut exit) => {
+            // Let the drain tasks collect the last words.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Err(KernelError::Startup {
+                message: format!("the kernel process exited during startup ({:?})", process.exited()),
+                stderr: process.stderr_tail(),
+            })
+        }
+    };
+    match result {
+        Ok((channels, banner)) => Ok((process, channels, banner)),
+        Err(e) => {
+            jail.kill_all(Some(process.pid));
+            Err(e)
+        }
+    }
+}
+
+/// Sends `kernel_info_request` until the reply and an IOPub message have both
+/// arrived, so the IOPub subscription is known to be live.
+async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError> {
+    let mut banner = None;
+    let mut iopub_live = false;
+    loop {
+        channels.send_shell(KernelInfoRequest {}.into()).await?;
+        let resend = tokio::time::Instant::now() + Duration::from_millis(250);
+        loop {
+            tokio::select! {
+                Some(msg) = channels.shell_rx.recv() => {
+                    if let JupyterMessageContent::KernelInfoReply(reply) = msg.content {
+                        banner = Some(KernelBanner {
+                            implementation: format!("{} {}", reply.implementation, reply.implementation_version),
+                            language_version: reply.language_info.version.clone(),
+                        });
+                    }
+                }
+                Some(_) = channels.iopub_rx.recv() => iopub_live = true,
+                _ = sleep_until(resend) => break,
+            }
+            if iopub_live {
+                if let Some(b) = banner.take() {
+                    // Drain the status messages of the handshake itself.
+                    while let Ok(Some(_)) =
+                        tokio::time::timeout(Duration::from_millis(5), channels.iopub_rx.recv())
+                            .await
+                    {}
+                    return Ok(b);
+                }
+            }
+        }
+    }
+}
+
+/// The state of one execution while its messages arrive.
+struct Run {
+    capture: Capture,
+    reply: Option<ReplyStatus>,
+    idle: bool,
+    busy_at: Option<chrono::DateTime<chrono::Utc>>,
+    idle_at: Option<chrono::DateTime<chrono::Utc>>,
+    execution_count: Option<u64>,
+    results: Vec<Bundle>,
+    displays: Vec<Bundle>,
+    images: Vec<(String, String)>,
+    error: Option<ErrorInfo>,
+    answer_variable: Option<String>,
+    reason: Option<HarnessReason>,
+    kernel_gone: bool,
+}
+
+impl Run {
+    fn new(cap: OutputCap) -> Self {
+        Self {
+            capture: Capture::new(cap),
+            reply: None,
+            idle: false,
+            busy_at: None,
+            idle_at: None,
+            execution_count: None,
+            results: Vec::new(),
+            displays: Vec::new(),
+            images: Vec::new(),
+            error: None,
+            answer_variable: None,
+            reason: None,
+            kernel_gone: false,
+        }
+    }
+
+    fn busy_span_ms(&self) -> Option<f64> {
+        let span = self.idle_at? - self.busy_at?;
+        span.num_microseconds().map(|us| us as f64 / 1e3)
+    }
+
+    fn on_iopub(&mut self, msg: JupyterMessage) {
+        match msg.content {
+            JupyterMessageContent::Status(status) => match status.execution_state {
+                ExecutionState::Busy => self.busy_at = Some(msg.header.date),
+                ExecutionState::Idle => {
+                    self.idle = true;
+                    self.idle_at = Some(msg.header.date);
+                }
+                ExecutionState::Dead
+                | ExecutionState::Restarting
+                | ExecutionState::AutoRestarting
+                | ExecutionState::Terminating => self.kernel_gone = true,
+                _ => {}
+            },
+            JupyterMessageContent::StreamContent(stream) => {
+                let which = match stream.name {
+                    Stdio::Stdout => Stream::Stdout,
+                    Stdio::Stderr => Stream::Stderr,
+                };
+                self.capture.push_stream(which, &stream.text);
+            }
+            JupyterMessageContent::DisplayData(display) => self.on_display(display.data),
+            JupyterMessageContent::UpdateDisplayData(display) => self.on_display(display.data),
+            JupyterMessageContent::ExecuteResult(result) => {
+                self.execution_count = Some(result.execution_count.0 as u64);
+                let bundle = self.take_images(result.data);
+                self.results.push(bundle);
+            }
+            JupyterMessageContent::ErrorOutput(error) => {
+                self.error = Some(ErrorInfo {
+                    ename: error.ename,
+                    evalue: strip_ansi(&error.evalue),
+                    traceback: error.traceback.iter().map(|l| strip_ansi(l)).collect(),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_display(&mut self, data: Media) {
+        let size = serde_json::to_string(&data).map(|s| s.len()).unwrap_or(0);
+        if self.capture.admit_display(size) {
+            let bundle = self.take_images(data);
+            self.displays.push(bundle);
+        }
+    }
+
+    /// Moves image payloads out of a bundle into the artifact queue; the
+    /// bundle keeps a placeholder so the display is still visible.
+    fn take_images(&mut self, data: Media) -> Bundle {
+        let mut map = match serde_json::to_value(&data) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        for (mime, _) in artifact::IMAGE_TYPES {
+            if let Some(Value::String(payload)) = map.remove(mime) {
+                self.images.push((mime.to_string(), payload));
+                map.insert(mime.to_string(), Value::String("<artifact>".into()));
+            }
+        }
+        Bundle { data: map }
+    }
+
+    fn on_shell(&mut self, msg: JupyterMessage) {
+        if let JupyterMessageContent::ExecuteReply(reply) = msg.content {
+            self.execution_count = Some(reply.execution_count.0 as u64);
+            if let Some(expressions) = &reply.user_expressions {
+                if let Some(ExpressionResult::Ok { data, .. }) = expressions.get("answer") {
+                    self.answer_variable = data.content.iter().find_map(|m| match m {
+                        jupyter_protocol::MediaType::Plain(text) => Some(text.clone()),
+                        _ => None,
+                    });
+                }
+            }
+            if reply.status != ReplyStatus::Ok && self.error.is_none() {
+                if let Some(e) = reply.error {
+                    self.error = Some(ErrorInfo {
+                        ename: e.ename,
+                        evalue: strip_ansi(&e.evalue),
+                        traceback: e.traceback.iter().map(|l| strip_ansi(l)).collect(),
+                    });
+                } else if reply.status == ReplyStatus::Aborted {
+                    self.error = Some(ErrorInfo {
+                        ename: "Aborted".into(),
+                        evalue: "the kernel aborted the execution".into(),
+                        traceback: Vec::new(),
+                    });
+                }
+            }
+            self.reply = Some(reply.status);
+        }
+    }
+}

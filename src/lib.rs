@@ -1,0 +1,10 @@
+//! retrace: a self-correction evaluation harness.
+//!
+//! The modules follow the data flow: tasks are turned into prompts, a model
+//! writes code, a confined kernel runs it, tracebacks drive repair rounds and
+//! the harness records and reports every round.
+
+pub mod kernel;
+pub mod pyenv;
+pub mod sandbox;
+pub mod util;

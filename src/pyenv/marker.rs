@@ -1,0 +1,121 @@
+//! `complete.json`: written last, it is what makes a directory a built image,
+//! and it records what went into it.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{ImageName, Interpreter, LockEntry};
+
+pub(crate) const MARKER_FILE: &str = "complete.json";
+const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Marker {
+    pub format: u32,
+    pub name: ImageName,
+    pub lock_hash: String,
+    pub python: Interpreter,
+    pub built_at: DateTime<Utc>,
+    pub retrace_version: String,
+    /// Whether `mplconfig/` holds a prebuilt font cache.
+    pub mpl_cache: bool,
+    pub packages: Vec<LockEntry>,
+}
+
+impl Marker {
+    pub fn new(
+        name: ImageName,
+        lock_hash: &str,
+        python: &Interpreter,
+        packages: &[LockEntry],
+        mpl_cache: bool,
+    ) -> Marker {
+        Marker {
+            format: FORMAT,
+            name,
+            lock_hash: lock_hash.to_string(),
+            python: python.clone(),
+            built_at: Utc::now(),
+            retrace_version: env!("CARGO_PKG_VERSION").to_string(),
+            mpl_cache,
+            packages: packages.to_vec(),
+        }
+    }
+
+    /// The marker of `dir` if it is a complete image of `name` with `hash`;
+    /// anything unreadable or mismatched means "not built".
+    pub fn read(dir: &Path, name: ImageName, hash: &str) -> Option<Marker> {
+        let text = fs::read(dir.join(MARKER_FILE)).ok()?;
+        let marker: Marker = serde_json::from_slice(&text).ok()?;
+        (marker.format == FORMAT && marker.name == name && marker.lock_hash == hash)
+            .then_some(marker)
+    }
+
+    /// Durable before the directory is renamed into place, so a crash can
+    /// never leave a "complete" image with a truncated marker.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let mut file = fs::File::create(dir.join(MARKER_FILE))?;
+        let mut text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        text.push(b'\n');
+        file.write_all(&text)?;
+        file.sync_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn python() -> Interpreter {
+        Interpreter {
+            path: "/usr/bin/python3".into(),
+            version: "3.11.2".into(),
+            tag: "cpython-3.11-x86_64".into(),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_checks_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let packages = vec![LockEntry {
+            name: "ipykernel".into(),
+            version: "7.4.0".into(),
+        }];
+        let marker = Marker::new(
+            ImageName::Slim,
+            "0123456789abcdef",
+            &python(),
+            &packages,
+            false,
+        );
+        marker.write(dir.path()).unwrap();
+        assert_eq!(
+            Marker::read(dir.path(), ImageName::Slim, "0123456789abcdef"),
+            Some(marker)
+        );
+        assert_eq!(
+            Marker::read(dir.path(), ImageName::Fat, "0123456789abcdef"),
+            None
+        );
+        assert_eq!(
+            Marker::read(dir.path(), ImageName::Slim, "fedcba9876543210"),
+            None
+        );
+    }
+
+    #[test]
+    fn missing_or_garbled_marker_is_not_built() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Marker::read(dir.path(), ImageName::Slim, "x"), None);
+        fs::write(
+            dir.path().join(MARKER_FILE),
+            b"{\"format\": 1, \"name\": \"sl",
+        )
+        .unwrap();
+        assert_eq!(Marker::read(dir.path(), ImageName::Slim, "x"), None);
+    }
+}

@@ -1,0 +1,259 @@
+//! Managed Python images: virtual environments that retrace builds itself from
+//! the pinned lock files in `images/`, so every kernel runs against exactly the
+//! same packages and the harness never depends on whatever Python the machine
+//! happens to have set up.
+//!
+//! An image lives in `$RETRACE_HOME/images/<name>-<hash>/`, where the hash
+//! covers the lock, the kernel configuration and the base interpreter; any
+//! change therefore yields a new directory instead of mutating one that running
+//! kernels may use. A directory counts as built only once its `complete.json`
+//! marker exists, and it only ever appears under its final name complete (built
+//! elsewhere, then renamed).
+//!
+//! The lock files and `kernel_config.py` are compiled into the binary, so an
+//! installed `retrace` needs no checkout.
+
+mod build;
+mod interpreter;
+mod lock;
+mod marker;
+mod progress;
+mod store;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+pub use interpreter::Interpreter;
+pub use lock::{Lock, LockEntry};
+pub use store::ImageStore;
+
+/// The IPython kernel configuration every image carries (see the file for why
+/// each setting is there).
+pub const KERNEL_CONFIG: &str = include_str!("../../images/kernel_config.py");
+
+/// Which image: `slim` (ipykernel only, for dynamic installs) or `fat` (the
+/// scientific stack pre-installed).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageName {
+    Slim,
+    Fat,
+}
+
+impl ImageName {
+    pub const ALL: [ImageName; 2] = [ImageName::Slim, ImageName::Fat];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageName::Slim => "slim",
+            ImageName::Fat => "fat",
+        }
+    }
+
+    /// The lock file text compiled into the binary.
+    pub fn lock_text(self) -> &'static str {
+        match self {
+            ImageName::Slim => lock::SLIM_LOCK,
+            ImageName::Fat => lock::FAT_LOCK,
+        }
+    }
+}
+
+impl fmt::Display for ImageName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ImageName {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "slim" => Ok(ImageName::Slim),
+            "fat" => Ok(ImageName::Fat),
+            _ => Err(format!("unknown image `{s}`; expected `slim` or `fat`")),
+        }
+    }
+}
+
+/// A built image, ready to start kernels from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    pub name: ImageName,
+    /// First 16 hex digits of the SHA-256 of lock, kernel config and base
+    /// interpreter; part of the directory name.
+    pub lock_hash: String,
+    /// Absolute, so paths derived from it can be handed to a kernel as is
+    /// (ipykernel silently ignores a relative `--config`).
+    pub dir: PathBuf,
+}
+
+impl Image {
+    pub fn python(&self) -> PathBuf {
+        self.dir.join("venv").join("bin").join("python")
+    }
+
+    pub fn kernel_config(&self) -> PathBuf {
+        self.dir.join("kernel_config.py")
+    }
+
+    /// Matplotlib config dir with a prebuilt font cache. Kernels should copy
+    /// it into a writable `MPLCONFIGDIR`: matplotlib rebuilds the cache (about
+    /// a second, on the first plot of every task) when its dir is missing or
+    /// read-only.
+    pub fn mpl_cache(&self) -> Option<PathBuf> {
+        let dir = self.dir.join(MPL_CACHE_DIR);
+        dir.is_dir().then_some(dir)
+    }
+}
+
+pub(crate) const MPL_CACHE_DIR: &str = "mplconfig";
+
+/// One row of `retrace image list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageInfo {
+    pub name: ImageName,
+    pub lock_hash: String,
+    /// Version of the base interpreter (from the marker when built).
+    pub python_version: Option<String>,
+    /// Disk usage of the image directory, when built.
+    pub size_bytes: Option<u64>,
+    pub path: PathBuf,
+    pub built: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PyenvError {
+    #[error("image `{name}` is not built; run `retrace image build {name}`")]
+    NotBuilt { name: ImageName },
+    #[error(
+        "no usable Python interpreter ({detail}); install Debian's python3 with python3-venv, \
+         or set RETRACE_PYTHON to a python3 that has the venv and ensurepip modules"
+    )]
+    NoInterpreter { detail: String },
+    #[error("lock file line {line}: {reason}")]
+    Lock { line: usize, reason: String },
+    #[error(
+        "building image `{name}` failed while trying to {step}: {detail}\n\
+         full log: {log}\n--- last lines of the log ---\n{tail}",
+        log = .log.display()
+    )]
+    BuildFailed {
+        name: ImageName,
+        step: String,
+        detail: String,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PyenvError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        PyenvError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn io_at(what: &str, path: &Path, source: std::io::Error) -> Self {
+        Self::io(format!("{what} {}", path.display()), source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_name_round_trips() {
+        for name in ImageName::ALL {
+            assert_eq!(name.to_string().parse::<ImageName>().unwrap(), name);
+            let json = serde_json::to_string(&name).unwrap();
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<ImageName>(&json).unwrap(), name);
+        }
+        assert_eq!("FAT".parse::<ImageName>().unwrap(), ImageName::Fat);
+        let err = "big".parse::<ImageName>().unwrap_err();
+        assert!(err.contains("`slim` or `fat`"), "{err}");
+    }
+
+    #[test]
+    fn embedded_locks_parse_and_slim_is_subset_of_fat() {
+        let slim = Lock::parse(ImageName::Slim.lock_text()).unwrap();
+        let fat = Lock::parse(ImageName::Fat.lock_text()).unwrap();
+        assert!(slim.contains("ipykernel") && !slim.contains("matplotlib"));
+        for pkg in [
+            "ipykernel",
+            "numpy",
+            "pandas",
+            "matplotlib",
+            "scipy",
+            "sympy",
+            "scikit-learn",
+            "statsmodels",
+            "networkx",
+            "seaborn",
+        ] {
+            assert!(fat.contains(pkg), "fat lacks {pkg}");
+        }
+        for entry in &slim.entries {
+            assert!(
+                fat.entries.contains(entry),
+                "{}=={} in slim but not pinned identically in fat",
+                entry.name,
+                entry.version
+            );
+        }
+    }
+
+    #[test]
+    fn not_built_message_says_what_to_do() {
+        let e = PyenvError::NotBuilt {
+            name: ImageName::Fat,
+        };
+        assert_eq!(
+            e.to_string(),
+            "image `fat` is not built; run `retrace image build fat`"
+        );
+    }
+
+    #[test]
+    fn image_paths() {
+        let image = Image {
+            name: ImageName::Slim,
+            lock_hash: "0123456789abcdef".into(),
+            dir: PathBuf::from("/nonexistent/images/slim-0123456789abcdef"),
+        };
+        assert_eq!(
+            image.python(),
+            Path::new("/nonexistent/images/slim-0123456789abcdef/venv/bin/python")
+        );
+        assert_eq!(
+            image.kernel_config(),
+            Path::new("/nonexistent/images/slim-0123456789abcdef/kernel_config.py")
+        );
+        assert_eq!(image.mpl_cache(), None);
+    }
+}

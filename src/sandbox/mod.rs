@@ -1,0 +1,114 @@
+//! Confinement of kernel processes.
+//!
+//! The kernel launcher talks to confinement through two traits: a
+//! [`Sandbox`] creates a [`Jail`] for each kernel *before* its process exists;
+//! the jail builds the command (placing the child before it execs), reads the
+//! counters the verdict is made from, kills every process of the kernel and
+//! removes what it created.
+
+pub mod evidence;
+pub mod unconfined;
+pub mod verdict;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use evidence::{classify, Counters, Evidence, ExitInfo, HarnessReason};
+pub use unconfined::Unconfined;
+pub use verdict::{Flag, Verdict};
+
+/// The directories of one kernel, created by the launcher.
+#[derive(Debug, Clone)]
+pub struct KernelLayout {
+    /// Short unique id, also used in cgroup and directory names.
+    pub id: String,
+    /// 0700 directory holding the connection file and the ipc sockets.
+    pub runtime_dir: PathBuf,
+    /// The kernel's working directory (task files are copied here).
+    pub work_dir: PathBuf,
+    /// An ephemeral HOME for the kernel.
+    pub home_dir: PathBuf,
+}
+
+/// The program a jail must run: the image's Python with ipykernel.
+#[derive(Debug, Clone)]
+pub struct LaunchCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The complete environment; nothing of the caller's is inherited.
+    pub env: Vec<(OsString, OsString)>,
+    /// The image directory (read-only inside a confined kernel).
+    pub image_dir: PathBuf,
+}
+
+/// How a kernel's processes were ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KillReport {
+    /// Which mechanism ended them (e.g. `cgroup.kill`, `freezer`, `killpg`).
+    pub method: String,
+    /// Milliseconds from the kill decision until no process was left.
+    pub kill_ms: f64,
+    /// Processes still alive afterwards (should be zero).
+    pub survivors: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("confinement is not available: {reason}\n{fix}")]
+    Unavailable { reason: String, fix: String },
+    #[error("cgroup {path}: {message}")]
+    Cgroup { path: PathBuf, message: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SandboxError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        SandboxError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Describes the confinement in effect, for every run's outputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    pub confined: bool,
+    /// e.g. `cgroup-v1-hybrid`, `cgroup-v2`, `none`.
+    pub mode: String,
+    pub notes: Vec<String>,
+}
+
+/// Creates confinement for kernels.
+pub trait Sandbox: Send + Sync {
+    /// Creates the confinement of one kernel before its process exists.
+    fn jail(&self, layout: &KernelLayout) -> Result<Box<dyn Jail>, SandboxError>;
+    fn info(&self) -> SandboxInfo;
+}
+
+/// The confinement of one kernel.
+pub trait Jail: Send + Sync {
+    /// The command that starts the kernel, arranged so that the child is
+    /// confined before it execs.
+    fn command(
+        &self,
+        launch: &LaunchCommand,
+        layout: &KernelLayout,
+    ) -> Result<tokio::process::Command, SandboxError>;
+    /// Current cumulative counters; verdicts use per-execution deltas.
+    fn counters(&self) -> Counters;
+    /// Kills every process of the kernel and waits until none is left.
+    /// `pid` is the launched process.
+    fn kill_all(&self, pid: Option<i32>) -> KillReport;
+    /// Processes of the kernel still alive (zombies excluded).
+    fn live_processes(&self) -> Vec<i32>;
+    /// Removes what the jail created. Only called once nothing is alive.
+    fn release(&self) -> Result<(), SandboxError>;
+}

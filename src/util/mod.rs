@@ -1,0 +1,4 @@
+//! Small helpers shared by several stages.
+
+pub mod proc;
+pub mod units;

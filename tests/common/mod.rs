@@ -1,0 +1,73 @@
+//! Shared setup for integration tests: real images, real kernels.
+#![allow(dead_code)]
+
+use std::sync::{Arc, OnceLock};
+
+use retrace::kernel::{default_kernel_root, KernelSpec};
+use retrace::pyenv::{Image, ImageName, ImageStore};
+use retrace::sandbox::{Sandbox, Unconfined};
+
+/// The fat image, built on first use into `$RETRACE_HOME` (shared across
+/// test runs so it is built once per machine).
+pub fn image(name: ImageName) -> Image {
+    static FAT: OnceLock<Image> = OnceLock::new();
+    static SLIM: OnceLock<Image> = OnceLock::new();
+    let cell = match name {
+        ImageName::Fat => &FAT,
+        ImageName::Slim => &SLIM,
+    };
+    cell.get_or_init(|| {
+        ImageStore::from_env()
+            .ensure(name, false)
+            .unwrap_or_else(|e| panic!("building image {name}: {e}"))
+    })
+    .clone()
+}
+
+pub fn spec(name: ImageName) -> Arc<KernelSpec> {
+    Arc::new(KernelSpec::new(image(name), default_kernel_root()))
+}
+
+/// A spec whose kernels live under `root`, so a test can check that
+/// nothing is left there.
+pub fn spec_in(name: ImageName, root: &std::path::Path) -> Arc<KernelSpec> {
+    Arc::new(KernelSpec::new(image(name), root.to_path_buf()))
+}
+
+pub fn sandbox() -> Arc<dyn Sandbox> {
+    Arc::new(Unconfined)
+}
+
+/// Processes whose command line mentions `needle` (a kernel id appears in
+/// its connection-file path).
+pub fn processes_mentioning(needle: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == std::process::id() as i32 {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let state = retrace::util::proc::stat(pid).map(|s| s.state);
+        if state != Some('Z') && String::from_utf8_lossy(&cmdline).contains(needle) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits up to `secs` for no process to mention `needle`.
+pub fn wait_gone(needle: &str, secs: u64) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        let left = processes_mentioning(needle);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,233 @@
+//! A real ipykernel per test, spoken to over the Jupyter protocol.
+
+mod common;
+
+use std::time::Duration;
+
+use retrace::kernel::{AnswerRule, ExecOptions, Kernel, KernelOptions, OutputCap};
+use retrace::pyenv::ImageName;
+use retrace::sandbox::Verdict;
+
+async fn kernel() -> Kernel {
+    kernel_with(KernelOptions::default()).await
+}
+
+async fn kernel_with(options: KernelOptions) -> Kernel {
+    Kernel::start(
+        common::spec(ImageName::Fat),
+        common::sandbox().as_ref(),
+        options,
+    )
+    .await
+    .expect("kernel starts")
+}
+
+fn opts(timeout_secs: u64) -> ExecOptions {
+    ExecOptions {
+        timeout: Duration::from_secs(timeout_secs),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn state_persists_and_streams_are_separate() {
+    let mut k = kernel().await;
+    let a = k.execute("x = 20\nprint('out')", &opts(10)).await;
+    assert_eq!(a.verdict, Verdict::Ok);
+    let b = k
+        .execute(
+            "import sys\nprint('to err', file=sys.stderr)\nprint(x * 2)",
+            &opts(10),
+        )
+        .await;
+    assert_eq!(b.stdout, "40\n");
+    assert_eq!(b.stderr, "to err\n");
+    assert_eq!(b.execution_count, Some(2));
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_come_without_escape_codes() {
+    let mut k = kernel().await;
+    let o = k
+        .execute("def f(d):\n    return d['missing']\nf({})", &opts(10))
+        .await;
+    assert_eq!(o.verdict, Verdict::Error);
+    let e = o.error.expect("error info");
+    assert_eq!(e.ename, "KeyError");
+    assert_eq!(e.evalue, "'missing'");
+    let text = e.traceback.join("\n");
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("return d['missing']"), "{text}");
+    assert!(o.answer.is_none());
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plots_become_png_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = kernel().await;
+    let exec = ExecOptions {
+        artifact_dir: Some(dir.path().to_path_buf()),
+        artifact_prefix: "plot".into(),
+        ..opts(30)
+    };
+    // One figure shown explicitly, one left open at the end of the cell.
+    let code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2]); plt.show()\nplt.figure(); plt.bar([1, 2], [3, 4])";
+    let o = k.execute(code, &exec).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    let pngs: Vec<_> = o
+        .artifacts
+        .iter()
+        .filter(|a| a.mime == "image/png")
+        .collect();
+    assert_eq!(pngs.len(), 2, "{:?}", o.artifacts);
+    for a in pngs {
+        let file = std::fs::File::open(dir.path().join(&a.path)).unwrap();
+        let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+            .read_info()
+            .expect("valid PNG header");
+        let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+        let frame = reader.next_frame(&mut buf).expect("PNG decodes");
+        assert!(frame.width > 100 && frame.height > 100);
+        assert!(a.base64.as_ref().is_some_and(|b| b.len() > 100));
+    }
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn output_flood_keeps_head_and_tail() {
+    let mut k = kernel_with(KernelOptions {
+        output_cap: OutputCap {
+            bytes: 64 * 1024,
+            messages: 10_000,
+        },
+        ..Default::default()
+    })
+    .await;
+    let o = k
+        .execute(
+            "for i in range(100000):\n    print('line', i)\nprint('END')",
+            &opts(30),
+        )
+        .await;
+    assert!(o.truncated);
+    assert!(o.truncation.dropped_bytes > 0);
+    assert!(
+        o.stdout.starts_with("line 0\nline 1\n"),
+        "{}",
+        &o.stdout[..50]
+    );
+    assert!(o.stdout.contains("bytes truncated"));
+    assert!(o.stdout.len() < 64 * 1024 + 200);
+    // The cap interrupts the flood; the kernel survives it.
+    assert_eq!(o.verdict, Verdict::OutputLimit);
+    let after = k.execute("print('still here')", &opts(10)).await;
+    assert_eq!(after.stdout, "still here\n");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answer_value_follows_the_rule() {
+    let mut k = kernel().await;
+    let o = k.execute("print('noise')\nprint('7')", &opts(10)).await;
+    let a = o.answer.unwrap();
+    assert_eq!(
+        (a.value.as_str(), a.rule),
+        ("7", AnswerRule::LastStdoutLine)
+    );
+    let o = k.execute("print('noise')\n3 * 5", &opts(10)).await;
+    let a = o.answer.unwrap();
+    assert_eq!((a.value.as_str(), a.rule), ("15", AnswerRule::LastResult));
+    let o = k.execute("answer = 'forty two'\n99", &opts(10)).await;
+    let a = o.answer.unwrap();
+    assert_eq!(
+        (a.value.as_str(), a.rule),
+        ("'forty two'", AnswerRule::AnswerVariable)
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sleep_is_interrupted_and_the_kernel_lives_on() {
+    let mut k = kernel().await;
+    k.execute("keep = 'me'", &opts(10)).await;
+    let pid = k.pid();
+    let o = k.execute("import time\ntime.sleep(100)", &opts(1)).await;
+    assert_eq!(o.verdict, Verdict::TimeoutWall);
+    assert_eq!(o.error.as_ref().unwrap().ename, "KeyboardInterrupt");
+    assert!(!o.state_lost);
+    assert!(o.timings_ms.total < 10_000.0);
+    let after = k.execute("print(keep)", &opts(10)).await;
+    assert_eq!(after.stdout, "me\n");
+    assert_eq!(k.pid(), pid, "no restart was needed");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kernel_killed_from_outside_is_reported_dead() {
+    let mut k = kernel().await;
+    let pid = k.pid();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    });
+    let started = std::time::Instant::now();
+    let o = k.execute("import time\ntime.sleep(60)", &opts(60)).await;
+    killer.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "waited for the deadline"
+    );
+    assert_eq!(o.verdict, Verdict::Crash, "{o:?}");
+    assert_eq!(
+        o.exit.as_ref().unwrap().signal_name.as_deref(),
+        Some("SIGKILL")
+    );
+    assert!(o.state_lost);
+    assert!(o.flags.contains(&"restarted".to_string()));
+    let after = k.execute("print('fresh')", &opts(10)).await;
+    assert_eq!(after.stdout, "fresh\n");
+    assert_ne!(k.pid(), pid);
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fifty_executions_in_one_kernel() {
+    let mut k = kernel().await;
+    k.execute("total = 0", &opts(10)).await;
+    for i in 1..=50 {
+        let o = k.execute(&format!("total += {i}\ntotal"), &opts(10)).await;
+        assert_eq!(o.verdict, Verdict::Ok);
+        assert_eq!(o.execution_count, Some(i + 1));
+    }
+    let o = k.execute("total", &opts(10)).await;
+    assert_eq!(o.answer.unwrap().value, "1275");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restart_loses_state_and_shutdown_leaves_nothing() {
+    let mut k = kernel().await;
+    let id = k.id().to_string();
+    k.execute("gone = 1", &opts(10)).await;
+    k.restart().await.unwrap();
+    let o = k.execute("'gone' in globals()", &opts(10)).await;
+    assert_eq!(o.answer.unwrap().value, "False");
+    // A child process the code started must not outlive the kernel.
+    k.execute(
+        &format!(
+            "import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{id}'])"
+        ),
+        &opts(10),
+    )
+    .await;
+    let found = common::processes_mentioning(&id);
+    assert_eq!(found.len(), 2, "kernel and its child: {found:?}");
+    k.shutdown().await;
+    assert!(common::wait_gone(&id, 5).is_empty());
+}
