@@ -129,9 +129,11 @@ def request_kwargs():
 
 
 def run_poll(kc, poller, shell, iopub, code, kwargs):
-    """One execution; returns (round trip ms, kernel busy ms)."""
+    """One execution; returns (round trip ms, kernel busy ms, wall segments)."""
+    w0 = time.time()
     t0 = time.perf_counter()
     msg_id = kc.execute(code, **kwargs)
+    w_sent = time.time()
     reply = idle = False
     busy_at = idle_at = None
     while not (reply and idle):
@@ -154,7 +156,21 @@ def run_poll(kc, poller, shell, iopub, code, kwargs):
                         idle_at = msg["header"]["date"]
                         idle = True
     elapsed = (time.perf_counter() - t0) * 1e3
-    return elapsed, (idle_at - busy_at).total_seconds() * 1e3
+    w_done = time.time()
+    return elapsed, (idle_at - busy_at).total_seconds() * 1e3, segments(
+        w0, w_sent, busy_at, idle_at, w_done
+    )
+
+
+def segments(w0, w_sent, busy_at, idle_at, w_done):
+    """Wall-clock splits of the overhead (the kernel's header dates are
+    taken from the same host clock): building+sending the request,
+    call->kernel busy, kernel idle->done."""
+    return {
+        "send_ms": (w_sent - w0) * 1e3 if w_sent is not None else None,
+        "to_busy_ms": (busy_at.timestamp() - w0) * 1e3,
+        "idle_to_end_ms": (w_done - idle_at.timestamp()) * 1e3,
+    }
 
 
 def run_interactive(kc, code, kwargs):
@@ -164,12 +180,15 @@ def run_interactive(kc, code, kwargs):
         if msg["header"]["msg_type"] == "status":
             dates[msg["content"]["execution_state"]] = msg["header"]["date"]
 
+    w0 = time.time()
     t0 = time.perf_counter()
     reply = kc.execute_interactive(code, timeout=30, output_hook=hook, **kwargs)
     elapsed = (time.perf_counter() - t0) * 1e3
+    w_done = time.time()
     if reply["content"]["status"] != "ok":
         raise RuntimeError(f"execution failed: {reply['content']}")
-    return elapsed, (dates["idle"] - dates["busy"]).total_seconds() * 1e3
+    span = (dates["idle"] - dates["busy"]).total_seconds() * 1e3
+    return elapsed, span, segments(w0, None, dates["busy"], dates["idle"], w_done)
 
 
 def main():
@@ -204,11 +223,15 @@ def main():
         for _ in range(ARGS.warmup):
             once()
         roundtrip, busy, overhead = [], [], []
+        parts = {}
         for _ in range(ARGS.n):
-            total, span = once()
+            total, span, split = once()
             roundtrip.append(total)
             busy.append(span)
             overhead.append(total - span)
+            for key, value in split.items():
+                if value is not None:
+                    parts.setdefault(key, []).append(value)
 
         report = {
             "client": "jupyter_client",
@@ -224,6 +247,7 @@ def main():
             "roundtrip_ms": stats(roundtrip),
             "kernel_busy_ms": stats(busy),
             "overhead_ms": stats(overhead),
+            "segments": {key: stats(values) for key, values in parts.items()},
         }
         if ARGS.raw:
             report["raw"] = {"roundtrip_ms": roundtrip, "kernel_busy_ms": busy}

@@ -10,7 +10,8 @@
 //! - `overhead_ms`: per execution, round trip minus the kernel's span.
 //!
 //! `--print-image` only ensures the image and prints where its Python and
-//! kernel config are, so the Python side can start the same kernel.
+//! kernel config are (`key=path` lines), so the Python side can start the
+//! same kernel.
 //!
 //! ```text
 //! cargo run --release --example roundtrip -- --n 500 --warmup 50
@@ -44,6 +45,11 @@ struct Args {
     /// Also print every sample (milliseconds) in the JSON.
     #[arg(long)]
     raw: bool,
+    /// Also stamp the request's way through the kernel (hooks installed by
+    /// `kernel_trace.py`, which cost the kernel a little) and report where
+    /// the round trip goes, in `trace`.
+    #[arg(long)]
+    kernel_trace: bool,
     /// Tokio worker threads (0: tokio's default, one per core).
     #[arg(long, default_value_t = 0)]
     workers: usize,
@@ -66,12 +72,9 @@ async fn run(args: Args) -> Result<()> {
             .await?
             .context("building the slim image")?;
     if args.print_image {
-        let info = json!({
-            "python": image.python(),
-            "kernel_config": image.kernel_config(),
-            "image_dir": image.dir,
-        });
-        println!("{info}");
+        println!("python={}", image.python().display());
+        println!("kernel_config={}", image.kernel_config().display());
+        println!("image_dir={}", image.dir.display());
         return Ok(());
     }
 
@@ -83,7 +86,13 @@ async fn run(args: Args) -> Result<()> {
     let start_ms = start.elapsed().as_secs_f64() * 1e3;
     let result = measure(&mut kernel, &args).await;
     kernel.shutdown().await;
-    let (roundtrip, outcome_total, busy, overhead) = result?;
+    let Measured {
+        roundtrip,
+        outcome_total,
+        busy,
+        overhead,
+        trace,
+    } = result?;
 
     let mut report = json!({
         "client": "retrace",
@@ -96,6 +105,9 @@ async fn run(args: Args) -> Result<()> {
         "kernel_busy_ms": Stats::of(&busy),
         "overhead_ms": Stats::of(&overhead),
     });
+    if let Some(trace) = trace {
+        report["trace"] = trace;
+    }
     if args.raw {
         report["raw"] = json!({
             "roundtrip_ms": roundtrip,
@@ -106,10 +118,24 @@ async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-type Samples = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+struct Measured {
+    roundtrip: Vec<f64>,
+    outcome_total: Vec<f64>,
+    busy: Vec<f64>,
+    overhead: Vec<f64>,
+    trace: Option<serde_json::Value>,
+}
 
-async fn measure(kernel: &mut Kernel, args: &Args) -> Result<Samples> {
+const KERNEL_TRACE: &str = include_str!("kernel_trace.py");
+
+async fn measure(kernel: &mut Kernel, args: &Args) -> Result<Measured> {
     let exec = ExecOptions::default();
+    if args.kernel_trace {
+        let outcome = kernel.execute(KERNEL_TRACE, &exec).await;
+        if !outcome.succeeded() {
+            bail!("installing the kernel trace failed: {:?}", outcome.error);
+        }
+    }
     for _ in 0..args.warmup {
         let outcome = kernel.execute(&args.code, &exec).await;
         if !outcome.succeeded() {
@@ -120,10 +146,13 @@ async fn measure(kernel: &mut Kernel, args: &Args) -> Result<Samples> {
     let mut outcome_total = Vec::with_capacity(args.n);
     let mut busy = Vec::with_capacity(args.n);
     let mut overhead = Vec::with_capacity(args.n);
+    let mut wall = Vec::with_capacity(args.n);
     for _ in 0..args.n {
+        let called = wall_now();
         let t = Instant::now();
         let outcome = kernel.execute(&args.code, &exec).await;
         let ms = t.elapsed().as_secs_f64() * 1e3;
+        wall.push((called, wall_now()));
         if !outcome.succeeded() {
             bail!("execution failed: {:?}", outcome.error);
         }
@@ -136,7 +165,90 @@ async fn measure(kernel: &mut Kernel, args: &Args) -> Result<Samples> {
         busy.push(span);
         overhead.push(ms - span);
     }
-    Ok((roundtrip, outcome_total, busy, overhead))
+    let trace = if args.kernel_trace {
+        let outcome = kernel.execute(KERNEL_TRACE, &exec).await;
+        if !outcome.succeeded() {
+            bail!("reading the kernel trace failed: {:?}", outcome.error);
+        }
+        let entries: Vec<TraceEntry> =
+            serde_json::from_str(outcome.stdout.trim()).context("parsing the kernel trace")?;
+        Some(trace_segments(&entries, &wall)?)
+    } else {
+        None
+    };
+    Ok(Measured {
+        roundtrip,
+        outcome_total,
+        busy,
+        overhead,
+        trace,
+    })
+}
+
+/// Seconds since the epoch, the clock of the kernel's timestamps.
+fn wall_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(f64::NAN, |d| d.as_secs_f64())
+}
+
+/// One execute_request as the kernel saw it (`kernel_trace.py`); seconds.
+#[derive(serde::Deserialize)]
+struct TraceEntry {
+    recv: f64,
+    busy: Option<f64>,
+    idle: Option<f64>,
+    iopub_idle: Option<f64>,
+    reply: Option<f64>,
+}
+
+/// Splits each timed round trip at the kernel's stamps (milliseconds):
+/// `send_leg` call → the kernel's shell thread has the request;
+/// `kernel_in` → status busy; `span` busy → idle; `kernel_out` idle → the
+/// IOPub thread writes it; `recv_leg` → the call returns. `reply_after_idle`
+/// is when the reply was handed to the shell stream, relative to that write.
+fn trace_segments(entries: &[TraceEntry], wall: &[(f64, f64)]) -> Result<serde_json::Value> {
+    // The last entry is the dump cell itself (still running); before the
+    // timed executions come the warm-up ones.
+    let complete: Vec<&TraceEntry> = entries
+        .iter()
+        .filter(|e| e.busy.is_some() && e.idle.is_some() && e.iopub_idle.is_some())
+        .collect();
+    if complete.len() < wall.len() {
+        bail!(
+            "the kernel trace has {} complete entries for {} executions",
+            complete.len(),
+            wall.len()
+        );
+    }
+    let timed = &complete[complete.len() - wall.len()..];
+    let mut columns: [(&str, Vec<f64>); 6] = [
+        ("send_leg", Vec::new()),
+        ("kernel_in", Vec::new()),
+        ("span", Vec::new()),
+        ("kernel_out", Vec::new()),
+        ("recv_leg", Vec::new()),
+        ("reply_after_idle", Vec::new()),
+    ];
+    for (e, (called, done)) in timed.iter().zip(wall) {
+        let (busy, idle, out) = (e.busy.unwrap(), e.idle.unwrap(), e.iopub_idle.unwrap());
+        let values = [
+            e.recv - called,
+            busy - e.recv,
+            idle - busy,
+            out - idle,
+            done - out,
+            e.reply.map_or(f64::NAN, |r| r - out),
+        ];
+        for ((_, column), v) in columns.iter_mut().zip(values) {
+            column.push(v * 1e3);
+        }
+    }
+    let mut out = serde_json::Map::new();
+    for (name, column) in columns {
+        out.insert(name.to_string(), serde_json::to_value(Stats::of(&column))?);
+    }
+    Ok(serde_json::Value::Object(out))
 }
 
 /// Nearest-rank percentiles (the Python side uses the same definition).

@@ -3,16 +3,12 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Args;
-use retrace::kernel::{
-    default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome, OutputCap,
-};
+use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelSpec, Outcome};
 use retrace::pyenv::{ImageName, ImageStore};
-use retrace::sandbox::{Sandbox, Unconfined};
-use retrace::util::units::{parse_bytes, parse_duration};
 
+use super::limits::LimitArgs;
 use super::Failure;
 
 #[derive(Args)]
@@ -22,15 +18,8 @@ pub struct ExecArgs {
     /// Image the kernel runs in: `fat` or `slim`.
     #[arg(long, default_value = "fat")]
     pub image: ImageName,
-    /// Wall-clock limit of each cell.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub timeout: Duration,
-    /// Output cap per cell (stdout, stderr and displays together).
-    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
-    pub output_cap: u64,
-    /// Message cap per cell.
-    #[arg(long, default_value_t = 10_000)]
-    pub output_messages: u64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Directory where plots and other images are written.
     #[arg(long, default_value = "retrace-artifacts")]
     pub artifacts: PathBuf,
@@ -73,14 +62,12 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
         .map_err(Failure::infra)?
         .map_err(Failure::infra)?;
     let spec = Arc::new(KernelSpec::new(image, default_kernel_root()));
-    let sandbox: Arc<dyn Sandbox> = Arc::new(Unconfined);
-    let options = KernelOptions {
-        output_cap: OutputCap {
-            bytes: args.output_cap,
-            messages: args.output_messages,
-        },
-        ..Default::default()
-    };
+    let sandbox = args.limits.sandbox()?;
+    let spec = Arc::new(KernelSpec {
+        threads: args.limits.limits().threads(),
+        ..(*spec).clone()
+    });
+    let options = args.limits.kernel_options();
     let mut kernel = Kernel::start(spec, sandbox.as_ref(), options)
         .await
         .map_err(Failure::infra)?;
@@ -88,7 +75,7 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
     let mut outcomes = Vec::new();
     for (i, cell) in cells.iter().enumerate() {
         let exec = ExecOptions {
-            timeout: args.timeout,
+            timeout: args.limits.timeout,
             artifact_dir: Some(args.artifacts.clone()),
             artifact_prefix: format!("cell{}", i + 1),
         };
@@ -173,6 +160,9 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
             "output truncated: {} bytes and {} messages dropped",
             o.truncation.dropped_bytes, o.truncation.dropped_messages
         );
+    }
+    if let Some(a) = &o.answer {
+        println!("answer: {} ({:?})", a.value, a.rule);
     }
     if o.state_lost {
         println!("the kernel was restarted; its variables are gone");

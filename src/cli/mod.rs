@@ -4,6 +4,7 @@
 
 mod exec;
 mod image;
+mod limits;
 
 use clap::{Parser, Subcommand};
 

@@ -37,6 +37,9 @@ pub struct KernelOptions {
     /// How long an interrupted execution may take to stop before the kill.
     pub interrupt_grace: Duration,
     pub output_cap: OutputCap,
+    /// CPU time per execution, read from the jail's counters; `None` when
+    /// the jail has no CPU accounting.
+    pub cpu_time: Option<Duration>,
 }
 
 impl Default for KernelOptions {
@@ -45,6 +48,7 @@ impl Default for KernelOptions {
             startup_timeout: Duration::from_secs(30),
             interrupt_grace: Duration::from_secs(2),
             output_cap: OutputCap::default(),
+            cpu_time: None,
         }
     }
 }
@@ -87,8 +91,14 @@ pub struct Kernel {
     banner: KernelBanner,
     artifact_seq: u32,
     restarts: u32,
+    /// Processes of a freshly started kernel (the kernel and its init):
+    /// anything beyond that after an execution was left behind by the code.
+    baseline_procs: usize,
     closed: bool,
 }
+
+/// How often the CPU counter is read during an execution.
+const CPU_POLL: Duration = Duration::from_millis(50);
 
 impl Kernel {
     /// Starts a confined kernel and waits until it answers.
@@ -108,6 +118,7 @@ impl Kernel {
         };
         match launch(&spec, &layout, jail.as_ref(), options.startup_timeout).await {
             Ok((process, channels, banner)) => Ok(Kernel {
+                baseline_procs: jail.live_processes().len(),
                 spec,
                 options,
                 layout,
@@ -186,6 +197,9 @@ impl Kernel {
         let mut exit = self.process.exit.clone();
         let mut died = false;
         let mut kill_needed = false;
+        let cpu_limit_usec = self.options.cpu_time.map(|d| d.as_micros() as u64);
+        let mut cpu_tick = tokio::time::interval(CPU_POLL);
+        cpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
         while !(run.reply.is_some() && run.idle) {
             tokio::select! {
@@ -208,6 +222,15 @@ impl Kernel {
                 Some(msg) = self.channels.shell_rx.recv() => {
                     if parent_id(&msg) == Some(msg_id.as_str()) {
                         run.on_shell(msg);
+                    }
+                }
+                _ = cpu_tick.tick(), if cpu_limit_usec.is_some() && run.reason.is_none() => {
+                    let used = self.jail.counters().since(&before).cpu_usage_usec;
+                    if cpu_limit_usec.is_some_and(|limit| used > limit) {
+                        run.reason = Some(HarnessReason::TimeoutCpu);
+                        interrupted_at = Some(tokio::time::Instant::now());
+                        deadline = tokio::time::Instant::now() + self.options.interrupt_grace;
+                        let _ = self.channels.send_control(InterruptRequest {}.into()).await;
                     }
                 }
                 _ = sleep_until(deadline) => {
@@ -252,12 +275,26 @@ impl Kernel {
         }
         evidence.harness_reason = run.reason;
         evidence.delta = self.jail.counters().since(&before);
+        if !(died || kill_needed) {
+            evidence.leftover_procs = self.leftover_processes().await;
+        }
         evidence.truncated = run.capture.truncation().truncated;
         evidence.reply_error = run
             .error
             .as_ref()
             .map(|e| (e.ename.clone(), e.evalue.clone()));
-        let (verdict, flags) = classify(&evidence);
+        let (verdict, mut flags) = classify(&evidence);
+        // A fork bomb leaves copies of the kernel behind (they share its
+        // sockets); only a fresh kernel is trustworthy after one.
+        let interrupted_with_children = run.reason.is_some() && evidence.leftover_procs > 0;
+        if (verdict == crate::sandbox::Verdict::PidsLimit || interrupted_with_children)
+            && !(died || kill_needed)
+        {
+            let report = self.kill_processes().await;
+            kill_ms = Some(report.kill_ms);
+            kill_needed = true;
+            flags.push(crate::sandbox::Flag::Restarted);
+        }
 
         let mut state_lost = false;
         let mut restart_error = None;
@@ -293,7 +330,11 @@ impl Kernel {
         Outcome {
             status,
             verdict,
-            flags: flags.iter().map(|f| f.as_str().to_string()).collect(),
+            flags: {
+                flags.sort();
+                flags.dedup();
+                flags.iter().map(|f| f.as_str().to_string()).collect()
+            },
             execution_count: run.execution_count,
             stdout,
             stderr: run.capture.stderr(),
@@ -339,6 +380,24 @@ impl Kernel {
         saved
     }
 
+    /// Processes beyond those of a fresh kernel. Children that are exiting
+    /// get a moment to finish before they count.
+    async fn leftover_processes(&self) -> usize {
+        let mut extra = 0;
+        for _ in 0..5 {
+            extra = self
+                .jail
+                .live_processes()
+                .len()
+                .saturating_sub(self.baseline_procs);
+            if extra == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        extra
+    }
+
     /// Asks the kernel to interrupt the running execution.
     pub async fn interrupt(&mut self) -> Result<(), KernelError> {
         self.channels.send_control(InterruptRequest {}.into()).await
@@ -361,6 +420,7 @@ impl Kernel {
         self.channels = channels;
         self.banner = banner;
         self.restarts += 1;
+        self.baseline_procs = self.jail.live_processes().len();
         Ok(())
     }
 

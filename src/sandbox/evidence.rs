@@ -120,6 +120,16 @@ fn primary(e: &Evidence) -> Verdict {
         return Verdict::InternalError;
     }
     if let Some(reason) = e.harness_reason {
+        // A fork bomb spins until a timer fires; the pid limit it hit is the
+        // cause worth reporting.
+        if e.delta.pids_max_events > 0
+            && matches!(
+                reason,
+                HarnessReason::TimeoutWall | HarnessReason::TimeoutCpu
+            )
+        {
+            return Verdict::PidsLimit;
+        }
         return match reason {
             HarnessReason::TimeoutWall => Verdict::TimeoutWall,
             HarnessReason::TimeoutCpu => Verdict::TimeoutCpu,
@@ -128,6 +138,11 @@ fn primary(e: &Evidence) -> Verdict {
         };
     }
     if let Some(exit) = &e.exit {
+        // Copies of a forking kernel exhaust memory too; the process
+        // explosion is the cause.
+        if e.delta.pids_max_events > 0 {
+            return Verdict::PidsLimit;
+        }
         if e.delta.oom_kills > 0 {
             return Verdict::OomKilled;
         }
@@ -282,6 +297,18 @@ mod tests {
                     ..Default::default()
                 },
                 Verdict::MemoryError,
+            ),
+            (
+                Evidence {
+                    harness_reason: Some(HarnessReason::TimeoutCpu),
+                    killed_by_harness: true,
+                    delta: Counters {
+                        pids_max_events: 5000,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                Verdict::PidsLimit,
             ),
             (
                 Evidence {

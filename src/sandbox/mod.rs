@@ -6,7 +6,12 @@
 //! counters the verdict is made from, kills every process of the kernel and
 //! removes what it created.
 
+pub mod cgroup;
+mod confined;
 pub mod evidence;
+pub mod init;
+mod isolate;
+mod limits;
 pub mod unconfined;
 pub mod verdict;
 
@@ -15,7 +20,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use confined::Confined;
 pub use evidence::{classify, Counters, Evidence, ExitInfo, HarnessReason};
+pub use limits::SandboxLimits;
 pub use unconfined::Unconfined;
 pub use verdict::{Flag, Verdict};
 

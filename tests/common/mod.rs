@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use retrace::kernel::{default_kernel_root, KernelSpec};
 use retrace::pyenv::{Image, ImageName, ImageStore};
-use retrace::sandbox::{Sandbox, Unconfined};
+use retrace::sandbox::{Confined, Sandbox, SandboxLimits};
 
 /// The fat image, built on first use into `$RETRACE_HOME` (shared across
 /// test runs so it is built once per machine).
@@ -34,8 +34,17 @@ pub fn spec_in(name: ImageName, root: &std::path::Path) -> Arc<KernelSpec> {
     Arc::new(KernelSpec::new(image(name), root.to_path_buf()))
 }
 
+/// Confined kernels, as users run them. Needs root (CI runs as root).
 pub fn sandbox() -> Arc<dyn Sandbox> {
-    Arc::new(Unconfined)
+    sandbox_with(SandboxLimits::default())
+}
+
+pub fn sandbox_with(limits: SandboxLimits) -> Arc<dyn Sandbox> {
+    let init = std::path::PathBuf::from(env!("CARGO_BIN_EXE_retrace"));
+    match Confined::new(limits, init) {
+        Ok(sandbox) => Arc::new(sandbox),
+        Err(e) => panic!("these tests run confined kernels and need root: {e}"),
+    }
 }
 
 /// Processes whose command line mentions `needle` (a kernel id appears in

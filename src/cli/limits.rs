@@ -1,0 +1,82 @@
+//! The sandbox flags shared by `exec`, `run` and `sandbox check`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use retrace::kernel::{KernelOptions, OutputCap};
+use retrace::sandbox::{Confined, Sandbox, SandboxLimits, Unconfined};
+use retrace::util::units::{parse_bytes, parse_duration};
+
+use super::Failure;
+
+#[derive(Args, Clone, Debug)]
+pub struct LimitArgs {
+    /// Memory of the kernel and all its processes (no swap).
+    #[arg(long, default_value = "512M", value_parser = parse_bytes)]
+    pub memory: u64,
+    /// Processes and threads of one kernel.
+    #[arg(long, default_value_t = 128)]
+    pub pids: u64,
+    /// CPU quota in cores.
+    #[arg(long, default_value_t = 1.0)]
+    pub cpus: f64,
+    /// Wall time per execution.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// CPU time per execution.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub cpu_time: Duration,
+    /// Output per execution (stdout, stderr and displays together).
+    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
+    pub output_cap: u64,
+    /// Output messages per execution.
+    #[arg(long, default_value_t = 10_000)]
+    pub output_messages: u64,
+    /// Size of the kernel's private /tmp, /dev/shm and working directory,
+    /// and the largest file it may write.
+    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    pub disk: u64,
+    /// Run kernels WITHOUT confinement (no cgroups, no namespaces). Every
+    /// output then says so. Only for code you trust.
+    #[arg(long)]
+    pub unsafe_no_sandbox: bool,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> SandboxLimits {
+        SandboxLimits {
+            memory_bytes: self.memory,
+            pids: self.pids,
+            cpus: self.cpus,
+            timeout: self.timeout,
+            cpu_time: self.cpu_time,
+            output_cap_bytes: self.output_cap,
+            output_cap_messages: self.output_messages,
+            disk_bytes: self.disk,
+        }
+    }
+
+    pub fn kernel_options(&self) -> KernelOptions {
+        KernelOptions {
+            output_cap: OutputCap {
+                bytes: self.output_cap,
+                messages: self.output_messages,
+            },
+            cpu_time: (!self.unsafe_no_sandbox).then_some(self.cpu_time),
+            ..Default::default()
+        }
+    }
+
+    /// The sandbox these flags ask for; fails closed.
+    pub fn sandbox(&self) -> Result<Arc<dyn Sandbox>, Failure> {
+        if self.unsafe_no_sandbox {
+            eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
+            return Ok(Arc::new(Unconfined));
+        }
+        let exe = std::env::current_exe().map_err(Failure::infra)?;
+        Confined::new(self.limits(), exe)
+            .map(|c| Arc::new(c) as Arc<dyn Sandbox>)
+            .map_err(Failure::infra)
+    }
+}

@@ -1,0 +1,306 @@
+//! Confinement for real: a leaf cgroup per kernel, created and limited
+//! before the process exists and joined by the child before it execs; new
+//! mount, PID, network, IPC and UTS namespaces; the kernel as an unprivileged
+//! user with its own filesystem view (see `isolate.rs` and `init.rs`).
+
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::cgroup::{CgroupHost, CgroupLimits, KernelCgroup, Probe};
+use super::init::INIT_ARG;
+use super::isolate::{kernel_user, IsolateSpec, PrivateDir, Rlimits};
+use super::{
+    Counters, Jail, KernelLayout, KillReport, LaunchCommand, Sandbox, SandboxError, SandboxInfo,
+    SandboxLimits,
+};
+
+const FIX_ROOT: &str = "run retrace as root (e.g. `sudo retrace ...`, or in a delegated scope: \
+     `sudo systemd-run --scope -p Delegate=yes retrace ...`), or pass --unsafe-no-sandbox to run \
+     untrusted code without confinement (every output then says so)";
+
+pub struct Confined {
+    host: CgroupHost,
+    probe: Probe,
+    limits: SandboxLimits,
+    init_exe: PathBuf,
+    uid: u32,
+    gid: u32,
+}
+
+impl Confined {
+    /// Probes the host and prepares confinement; fails closed with a message
+    /// that says why and how to fix it. `init_exe` is the retrace binary
+    /// (re-executed as the kernel's init).
+    pub fn new(limits: SandboxLimits, init_exe: PathBuf) -> Result<Self, SandboxError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(SandboxError::Unavailable {
+                reason: "creating namespaces and switching the kernel to its own user needs root"
+                    .into(),
+                fix: FIX_ROOT.into(),
+            });
+        }
+        let host = CgroupHost::detect()?;
+        let probe = host.probe();
+        if !probe.writable || !probe.problems.is_empty() {
+            return Err(SandboxError::Unavailable {
+                reason: format!(
+                    "{} cgroups are not usable: {}",
+                    probe.mode,
+                    probe.problems.join("; ")
+                ),
+                fix: FIX_ROOT.into(),
+            });
+        }
+        // Groups left by a retrace that crashed: kill and remove them.
+        host.reclaim_stale();
+        // The harness must never be the OOM victim; kernels get 1000.
+        let _ = fs::write("/proc/self/oom_score_adj", "-500");
+        let (uid, gid) = kernel_user();
+        Ok(Self {
+            host,
+            probe,
+            limits,
+            init_exe,
+            uid,
+            gid,
+        })
+    }
+
+    pub fn limits(&self) -> &SandboxLimits {
+        &self.limits
+    }
+}
+
+impl Drop for Confined {
+    fn drop(&mut self) {
+        self.host.remove_harness_dir();
+    }
+}
+
+impl Sandbox for Confined {
+    fn jail(&self, layout: &KernelLayout) -> Result<Box<dyn Jail>, SandboxError> {
+        let cgroup = self.host.create(
+            &layout.id,
+            &CgroupLimits {
+                memory_bytes: self.limits.memory_bytes,
+                pids: self.limits.pids,
+                cpus: self.limits.cpus,
+            },
+        )?;
+        let jail = ConfinedJail {
+            cgroup,
+            limits: self.limits,
+            init_exe: self.init_exe.clone(),
+            uid: self.uid,
+            gid: self.gid,
+        };
+        // The kernel user creates its sockets here; the harness (root) still
+        // reaches them.
+        let chown = |p: &Path| {
+            nix::unistd::chown(
+                p,
+                Some(nix::unistd::Uid::from_raw(self.uid)),
+                Some(nix::unistd::Gid::from_raw(self.gid)),
+            )
+            .map_err(|e| SandboxError::io(format!("chown {}", p.display()), e.into()))
+        };
+        if let Err(e) = chown(&layout.runtime_dir) {
+            let _ = jail.cgroup.remove();
+            return Err(e);
+        }
+        Ok(Box::new(jail))
+    }
+
+    fn info(&self) -> SandboxInfo {
+        let mut notes = vec![
+            format!(
+                "kill: {}",
+                if self.probe.cgroup_kill {
+                    "cgroup.kill"
+                } else {
+                    "freezer"
+                }
+            ),
+            format!("controllers: {}", self.probe.controllers.join(",")),
+            format!("kernel uid: {}", self.uid),
+        ];
+        if !self.probe.host_has_swap {
+            notes.push("host has no swap".into());
+        }
+        SandboxInfo {
+            confined: true,
+            mode: self.probe.mode.to_string(),
+            notes,
+        }
+    }
+}
+
+struct ConfinedJail {
+    cgroup: KernelCgroup,
+    limits: SandboxLimits,
+    init_exe: PathBuf,
+    uid: u32,
+    gid: u32,
+}
+
+impl ConfinedJail {
+    fn spec(&self, launch: &LaunchCommand, layout: &KernelLayout) -> IsolateSpec {
+        let base = layout
+            .runtime_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| layout.runtime_dir.clone());
+        let disk = self.limits.disk_bytes;
+        let mut ro_binds = vec![launch.image_dir.clone()];
+        ro_binds.extend(interpreter_prefix(&launch.image_dir));
+        let private = |path: &Path, mode: u32, seed: Option<&Path>| PrivateDir {
+            path: path.to_path_buf(),
+            size_bytes: disk,
+            mode,
+            seed: seed.map(Path::to_path_buf),
+        };
+        IsolateSpec {
+            program: launch.program.clone(),
+            args: launch
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            env: launch
+                .env
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string_lossy().into_owned(),
+                        v.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect(),
+            uid: self.uid,
+            gid: self.gid,
+            new_root: base.join("root"),
+            ro_binds,
+            rw_binds: vec![layout.runtime_dir.clone()],
+            private_dirs: vec![
+                private(&layout.work_dir, 0o700, Some(&layout.work_dir)),
+                private(&layout.home_dir, 0o700, Some(&layout.home_dir)),
+                private(Path::new("/tmp"), 0o1777, None),
+                private(Path::new("/dev/shm"), 0o1777, None),
+            ],
+            cwd: layout.work_dir.clone(),
+            rlimits: Rlimits {
+                nofile: 1024,
+                fsize: disk,
+                cpu_secs: self.limits.cpu_backstop_secs(),
+            },
+            oom_score_adj: 1000,
+        }
+    }
+}
+
+/// The base interpreter's prefix when it lives outside the system
+/// directories (e.g. a pyenv build): the venv's python links into it.
+fn interpreter_prefix(image_dir: &Path) -> Option<PathBuf> {
+    let cfg = fs::read_to_string(image_dir.join("venv").join("pyvenv.cfg")).ok()?;
+    let home = cfg.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "home").then(|| PathBuf::from(v.trim()))
+    })?;
+    let prefix = home.parent()?.to_path_buf();
+    let system = super::isolate::SYSTEM_DIRS
+        .iter()
+        .any(|d| prefix.starts_with(d));
+    (!system).then_some(prefix)
+}
+
+impl Jail for ConfinedJail {
+    fn command(
+        &self,
+        launch: &LaunchCommand,
+        layout: &KernelLayout,
+    ) -> Result<tokio::process::Command, SandboxError> {
+        let spec = self.spec(launch, layout);
+        // The connection file is written after the jail exists; the kernel
+        // user must be able to read it.
+        for entry in fs::read_dir(&layout.runtime_dir)
+            .map_err(|e| SandboxError::io(format!("reading {}", layout.runtime_dir.display()), e))?
+            .flatten()
+        {
+            let _ = nix::unistd::chown(
+                &entry.path(),
+                Some(nix::unistd::Uid::from_raw(self.uid)),
+                Some(nix::unistd::Gid::from_raw(self.gid)),
+            );
+        }
+        let spec_path = layout
+            .runtime_dir
+            .parent()
+            .unwrap_or(&layout.runtime_dir)
+            .join("jail.json");
+        let text = serde_json::to_vec(&spec)
+            .map_err(|e| SandboxError::io("encoding the jail spec", e.into()))?;
+        fs::write(&spec_path, text)
+            .map_err(|e| SandboxError::io(format!("writing {}", spec_path.display()), e))?;
+        fs::set_permissions(&spec_path, fs::Permissions::from_mode(0o600))
+            .map_err(|e| SandboxError::io(format!("chmod {}", spec_path.display()), e))?;
+
+        // Opened here, written in the child: only write(2) runs after fork.
+        let procs: Vec<fs::File> = self
+            .cgroup
+            .procs_files()
+            .iter()
+            .map(|p| {
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .map_err(|e| SandboxError::io(format!("opening {}", p.display()), e))
+            })
+            .collect::<Result<_, _>>()?;
+
+        let mut cmd = tokio::process::Command::new(&self.init_exe);
+        cmd.arg(INIT_ARG)
+            .arg(&spec_path)
+            .env_clear()
+            .current_dir("/");
+        let flags = libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWNET
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
+        // SAFETY: the closure runs between fork and exec and only makes the
+        // async-signal-safe calls write(2) and unshare(2).
+        unsafe {
+            cmd.pre_exec(move || {
+                for file in &procs {
+                    let fd = file.as_raw_fd();
+                    if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                if libc::unshare(flags) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(cmd)
+    }
+
+    fn counters(&self) -> Counters {
+        self.cgroup.counters()
+    }
+
+    fn kill_all(&self, pid: Option<i32>) -> KillReport {
+        self.cgroup.kill_all(pid)
+    }
+
+    fn live_processes(&self) -> Vec<i32> {
+        self.cgroup.pids()
+    }
+
+    fn release(&self) -> Result<(), SandboxError> {
+        self.cgroup.remove()
+    }
+}

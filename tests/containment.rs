@@ -1,0 +1,203 @@
+//! Confined kernels: limits end executions with the right verdict, kills
+//! restart the kernel and say so, and nothing leaks.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use retrace::kernel::{ExecOptions, Kernel, KernelOptions};
+use retrace::pyenv::ImageName;
+use retrace::sandbox::{Sandbox, SandboxLimits, Verdict};
+
+fn limits() -> SandboxLimits {
+    SandboxLimits {
+        memory_bytes: 256 << 20,
+        pids: 64,
+        cpu_time: Duration::from_secs(2),
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    }
+}
+
+fn options(l: &SandboxLimits) -> KernelOptions {
+    KernelOptions {
+        cpu_time: Some(l.cpu_time),
+        interrupt_grace: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
+fn exec(l: &SandboxLimits) -> ExecOptions {
+    ExecOptions {
+        timeout: l.timeout,
+        ..Default::default()
+    }
+}
+
+async fn start(sandbox: &Arc<dyn Sandbox>, l: &SandboxLimits) -> Kernel {
+    Kernel::start(common::spec(ImageName::Fat), sandbox.as_ref(), options(l))
+        .await
+        .expect("confined kernel starts")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kernel_sees_its_own_world() {
+    let l = limits();
+    let sandbox = common::sandbox_with(l);
+    let mut k = start(&sandbox, &l).await;
+    let code = r#"
+import os, socket
+checks = {
+    "uid_not_root": os.getuid() != 0,
+    "pid_namespace": os.getpid() < 10,
+    "no_home": not os.path.exists("/home") or os.listdir("/home") == [],
+    "image_read_only": not os.access(os.path.dirname(os.__file__), os.W_OK),
+    "usr_read_only": not os.access("/usr/bin", os.W_OK),
+    "tmp_writable": os.access("/tmp", os.W_OK),
+    "cwd_writable": os.access(os.getcwd(), os.W_OK),
+    "no_cgroupfs": not os.path.exists("/sys/fs/cgroup/memory"),
+    "user_site_off": os.environ.get("PYTHONNOUSERSITE") == "1",
+    "threads_capped": os.environ.get("OPENBLAS_NUM_THREADS") == "1",
+    "no_parent_pid_var": "JPY_PARENT_PID" not in os.environ,
+}
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+    checks["no_network"] = False
+except OSError:
+    checks["no_network"] = True
+answer = sorted(k for k, ok in checks.items() if not ok)
+"#;
+    let o = k.execute(code, &exec(&l)).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    assert_eq!(o.answer.unwrap().value, "[]", "failed checks");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interruptible_cpu_loop_keeps_the_kernel_and_its_variables() {
+    let l = limits();
+    let sandbox = common::sandbox_with(l);
+    let mut k = start(&sandbox, &l).await;
+    k.execute("precious = 41", &exec(&l)).await;
+    let o = k.execute("while True:\n    pass", &exec(&l)).await;
+    assert_eq!(o.verdict, Verdict::TimeoutCpu, "{o:?}");
+    assert!(!o.state_lost);
+    let o = k.execute("precious + 1", &exec(&l)).await;
+    assert_eq!(o.answer.unwrap().value, "42");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kernel_that_ignores_the_interrupt_is_killed_and_restarted() {
+    let l = limits();
+    let sandbox = common::sandbox_with(l);
+    let mut k = start(&sandbox, &l).await;
+    k.execute("precious = 1", &exec(&l)).await;
+    let code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)";
+    let o = k.execute(code, &exec(&l)).await;
+    assert_eq!(o.verdict, Verdict::TimeoutWall, "{o:?}");
+    assert!(o.flags.contains(&"interrupt_ignored".into()));
+    assert!(o.flags.contains(&"restarted".into()));
+    assert!(o.state_lost);
+    assert!(o.kill_ms.is_some());
+    let o = k.execute("'precious' in globals()", &exec(&l)).await;
+    assert_eq!(o.answer.unwrap().value, "False");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_and_process_limits_are_named() {
+    let l = limits();
+    let sandbox = common::sandbox_with(l);
+    let mut k = start(&sandbox, &l).await;
+    let o = k.execute("x = bytearray(600 * 2**20)", &exec(&l)).await;
+    assert_eq!(o.verdict, Verdict::OomKilled, "{o:?}");
+    assert!(o.state_lost);
+    k.shutdown().await;
+    // A fork bomb with room to hit the pid limit before memory runs out.
+    let l = SandboxLimits {
+        memory_bytes: 1 << 30,
+        ..limits()
+    };
+    let sandbox = common::sandbox_with(l);
+    let mut k = start(&sandbox, &l).await;
+    let o = k
+        .execute("import os\nwhile True:\n    os.fork()", &exec(&l))
+        .await;
+    assert_eq!(o.verdict, Verdict::PidsLimit, "{o:?}");
+    assert!(o.flags.contains(&"restarted".into()));
+    let o = k.execute("print('alive')", &exec(&l)).await;
+    assert_eq!(o.stdout, "alive\n");
+    assert!(
+        k.live_processes().len() <= 3,
+        "bomb children survived: {:?}",
+        k.live_processes()
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_leaks_after_100_confined_kernels() {
+    let root = tempfile::tempdir().unwrap();
+    let root_name = root.path().to_string_lossy().to_string();
+    let spec = common::spec_in(ImageName::Slim, root.path());
+    let l = limits();
+    let sandbox = common::sandbox_with(l);
+    let mut ids = Vec::new();
+    for batch in 0..25 {
+        let mut starting = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let (spec, sandbox) = (spec.clone(), sandbox.clone());
+            starting.spawn(async move {
+                let mut k = Kernel::start(spec, sandbox.as_ref(), options(&limits()))
+                    .await
+                    .expect("kernel starts");
+                let id = k.id().to_string();
+                // Half are killed from inside, half shut down normally.
+                let o = k
+                    .execute(
+                        "import os, subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\nos.kill(os.getpid(), 9)",
+                        &exec(&limits()),
+                    )
+                    .await;
+                assert_eq!(o.verdict, Verdict::Crash, "{o:?}");
+                k.shutdown().await;
+                id
+            });
+        }
+        while let Some(id) = starting.join_next().await {
+            ids.push(id.unwrap());
+        }
+        assert_eq!(ids.len(), (batch + 1) * 4);
+    }
+    assert!(
+        common::wait_gone(&root_name, 5).is_empty(),
+        "processes left"
+    );
+    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "kernel directories left: {left:?}");
+    for id in &ids {
+        for tree in ["memory", "pids", "cpu", "freezer", "unified"] {
+            let found = find_dir(std::path::Path::new("/sys/fs/cgroup").join(tree), id, 4);
+            assert!(found.is_none(), "cgroup left: {found:?}");
+        }
+    }
+}
+
+fn find_dir(dir: std::path::PathBuf, name: &str, depth: u32) -> Option<std::path::PathBuf> {
+    if depth == 0 {
+        return None;
+    }
+    for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            if entry.file_name().to_string_lossy() == name {
+                return Some(entry.path());
+            }
+            if let Some(found) = find_dir(entry.path(), name, depth - 1) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
