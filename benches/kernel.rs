@@ -89,7 +89,7 @@ fn pool_acquire_warm(c: &mut Criterion, rt: &Runtime, spec: &Arc<KernelSpec>) {
     let sandbox: Arc<dyn Sandbox> = Arc::new(Unconfined);
     let pool = rt
         .block_on(async { KernelPool::start(spec.clone(), sandbox, KernelOptions::default(), 2) });
-    rt.block_on(tokio::time::sleep(refill));
+    rt.block_on(async { tokio::time::sleep(refill).await });
     let mut cold = 0u32;
     let mut group = c.benchmark_group("kernel");
     group

@@ -5,6 +5,9 @@
 //! the harness records and reports every round.
 
 pub mod kernel;
+pub mod model;
 pub mod pyenv;
+pub mod repair;
 pub mod sandbox;
+pub mod task;
 pub mod util;

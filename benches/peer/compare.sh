@@ -4,7 +4,7 @@
 # image (retrace's slim image, built under $RETRACE_HOME or the default on
 # first use) over the same transport (ipc:// sockets).
 #
-#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 3] [--peer poll|interactive]
+#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 3] [--peer poll|interactive] [--trace]
 #
 # Each round starts a fresh kernel per client and runs --warmup untimed and
 # --n timed executions of `pass`; rounds alternate the order of the clients
@@ -15,6 +15,12 @@
 # send the same execute_request and finish on execute_reply AND IOPub idle
 # for it. overhead = round trip - the kernel's own busy->idle span (from the
 # status messages' header dates).
+#
+# --trace adds one more run per client with hooks in the kernel
+# (kernel_trace.py) and prints where the round trip goes: send leg (call ->
+# the kernel's shell thread has the request), kernel in (-> status busy),
+# span, kernel out (idle -> the IOPub thread writes it), receive leg (->
+# the call returns). Those runs are not part of the ratios.
 #
 # jupyter_client is installed (same versions as in the image) into a
 # throwaway venv under a temporary directory; the image is not touched.
@@ -27,13 +33,15 @@ n=500
 warmup=50
 rounds=3
 peer=poll
+trace=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) n="$2"; shift 2 ;;
         --warmup) warmup="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --peer) peer="$2"; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        --trace) trace=1; shift ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -96,6 +104,13 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 
+if [ "$trace" -eq 1 ]; then
+    echo "== traced runs (not part of the ratios)" >&2
+    roundtrip --n "$n" --warmup "$warmup" --kernel-trace >"$work/trace-retrace.json"
+    jc --mode poll --kernel-trace >"$work/trace-poll.json"
+    jc --mode interactive --kernel-trace >"$work/trace-interactive.json"
+fi
+
 "$venv_python" - "$work" "$peer" <<'EOF'
 import glob
 import json
@@ -115,7 +130,7 @@ def pct(values, p):
 
 def load(client):
     rt, busy, rounds, meta = [], [], [], None
-    for path in sorted(glob.glob(os.path.join(work, f"{client}-*.json"))):
+    for path in sorted(glob.glob(os.path.join(work, f"{client}-[0-9]*.json"))):
         with open(path) as f:
             d = json.load(f)
         meta = meta or d
@@ -162,6 +177,21 @@ for key, name in names.items():
         f"{r['busy50']:>8.3f} {r['ovh50']:>7.3f} {r['ovh99']:>7.3f}  {per_round}"
     )
 print("(milliseconds; ovh = round trip - kernel busy->idle span, per execution)")
+traced = {}
+for key in names:
+    path = os.path.join(work, f"trace-{key}.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            traced[key] = json.load(f)["trace"]
+if traced:
+    cols = ("send_leg", "kernel_in", "span", "kernel_out", "recv_leg")
+    print()
+    print("where the round trip goes (traced runs, p50 ms; kernel_in + kernel_out")
+    print("happen inside the kernel, outside its busy->idle span):")
+    print(f"{'client':<30} " + " ".join(f"{c:>10}" for c in cols))
+    for key, t in traced.items():
+        print(f"{names[key]:<30} " + " ".join(f"{t[c]['p50']:>10.3f}" for c in cols))
+    print()
 other = "interactive" if peer == "poll" else "poll"
 print(
     f"vs jupyter_client ({other}): "

@@ -170,7 +170,42 @@ def segments(w0, w_sent, busy_at, idle_at, w_done):
         "send_ms": (w_sent - w0) * 1e3 if w_sent is not None else None,
         "to_busy_ms": (busy_at.timestamp() - w0) * 1e3,
         "idle_to_end_ms": (w_done - idle_at.timestamp()) * 1e3,
+        "wall": (w0, w_done),
     }
+
+
+KERNEL_TRACE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_trace.py")
+
+
+def run_cell_stdout(kc, code):
+    """Runs a cell, returns what it printed."""
+    out = []
+
+    def hook(msg):
+        if msg["header"]["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+            out.append(msg["content"]["text"])
+
+    reply = kc.execute_interactive(code, timeout=60, output_hook=hook, allow_stdin=False)
+    if reply["content"]["status"] != "ok":
+        raise RuntimeError(f"cell failed: {reply['content']}")
+    return "".join(out)
+
+
+def trace_segments(entries, wall):
+    """Splits each timed round trip at the kernel's stamps (see roundtrip.rs)."""
+    complete = [e for e in entries if all(k in e for k in ("busy", "idle", "iopub_idle"))]
+    if len(complete) < len(wall):
+        raise RuntimeError(f"{len(complete)} complete trace entries for {len(wall)} executions")
+    timed = complete[len(complete) - len(wall) :]
+    cols = {k: [] for k in ("send_leg", "kernel_in", "span", "kernel_out", "recv_leg", "reply_after_idle")}
+    for e, (called, done) in zip(timed, wall):
+        cols["send_leg"].append(e["recv"] - called)
+        cols["kernel_in"].append(e["busy"] - e["recv"])
+        cols["span"].append(e["idle"] - e["busy"])
+        cols["kernel_out"].append(e["iopub_idle"] - e["idle"])
+        cols["recv_leg"].append(done - e["iopub_idle"])
+        cols["reply_after_idle"].append(e.get("reply", math.nan) - e["iopub_idle"])
+    return {k: stats([v * 1e3 for v in vs]) for k, vs in cols.items()}
 
 
 def run_interactive(kc, code, kwargs):
@@ -220,12 +255,18 @@ def main():
                 return run_interactive(kc, ARGS.code, kwargs)
             return run_poll(kc, poller, shell, iopub, ARGS.code, kwargs)
 
+        if ARGS.kernel_trace:
+            with open(KERNEL_TRACE) as f:
+                trace_code = f.read()
+            run_cell_stdout(kc, trace_code)
         for _ in range(ARGS.warmup):
             once()
         roundtrip, busy, overhead = [], [], []
         parts = {}
+        wall = []
         for _ in range(ARGS.n):
             total, span, split = once()
+            wall.append(split.pop("wall"))
             roundtrip.append(total)
             busy.append(span)
             overhead.append(total - span)
@@ -249,6 +290,9 @@ def main():
             "overhead_ms": stats(overhead),
             "segments": {key: stats(values) for key, values in parts.items()},
         }
+        if ARGS.kernel_trace:
+            entries = json.loads(run_cell_stdout(kc, trace_code))
+            report["trace"] = trace_segments(entries, wall)
         if ARGS.raw:
             report["raw"] = {"roundtrip_ms": roundtrip, "kernel_busy_ms": busy}
         print(json.dumps(report))
@@ -279,6 +323,12 @@ def parse_args():
     p.add_argument("--mode", choices=("poll", "interactive"), default="poll")
     p.add_argument("--request", choices=("retrace", "plain"), default="retrace")
     p.add_argument("--raw", action="store_true", help="also print every sample")
+    p.add_argument(
+        "--kernel-trace",
+        action="store_true",
+        help="also stamp the request's way through the kernel (kernel_trace.py) "
+        "and report where the round trip goes, in 'trace'",
+    )
     return p.parse_args()
 
 

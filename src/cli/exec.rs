@@ -68,6 +68,9 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
         ..(*spec).clone()
     });
     let options = args.limits.kernel_options();
+    if !args.json {
+        eprintln!("{}", super::limits::describe(&sandbox.info(), &args.limits.limits()));
+    }
     let mut kernel = Kernel::start(spec, sandbox.as_ref(), options)
         .await
         .map_err(Failure::infra)?;

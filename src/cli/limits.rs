@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 use retrace::kernel::{KernelOptions, OutputCap};
-use retrace::sandbox::{Confined, Sandbox, SandboxLimits, Unconfined};
+use retrace::sandbox::{Confined, Sandbox, SandboxInfo, SandboxLimits, Unconfined};
+use retrace::util::units::format_bytes;
 use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::Failure;
@@ -79,4 +80,22 @@ impl LimitArgs {
             .map(|c| Arc::new(c) as Arc<dyn Sandbox>)
             .map_err(Failure::infra)
     }
+}
+
+/// One line naming the confinement and its limits, for human output.
+pub fn describe(info: &SandboxInfo, l: &SandboxLimits) -> String {
+    if !info.confined {
+        return "sandbox: NONE (--unsafe-no-sandbox): kernels are not confined".into();
+    }
+    format!(
+        "sandbox: {} | memory {} pids {} cpus {} timeout {:?} cpu-time {:?} output {} disk {}",
+        info.mode,
+        format_bytes(l.memory_bytes),
+        l.pids,
+        l.cpus,
+        l.timeout,
+        l.cpu_time,
+        format_bytes(l.output_cap_bytes),
+        format_bytes(l.disk_bytes)
+    )
 }

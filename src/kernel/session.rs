@@ -94,6 +94,8 @@ pub struct Kernel {
     /// Processes of a freshly started kernel (the kernel and its init):
     /// anything beyond that after an execution was left behind by the code.
     baseline_procs: usize,
+    /// False under `--unsafe-no-sandbox`: every outcome then says so.
+    confined: bool,
     closed: bool,
 }
 
@@ -119,6 +121,7 @@ impl Kernel {
         match launch(&spec, &layout, jail.as_ref(), options.startup_timeout).await {
             Ok((process, channels, banner)) => Ok(Kernel {
                 baseline_procs: jail.live_processes().len(),
+                confined: sandbox.info().confined,
                 spec,
                 options,
                 layout,
@@ -331,6 +334,9 @@ impl Kernel {
             status,
             verdict,
             flags: {
+                if !self.confined {
+                    flags.push(crate::sandbox::Flag::Unconfined);
+                }
                 flags.sort();
                 flags.dedup();
                 flags.iter().map(|f| f.as_str().to_string()).collect()

@@ -121,6 +121,8 @@ pub enum Flag {
     OutputTruncated,
     /// The CPU quota throttled the kernel.
     Throttled,
+    /// The kernel ran without confinement (`--unsafe-no-sandbox`).
+    Unconfined,
 }
 
 impl Flag {
@@ -132,6 +134,7 @@ impl Flag {
             Flag::Zombies => "zombies",
             Flag::OutputTruncated => "output_truncated",
             Flag::Throttled => "throttled",
+            Flag::Unconfined => "unconfined",
         }
     }
 }
@@ -146,6 +149,7 @@ impl FromStr for Flag {
             Flag::Zombies,
             Flag::OutputTruncated,
             Flag::Throttled,
+            Flag::Unconfined,
         ]
         .into_iter()
         .find(|f| f.as_str() == s)

@@ -1,0 +1,139 @@
+//! Models: anything that answers a chat. `openai:<model>` talks to any
+//! OpenAI-compatible endpoint; `oracle` and `oracle:faults` are
+//! deterministic stand-ins built from reference solutions (labelled as such
+//! everywhere); `replay:<file>` replays recorded replies.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One part of a message: text, or a PNG for vision models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    Text { text: String },
+    /// Base64 PNG, sent as a data URL.
+    ImagePng { base64: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub parts: Vec<Part>,
+}
+
+impl Message {
+    pub fn text(role: Role, text: impl Into<String>) -> Self {
+        Message {
+            role,
+            parts: vec![Part::Text { text: text.into() }],
+        }
+    }
+
+    /// The text parts joined, for logs and for models without vision.
+    pub fn joined_text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                Part::ImagePng { .. } => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// What the harness asks. `task_id`, `round` and `reference` let the
+/// deterministic models answer; real models only see `messages`.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    pub task_id: String,
+    pub round: u32,
+    pub reference: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub text: String,
+    pub usage: Usage,
+    /// Requests sent, including retries.
+    pub attempts: u32,
+    pub latency_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// Why no reply could be had. Always an infrastructure failure, never a
+/// model error: the round is recorded as such and the task is not dropped.
+#[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize)]
+pub enum ModelError {
+    #[error("model endpoint failed after {attempts} attempts: {message}")]
+    Endpoint { attempts: u32, message: String },
+    #[error("model reply was not valid: {0}")]
+    InvalidReply(String),
+    #[error("no recorded reply for task {task_id} round {round}")]
+    NoRecording { task_id: String, round: u32 },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Generation settings recorded with every run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    pub temperature: f32,
+    pub max_tokens: u32,
+    #[serde(with = "secs")]
+    pub request_timeout: Duration,
+    pub max_retries: u32,
+}
+
+impl Default for Generation {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            max_tokens: 1024,
+            request_timeout: Duration::from_secs(120),
+            max_retries: 4,
+        }
+    }
+}
+
+mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A model the harness can ask.
+#[async_trait::async_trait]
+pub trait ModelClient: Send + Sync {
+    /// The name recorded in outputs, e.g. `openai:gpt-4o-mini`, `oracle:faults`.
+    fn name(&self) -> String;
+    /// Deterministic stand-ins (oracle, replay) say so in every output.
+    fn is_synthetic(&self) -> bool;
+    /// Whether failing rounds' plots are sent as images.
+    fn vision(&self) -> bool;
+    async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError>;
+}

@@ -1,0 +1,6 @@
+//! From an execution back to the model: code extraction from replies,
+//! traceback parsing, and the prompts that carry both.
+
+pub mod extract;
+pub mod prompt;
+pub mod traceback;

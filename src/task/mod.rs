@@ -1,0 +1,80 @@
+//! Tasks: one question with its files and expected answer; suites of them;
+//! loaders for the native JSONL format, GSM8K-style and DABench-style files;
+//! answer checkers.
+
+pub mod check;
+pub mod load;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// One question with its files and expected answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: String,
+    pub question: String,
+    /// Input files copied into the kernel's working directory (absolute
+    /// after loading; relative to the dataset file in JSONL).
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
+    pub expected: Expected,
+    /// A reference solution: Python that leaves the answer the checker
+    /// accepts (in `answer`, or as `@name[value]` lines for multi answers).
+    #[serde(default)]
+    pub reference: Option<String>,
+    /// Packages the task needs beyond the standard library.
+    #[serde(default)]
+    pub packages: Vec<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// The expected answer and how to compare with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Expected {
+    /// A number, within `abs_tol` or `rel_tol` (either suffices).
+    Number {
+        value: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        abs_tol: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rel_tol: Option<f64>,
+        /// Also accept `12.5%` for 0.125 and `0.125` for 12.5 (percent tasks).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        allow_percent: bool,
+    },
+    /// Text, compared after normalisation (case, whitespace, quotes).
+    Text {
+        value: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        case_sensitive: bool,
+    },
+    /// A list (ordered) or set (unordered) of numbers or strings.
+    List {
+        values: Vec<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ordered: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        abs_tol: Option<f64>,
+    },
+    /// Several named answers, written `@name[value]` (DABench style),
+    /// scored per sub-answer and as all-correct.
+    Multi { answers: BTreeMap<String, Expected> },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("{file}:{line}: {message}")]
+    Parse {
+        file: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{file}: {message}")]
+    File { file: PathBuf, message: String },
+    #[error("unknown suite `{0}`: use math, tabular, packages or a path to a .jsonl file or directory")]
+    UnknownSuite(String),
+}
