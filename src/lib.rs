@@ -4,10 +4,12 @@
 //! writes code, a confined kernel runs it, tracebacks drive repair rounds and
 //! the harness records and reports every round.
 
+pub mod harness;
 pub mod kernel;
 pub mod model;
 pub mod pyenv;
 pub mod repair;
+pub mod report;
 pub mod sandbox;
 pub mod task;
 pub mod util;

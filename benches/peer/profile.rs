@@ -11,7 +11,9 @@
 //! - `direct`: no reader tasks, the caller selects on the two socket reads.
 //!
 //! and runtime flavours: `mt` (multi-thread, one worker per core), `mt1`
-//! (multi-thread, one worker), `ct` (current-thread).
+//! (multi-thread, one worker), `ct` (current-thread); with an `s` suffix
+//! (`mts`, `mt1s`) the client runs in a spawned task on a worker thread
+//! instead of in `block_on` on the main thread.
 //!
 //! For the replicas every message is stamped with the wall clock where it
 //! was read from the socket and where the caller got it, and compared with
@@ -48,7 +50,7 @@ use retrace::pyenv::{Image, ImageName, ImageStore};
 use retrace::sandbox::Unconfined;
 use tokio::sync::mpsc;
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(about = "Where the client time of a trivial-cell round trip goes")]
 struct Args {
     #[arg(long, default_value_t = 500)]
@@ -56,12 +58,16 @@ struct Args {
     #[arg(long, default_value_t = 50)]
     warmup: usize,
     /// Comma-separated `<client>-<runtime>` pairs, client in retrace, tasks,
-    /// direct; runtime in mt, mt1, ct.
+    /// direct; runtime in mt, mt1, ct; `mts`/`mt1s` run the client in a
+    /// spawned task (on a worker) instead of in `block_on`.
     #[arg(
         long,
-        default_value = "retrace-mt,tasks-mt,direct-mt,retrace-mt1,tasks-mt1,tasks-ct,direct-ct"
+        default_value = "retrace-mt,retrace-mts,tasks-mt,tasks-mts,direct-mts,tasks-ct,direct-ct"
     )]
     variants: String,
+    /// Repeat the variant list this many times, pooling the samples.
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
 }
 
 fn main() -> Result<()> {
@@ -69,6 +75,19 @@ fn main() -> Result<()> {
     let image = ImageStore::from_env()
         .ensure(ImageName::Slim, true)
         .context("building the slim image")?;
+    let variants: Vec<String> = args
+        .variants
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .collect();
+    let mut rows: Vec<Vec<Sample>> = vec![Vec::new(); variants.len()];
+    // Rounds interleave the variants so drift on a shared machine hits all.
+    for round in 0..args.rounds {
+        eprintln!("round {}/{}", round + 1, args.rounds);
+        for (variant, rows) in variants.iter().zip(rows.iter_mut()) {
+            rows.extend(run_variant(variant, &image, &args)?);
+        }
+    }
     println!(
         "{:<12} {:>7} {:>7} {:>7} {:>7} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}",
         "variant",
@@ -83,35 +102,54 @@ fn main() -> Result<()> {
         "idl>end",
         "rpl_lst"
     );
-    for variant in args.variants.split(',').map(str::trim) {
-        let (client, flavour) = variant
-            .split_once('-')
-            .with_context(|| format!("variant `{variant}`: expected <client>-<runtime>"))?;
-        let runtime = match flavour {
-            "mt" => tokio::runtime::Builder::new_multi_thread()
+    for (variant, rows) in variants.iter().zip(&rows) {
+        print_row(variant, rows);
+    }
+    Ok(())
+}
+
+fn run_variant(variant: &str, image: &Image, args: &Args) -> Result<Vec<Sample>> {
+    let (client, flavour) = variant
+        .split_once('-')
+        .with_context(|| format!("variant `{variant}`: expected <client>-<runtime>"))?;
+    let (runtime, spawned) = match flavour {
+        "mt" | "mts" => (
+            tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?,
-            "mt1" => tokio::runtime::Builder::new_multi_thread()
+            flavour == "mts",
+        ),
+        "mt1" | "mt1s" => (
+            tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()
                 .build()?,
-            "ct" => tokio::runtime::Builder::new_current_thread()
+            flavour == "mt1s",
+        ),
+        "ct" => (
+            tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?,
-            other => bail!("unknown runtime `{other}`"),
-        };
-        let rows = runtime.block_on(async {
-            match client {
-                "retrace" => run_retrace(&image, &args).await,
-                "tasks" => run_replica(&image, &args, true).await,
-                "direct" => run_replica(&image, &args, false).await,
-                other => bail!("unknown client `{other}`"),
-            }
-        })?;
-        print_row(variant, &rows);
-        runtime.shutdown_timeout(Duration::from_secs(2));
-    }
-    Ok(())
+            false,
+        ),
+        other => bail!("unknown runtime `{other}`"),
+    };
+    let (client, image, args) = (client.to_string(), image.clone(), args.clone());
+    let job = async move {
+        match client.as_str() {
+            "retrace" => run_retrace(&image, &args).await,
+            "tasks" => run_replica(&image, &args, true).await,
+            "direct" => run_replica(&image, &args, false).await,
+            other => bail!("unknown client `{other}`"),
+        }
+    };
+    let rows = if spawned {
+        runtime.block_on(async { tokio::spawn(job).await })?
+    } else {
+        runtime.block_on(job)
+    }?;
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    Ok(rows)
 }
 
 /// One execution; wall-clock fields are `None` where a client cannot see them.

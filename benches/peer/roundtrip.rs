@@ -50,6 +50,10 @@ struct Args {
     /// the round trip goes, in `trace`.
     #[arg(long)]
     kernel_trace: bool,
+    /// Start the kernel with this config file instead of the image's
+    /// `kernel_config.py` (for experiments; the image is not touched).
+    #[arg(long)]
+    kernel_config: Option<std::path::PathBuf>,
     /// Tokio worker threads (0: tokio's default, one per core).
     #[arg(long, default_value_t = 0)]
     workers: usize,
@@ -78,6 +82,24 @@ async fn run(args: Args) -> Result<()> {
         return Ok(());
     }
 
+    // An experiment's kernel config: an image directory of our own whose
+    // venv is the real image's (a symlink) and whose config is the given one.
+    let mut _scratch = None;
+    let image = match &args.kernel_config {
+        Some(config) => {
+            let dir = tempfile::Builder::new().prefix("rtcfg").tempdir()?;
+            std::os::unix::fs::symlink(image.dir.join("venv"), dir.path().join("venv"))?;
+            std::fs::copy(config, dir.path().join("kernel_config.py"))
+                .with_context(|| format!("copying {}", config.display()))?;
+            let image = retrace::pyenv::Image {
+                dir: dir.path().to_path_buf(),
+                ..image
+            };
+            _scratch = Some(dir);
+            image
+        }
+        None => image,
+    };
     let spec = Arc::new(KernelSpec::new(image, default_kernel_root()));
     let start = Instant::now();
     let mut kernel = Kernel::start(spec, &Unconfined, KernelOptions::default())

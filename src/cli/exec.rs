@@ -69,7 +69,10 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
     });
     let options = args.limits.kernel_options();
     if !args.json {
-        eprintln!("{}", super::limits::describe(&sandbox.info(), &args.limits.limits()));
+        eprintln!(
+            "{}",
+            super::limits::describe(&sandbox.info(), &args.limits.limits())
+        );
     }
     let mut kernel = Kernel::start(spec, sandbox.as_ref(), options)
         .await

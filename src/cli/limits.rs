@@ -59,27 +59,37 @@ impl LimitArgs {
     }
 
     pub fn kernel_options(&self) -> KernelOptions {
-        KernelOptions {
-            output_cap: OutputCap {
-                bytes: self.output_cap,
-                messages: self.output_messages,
-            },
-            cpu_time: (!self.unsafe_no_sandbox).then_some(self.cpu_time),
-            ..Default::default()
-        }
+        kernel_options_for(&self.limits(), self.unsafe_no_sandbox)
     }
 
     /// The sandbox these flags ask for; fails closed.
     pub fn sandbox(&self) -> Result<Arc<dyn Sandbox>, Failure> {
-        if self.unsafe_no_sandbox {
-            eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
-            return Ok(Arc::new(Unconfined));
-        }
-        let exe = std::env::current_exe().map_err(Failure::infra)?;
-        Confined::new(self.limits(), exe)
-            .map(|c| Arc::new(c) as Arc<dyn Sandbox>)
-            .map_err(Failure::infra)
+        sandbox_for(&self.limits(), self.unsafe_no_sandbox)
     }
+}
+
+/// Kernel options that enforce `limits` (CPU time needs cgroup accounting).
+pub fn kernel_options_for(limits: &SandboxLimits, unconfined: bool) -> KernelOptions {
+    KernelOptions {
+        output_cap: OutputCap {
+            bytes: limits.output_cap_bytes,
+            messages: limits.output_cap_messages,
+        },
+        cpu_time: (!unconfined).then_some(limits.cpu_time),
+        ..Default::default()
+    }
+}
+
+/// The sandbox for `limits`; fails closed unless `unconfined` is asked for.
+pub fn sandbox_for(limits: &SandboxLimits, unconfined: bool) -> Result<Arc<dyn Sandbox>, Failure> {
+    if unconfined {
+        eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
+        return Ok(Arc::new(Unconfined));
+    }
+    let exe = std::env::current_exe().map_err(Failure::infra)?;
+    Confined::new(*limits, exe)
+        .map(|c| Arc::new(c) as Arc<dyn Sandbox>)
+        .map_err(Failure::infra)
 }
 
 /// One line naming the confinement and its limits, for human output.

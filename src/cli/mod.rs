@@ -5,6 +5,8 @@
 mod exec;
 mod image;
 mod limits;
+mod run;
+mod tasks;
 
 use clap::{Parser, Subcommand};
 
@@ -22,9 +24,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run an evaluation (the main job).
-    Run,
+    Run(Box<run::RunArgs>),
     /// Run a Python file in one fresh kernel; cells are separated by `# %%` lines.
     Exec(exec::ExecArgs),
+    /// List and validate task suites.
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
     /// Build and list the Python images kernels run in.
     #[command(subcommand)]
     Image(image::ImageCommand),
@@ -72,9 +77,8 @@ pub fn main() -> i32 {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run => Err(Failure::usage(anyhow::anyhow!(
-                "`retrace run` is not available in this build yet; use `retrace exec` to run code in a kernel"
-            ))),
+            Command::Run(args) => run::run(*args).await,
+            Command::Tasks(cmd) => tasks::run(cmd).await,
             Command::Exec(args) => exec::run(args).await,
             Command::Image(cmd) => image::run(cmd).await,
         }

@@ -3,6 +3,11 @@
 //! deterministic stand-ins built from reference solutions (labelled as such
 //! everywhere); `replay:<file>` replays recorded replies.
 
+pub mod openai;
+pub mod oracle;
+pub mod replay;
+pub mod spec;
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -11,9 +16,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
-    Text { text: String },
+    Text {
+        text: String,
+    },
     /// Base64 PNG, sent as a data URL.
-    ImagePng { base64: String },
+    ImagePng {
+        base64: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -45,6 +45,9 @@ pub enum Expected {
         /// Also accept `12.5%` for 0.125 and `0.125` for 12.5 (percent tasks).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         allow_percent: bool,
+        /// All digits of an integer answer too big for an f64.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exact: Option<String>,
     },
     /// Text, compared after normalisation (case, whitespace, quotes).
     Text {
@@ -75,6 +78,8 @@ pub enum TaskError {
     },
     #[error("{file}: {message}")]
     File { file: PathBuf, message: String },
-    #[error("unknown suite `{0}`: use math, tabular, packages or a path to a .jsonl file or directory")]
+    #[error(
+        "unknown suite `{0}`: use math, tabular, packages or a path to a .jsonl file or directory"
+    )]
     UnknownSuite(String),
 }

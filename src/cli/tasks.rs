@@ -1,0 +1,122 @@
+//! `retrace tasks list|validate SUITE`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Subcommand;
+use retrace::harness::validate::validate;
+use retrace::kernel::{default_kernel_root, KernelSpec};
+use retrace::pyenv::{ImageName, ImageStore};
+use retrace::task::load::{datasets_dir, load_suite};
+use retrace::task::{Expected, Task};
+use retrace::util::units::parse_duration;
+
+use super::limits::LimitArgs;
+use super::Failure;
+
+#[derive(Subcommand)]
+pub enum TasksCommand {
+    /// List the tasks of a suite (`math`, `tabular`, `packages` or a path).
+    List {
+        suite: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run every reference solution in a confined kernel; fails unless every
+    /// answer checks correct.
+    Validate {
+        suite: String,
+        #[arg(long, default_value = "fat")]
+        image: ImageName,
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Wall time per reference solution.
+        #[arg(long = "reference-timeout", default_value = "60s", value_parser = parse_duration)]
+        reference_timeout: Duration,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+}
+
+fn kind(e: &Expected) -> &'static str {
+    match e {
+        Expected::Number { .. } => "number",
+        Expected::Text { .. } => "text",
+        Expected::List { .. } => "list",
+        Expected::Multi { .. } => "multi",
+    }
+}
+
+fn load(suite: &str) -> Result<Vec<Task>, Failure> {
+    load_suite(suite, &datasets_dir()).map_err(Failure::usage)
+}
+
+pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
+    match cmd {
+        TasksCommand::List { suite, json } => {
+            let tasks = load(&suite)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&tasks).map_err(Failure::infra)?
+                );
+                return Ok(0);
+            }
+            for t in &tasks {
+                let mut question: String = t.question.chars().take(70).collect();
+                if t.question.chars().count() > 70 {
+                    question.push('…');
+                }
+                println!(
+                    "{:<24} {:<6} {:<24} {}",
+                    t.id,
+                    kind(&t.expected),
+                    t.packages.join(","),
+                    question.replace('\n', " ")
+                );
+            }
+            println!("{} tasks", tasks.len());
+            Ok(0)
+        }
+        TasksCommand::Validate {
+            suite,
+            image,
+            jobs,
+            reference_timeout,
+            limits,
+        } => {
+            let tasks = load(&suite)?;
+            let store = ImageStore::from_env();
+            let image = tokio::task::spawn_blocking(move || store.ensure(image, true))
+                .await
+                .map_err(Failure::infra)?
+                .map_err(Failure::infra)?;
+            let sandbox = limits.sandbox()?;
+            let spec = Arc::new(KernelSpec {
+                threads: limits.limits().threads(),
+                ..KernelSpec::new(image, default_kernel_root())
+            });
+            let mut options = limits.kernel_options();
+            options.cpu_time = options.cpu_time.map(|_| reference_timeout);
+            let results = validate(tasks, spec, sandbox, options, reference_timeout, jobs).await;
+            let mut failed = 0;
+            for v in &results {
+                let mark = if v.correct { "ok" } else { "FAIL" };
+                println!(
+                    "{:<4} {:<24} {:>8.0} ms  {}",
+                    mark,
+                    v.task_id,
+                    v.ms,
+                    v.problem.as_deref().unwrap_or("")
+                );
+                failed += usize::from(!v.correct);
+            }
+            println!(
+                "{} of {} references check correct",
+                results.len() - failed,
+                results.len()
+            );
+            Ok(if failed == 0 { 0 } else { 1 })
+        }
+    }
+}

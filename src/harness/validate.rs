@@ -1,0 +1,121 @@
+//! `tasks validate`: every reference solution runs through the real confined
+//! executor and must be checked correct.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec};
+use crate::sandbox::{Sandbox, Verdict};
+use crate::task::check::{check, Check};
+use crate::task::Task;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Validation {
+    pub task_id: String,
+    pub correct: bool,
+    pub verdict: Option<Verdict>,
+    pub check: Option<Check>,
+    /// Why the reference could not be checked (no reference, kernel failure,
+    /// the reference raised).
+    pub problem: Option<String>,
+    pub ms: f64,
+}
+
+/// Validates tasks, `jobs` at a time; results are in task order.
+pub async fn validate(
+    tasks: Vec<Task>,
+    spec: Arc<KernelSpec>,
+    sandbox: Arc<dyn Sandbox>,
+    options: KernelOptions,
+    timeout: Duration,
+    jobs: usize,
+) -> Vec<Validation> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
+    let mut running = tokio::task::JoinSet::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let (spec, sandbox, options, slots) = (
+            spec.clone(),
+            sandbox.clone(),
+            options.clone(),
+            slots.clone(),
+        );
+        running.spawn(async move {
+            let _permit = slots.acquire_owned().await;
+            (i, validate_one(task, spec, sandbox, options, timeout).await)
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(Ok(r)) = running.join_next().await {
+        results.push(r);
+    }
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, v)| v).collect()
+}
+
+async fn validate_one(
+    task: Task,
+    spec: Arc<KernelSpec>,
+    sandbox: Arc<dyn Sandbox>,
+    options: KernelOptions,
+    timeout: Duration,
+) -> Validation {
+    let started = std::time::Instant::now();
+    let mut v = Validation {
+        task_id: task.id.clone(),
+        correct: false,
+        verdict: None,
+        check: None,
+        problem: None,
+        ms: 0.0,
+    };
+    let Some(reference) = task.reference.clone() else {
+        v.problem = Some("the task has no reference solution".into());
+        return v;
+    };
+    let spec = Arc::new(KernelSpec {
+        files: task.files.clone(),
+        ..(*spec).clone()
+    });
+    let mut kernel = match Kernel::start(spec, sandbox.as_ref(), options).await {
+        Ok(k) => k,
+        Err(e) => {
+            v.problem = Some(format!("kernel failed to start: {e}"));
+            return v;
+        }
+    };
+    let exec = ExecOptions {
+        timeout,
+        ..Default::default()
+    };
+    let outcome = kernel.execute(&reference, &exec).await;
+    kernel.shutdown().await;
+    v.verdict = Some(outcome.verdict);
+    if outcome.succeeded() {
+        let c = check(
+            &task.expected,
+            outcome.answer.as_ref().map(|a| a.value.as_str()),
+            &outcome.stdout,
+        );
+        v.correct = c.correct;
+        if !c.correct {
+            v.problem = Some(format!(
+                "answer {:?} does not match ({})",
+                c.extracted.as_deref().unwrap_or("<none>"),
+                c.rule
+            ));
+        }
+        v.check = Some(c);
+    } else {
+        let e = outcome.error.as_ref();
+        v.problem = Some(format!(
+            "the reference ended with {}: {}",
+            outcome.verdict,
+            e.map(|e| format!("{}: {}", e.ename, e.evalue))
+                .unwrap_or_default()
+        ));
+    }
+    v.ms = started.elapsed().as_secs_f64() * 1e3;
+    v
+}

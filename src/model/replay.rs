@@ -1,0 +1,197 @@
+//! `replay:<file>`: replies recorded earlier, looked up by (task, round).
+//!
+//! The file is JSON Lines, one reply per line:
+//! `{"task_id": "t1", "round": 0, "reply": "..."}`. `text` is accepted for
+//! `reply`, and `reply` may also be an object with a `text` field (a
+//! recorded [`Reply`]); other fields are ignored. Blank lines are skipped; a
+//! later line for the same (task, round) replaces an earlier one.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Deserialize;
+
+use super::{ChatRequest, ModelClient, ModelError, Reply, Usage};
+
+#[derive(Debug, Clone)]
+pub struct Replay {
+    path: PathBuf,
+    replies: HashMap<(String, u32), String>,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    task_id: String,
+    round: u32,
+    #[serde(default)]
+    reply: Option<Recorded>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Recorded {
+    Text(String),
+    Reply { text: String },
+}
+
+impl Replay {
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+        let path = path.as_ref();
+        let content = std::fs::read_to_string(path).map_err(|e| {
+            ModelError::Config(format!("replay: cannot read {}: {e}", path.display()))
+        })?;
+        Self::parse(path, &content)
+    }
+
+    /// Parse recordings; `path` is only used in messages and the name.
+    pub fn parse(path: impl AsRef<Path>, content: &str) -> Result<Self, ModelError> {
+        let path = path.as_ref();
+        let mut replies = HashMap::new();
+        for (index, raw) in content.lines().enumerate() {
+            let raw = raw.trim();
+            if raw.is_empty() {
+                continue;
+            }
+            let bad = |message: String| {
+                ModelError::Config(format!(
+                    "replay: {}:{}: {message}",
+                    path.display(),
+                    index + 1
+                ))
+            };
+            let line: Line = serde_json::from_str(raw).map_err(|e| bad(e.to_string()))?;
+            let text = match (line.reply, line.text) {
+                (Some(Recorded::Text(t)), _) | (Some(Recorded::Reply { text: t }), _) => t,
+                (None, Some(t)) => t,
+                (None, None) => return Err(bad("no `reply` (or `text`) field".into())),
+            };
+            replies.insert((line.task_id, line.round), text);
+        }
+        Ok(Replay {
+            path: path.to_path_buf(),
+            replies,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.replies.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelClient for Replay {
+    fn name(&self) -> String {
+        let file = self
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.path.display().to_string());
+        format!("replay:{file}")
+    }
+
+    fn is_synthetic(&self) -> bool {
+        true
+    }
+
+    fn vision(&self) -> bool {
+        false
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError> {
+        let started = Instant::now();
+        let text = self
+            .replies
+            .get(&(request.task_id.clone(), request.round))
+            .ok_or_else(|| ModelError::NoRecording {
+                task_id: request.task_id.clone(),
+                round: request.round,
+            })?;
+        Ok(Reply {
+            text: text.clone(),
+            usage: Usage::default(),
+            attempts: 1,
+            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            finish_reason: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(task: &str, round: u32) -> ChatRequest {
+        ChatRequest {
+            messages: vec![],
+            task_id: task.into(),
+            round,
+            reference: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn replays_by_task_and_round() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("recorded.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"task_id": "a", "round": 0, "reply": "first"}"#,
+                "\n\n",
+                r#"{"task_id": "a", "round": 1, "text": "second", "extra": 1}"#,
+                "\n",
+                r#"{"task_id": "b", "round": 0, "reply": {"text": "obj", "attempts": 2}}"#,
+                "\n",
+                r#"{"task_id": "a", "round": 0, "reply": "first, again"}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let replay = Replay::load(&path).unwrap();
+        assert_eq!(replay.name(), "replay:recorded.jsonl");
+        assert!(replay.is_synthetic());
+        assert_eq!(replay.len(), 3);
+        assert_eq!(
+            replay.chat(&request("a", 0)).await.unwrap().text,
+            "first, again"
+        );
+        assert_eq!(replay.chat(&request("a", 1)).await.unwrap().text, "second");
+        assert_eq!(replay.chat(&request("b", 0)).await.unwrap().text, "obj");
+        match replay.chat(&request("b", 1)).await {
+            Err(ModelError::NoRecording { task_id, round }) => {
+                assert_eq!((task_id.as_str(), round), ("b", 1))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_lines_name_file_and_line() {
+        let err = Replay::parse(
+            "rec.jsonl",
+            "{\"task_id\": \"a\", \"round\": 0, \"reply\": \"x\"}\n{not json\n",
+        )
+        .unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("rec.jsonl:2"), "{message}");
+        let err = Replay::parse("rec.jsonl", "{\"task_id\": \"a\", \"round\": 0}\n").unwrap_err();
+        assert!(err.to_string().contains("rec.jsonl:1"), "{err}");
+        let err = Replay::parse(
+            "rec.jsonl",
+            "{\"task_id\": \"a\", \"round\": -1, \"reply\": \"\"}",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("rec.jsonl:1"), "{err}");
+        assert!(matches!(
+            Replay::load("/nonexistent/replay.jsonl"),
+            Err(ModelError::Config(_))
+        ));
+    }
+}

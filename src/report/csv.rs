@@ -1,0 +1,66 @@
+//! `summary.csv`: one row per metric (and round), for spreadsheets and
+//! data frames: `metric,round,value,ci_low,ci_high,n`.
+
+use super::metrics::Rate;
+use super::{Exporter, Summary};
+
+pub struct CsvExporter;
+
+impl Exporter for CsvExporter {
+    fn file_name(&self) -> &'static str {
+        "summary.csv"
+    }
+
+    fn render(&self, s: &Summary) -> Result<String, String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let err = |e: csv::Error| e.to_string();
+        w.write_record(["metric", "round", "value", "ci_low", "ci_high", "n"])
+            .map_err(err)?;
+        let mut rate = |metric: &str, round: Option<usize>, r: Option<&Rate>| {
+            let round = round.map(|r| r.to_string()).unwrap_or_default();
+            match r {
+                Some(r) => w.write_record([
+                    metric,
+                    &round,
+                    &format!("{:.6}", r.value),
+                    &format!("{:.6}", r.ci_low),
+                    &format!("{:.6}", r.ci_high),
+                    &r.n.to_string(),
+                ]),
+                None => w.write_record([metric, &round, "", "", "", "0"]),
+            }
+        };
+        for (i, r) in s.accuracy_by_round.iter().enumerate() {
+            rate("accuracy", Some(i), Some(r)).map_err(err)?;
+        }
+        for (i, r) in s.exec_success_by_round.iter().enumerate() {
+            rate("exec_success", Some(i), r.as_ref()).map_err(err)?;
+        }
+        for (i, r) in s.parse_by_round.iter().enumerate() {
+            rate("parse", Some(i), r.as_ref()).map_err(err)?;
+        }
+        rate("recovery_rate", None, s.recovery_rate.as_ref()).map_err(err)?;
+        rate("regression_rate", None, s.regression_rate.as_ref()).map_err(err)?;
+        rate("kill_rate", None, s.kill_rate.total.as_ref()).map_err(err)?;
+        rate("infra_error_rate", None, s.infra_error_rate.as_ref()).map_err(err)?;
+        let mut plain = |metric: String, value: f64| {
+            w.write_record([metric.as_str(), "", &format!("{value:.6}"), "", "", ""])
+        };
+        for (reason, v) in &s.kill_rate.by_reason {
+            plain(format!("kill_rate:{reason}"), *v).map_err(err)?;
+        }
+        for (name, p) in [
+            ("model", &s.latency_ms.model),
+            ("exec", &s.latency_ms.exec),
+            ("total", &s.latency_ms.total),
+        ] {
+            plain(format!("latency_ms_p50:{name}"), p.p50).map_err(err)?;
+            plain(format!("latency_ms_p95:{name}"), p.p95).map_err(err)?;
+        }
+        plain("tokens_prompt".into(), s.tokens.prompt as f64).map_err(err)?;
+        plain("tokens_completion".into(), s.tokens.completion as f64).map_err(err)?;
+        plain("tokens_per_task".into(), s.tokens.per_task_mean).map_err(err)?;
+        let bytes = w.into_inner().map_err(|e| e.to_string())?;
+        String::from_utf8(bytes).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,97 @@
+//! `report.md`: the run for people.
+
+use std::fmt::Write;
+
+use super::{labels, percent, Exporter, Summary};
+use crate::util::units::format_bytes;
+
+pub struct MarkdownExporter;
+
+impl Exporter for MarkdownExporter {
+    fn file_name(&self) -> &'static str {
+        "report.md"
+    }
+
+    fn render(&self, s: &Summary) -> Result<String, String> {
+        let mut md = String::new();
+        let w = &mut md;
+        let _ = writeln!(w, "# retrace run `{}`\n", s.run_id);
+        for label in labels(s) {
+            let _ = writeln!(w, "> **{label}**\n");
+        }
+        let _ = writeln!(
+            w,
+            "Suite `{}`, model `{}`, strategy `{}`, {} tasks ({} finished), rounds 0..={}.\n",
+            s.suite, s.model, s.strategy, s.tasks, s.tasks_finished, s.rounds
+        );
+        let l = &s.limits;
+        let _ = writeln!(
+            w,
+            "Limits: memory {}, pids {}, cpus {}, timeout {:?}, cpu-time {:?}, output {}, disk {}.\n",
+            format_bytes(l.memory_bytes),
+            l.pids,
+            l.cpus,
+            l.timeout,
+            l.cpu_time,
+            format_bytes(l.output_cap_bytes),
+            format_bytes(l.disk_bytes)
+        );
+        let _ = writeln!(w, "## Accuracy by round\n");
+        let _ = writeln!(
+            w,
+            "| round | Acc@r (95% CI) | Δ | solved ≤ r | exec-success | parse |"
+        );
+        let _ = writeln!(w, "|---|---|---|---|---|---|");
+        for (r, acc) in s.accuracy_by_round.iter().enumerate() {
+            let _ = writeln!(
+                w,
+                "| {r} | {} | {:+.1} | {:.1}% | {} | {} |",
+                percent(Some(acc)),
+                100.0 * s.delta_by_round[r],
+                100.0 * s.solved_by_round[r],
+                percent(s.exec_success_by_round[r].as_ref()),
+                percent(s.parse_by_round[r].as_ref()),
+            );
+        }
+        let _ = writeln!(w, "\n## Self-correction\n");
+        let _ = writeln!(w, "- recovery rate: {}", percent(s.recovery_rate.as_ref()));
+        let _ = writeln!(
+            w,
+            "- regression rate: {}",
+            percent(s.regression_rate.as_ref())
+        );
+        let _ = writeln!(w, "- rounds used per task: {:.2}", s.rounds_used_mean);
+        let _ = writeln!(w, "\n## Executions\n");
+        let _ = writeln!(
+            w,
+            "- {} executions, kill rate {}",
+            s.executions,
+            percent(s.kill_rate.total.as_ref())
+        );
+        for (reason, count) in &s.kill_rate.counts {
+            let _ = writeln!(w, "  - {reason}: {count}");
+        }
+        let verdicts: Vec<String> = s.verdicts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(w, "- verdicts: {}", verdicts.join(", "));
+        let _ = writeln!(
+            w,
+            "- infrastructure errors (tasks): {}",
+            percent(s.infra_error_rate.as_ref())
+        );
+        let _ = writeln!(w, "\n## Latency (ms) and tokens\n");
+        let _ = writeln!(w, "| | p50 | p95 |\n|---|---|---|");
+        for (name, p) in [
+            ("model", &s.latency_ms.model),
+            ("exec", &s.latency_ms.exec),
+            ("total", &s.latency_ms.total),
+        ] {
+            let _ = writeln!(w, "| {name} | {:.1} | {:.1} |", p.p50, p.p95);
+        }
+        let _ = writeln!(
+            w,
+            "\nTokens: {} prompt, {} completion, {:.0} per task.",
+            s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean
+        );
+        Ok(md)
+    }
+}

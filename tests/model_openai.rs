@@ -1,0 +1,479 @@
+//! The OpenAI-compatible client against a scripted HTTP/1.1 server on
+//! 127.0.0.1 (hand-written responses, to inject faults): retries, backoff,
+//! timeouts, and what is not retried.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use retrace::model::openai::{Backoff, OpenAiClient, OpenAiSettings};
+use retrace::model::{ChatRequest, Generation, Message, ModelClient, ModelError, Part, Role};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the server does with the next request.
+#[derive(Clone)]
+enum Act {
+    Respond {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        body: String,
+    },
+    /// Read the request, then say nothing for this long.
+    Stall(Duration),
+}
+
+fn respond(status: u16, body: &str) -> Act {
+    Act::Respond {
+        status,
+        headers: vec![],
+        body: body.to_string(),
+    }
+}
+
+fn ok(text: &str) -> Act {
+    respond(
+        200,
+        &serde_json::json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop"
+            }],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        })
+        .to_string(),
+    )
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    head: String,
+    body: String,
+}
+
+struct Server {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    async fn start(script: Vec<Act>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (script2, seen2) = (script.clone(), seen.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (script, seen) = (script2.clone(), seen2.clone());
+                tokio::spawn(async move { serve(stream, script, seen).await });
+            }
+        });
+        Server { addr, seen }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// One request per connection (`Connection: close`).
+async fn serve(
+    mut stream: TcpStream,
+    script: Arc<Mutex<VecDeque<Act>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(k) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break k + 4;
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())
+                .flatten()
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).to_string();
+    seen.lock().unwrap().push(Seen { head, body });
+    let act = script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or_else(|| respond(500, "script exhausted"));
+    match act {
+        Act::Stall(d) => {
+            tokio::time::sleep(d).await;
+        }
+        Act::Respond {
+            status,
+            headers,
+            body,
+        } => {
+            let mut out = format!(
+                "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+                body.len()
+            );
+            for (k, v) in headers {
+                out.push_str(&format!("{k}: {v}\r\n"));
+            }
+            out.push_str("\r\n");
+            out.push_str(&body);
+            let _ = stream.write_all(out.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        }
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_millis(300);
+
+fn client(base_url: String, max_retries: u32, vision: bool) -> OpenAiClient {
+    let generation = Generation {
+        temperature: 0.2,
+        max_tokens: 64,
+        request_timeout: TIMEOUT,
+        max_retries,
+    };
+    OpenAiClient::new(
+        OpenAiSettings {
+            model: "test-model".into(),
+            base_url: Some(base_url),
+            api_key: Some("test-key".into()),
+            vision,
+        },
+        generation,
+    )
+    .unwrap()
+    .with_backoff(Backoff {
+        base: Duration::from_millis(5),
+        cap: Duration::from_millis(20),
+        retry_after_cap: Duration::from_millis(400),
+    })
+}
+
+fn request() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            Message::text(Role::System, "You write Python."),
+            Message::text(Role::User, "Compute 6 * 7."),
+        ],
+        task_id: "t1".into(),
+        round: 0,
+        reference: None,
+    }
+}
+
+#[tokio::test]
+async fn rate_limited_then_success() {
+    let server = Server::start(vec![
+        respond(
+            429,
+            r#"{"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}"#,
+        ),
+        ok("```python\nanswer = 42\n```"),
+    ])
+    .await;
+    let reply = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "```python\nanswer = 42\n```");
+    assert_eq!(reply.attempts, 2);
+    assert_eq!(reply.usage.prompt_tokens, 11);
+    assert_eq!(reply.usage.completion_tokens, 7);
+    assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
+    assert!(reply.latency_ms > 0.0);
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let head = requests[0].head.to_ascii_lowercase();
+    assert!(head.starts_with("post /v1/chat/completions "), "{head}");
+    assert!(head.contains("authorization: bearer test-key"), "{head}");
+    let body: serde_json::Value = serde_json::from_str(&requests[0].body).unwrap();
+    assert_eq!(body["model"], "test-model");
+    assert_eq!(body["max_tokens"], 64);
+    assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert_eq!(body["messages"][1]["content"], "Compute 6 * 7.");
+}
+
+#[tokio::test]
+async fn server_errors_twice_then_success() {
+    let server = Server::start(vec![
+        respond(500, "internal error"),
+        respond(503, "<html>overloaded</html>"),
+        ok("fine"),
+    ])
+    .await;
+    let reply = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "fine");
+    assert_eq!(reply.attempts, 3);
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn garbage_body_is_an_invalid_reply() {
+    let server = Server::start(vec![respond(200, "this is {not json")]).await;
+    let err = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    match err {
+        ModelError::InvalidReply(m) => assert!(m.contains("not json"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "an invalid reply is not retried"
+    );
+
+    for body in [
+        r#"{"choices": []}"#,
+        r#"{"id": "x", "object": "chat.completion"}"#,
+    ] {
+        let server = Server::start(vec![respond(200, body)]).await;
+        let err = client(server.base_url(), 3, false)
+            .chat(&request())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ModelError::InvalidReply(_)),
+            "{body}: {err:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn stalls_are_retried_then_reported() {
+    let stall = Act::Stall(Duration::from_secs(3));
+    let server = Server::start(vec![stall.clone(), stall.clone(), stall]).await;
+    let started = Instant::now();
+    let err = client(server.base_url(), 2, false)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    match err {
+        ModelError::Endpoint { attempts, message } => {
+            assert_eq!(attempts, 3);
+            assert!(message.contains("timeout"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.requests().len(), 3);
+    assert!(elapsed >= TIMEOUT * 3, "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn stall_then_success() {
+    let server = Server::start(vec![Act::Stall(Duration::from_secs(3)), ok("late")]).await;
+    let reply = client(server.base_url(), 2, false)
+        .chat(&request())
+        .await
+        .unwrap();
+    assert_eq!((reply.text.as_str(), reply.attempts), ("late", 2));
+}
+
+#[tokio::test]
+async fn client_errors_are_not_retried() {
+    let server = Server::start(vec![
+        respond(
+            400,
+            r#"{"error": {"message": "bad request: context too long", "type": "invalid_request_error"}}"#,
+        ),
+        ok("never"),
+    ])
+    .await;
+    let err = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    match err {
+        ModelError::Endpoint { attempts, message } => {
+            assert_eq!(attempts, 1);
+            assert!(
+                message.contains("400") && message.contains("context too long"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.requests().len(), 1);
+
+    // llama.cpp's error shape (integer `code`) is not OpenAI's: still a
+    // non-retried 4xx, with the status kept.
+    let server = Server::start(vec![respond(
+        404,
+        r#"{"error": {"code": 404, "message": "model not found", "type": "not_found_error"}}"#,
+    )])
+    .await;
+    let err = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    match err {
+        ModelError::Endpoint { attempts, message } => {
+            assert_eq!(attempts, 1);
+            assert!(
+                message.contains("404") && message.contains("model not found"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_with_plain_body_is_retried_and_quota_is_not() {
+    let server = Server::start(vec![respond(429, "Too Many Requests"), ok("ok")]).await;
+    let reply = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap();
+    assert_eq!(reply.attempts, 2);
+
+    let server = Server::start(vec![respond(
+        429,
+        r#"{"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}"#,
+    )])
+    .await;
+    let err = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ModelError::Endpoint { attempts: 1, .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_and_capped() {
+    let server = Server::start(vec![
+        Act::Respond {
+            status: 429,
+            headers: vec![("Retry-After-Ms", "150".into())],
+            body: "{}".into(),
+        },
+        Act::Respond {
+            status: 503,
+            headers: vec![("Retry-After", "3600".into())],
+            body: "maintenance".into(),
+        },
+        ok("after waiting"),
+    ])
+    .await;
+    let started = Instant::now();
+    let reply = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(reply.attempts, 3);
+    // 150 ms as asked, then 3600 s capped at 400 ms.
+    assert!(elapsed >= Duration::from_millis(550), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn connection_refused_is_retried_then_reported() {
+    let addr = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let err = client(format!("http://{addr}/v1"), 2, false)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    match err {
+        ModelError::Endpoint { attempts, message } => {
+            assert_eq!(attempts, 3);
+            assert!(message.contains("transport"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn lenient_reply_without_usage() {
+    // What a minimal compatible server might send: no id/created/object,
+    // an unknown finish reason, no usage.
+    let server = Server::start(vec![respond(
+        200,
+        r#"{"choices": [{"message": {"content": "hi"}, "finish_reason": "eos"}]}"#,
+    )])
+    .await;
+    let reply = client(server.base_url(), 0, false)
+        .chat(&request())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "hi");
+    assert_eq!(reply.usage.prompt_tokens + reply.usage.completion_tokens, 0);
+    assert_eq!(reply.finish_reason.as_deref(), Some("eos"));
+    assert_eq!(reply.attempts, 1);
+}
+
+#[tokio::test]
+async fn vision_sends_images_as_data_urls() {
+    let server = Server::start(vec![ok("seen")]).await;
+    let mut req = request();
+    req.messages.push(Message {
+        role: Role::User,
+        parts: vec![
+            Part::Text {
+                text: "the plot".into(),
+            },
+            Part::ImagePng {
+                base64: "iVBORw0KGgo=".into(),
+            },
+        ],
+    });
+    let model = client(server.base_url(), 0, true);
+    assert!(model.vision());
+    model.chat(&req).await.unwrap();
+    let body: serde_json::Value = serde_json::from_str(&server.requests()[0].body).unwrap();
+    let parts = &body["messages"][2]["content"];
+    assert_eq!(
+        parts[0],
+        serde_json::json!({"type": "text", "text": "the plot"})
+    );
+    assert_eq!(parts[1]["type"], "image_url");
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        "data:image/png;base64,iVBORw0KGgo="
+    );
+}
