@@ -88,6 +88,7 @@ jc() {
         --n "$n" --warmup "$warmup" --raw "$@"
 }
 
+load_before="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
 for round in $(seq 1 "$rounds"); do
     echo "== round $round/$rounds" >&2
     if [ $((round % 2)) -eq 1 ]; then
@@ -111,7 +112,9 @@ if [ "$trace" -eq 1 ]; then
     jc --mode interactive --kernel-trace >"$work/trace-interactive.json"
 fi
 
-"$venv_python" - "$work" "$peer" <<'EOF'
+load_after="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+
+"$venv_python" - "$work" "$peer" "$load_before" "$load_after" <<'EOF'
 import glob
 import json
 import math
@@ -119,7 +122,7 @@ import os
 import platform
 import sys
 
-work, peer = sys.argv[1], sys.argv[2]
+work, peer, load_before, load_after = sys.argv[1:5]
 
 
 def pct(values, p):
@@ -160,6 +163,7 @@ print(
     f"Python {jcm['python']}; cell {jcm['code']!r}, "
     f"{jcm['warmup']} warm-up + {jcm['n']} timed per round"
 )
+print(f"load average (1/5/15 min) before: {load_before}; after: {load_after}")
 print(
     f"{'client':<30} {'n':>5} {'rt_p50':>7} {'rt_p99':>7} {'busy_p50':>8} "
     f"{'ovh_p50':>7} {'ovh_p99':>7}  rt_p50 per round"

@@ -1,0 +1,310 @@
+//! `retrace run` end to end: real model stand-ins, real confined kernels,
+//! the journal, resume and the summary.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use retrace::pyenv::ImageName;
+
+fn retrace(args: &[&str]) -> Output {
+    common::image(ImageName::Fat);
+    Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(args)
+        .output()
+        .expect("retrace runs")
+}
+
+fn records(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+fn accuracy(s: &serde_json::Value, round: usize) -> f64 {
+    s["accuracy_by_round"][round]["value"].as_f64().unwrap()
+}
+
+/// Every task has its rounds 0..=last with no gap or duplicate, a reply per
+/// round, and exactly one final record.
+fn assert_consistent(recs: &[serde_json::Value], tasks: usize) {
+    let mut by_task: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in recs {
+        by_task
+            .entry(r["task_id"].as_str().unwrap().to_string())
+            .or_default()
+            .push(r["round"].as_u64().unwrap());
+        assert!(r["reply"].is_string(), "a round without a reply: {r}");
+    }
+    assert_eq!(by_task.len(), tasks);
+    for (task, rounds) in &by_task {
+        let want: Vec<u64> = (0..rounds.len() as u64).collect();
+        assert_eq!(rounds, &want, "rounds of {task}");
+    }
+    let finals = recs.iter().filter(|r| !r["stop"].is_null()).count();
+    assert_eq!(finals, tasks);
+}
+
+fn run_suite(suite: &str) {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let o = retrace(&[
+        "run",
+        "--suite",
+        suite,
+        "--model",
+        "oracle:faults",
+        "--rounds",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&dir);
+    let tasks = s["tasks"].as_u64().unwrap() as usize;
+    assert!(accuracy(&s, 0) < accuracy(&s, 2), "{s}");
+    assert_eq!(accuracy(&s, 2), 1.0, "every fault is repaired: {s}");
+    assert_eq!(s["synthetic_model"], true);
+    assert_eq!(s["schema_version"], 1);
+    assert_consistent(&records(&dir), tasks);
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("SYNTHETIC MODEL"));
+    let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    assert!(csv.starts_with("metric,round,value,ci_low,ci_high,n"));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("Acc@2 100.0%"), "{stdout}");
+}
+
+#[test]
+fn oracle_faults_math_recovers_everything() {
+    run_suite("math");
+}
+
+#[test]
+fn oracle_faults_tabular_recovers_everything() {
+    run_suite("tabular");
+}
+
+#[test]
+fn oracle_faults_packages_recovers_everything() {
+    run_suite("packages");
+}
+
+const HOSTILE_REPLIES: [(&str, &str, &str); 3] = [
+    (
+        "loop",
+        "```python\nwhile True:\n    pass\n```",
+        "timeout_cpu",
+    ),
+    (
+        "oom",
+        "```python\nblocks = []\nwhile True:\n    blocks.append(bytearray(50 * 2**20))\n```",
+        "oom_killed",
+    ),
+    (
+        "bomb",
+        "```python\nimport os\nwhile True:\n    os.fork()\n```",
+        "pids_limit",
+    ),
+];
+
+#[test]
+fn hostile_replies_are_killed_classified_and_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tasks = String::new();
+    let mut replies = String::new();
+    for (id, hostile, _) in HOSTILE_REPLIES {
+        tasks.push_str(
+            &serde_json::json!({
+                "id": id, "question": "What is 6 times 7?",
+                "expected": {"type": "number", "value": 42},
+                "reference": "answer = 6 * 7",
+            })
+            .to_string(),
+        );
+        tasks.push('\n');
+        for (round, reply) in [(0, hostile), (1, "```python\nanswer = 6 * 7\n```")] {
+            replies.push_str(
+                &serde_json::json!({"task_id": id, "round": round, "reply": reply}).to_string(),
+            );
+            replies.push('\n');
+        }
+    }
+    let suite = dir.path().join("tasks.jsonl");
+    let replay = dir.path().join("replies.jsonl");
+    std::fs::write(&suite, tasks).unwrap();
+    std::fs::write(&replay, replies).unwrap();
+    let out = dir.path().join("run");
+    let o = retrace(&[
+        "run",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--model",
+        &format!("replay:{}", replay.display()),
+        "--rounds",
+        "2",
+        "--memory",
+        "256M",
+        "--pids",
+        "64",
+        "--cpu-time",
+        "2s",
+        "--timeout",
+        "6s",
+        "--concurrency",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs = records(&out);
+    for (id, _, verdict) in HOSTILE_REPLIES {
+        let round = |n: u64| {
+            recs.iter()
+                .find(|r| r["task_id"] == id && r["round"] == n)
+                .unwrap_or_else(|| panic!("{id} round {n} missing"))
+        };
+        let r0 = round(0);
+        assert_eq!(r0["outcome"]["verdict"], verdict, "{id}: {}", r0["outcome"]);
+        assert_eq!(r0["correct"], false);
+        let r1 = round(1);
+        let repair = r1["prompt"][0]["parts"][0]["text"].as_str().unwrap();
+        assert!(!repair.is_empty());
+        if verdict != "timeout_cpu" {
+            assert!(
+                repair.contains("variables are gone"),
+                "{id}: the repair prompt says the kernel was restarted: {repair}"
+            );
+        }
+        assert_eq!(r1["outcome"]["verdict"], "ok");
+        assert_eq!(r1["correct"], true, "{id} recovers");
+        assert_eq!(r1["stop"], "clean_answer");
+    }
+    let s = summary(&out);
+    assert_eq!(accuracy(&s, 0), 0.0);
+    assert_eq!(accuracy(&s, 1), 1.0);
+    assert_eq!(
+        s["kill_rate"]["counts"].as_object().unwrap().len(),
+        3,
+        "{s}"
+    );
+}
+
+#[test]
+fn resume_after_kill_9_gives_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let common_args = [
+        "--suite",
+        "math",
+        "--model",
+        "oracle:faults",
+        "--rounds",
+        "2",
+        "--limit-tasks",
+        "16",
+        "--concurrency",
+        "2",
+    ];
+    // An uninterrupted run for reference.
+    let full = dir.path().join("full");
+    let mut args = vec!["run"];
+    args.extend(common_args);
+    args.extend(["--out", full.to_str().unwrap()]);
+    assert!(retrace(&args).status.success());
+
+    // The same run, killed with SIGKILL once a few rounds are in.
+    let cut = dir.path().join("cut");
+    let mut args = vec!["run".to_string()];
+    args.extend(common_args.iter().map(|s| s.to_string()));
+    args.extend(["--out".into(), cut.to_str().unwrap().into()]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = cut.join("results.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let lines = std::fs::read_to_string(&journal)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= 7 || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = records(&cut).len();
+    assert!(before < records(&full).len(), "the run was cut short");
+
+    let o = retrace(&["run", "--resume", cut.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let key = |r: &serde_json::Value| {
+        (
+            r["task_id"].as_str().unwrap().to_string(),
+            r["round"].as_u64().unwrap(),
+            r["correct"].as_bool().unwrap(),
+            r["outcome"]["verdict"].as_str().map(String::from),
+            r["code"].as_str().map(String::from),
+        )
+    };
+    let resumed: Vec<_> = records(&cut).iter().map(key).collect();
+    let unique: BTreeSet<_> = resumed.iter().map(|k| (k.0.clone(), k.1)).collect();
+    assert_eq!(unique.len(), resumed.len(), "no duplicated rounds");
+    let a: BTreeSet<_> = resumed.into_iter().collect();
+    let b: BTreeSet<_> = records(&full).iter().map(key).collect();
+    assert_eq!(a, b, "resumed results equal the uninterrupted run");
+    assert_consistent(&records(&cut), 16);
+    let (s1, s2) = (summary(&full), summary(&cut));
+    assert_eq!(s1["accuracy_by_round"], s2["accuracy_by_round"]);
+}
+
+#[test]
+fn a_malformed_dataset_line_stops_the_run_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &suite,
+        "{\"id\": \"a\", \"question\": \"q\", \"expected\": {\"type\": \"number\", \"value\": 1}}\n{\"id\": \"b\", \"question\": \n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let o = retrace(&[
+        "run",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--model",
+        "oracle",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.jsonl:2"), "{err}");
+    assert!(!out.exists(), "the run did not start");
+}
+
+#[test]
+fn every_builtin_reference_validates() {
+    for suite in ["math", "tabular", "packages"] {
+        let o = retrace(&["tasks", "validate", suite, "--jobs", "2"]);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{suite}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(stdout.contains("references check correct"));
+    }
+}
