@@ -57,16 +57,34 @@ struct Args {
     /// Tokio worker threads (0: tokio's default, one per core).
     #[arg(long, default_value_t = 0)]
     workers: usize,
+    /// Run the client in a spawned task (on a worker thread) instead of in
+    /// `block_on` on the main thread.
+    #[arg(long, conflicts_with = "current_thread")]
+    spawned: bool,
+    /// Use tokio's current-thread runtime (client, readers and IO on one
+    /// thread).
+    #[arg(long)]
+    current_thread: bool,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.current_thread {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the tokio runtime")?
+            .block_on(run(args));
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     if args.workers > 0 {
         builder.worker_threads(args.workers);
     }
     let runtime = builder.build().context("starting the tokio runtime")?;
+    if args.spawned {
+        return runtime.block_on(async { tokio::spawn(run(args)).await })?;
+    }
     runtime.block_on(run(args))
 }
 
@@ -107,7 +125,13 @@ async fn run(args: Args) -> Result<()> {
         .context("starting the kernel")?;
     let start_ms = start.elapsed().as_secs_f64() * 1e3;
     let result = measure(&mut kernel, &args).await;
-    kernel.shutdown().await;
+    if args.current_thread {
+        // `Kernel::shutdown` needs `block_in_place` (multi-thread runtime
+        // only); dropping the kernel kills it and removes its directories.
+        drop(kernel);
+    } else {
+        kernel.shutdown().await;
+    }
     let Measured {
         roundtrip,
         outcome_total,

@@ -194,6 +194,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                 concurrency: args.concurrency,
                 model: model.name(),
                 synthetic_model: model.is_synthetic(),
+                model_info: model.info(),
                 generation,
                 strategy: image_name.to_string(),
                 image_lock_hash: image.lock_hash.clone(),

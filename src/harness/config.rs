@@ -43,6 +43,10 @@ pub struct RunConfig {
     pub concurrency: usize,
     pub model: String,
     pub synthetic_model: bool,
+    /// What the model client says about itself (for a local model: the
+    /// file's sha256, the server version).
+    #[serde(default)]
+    pub model_info: serde_json::Value,
     pub generation: Generation,
     /// How packages reach the kernel: the image name.
     pub strategy: String,

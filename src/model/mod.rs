@@ -145,4 +145,8 @@ pub trait ModelClient: Send + Sync {
     /// Whether failing rounds' plots are sent as images.
     fn vision(&self) -> bool;
     async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError>;
+    /// What the run records about the model (file hash, server version...).
+    fn info(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }

@@ -24,6 +24,9 @@ impl Exporter for MarkdownExporter {
             "Suite `{}`, model `{}`, strategy `{}`, {} tasks ({} finished), rounds 0..={}.\n",
             s.suite, s.model, s.strategy, s.tasks, s.tasks_finished, s.rounds
         );
+        if !s.model_info.is_null() {
+            let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
+        }
         let l = &s.limits;
         let _ = writeln!(
             w,
@@ -89,8 +92,8 @@ impl Exporter for MarkdownExporter {
         }
         let _ = writeln!(
             w,
-            "\nTokens: {} prompt, {} completion, {:.0} per task.",
-            s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean
+            "\nTokens: {} prompt, {} completion, {:.0} per task, {:.1} completion tokens/s (p50).",
+            s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean, s.tokens.per_second.p50
         );
         Ok(md)
     }

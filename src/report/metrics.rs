@@ -97,6 +97,8 @@ pub struct Tokens {
     pub prompt: u64,
     pub completion: u64,
     pub per_task_mean: f64,
+    /// Completion tokens per second of model time, per round.
+    pub per_second: Percentiles,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,6 +109,7 @@ pub struct Summary {
     pub model: String,
     /// The model is a deterministic stand-in (oracle, replay), not a model.
     pub synthetic_model: bool,
+    pub model_info: serde_json::Value,
     /// `--stop-on correct`: stopping used ground truth.
     pub oracle_feedback: bool,
     pub strategy: String,
@@ -254,6 +257,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         suite: config.suite.clone(),
         model: config.model.clone(),
         synthetic_model: config.synthetic_model,
+        model_info: config.model_info.clone(),
         oracle_feedback: config.stop_on == StopOn::Correct,
         strategy: config.strategy.clone(),
         unconfined: !config.sandbox.confined,
@@ -287,6 +291,13 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
             prompt: tokens_prompt,
             completion: tokens_completion,
             per_task_mean: (tokens_prompt + tokens_completion) as f64 / n.max(1) as f64,
+            per_second: Percentiles::of(
+                records
+                    .iter()
+                    .filter(|r| r.timings_ms.model > 0.0 && r.tokens.completion_tokens > 0)
+                    .map(|r| r.tokens.completion_tokens as f64 / (r.timings_ms.model / 1e3))
+                    .collect(),
+            ),
         },
         rounds_used_mean: records.len() as f64 / n.max(1) as f64,
     }
