@@ -4,8 +4,10 @@
 //! - `kernel/execute_trivial`: round trip of `pass` on a warm kernel
 //!   (`Kernel::execute` as the caller sees it: until reply and idle);
 //! - `kernel/pool_acquire_warm`: `KernelPool::acquire` with a ready kernel in
-//!   a pool of 2 (the acquired kernel is shut down, and the pool given time
-//!   to refill, outside the measured part);
+//!   a pool of 2, called from a spawned task (the acquired kernel is shut
+//!   down, and the pool given time to refill, outside the measured part);
+//!   `kernel/pool_acquire_warm_block_on`: the same, called from the future
+//!   given to `Runtime::block_on`;
 //! - `kernel/cold_start`: `Kernel::start` until the kernel answers, for
 //!   reference (shutdown not measured).
 //!
@@ -79,6 +81,29 @@ fn execute_trivial(c: &mut Criterion, rt: &Runtime, spec: &Arc<KernelSpec>) {
     rt.block_on(kernel.shutdown());
 }
 
+/// `iters` acquires from a warm pool; returns their summed time and how
+/// many found no ready kernel. Each kernel is shut down, and the pool given
+/// `refill` to replace it, outside the measured part.
+async fn acquire_loop(pool: Arc<KernelPool>, iters: u64, refill: Duration) -> (Duration, u32) {
+    let mut total = Duration::ZERO;
+    let mut cold = 0;
+    for _ in 0..iters {
+        let t = Instant::now();
+        let kernel = pool.acquire().await.expect("acquiring a kernel");
+        let took = t.elapsed();
+        total += took;
+        if took > WARM_LIMIT {
+            cold += 1;
+        }
+        kernel.shutdown().await;
+        tokio::time::sleep(refill).await;
+    }
+    (total, cold)
+}
+
+/// `pool_acquire_warm`: the caller is a spawned task (on a worker thread),
+/// as harness code usually is. `pool_acquire_warm_block_on`: the caller is
+/// the future given to `Runtime::block_on` (not a worker).
 fn pool_acquire_warm(c: &mut Criterion, rt: &Runtime, spec: &Arc<KernelSpec>) {
     // Refill time: one cold start (measured here), with margin for the
     // shutdown that runs at the same time on a small machine.
@@ -87,8 +112,10 @@ fn pool_acquire_warm(c: &mut Criterion, rt: &Runtime, spec: &Arc<KernelSpec>) {
     let refill = t.elapsed() * 2 + Duration::from_millis(300);
 
     let sandbox: Arc<dyn Sandbox> = Arc::new(Unconfined);
-    let pool = rt
-        .block_on(async { KernelPool::start(spec.clone(), sandbox, KernelOptions::default(), 2) });
+    let pool =
+        Arc::new(rt.block_on(async {
+            KernelPool::start(spec.clone(), sandbox, KernelOptions::default(), 2)
+        }));
     rt.block_on(async { tokio::time::sleep(refill).await });
     let mut cold = 0u32;
     let mut group = c.benchmark_group("kernel");
@@ -99,21 +126,18 @@ fn pool_acquire_warm(c: &mut Criterion, rt: &Runtime, spec: &Arc<KernelSpec>) {
         .measurement_time(Duration::from_nanos(1));
     group.bench_function("pool_acquire_warm", |b| {
         b.iter_custom(|iters| {
-            rt.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t = Instant::now();
-                    let kernel = pool.acquire().await.expect("acquiring a kernel");
-                    let took = t.elapsed();
-                    total += took;
-                    if took > WARM_LIMIT {
-                        cold += 1;
-                    }
-                    kernel.shutdown().await;
-                    tokio::time::sleep(refill).await;
-                }
-                total
-            })
+            let job = acquire_loop(pool.clone(), iters, refill);
+            let (total, slow) =
+                rt.block_on(async { tokio::spawn(job).await.expect("the measuring task") });
+            cold += slow;
+            total
+        })
+    });
+    group.bench_function("pool_acquire_warm_block_on", |b| {
+        b.iter_custom(|iters| {
+            let (total, slow) = rt.block_on(acquire_loop(pool.clone(), iters, refill));
+            cold += slow;
+            total
         })
     });
     group.finish();

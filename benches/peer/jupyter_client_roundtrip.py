@@ -20,8 +20,11 @@ Modes:
   reads the reply), the API most callers use.
 
 --request retrace sends the execute_request retrace sends (same
-user_expressions, allow_stdin False, stop_on_error True), so both clients
+user_expressions, allow_stdin False, stop_on_error False), so both clients
 ask the kernel for the same work; --request plain sends kc.execute's default.
+--probe also sends a second shell request after each execute_request and
+waits for its reply too, like retrace's Kernel::execute (for measuring what
+that costs; not used by compare.sh).
 """
 
 import argparse
@@ -38,7 +41,22 @@ import zmq
 from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
 
-RETRACE_USER_EXPRESSIONS = {"answer": "answer"}
+# The execute_request of retrace's Kernel::execute (src/kernel/session.rs).
+RETRACE_USER_EXPRESSIONS = {
+    "answer": "answer if type(answer).__module__.split('.')[0] in "
+    "('builtins', 'numpy', 'decimal', 'fractions', 'pandas', 'sympy', 'mpmath') "
+    "else object.__repr__(answer)"
+}
+RETRACE_STOP_ON_ERROR = False
+
+# --probe: a second shell request sent right after the execute_request, whose
+# reply must also arrive (what retrace's Kernel::execute does, so that code in
+# the kernel cannot end its cell early by forging reply and idle).
+PROBES = {
+    "kernel_info": ("kernel_info_request", {}),
+    "comm_info": ("comm_info_request", {}),
+    "is_complete": ("is_complete_request", {"code": ""}),
+}
 
 
 def stats(samples):
@@ -123,7 +141,7 @@ def request_kwargs():
             "store_history": True,
             "user_expressions": RETRACE_USER_EXPRESSIONS,
             "allow_stdin": False,
-            "stop_on_error": True,
+            "stop_on_error": RETRACE_STOP_ON_ERROR,
         }
     return {"allow_stdin": False}
 
@@ -133,15 +151,24 @@ def run_poll(kc, poller, shell, iopub, code, kwargs):
     w0 = time.time()
     t0 = time.perf_counter()
     msg_id = kc.execute(code, **kwargs)
+    probe_id = None
+    if ARGS.probe != "none":
+        probe = kc.session.msg(*PROBES[ARGS.probe])
+        probe_id = probe["header"]["msg_id"]
+        kc.shell_channel.send(probe)
     w_sent = time.time()
     reply = idle = False
+    probed = probe_id is None
     busy_at = idle_at = None
-    while not (reply and idle):
+    while not (reply and idle and probed):
         for sock, _ in poller.poll():
             channel = kc.shell_channel if sock is shell else kc.iopub_channel
             while channel.msg_ready():
                 msg = channel.get_msg(timeout=0)
-                if msg["parent_header"].get("msg_id") != msg_id:
+                parent = msg["parent_header"].get("msg_id")
+                if parent == probe_id and sock is shell:
+                    probed = True
+                if parent != msg_id:
                     continue
                 kind = msg["header"]["msg_type"]
                 if kind == "execute_reply":
@@ -281,6 +308,7 @@ def main():
             "python": sys.version.split()[0],
             "mode": ARGS.mode,
             "request": ARGS.request,
+            "probe": ARGS.probe,
             "code": ARGS.code,
             "n": ARGS.n,
             "warmup": ARGS.warmup,
@@ -322,6 +350,13 @@ def parse_args():
     p.add_argument("--code", default="pass")
     p.add_argument("--mode", choices=("poll", "interactive"), default="poll")
     p.add_argument("--request", choices=("retrace", "plain"), default="retrace")
+    p.add_argument(
+        "--probe",
+        choices=("none",) + tuple(PROBES),
+        default="none",
+        help="(poll mode) also send this shell request after each execute_request "
+        "and wait for its reply, as retrace does",
+    )
     p.add_argument("--raw", action="store_true", help="also print every sample")
     p.add_argument(
         "--kernel-trace",

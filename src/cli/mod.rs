@@ -5,7 +5,9 @@
 mod exec;
 mod image;
 mod limits;
+mod model;
 mod run;
+mod sandbox;
 mod tasks;
 
 use clap::{Parser, Subcommand};
@@ -27,12 +29,18 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Run a Python file in one fresh kernel; cells are separated by `# %%` lines.
     Exec(exec::ExecArgs),
+    /// Check the sandbox against the hostile-code corpus.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
     /// List and validate task suites.
     #[command(subcommand)]
     Tasks(tasks::TasksCommand),
     /// Build and list the Python images kernels run in.
     #[command(subcommand)]
     Image(image::ImageCommand),
+    /// Prepare and inspect the local model (`--model local`).
+    #[command(subcommand)]
+    Model(model::ModelCommand),
 }
 
 /// Errors at the CLI edge carry the exit code they map to.
@@ -79,8 +87,10 @@ pub fn main() -> i32 {
         match cli.command {
             Command::Run(args) => run::run(*args).await,
             Command::Tasks(cmd) => tasks::run(cmd).await,
+            Command::Sandbox(cmd) => sandbox::run(cmd).await,
             Command::Exec(args) => exec::run(args).await,
             Command::Image(cmd) => image::run(cmd).await,
+            Command::Model(cmd) => model::run(cmd).await,
         }
     });
     match result {

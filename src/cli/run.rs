@@ -10,7 +10,7 @@ use retrace::harness::journal::{self, Journal};
 use retrace::harness::progress::Progress;
 use retrace::harness::{RunConfig, Runner, Selection, StopOn, SCHEMA_VERSION};
 use retrace::kernel::{default_kernel_root, KernelSpec};
-use retrace::model::{spec::from_spec, spec::Endpoint, Generation};
+use retrace::model::{spec::from_spec, spec::Endpoint, Generation, ModelError};
 use retrace::pyenv::{ImageName, ImageStore};
 use retrace::repair::prompt::Templates;
 use retrace::report::{self, metrics::summarize};
@@ -147,7 +147,12 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
             .unwrap_or(&generation),
         &endpoint,
     )
-    .map_err(Failure::usage)?;
+    .await
+    .map_err(|e| match e {
+        ModelError::Config(_) => Failure::usage(e),
+        // The local model could not be prepared or started.
+        _ => Failure::infra(e),
+    })?;
 
     let image_name = match &resumed {
         Some(c) => c

@@ -109,6 +109,9 @@ pub struct Outcome {
     /// Milliseconds from the kill decision to every process of the kernel gone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kill_ms: Option<f64>,
+    /// Which mechanism killed the kernel (`cgroup.kill`, `freezer`, `killpg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_method: Option<String>,
     /// How the kernel process ended, when it died during this execution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit: Option<ExitInfo>,

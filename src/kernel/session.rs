@@ -99,6 +99,13 @@ pub struct Kernel {
     closed: bool,
 }
 
+/// Reads `answer` after every cell. Values of types from untrusted code are
+/// shown with `object.__repr__`: a custom `__repr__` that hangs would
+/// otherwise hang every later cell too.
+const ANSWER_EXPRESSION: &str = "answer if type(answer).__module__.split('.')[0] in \
+    ('builtins', 'numpy', 'decimal', 'fractions', 'pandas', 'sympy', 'mpmath') \
+    else object.__repr__(answer)";
+
 /// How often the CPU counter is read during an execution.
 const CPU_POLL: Duration = Duration::from_millis(50);
 
@@ -175,25 +182,37 @@ impl Kernel {
     /// outcome with a verdict.
     pub async fn execute(&mut self, code: &str, exec: &ExecOptions) -> Outcome {
         let started = Instant::now();
+        let mut lost_before = false;
         if self.process.exited().is_some() {
+            // Died between executions: this cell starts in a fresh kernel.
             if let Err(e) = self.restart().await {
                 return internal_error(format!("the kernel is dead and did not restart: {e}"));
             }
+            lost_before = true;
         }
         let before = self.jail.counters();
         let request = ExecuteRequest {
             code: code.to_string(),
             silent: false,
             store_history: true,
-            user_expressions: Some(HashMap::from([("answer".into(), "answer".into())])),
+            user_expressions: Some(HashMap::from([("answer".into(), ANSWER_EXPRESSION.into())])),
             allow_stdin: false,
-            stop_on_error: true,
+            // One request at a time: nothing queued may be aborted after an error.
+            stop_on_error: false,
         };
         let msg_id = match self.channels.send_shell(request.into()).await {
             Ok(id) => id,
             Err(e) => return internal_error(e.to_string()),
         };
 
+        // The shell handles requests one at a time, so the reply to this
+        // probe cannot come before the cell has really finished: code in the
+        // kernel holds the HMAC key and can forge its own reply and idle.
+        let probe_id = match self.channels.send_shell(KernelInfoRequest {}.into()).await {
+            Ok(id) => id,
+            Err(e) => return internal_error(e.to_string()),
+        };
+        let mut probed = false;
         let mut run = Run::new(self.options.output_cap);
         let mut deadline = tokio::time::Instant::now() + exec.timeout;
         let mut interrupted_at: Option<tokio::time::Instant> = None;
@@ -204,27 +223,15 @@ impl Kernel {
         let mut cpu_tick = tokio::time::interval(CPU_POLL);
         cpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
-        while !(run.reply.is_some() && run.idle) {
+        while !(run.reply.is_some() && run.idle && probed) {
+            // Biased, timers before messages: a flood of output must not
+            // starve the deadline.
             tokio::select! {
                 biased;
                 changed = exit.changed() => {
                     if changed.is_err() || exit.borrow().is_some() {
                         died = true;
                         break;
-                    }
-                }
-                Some(msg) = self.channels.iopub_rx.recv() => {
-                    if parent_id(&msg) == Some(msg_id.as_str()) {
-                        run.on_iopub(msg);
-                        if run.kernel_gone {
-                            kill_needed = true;
-                            break;
-                        }
-                    }
-                }
-                Some(msg) = self.channels.shell_rx.recv() => {
-                    if parent_id(&msg) == Some(msg_id.as_str()) {
-                        run.on_shell(msg);
                     }
                 }
                 _ = cpu_tick.tick(), if cpu_limit_usec.is_some() && run.reason.is_none() => {
@@ -246,6 +253,22 @@ impl Kernel {
                     deadline = tokio::time::Instant::now() + self.options.interrupt_grace;
                     let _ = self.channels.send_control(InterruptRequest {}.into()).await;
                 }
+                Some(msg) = self.channels.iopub_rx.recv() => {
+                    if parent_id(&msg) == Some(msg_id.as_str()) {
+                        run.on_iopub(msg);
+                        if run.kernel_gone {
+                            kill_needed = true;
+                            break;
+                        }
+                    }
+                }
+                Some(msg) = self.channels.shell_rx.recv() => {
+                    match parent_id(&msg) {
+                        Some(id) if id == msg_id => run.on_shell(msg),
+                        Some(id) if id == probe_id => probed = true,
+                        _ => {}
+                    }
+                }
             }
             if run.capture.exceeded() && run.reason.is_none() {
                 run.reason = Some(HarnessReason::OutputLimit);
@@ -255,11 +278,25 @@ impl Kernel {
             }
         }
 
+        if run.ask_exit && !died {
+            // `quit()` / `exit()`: the kernel stops its loop just after the
+            // reply; wait for the exit so this cell, not the next, owns it.
+            let mut exit = self.process.exit.clone();
+            died = tokio::time::timeout(Duration::from_secs(2), wait_exit(&mut exit))
+                .await
+                .is_ok();
+            if !died {
+                kill_needed = true;
+            }
+        }
+
         let mut evidence = Evidence::default();
         let mut kill_ms = None;
+        let mut kill_method = None;
         if kill_needed {
             let report = self.kill_processes().await;
             kill_ms = Some(report.kill_ms);
+            kill_method = Some(report.method.clone());
             evidence.killed_by_harness = run.reason.is_some();
             evidence.leftover_procs = report.survivors;
             if report.survivors > 0 {
@@ -295,11 +332,15 @@ impl Kernel {
         {
             let report = self.kill_processes().await;
             kill_ms = Some(report.kill_ms);
+            kill_method = Some(report.method.clone());
             kill_needed = true;
             flags.push(crate::sandbox::Flag::Restarted);
         }
 
-        let mut state_lost = false;
+        let mut state_lost = lost_before;
+        if lost_before {
+            flags.push(crate::sandbox::Flag::Restarted);
+        }
         let mut restart_error = None;
         if died || kill_needed {
             state_lost = true;
@@ -357,6 +398,7 @@ impl Kernel {
                 kill: kill_ms,
             },
             kill_ms,
+            kill_method,
             exit: evidence.exit.clone(),
             state_lost,
         }
@@ -518,6 +560,7 @@ fn internal_error(message: String) -> Outcome {
         truncation: Default::default(),
         timings_ms: Timings::default(),
         kill_ms: None,
+        kill_method: None,
         exit: None,
         state_lost: false,
     }
@@ -620,6 +663,8 @@ struct Run {
     answer_variable: Option<String>,
     reason: Option<HarnessReason>,
     kernel_gone: bool,
+    /// The reply asked the frontend to exit (`quit()`).
+    ask_exit: bool,
 }
 
 impl Run {
@@ -638,6 +683,7 @@ impl Run {
             answer_variable: None,
             reason: None,
             kernel_gone: false,
+            ask_exit: false,
         }
     }
 
@@ -712,6 +758,10 @@ impl Run {
     fn on_shell(&mut self, msg: JupyterMessage) {
         if let JupyterMessageContent::ExecuteReply(reply) = msg.content {
             self.execution_count = Some(reply.execution_count.0 as u64);
+            self.ask_exit = reply
+                .payload
+                .iter()
+                .any(|p| matches!(p, jupyter_protocol::Payload::AskExit { .. }));
             if let Some(expressions) = &reply.user_expressions {
                 if let Some(ExpressionResult::Ok { data, .. }) = expressions.get("answer") {
                     self.answer_variable = data.content.iter().find_map(|m| match m {

@@ -3,6 +3,7 @@
 //! deterministic stand-ins built from reference solutions (labelled as such
 //! everywhere); `replay:<file>` replays recorded replies.
 
+pub mod local;
 pub mod openai;
 pub mod oracle;
 pub mod replay;
@@ -99,6 +100,10 @@ pub enum ModelError {
     NoRecording { task_id: String, round: u32 },
     #[error("{0}")]
     Config(String),
+    /// The harness could not provide the model (the local model failed to
+    /// prepare or its server to start): infrastructure, not usage.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Generation settings recorded with every run.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::local::{self, LocalModel};
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::oracle::Oracle;
 use super::replay::Replay;
@@ -20,8 +21,10 @@ pub const VALID_SPECS: &str =
     "openai:<model>, oracle, oracle:faults, replay:<path.jsonl>, local, local:<name>";
 
 /// `openai:<model>` | `oracle` | `oracle:faults` | `replay:<path>` |
-/// `local[:<name>]` (not available yet).
-pub fn from_spec(
+/// `local[:smollm2-135m-instruct]`. Async because `local` prepares the model
+/// on first use (with progress on stderr) and starts its server, which the
+/// returned client owns.
+pub async fn from_spec(
     spec: &str,
     generation: &Generation,
     endpoint: &Endpoint,
@@ -53,9 +56,10 @@ pub fn from_spec(
         ("replay", _) => Err(ModelError::Config(
             "`replay` needs a file: replay:<path.jsonl>".into(),
         )),
-        ("local", _) => Err(ModelError::Config(
-            "the local model is not available yet".into(),
-        )),
+        ("local", name) => {
+            local::check_name(name)?;
+            Ok(Arc::new(LocalModel::start(generation.clone(), true).await?))
+        }
         _ => Err(ModelError::Config(format!(
             "unknown model `{spec}`: use one of {VALID_SPECS}"
         ))),
@@ -72,7 +76,11 @@ mod tests {
             api_key: Some("test".into()),
             vision: true,
         };
-        from_spec(spec, &Generation::default(), &endpoint)
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(from_spec(spec, &Generation::default(), &endpoint))
     }
 
     fn config_error(spec: &str) -> String {
@@ -107,14 +115,10 @@ mod tests {
 
     #[test]
     fn rejects_the_rest() {
-        assert_eq!(
-            config_error("local"),
-            "the local model is not available yet"
-        );
-        assert_eq!(
-            config_error("local:smollm2"),
-            "the local model is not available yet"
-        );
+        // A valid `local` prepares and serves the real model: that is
+        // tests/local_model.rs. Unknown names fail before anything starts.
+        let m = config_error("local:smollm2");
+        assert!(m.contains("smollm2-135m-instruct"), "{m}");
         assert!(config_error("openai").contains("openai:<model>"));
         assert!(config_error("openai:").contains("openai:<model>"));
         assert!(config_error("replay:").contains("replay:<path"));

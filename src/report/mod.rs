@@ -3,6 +3,7 @@
 
 mod csv;
 mod json;
+pub mod junit;
 mod markdown;
 pub mod metrics;
 

@@ -1,0 +1,140 @@
+//! `retrace sandbox check`: runs the hostile corpus through the confined
+//! executor and fails (exit 1) when any limit misfires or regresses.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use retrace::kernel::{default_kernel_root, KernelSpec};
+use retrace::pyenv::{ImageName, ImageStore};
+use retrace::sandbox::check::{self, CheckConfig, CheckError};
+use retrace::sandbox::{corpus, Confined};
+
+use super::limits::LimitArgs;
+use super::Failure;
+
+/// The corpus used when no `--corpus` is given, relative to the current
+/// directory.
+const DEFAULT_CORPUS: &str = "datasets/hostile";
+
+#[derive(Subcommand)]
+pub enum SandboxCommand {
+    /// Run the hostile-code corpus and check every verdict, cleanup and the
+    /// harness's health.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// Directory of case files (*.toml); repeatable. Default: datasets/hostile.
+    #[arg(long = "corpus", value_name = "DIR")]
+    pub corpus: Vec<PathBuf>,
+    /// Only cases whose id or category contains PATTERN.
+    #[arg(long, value_name = "PATTERN")]
+    pub filter: Option<String>,
+    /// Write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the full results (outcomes included) as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Cases run at the same time.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub jobs: u64,
+    /// Image the kernels run in: `fat` or `slim`.
+    #[arg(long, default_value = "fat")]
+    pub image: ImageName,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub async fn run(cmd: SandboxCommand) -> Result<i32, Failure> {
+    match cmd {
+        SandboxCommand::Check(args) => check(args).await,
+    }
+}
+
+async fn check(args: CheckArgs) -> Result<i32, Failure> {
+    if args.limits.unsafe_no_sandbox {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "`sandbox check` tests confinement; it cannot run with --unsafe-no-sandbox"
+        )));
+    }
+    let dirs = if args.corpus.is_empty() {
+        let default = PathBuf::from(DEFAULT_CORPUS);
+        if !default.is_dir() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "no corpus: {DEFAULT_CORPUS} does not exist in the current directory; \
+                 run from the retrace source tree or pass --corpus DIR"
+            )));
+        }
+        vec![default]
+    } else {
+        args.corpus.clone()
+    };
+    let cases = corpus::load_dirs(&dirs).map_err(Failure::usage)?;
+    let cases = corpus::filter(cases, args.filter.as_deref());
+    if cases.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no case matches --filter {:?}",
+            args.filter.as_deref().unwrap_or("")
+        )));
+    }
+
+    // Fail closed (exit 3) before spending time on the image.
+    let init_exe = std::env::current_exe().map_err(Failure::infra)?;
+    drop(Confined::new(args.limits.limits(), init_exe.clone()).map_err(Failure::infra)?);
+
+    let store = ImageStore::from_env();
+    let name = args.image;
+    let image = tokio::task::spawn_blocking(move || store.ensure(name, true))
+        .await
+        .map_err(Failure::infra)?
+        .map_err(Failure::infra)?;
+    let config = CheckConfig {
+        limits: args.limits.limits(),
+        init_exe,
+        spec: Arc::new(KernelSpec::new(image, default_kernel_root())),
+        jobs: args.jobs as usize,
+    };
+
+    let width = cases.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
+    eprintln!(
+        "running {} case(s) from {} with {} job(s), image {}",
+        cases.len(),
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        config.jobs,
+        args.image
+    );
+    let progress: Arc<dyn Fn(&check::CaseResult) + Send + Sync> = Arc::new(move |r| {
+        eprintln!("{}", check::row(r, width));
+    });
+    let report = match check::run(&cases, &config, progress).await {
+        Ok(r) => r,
+        Err(CheckError::Unavailable(e)) => return Err(Failure::infra(e)),
+    };
+
+    print!("{}", check::table(&report.results));
+    println!("{}", check::summary_line(&report));
+
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).map_err(Failure::infra)?;
+        write(path, &text)?;
+    }
+    if let Some(path) = &args.junit {
+        write(path, &check::junit(&report))?;
+    }
+    Ok(if report.summary.failed == 0 { 0 } else { 1 })
+}
+
+fn write(path: &Path, text: &str) -> Result<(), Failure> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Failure::infra(anyhow::anyhow!("creating {}: {e}", parent.display())))?;
+    }
+    std::fs::write(path, text)
+        .map_err(|e| Failure::infra(anyhow::anyhow!("writing {}: {e}", path.display())))
+}

@@ -1,0 +1,151 @@
+//! What preparing the local model shows while it runs: indicatif bars on a
+//! terminal, one plain line per phase when stderr is redirected (CI logs),
+//! nothing when the caller asked for silence. The same scheme as image
+//! builds (`pyenv::progress`, private to that module and labelled by image
+//! name), with byte-sized bars for the weights.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Off,
+    Plain,
+    Bars,
+}
+
+pub(crate) struct Progress {
+    mode: Mode,
+    prefix: String,
+}
+
+/// How a phase's position is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Total {
+    /// Unknown: a spinner.
+    None,
+    Items(u64),
+    Bytes(u64),
+}
+
+impl Progress {
+    pub fn new(prefix: &str, enabled: bool) -> Self {
+        let mode = match (enabled, std::io::stderr().is_terminal()) {
+            (false, _) => Mode::Off,
+            (true, false) => Mode::Plain,
+            (true, true) => Mode::Bars,
+        };
+        Progress {
+            mode,
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// A one-off line (e.g. waiting for another process's prepare).
+    pub fn note(&self, message: &str) {
+        if self.mode != Mode::Off {
+            eprintln!("{}: {message}", self.prefix);
+        }
+    }
+
+    pub fn phase(&self, label: &str, total: Total) -> Phase {
+        let bar = match self.mode {
+            Mode::Bars => {
+                let len = match total {
+                    Total::None => None,
+                    Total::Items(n) | Total::Bytes(n) => Some(n),
+                };
+                let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+                bar.set_style(style(match total {
+                    Total::None => "{spinner:.cyan} {prefix} {wide_msg:.dim} {elapsed}",
+                    Total::Items(_) => {
+                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {pos}/{len} {wide_msg:.dim} {elapsed}"
+                    }
+                    Total::Bytes(_) => {
+                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {bytes}/{total_bytes} {wide_msg:.dim} {elapsed}"
+                    }
+                }));
+                bar.set_prefix(format!("{}: {label}", self.prefix));
+                bar.enable_steady_tick(Duration::from_millis(100));
+                Some(bar)
+            }
+            Mode::Plain => {
+                eprintln!("{}: {label}...", self.prefix);
+                None
+            }
+            Mode::Off => None,
+        };
+        Phase {
+            bar,
+            mode: self.mode,
+            label: format!("{}: {label}", self.prefix),
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .expect("progress templates are valid")
+        .progress_chars("=> ")
+}
+
+pub(crate) struct Phase {
+    bar: Option<ProgressBar>,
+    mode: Mode,
+    label: String,
+    started: Instant,
+    finished: bool,
+}
+
+impl Phase {
+    pub fn set_message(&self, message: impl Into<String>) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(message.into());
+        }
+    }
+
+    pub fn inc(&self, n: u64) {
+        if let Some(bar) = &self.bar {
+            bar.inc(n);
+        }
+    }
+
+    /// A line for the plain (CI log) mode too: for rare, important events
+    /// such as "compiling llama.cpp", which can take many minutes.
+    pub fn announce(&self, message: &str) {
+        match (&self.bar, self.mode) {
+            (Some(bar), _) => bar.set_message(message.to_string()),
+            (None, Mode::Plain) => eprintln!("{}: {message}", self.label),
+            _ => {}
+        }
+    }
+
+    pub fn finish(mut self) {
+        self.finished = true;
+        let took = format!("{:.1}s", self.started.elapsed().as_secs_f64());
+        match (&self.bar, self.mode) {
+            (Some(bar), _) => {
+                bar.set_style(style("  {prefix} {msg}"));
+                bar.finish_with_message(format!("done in {took}"));
+            }
+            (None, Mode::Plain) => eprintln!("{} done in {took}", self.label),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Phase {
+    /// A phase dropped unfinished failed: leave its last state on screen.
+    fn drop(&mut self) {
+        if !self.finished {
+            if let Some(bar) = &self.bar {
+                bar.set_style(style("! {prefix} {msg}"));
+                bar.abandon_with_message("failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! The llama.cpp server (`python -m llama_cpp.server`) on 127.0.0.1.
+//!
+//! Lifetime: the server is a child of a dedicated "keeper" thread that
+//! spawns it and then blocks in `wait()` until it exits. That thread matters
+//! for `PR_SET_PDEATHSIG`, which fires when the *thread* that forked the
+//! child ends, not the process: spawned from a tokio worker or a
+//! `spawn_blocking` thread (retired after 10 s idle) the server could be
+//! killed mid-run. The keeper lives exactly as long as the server, so the
+//! death signal fires only when retrace itself dies (crash, SIGKILL), and
+//! it also reaps the child, so no zombie and no pid reuse surprises. Drop
+//! kills the server's process group and joins the keeper.
+//! (tokio's `kill_on_drop` would add nothing: the child is not a tokio
+//! process, and drop already kills it synchronously.)
+//!
+//! Access: each server gets a random API key (passed in its environment,
+//! not on its command line, which other local users can read), so only
+//! this retrace process can use it, and a foreign server that grabbed the
+//! port between our probe and the server's bind answers 401 instead of
+//! being mistaken for ours.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::env::{describe, tail, ModelEnv, TAIL_LINES};
+use super::{LocalError, MODEL};
+
+/// How the server runs. Recorded in run.json through `LocalModel::info`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// Context window in tokens. SmolLM2-135M was trained with 8192; repair
+    /// conversations (system, task, replies, tracebacks) outgrow 4096 by
+    /// round 2.
+    pub n_ctx: u32,
+    /// llama.cpp threads, for prompt processing and generation alike.
+    pub threads: usize,
+    /// Capacity of the RAM prompt cache. The server evaluates one request
+    /// at a time and by itself only reuses the prefix of the *last*
+    /// prompt; with several tasks in flight their conversations alternate,
+    /// so without the cache each repair round would re-read its whole
+    /// conversation. An entry is the KV state plus a 100 MB logits buffer.
+    pub prompt_cache_bytes: u64,
+    /// Require the random per-server API key (see the module docs). Off
+    /// only for tests that play an arbitrary OpenAI client.
+    pub require_key: bool,
+    pub startup_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            n_ctx: 8192,
+            threads: default_threads(),
+            prompt_cache_bytes: 1 << 30,
+            require_key: true,
+            startup_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// One thread per available CPU (cgroup quota and affinity included), at
+/// most 8: a 135M model is memory-bound and past a few threads llama.cpp
+/// spends more on synchronisation than it gains.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8)
+}
+
+/// The alias the server reports in `/v1/models`; also the `model` sent.
+pub const SERVED_MODEL: &str = MODEL;
+/// Server logs kept in `$RETRACE_HOME/logs` (older ones are removed).
+const KEEP_LOGS: usize = 10;
+const PORT_ATTEMPTS: usize = 3;
+
+pub struct LocalServer {
+    port: u16,
+    pid: u32,
+    base_url: String,
+    api_key: Option<String>,
+    log: PathBuf,
+    options: ServerOptions,
+    exit: Arc<Mutex<Option<ExitStatus>>>,
+    keeper: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for LocalServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalServer")
+            .field("base_url", &self.base_url)
+            .field("pid", &self.pid)
+            .field("log", &self.log)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a started server did not become ready.
+enum NotReady {
+    /// Someone else has the port: try another.
+    PortTaken(String),
+    Failed(String),
+}
+
+impl LocalServer {
+    /// Starts a server for `env` on a free port of 127.0.0.1 and waits
+    /// until `/v1/models` answers. Its output goes to a log file in
+    /// `logs_dir`, quoted in any error.
+    pub async fn start(
+        env: &ModelEnv,
+        logs_dir: &Path,
+        options: ServerOptions,
+    ) -> Result<LocalServer, LocalError> {
+        prune_logs(logs_dir);
+        let mut last = None;
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_port()?;
+            let server = Self::spawn(env, logs_dir, port, options.clone())?;
+            match server.wait_ready().await {
+                Ok(()) => return Ok(server),
+                // Only a race lost between our probe and the server's bind:
+                // a new port is worth a try.
+                Err(NotReady::PortTaken(detail)) => last = Some(server.stop_with(detail)),
+                Err(NotReady::Failed(detail)) => return Err(server.stop_with(detail)),
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    fn spawn(
+        env: &ModelEnv,
+        logs_dir: &Path,
+        port: u16,
+        options: ServerOptions,
+    ) -> Result<LocalServer, LocalError> {
+        fs::create_dir_all(logs_dir).map_err(|e| LocalError::io_at("creating", logs_dir, e))?;
+        let log_path = logs_dir.join(format!(
+            "model-{MODEL}-server-{}-{port}.log",
+            std::process::id()
+        ));
+        let log =
+            File::create(&log_path).map_err(|e| LocalError::io_at("creating", &log_path, e))?;
+        let stdio = || {
+            log.try_clone()
+                .map(Stdio::from)
+                .map_err(|e| LocalError::io_at("sharing", &log_path, e))
+        };
+        let api_key = options
+            .require_key
+            .then(|| uuid::Uuid::new_v4().simple().to_string());
+
+        let mut cmd = Command::new(env.python());
+        // -I: no PYTHON* variables, no user site, no cwd on sys.path.
+        cmd.args(["-I", "-m", "llama_cpp.server", "--model"])
+            .arg(env.gguf())
+            .args(["--model_alias", SERVED_MODEL])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--n_ctx", &options.n_ctx.to_string()])
+            .args(["--n_threads", &options.threads.to_string()])
+            .args(["--n_threads_batch", &options.threads.to_string()])
+            // Logits of every prompt token are only needed for logprobs;
+            // keeping them costs time and an n_ctx x vocab buffer (1.6 GB).
+            .args(["--logits_all", "false"])
+            .args(["--cache", "true", "--cache_type", "ram"])
+            .args(["--cache_size", &options.prompt_cache_bytes.to_string()])
+            // Runs as an ordinary user, whose RLIMIT_MEMLOCK is far below
+            // the model's size: mlock would only print warnings.
+            .args(["--use_mlock", "false"])
+            // Fixed sampling seed: reproducible even at temperature > 0.
+            .args(["--seed", "0"])
+            // Streams only; stated so that a later default cannot make one
+            // task's request cut another's short.
+            .args(["--interrupt_requests", "false"]);
+        let _ = writeln!(&log, "$ {}", describe(&cmd));
+        let _ = writeln!(
+            &log,
+            "# options: {options:?}; api key: {}",
+            if api_key.is_some() {
+                "required"
+            } else {
+                "none"
+            }
+        );
+        // The server's settings are pydantic BaseSettings: every field not
+        // given on the command line is read from the environment, case
+        // insensitively (and `CONFIG_FILE` replaces all of them). Nothing
+        // of the caller's environment may reach it unintentionally.
+        cmd.env_clear()
+            .env(
+                "PATH",
+                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+            )
+            .env("LANG", "C.UTF-8");
+        if let Some(home) = std::env::var_os("HOME") {
+            cmd.env("HOME", home);
+        }
+        if let Some(key) = &api_key {
+            cmd.env("API_KEY", key);
+        }
+        cmd.current_dir(&env.dir)
+            .stdin(Stdio::null())
+            .stdout(stdio()?)
+            .stderr(stdio()?)
+            // Its own group, so stopping it reaches anything it started.
+            .process_group(0);
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: between fork and exec only async-signal-safe calls:
+        // prctl and getppid, no allocation.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGTERM as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // retrace died before prctl: nobody would stop the server.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+
+        let exit = Arc::new(Mutex::new(None));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let keeper_exit = exit.clone();
+        let keeper = std::thread::Builder::new()
+            .name(format!("llama-server-{port}"))
+            .spawn(move || match cmd.spawn() {
+                Ok(mut child) => {
+                    let _ = tx.send(Ok(child.id()));
+                    let status = child.wait();
+                    *keeper_exit.lock().unwrap_or_else(|p| p.into_inner()) = status.ok();
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            })
+            .map_err(|e| LocalError::io("starting the server's keeper thread", e))?;
+        let pid = match rx.recv() {
+            Ok(Ok(pid)) => pid,
+            Ok(Err(e)) => {
+                let _ = keeper.join();
+                return Err(LocalError::ServerFailed {
+                    detail: format!("cannot run {}: {e}", env.python().display()),
+                    log: log_path.clone(),
+                    tail: tail(&log_path, TAIL_LINES),
+                });
+            }
+            Err(_) => {
+                let _ = keeper.join();
+                return Err(LocalError::io(
+                    "starting the server",
+                    std::io::Error::other("the keeper thread ended without a word"),
+                ));
+            }
+        };
+        Ok(LocalServer {
+            port,
+            pid,
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            api_key,
+            log: log_path,
+            options,
+            exit,
+            keeper: Some(keeper),
+        })
+    }
+
+    async fn wait_ready(&self) -> Result<(), NotReady> {
+        let deadline = Instant::now() + self.options.startup_timeout;
+        loop {
+            if let Some(status) = self.exit_status() {
+                let tail = tail(&self.log, TAIL_LINES);
+                let detail = format!("the server exited during startup ({status})");
+                return Err(if tail.contains("address already in use") {
+                    NotReady::PortTaken(detail)
+                } else {
+                    NotReady::Failed(detail)
+                });
+            }
+            match probe(self.port, self.api_key.as_deref()).await {
+                Some(200) => return Ok(()),
+                Some(401 | 403) => {
+                    return Err(NotReady::PortTaken(format!(
+                        "another server answers on port {} (it refused our key)",
+                        self.port
+                    )))
+                }
+                _ => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(NotReady::Failed(format!(
+                    "/v1/models did not answer within {} s",
+                    self.options.startup_timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops the server and describes why it had to be.
+    fn stop_with(mut self, detail: String) -> LocalError {
+        self.kill();
+        LocalError::ServerFailed {
+            detail,
+            log: self.log.clone(),
+            tail: tail(&self.log, TAIL_LINES),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>/v1`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The key requests must carry (`None` when started without one).
+    pub fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    pub fn options(&self) -> &ServerOptions {
+        &self.options
+    }
+
+    /// How the server ended, if it has.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        *self.exit.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.exit_status().is_none()
+    }
+
+    /// Stops the server now (dropping it does the same).
+    pub fn stop(mut self) {
+        self.kill();
+    }
+
+    /// SIGKILL to the whole group: the server holds no state worth a
+    /// graceful shutdown, and uvicorn's takes a second or two. Then the
+    /// keeper reaps it and ends.
+    fn kill(&mut self) {
+        let Some(keeper) = self.keeper.take() else {
+            return;
+        };
+        // Not reaped yet, so the pid (= group id) is still ours.
+        if self.is_running() {
+            // SAFETY: plain syscall on a process group we created.
+            unsafe {
+                libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
+            }
+        }
+        let _ = keeper.join();
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port the kernel just handed out on 127.0.0.1 (closed again at once;
+/// losing it to someone else before the server binds is handled by the
+/// caller).
+fn free_port() -> Result<u16, LocalError> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .map_err(|e| LocalError::io("finding a free port on 127.0.0.1", e))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| LocalError::io("finding a free port on 127.0.0.1", e))
+}
+
+/// The HTTP status of `GET /v1/models`, or `None` if nothing usable
+/// answered (not listening yet, still loading). Plain HTTP/1.1 over a TCP
+/// stream: one request to localhost does not warrant an HTTP client crate.
+async fn probe(port: u16, api_key: Option<&str>) -> Option<u16> {
+    let attempt = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        let auth = api_key
+            .map(|k| format!("Authorization: Bearer {k}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Connection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.ok()?;
+        parse_probe(&response)
+    };
+    tokio::time::timeout(Duration::from_secs(5), attempt)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The status of a `/v1/models` response; a 200 counts only when the body
+/// is a model list (anything can answer 200 on a port).
+fn parse_probe(response: &[u8]) -> Option<u16> {
+    let text = String::from_utf8_lossy(response);
+    let status_line = text.lines().next()?;
+    let mut parts = status_line.split_whitespace();
+    if !parts.next()?.starts_with("HTTP/") {
+        return None;
+    }
+    let status: u16 = parts.next()?.parse().ok()?;
+    if status == 200 {
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        return body.contains(SERVED_MODEL).then_some(200);
+    }
+    Some(status)
+}
+
+/// Keeps the newest server logs; every run writes one.
+fn prune_logs(dir: &Path) {
+    let prefix = format!("model-{MODEL}-server-");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut logs: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    logs.sort();
+    let excess = logs.len().saturating_sub(KEEP_LOGS - 1);
+    for (_, path) in logs.into_iter().take(excess) {
+        let _ = fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_responses() {
+        let ok = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{{\"data\":[{{\"id\":\"{SERVED_MODEL}\"}}]}}"
+        );
+        assert_eq!(parse_probe(ok.as_bytes()), Some(200));
+        // Some other program's 200 is not our server.
+        assert_eq!(
+            parse_probe(b"HTTP/1.1 200 OK\r\n\r\n<html>hello</html>"),
+            None
+        );
+        assert_eq!(
+            parse_probe(b"HTTP/1.1 401 Unauthorized\r\n\r\n{}"),
+            Some(401)
+        );
+        assert_eq!(parse_probe(b"SSH-2.0-OpenSSH\r\n"), None);
+        assert_eq!(parse_probe(b""), None);
+    }
+
+    #[test]
+    fn free_ports_are_free() {
+        let port = free_port().unwrap();
+        assert_ne!(port, 0);
+        std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    }
+
+    #[test]
+    fn threads_are_bounded() {
+        let t = default_threads();
+        assert!((1..=8).contains(&t), "{t}");
+    }
+
+    #[test]
+    fn old_server_logs_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..(KEEP_LOGS + 3) {
+            let path = dir.path().join(format!("model-{MODEL}-server-1-{i}.log"));
+            fs::write(&path, "x").unwrap();
+            let t = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1000 + i as u64);
+            File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+        fs::write(dir.path().join("other.log"), "x").unwrap();
+        prune_logs(dir.path());
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        // Room for the one about to be written.
+        assert_eq!(left.len(), KEEP_LOGS);
+        assert!(left.contains(&"other.log".to_string()));
+        assert!(!left.contains(&format!("model-{MODEL}-server-1-0.log")));
+        assert!(left.contains(&format!("model-{MODEL}-server-1-12.log")));
+    }
+}

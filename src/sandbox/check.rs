@@ -1,0 +1,762 @@
+//! Runs the hostile corpus through the real confined executor and checks,
+//! case by case, what the reference asks of a sandbox:
+//!
+//! * the verdict is the expected one and the expected flags are present;
+//! * the next cell in the same (possibly restarted) kernel works;
+//! * after `shutdown()` no process of that kernel is left (by command line,
+//!   by cgroup membership and by PID namespace) and no cgroup directory
+//!   named after it remains in any hierarchy;
+//! * the harness is unharmed: its own `oom_score_adj` and cgroup are what
+//!   they were before the case;
+//! * a fresh kernel still runs `print(1)`.
+//!
+//! Every case gets a fresh kernel with the command-line limits overridden
+//! by the case's own `[limits]`.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::corpus::{Case, Category};
+use super::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
+use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome, OutputCap};
+use crate::report::junit::{render as render_junit, TestCase};
+
+/// How long leftovers (processes, cgroup directories) may take to vanish
+/// after `shutdown()` returns.
+const LEFTOVER_WAIT: Duration = Duration::from_secs(3);
+/// Extra time the executor gets beyond the case's own deadlines (interrupt
+/// grace, kill, restart) before the check gives up on it.
+const EXECUTOR_SLACK: Duration = Duration::from_secs(60);
+/// Wall-clock limit of the follow-up `print(1)` cells.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Everything a check run needs besides the cases.
+#[derive(Debug, Clone)]
+pub struct CheckConfig {
+    /// Limits of every case unless the case overrides them.
+    pub limits: SandboxLimits,
+    /// The retrace binary, re-executed as each kernel's init.
+    pub init_exe: PathBuf,
+    /// Image and kernel directory root (threads are set per case).
+    pub spec: Arc<KernelSpec>,
+    /// Cases run at the same time.
+    pub jobs: usize,
+}
+
+/// The verdict of one case.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    pub id: String,
+    pub category: Category,
+    pub expected: Verdict,
+    pub expected_flags: Vec<String>,
+    /// `None` when the case never ran (the kernel did not start).
+    pub got: Option<Verdict>,
+    pub flags: Vec<String>,
+    /// Milliseconds from the kill decision until every process was gone.
+    pub kill_ms: Option<f64>,
+    /// Wall time of the hostile execution itself.
+    pub exec_ms: Option<f64>,
+    /// Wall time of the whole case: start, execution, checks, teardown.
+    pub duration_ms: f64,
+    pub pass: bool,
+    /// Why the case failed; empty when it passed.
+    pub failures: Vec<String>,
+    pub kernel_id: Option<String>,
+    pub limits: SandboxLimits,
+    /// Everything the executor reported (image payloads removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub sandbox: SandboxInfo,
+    pub limits: SandboxLimits,
+    pub jobs: usize,
+    pub duration_ms: f64,
+    pub summary: Summary,
+    pub results: Vec<CaseResult>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    pub total: usize,
+    pub passed: usize,
+    pub failed: usize,
+    /// Cases whose execution needed a kill by the harness.
+    pub killed: usize,
+    pub kill_ms_p50: Option<f64>,
+    pub kill_ms_p99: Option<f64>,
+    pub kill_ms_max: Option<f64>,
+}
+
+impl Summary {
+    pub fn of(results: &[CaseResult]) -> Summary {
+        let passed = results.iter().filter(|r| r.pass).count();
+        let mut kills: Vec<f64> = results.iter().filter_map(|r| r.kill_ms).collect();
+        kills.sort_by(f64::total_cmp);
+        Summary {
+            total: results.len(),
+            passed,
+            failed: results.len() - passed,
+            killed: kills.len(),
+            kill_ms_p50: percentile(&kills, 50.0),
+            kill_ms_p99: percentile(&kills, 99.0),
+            kill_ms_max: kills.last().copied(),
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// No confinement on this host: nothing can be checked.
+    #[error(transparent)]
+    Unavailable(SandboxError),
+}
+
+/// What the harness process looks like from the outside; a case must not
+/// change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HarnessState {
+    pub oom_score_adj: String,
+    pub cgroup: String,
+}
+
+impl HarnessState {
+    pub fn now() -> HarnessState {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|e| format!("<unreadable: {e}>"))
+        };
+        HarnessState {
+            oom_score_adj: read("/proc/self/oom_score_adj"),
+            cgroup: read("/proc/self/cgroup"),
+        }
+    }
+}
+
+/// Runs `cases` with at most `config.jobs` at a time; `on_done` sees each
+/// result as it completes. Results come back in the order of `cases`.
+pub async fn run(
+    cases: &[Case],
+    config: &CheckConfig,
+    on_done: Arc<dyn Fn(&CaseResult) + Send + Sync>,
+) -> Result<CheckReport, CheckError> {
+    let started = Instant::now();
+    // Probing once up front: fails closed before any case runs, and sets the
+    // harness's own OOM score, which every case is then compared against.
+    let probe =
+        Confined::new(config.limits, config.init_exe.clone()).map_err(CheckError::Unavailable)?;
+    let sandbox = crate::sandbox::Sandbox::info(&probe);
+    let harness = HarnessState::now();
+
+    let jobs = config.jobs.max(1);
+    let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
+    let mut set = tokio::task::JoinSet::new();
+    for (index, case) in cases.iter().enumerate() {
+        let case = case.clone();
+        let config = config.clone();
+        let harness = harness.clone();
+        let permits = permits.clone();
+        let on_done = on_done.clone();
+        set.spawn(async move {
+            let _permit = permits.acquire_owned().await.expect("semaphore open");
+            let result = run_case(&case, &config, &harness).await;
+            on_done(&result);
+            (index, result)
+        });
+    }
+    let mut slots: Vec<Option<CaseResult>> = vec![None; cases.len()];
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((index, result)) => slots[index] = Some(result),
+            Err(e) => {
+                // A panicking case must not hide the others; its slot stays
+                // empty and is reported below.
+                eprintln!("a case task failed: {e}");
+            }
+        }
+    }
+    let results: Vec<CaseResult> = slots
+        .into_iter()
+        .zip(cases)
+        .map(|(slot, case)| {
+            slot.unwrap_or_else(|| {
+                let mut r = CaseResult::new(case, &case.limits.apply(&config.limits));
+                r.fail("the check itself panicked while running this case".into());
+                r
+            })
+        })
+        .collect();
+    drop(probe);
+    Ok(CheckReport {
+        sandbox,
+        limits: config.limits,
+        jobs,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        summary: Summary::of(&results),
+        results,
+    })
+}
+
+impl CaseResult {
+    fn new(case: &Case, limits: &SandboxLimits) -> CaseResult {
+        CaseResult {
+            id: case.id.clone(),
+            category: case.category,
+            expected: case.expect,
+            expected_flags: case.flags.iter().map(|f| f.as_str().to_string()).collect(),
+            got: None,
+            flags: Vec::new(),
+            kill_ms: None,
+            exec_ms: None,
+            duration_ms: 0.0,
+            pass: false,
+            failures: Vec::new(),
+            kernel_id: None,
+            limits: *limits,
+            outcome: None,
+        }
+    }
+
+    fn fail(&mut self, reason: String) {
+        self.failures.push(reason);
+        self.pass = false;
+    }
+}
+
+/// Runs one case in a fresh confined kernel and checks everything around it.
+pub async fn run_case(case: &Case, config: &CheckConfig, harness: &HarnessState) -> CaseResult {
+    let started = Instant::now();
+    let limits = case.limits.apply(&config.limits);
+    let mut result = CaseResult::new(case, &limits);
+    run_case_into(case, config, harness, &limits, &mut result).await;
+    result.pass = result.failures.is_empty();
+    result.duration_ms = started.elapsed().as_secs_f64() * 1e3;
+    result
+}
+
+async fn run_case_into(
+    case: &Case,
+    config: &CheckConfig,
+    harness: &HarnessState,
+    limits: &SandboxLimits,
+    result: &mut CaseResult,
+) {
+    let sandbox = match Confined::new(*limits, config.init_exe.clone()) {
+        Ok(s) => s,
+        Err(e) => return result.fail(format!("confinement: {e}")),
+    };
+    let spec = Arc::new(KernelSpec {
+        threads: limits.threads(),
+        ..(*config.spec).clone()
+    });
+    let options = KernelOptions {
+        output_cap: OutputCap {
+            bytes: limits.output_cap_bytes,
+            messages: limits.output_cap_messages,
+        },
+        cpu_time: Some(limits.cpu_time),
+        ..Default::default()
+    };
+    let mut kernel = match Kernel::start(spec.clone(), &sandbox, options.clone()).await {
+        Ok(k) => k,
+        Err(e) => return result.fail(format!("the kernel did not start: {e}")),
+    };
+    let id = kernel.id().to_string();
+    result.kernel_id = Some(id.clone());
+    let mut namespaces = PidNamespaces::default();
+    namespaces.record(&kernel);
+
+    // The hostile cell.
+    let exec = ExecOptions {
+        timeout: limits.timeout,
+        artifact_dir: None,
+        artifact_prefix: case.id.clone(),
+    };
+    let budget = limits.timeout + limits.cpu_time + EXECUTOR_SLACK;
+    match tokio::time::timeout(budget, kernel.execute(&case.code, &exec)).await {
+        Ok(mut outcome) => {
+            for a in &mut outcome.artifacts {
+                a.base64 = None;
+            }
+            result.got = Some(outcome.verdict);
+            result.flags = outcome.flags.clone();
+            result.kill_ms = outcome.kill_ms;
+            result.exec_ms = Some(outcome.timings_ms.total);
+            if outcome.verdict != case.expect {
+                result.fail(format!(
+                    "expected verdict {} but got {}{}",
+                    case.expect,
+                    outcome.verdict,
+                    describe(&outcome)
+                ));
+            }
+            for flag in &case.flags {
+                if !outcome.flags.iter().any(|f| f == flag.as_str()) {
+                    result.fail(format!(
+                        "expected flag {} (flags: [{}])",
+                        flag.as_str(),
+                        outcome.flags.join(", ")
+                    ));
+                }
+            }
+            result.outcome = Some(outcome);
+        }
+        Err(_) => result.fail(format!(
+            "the executor did not return within {:.0} s",
+            budget.as_secs_f64()
+        )),
+    }
+    namespaces.record(&kernel);
+
+    // The next cell in the same (possibly restarted) kernel.
+    if let Err(reason) = probe_print(&mut kernel).await {
+        result.fail(format!("next cell in the same kernel: {reason}"));
+    }
+    namespaces.record(&kernel);
+
+    kernel.shutdown().await;
+    for reason in leftovers(&id, &namespaces).await {
+        result.fail(reason);
+    }
+
+    let now = HarnessState::now();
+    if now.oom_score_adj != harness.oom_score_adj {
+        result.fail(format!(
+            "the harness's oom_score_adj changed from {} to {}",
+            harness.oom_score_adj, now.oom_score_adj
+        ));
+    }
+    if now.cgroup != harness.cgroup {
+        result.fail(format!(
+            "the harness's cgroup changed from {:?} to {:?}",
+            harness.cgroup, now.cgroup
+        ));
+    }
+
+    // A fresh kernel must still work.
+    match Kernel::start(spec, &sandbox, options).await {
+        Ok(mut fresh) => {
+            let fresh_id = fresh.id().to_string();
+            let mut fresh_ns = PidNamespaces::default();
+            fresh_ns.record(&fresh);
+            if let Err(reason) = probe_print(&mut fresh).await {
+                result.fail(format!("fresh kernel: {reason}"));
+            }
+            fresh.shutdown().await;
+            for reason in leftovers(&fresh_id, &fresh_ns).await {
+                result.fail(format!("fresh kernel: {reason}"));
+            }
+        }
+        Err(e) => result.fail(format!("a fresh kernel did not start: {e}")),
+    }
+}
+
+/// A short account of an outcome for failure messages.
+fn describe(o: &Outcome) -> String {
+    let mut s = String::new();
+    if let Some(e) = &o.error {
+        let _ = write!(s, "; error {}: {}", e.ename, shorten(&e.evalue, 200));
+    }
+    if let Some(exit) = &o.exit {
+        let _ = write!(
+            s,
+            "; exit code {:?} signal {}",
+            exit.code,
+            exit.signal_name.as_deref().unwrap_or("-")
+        );
+    }
+    if !o.flags.is_empty() {
+        let _ = write!(s, "; flags [{}]", o.flags.join(", "));
+    }
+    let _ = write!(s, "; {:.0} ms", o.timings_ms.total);
+    s
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.len() <= max {
+        line.to_string()
+    } else {
+        format!("{}…", &line[..line.floor_char_boundary(max)])
+    }
+}
+
+async fn probe_print(kernel: &mut Kernel) -> Result<(), String> {
+    let exec = ExecOptions {
+        timeout: PROBE_TIMEOUT,
+        artifact_dir: None,
+        artifact_prefix: "probe".into(),
+    };
+    let outcome = match tokio::time::timeout(
+        PROBE_TIMEOUT + EXECUTOR_SLACK,
+        kernel.execute("print(1)", &exec),
+    )
+    .await
+    {
+        Ok(o) => o,
+        Err(_) => return Err("print(1) did not return".into()),
+    };
+    if outcome.verdict != Verdict::Ok || outcome.stdout != "1\n" {
+        return Err(format!(
+            "print(1) gave {} with stdout {:?}{}",
+            outcome.verdict,
+            shorten(&outcome.stdout, 80),
+            describe(&outcome)
+        ));
+    }
+    Ok(())
+}
+
+/// PID namespaces the kernel's processes live in (other than ours), so a
+/// child that changed its command line and left the cgroup is still found.
+#[derive(Debug, Default)]
+struct PidNamespaces(HashSet<String>);
+
+impl PidNamespaces {
+    fn record(&mut self, kernel: &Kernel) {
+        let own = pid_namespace(std::process::id() as i32);
+        let mut pids = kernel.live_processes();
+        pids.push(kernel.pid());
+        for pid in pids {
+            if let Some(ns) = pid_namespace(pid) {
+                if Some(&ns) != own.as_ref() {
+                    self.0.insert(ns);
+                }
+            }
+        }
+    }
+}
+
+fn pid_namespace(pid: i32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// Waits up to [`LEFTOVER_WAIT`] for every trace of kernel `id` to vanish;
+/// returns what is still there.
+async fn leftovers(id: &str, namespaces: &PidNamespaces) -> Vec<String> {
+    let deadline = Instant::now() + LEFTOVER_WAIT;
+    loop {
+        let procs = processes_of(id, namespaces);
+        let dirs = cgroup_dirs_named(id);
+        if (procs.is_empty() && dirs.is_empty()) || Instant::now() >= deadline {
+            let mut reasons = Vec::new();
+            if !procs.is_empty() {
+                reasons.push(format!(
+                    "{} process(es) of kernel {id} still alive {:.0} s after shutdown: {}",
+                    procs.len(),
+                    LEFTOVER_WAIT.as_secs_f64(),
+                    procs.join("; ")
+                ));
+            }
+            if !dirs.is_empty() {
+                let dirs: Vec<_> = dirs.iter().map(|d| d.display().to_string()).collect();
+                reasons.push(format!(
+                    "cgroup directories of kernel {id} remain: {}",
+                    dirs.join(", ")
+                ));
+            }
+            return reasons;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Live (non-zombie) processes whose command line mentions `id`, whose
+/// cgroup path contains it, or that live in one of `namespaces`.
+fn processes_of(id: &str, namespaces: &PidNamespaces) -> Vec<String> {
+    let own = std::process::id() as i32;
+    let group = format!("/{id}");
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == own {
+            continue;
+        }
+        let Some(stat) = crate::util::proc::stat(pid) else {
+            continue;
+        };
+        if stat.state == 'Z' {
+            continue;
+        }
+        let dir = entry.path();
+        let cmdline = std::fs::read(dir.join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
+        let why = if cmdline.contains(id) {
+            "command line"
+        } else if cgroup.lines().any(|l| in_group(l, &group)) {
+            "cgroup"
+        } else if pid_namespace(pid).is_some_and(|ns| namespaces.0.contains(&ns))
+            // Namespace inode numbers are reused: a process in another
+            // kernel's group belongs to that kernel, not to this one.
+            && !cgroup.contains("/retrace/")
+        {
+            "pid namespace"
+        } else {
+            continue;
+        };
+        found.push(format!(
+            "pid {pid} ({why}) {}",
+            shorten(cmdline.trim(), 100)
+        ));
+    }
+    found
+}
+
+/// Whether a `/proc/PID/cgroup` line places the process in `group` (a
+/// `/<kernel id>` path component) or below it.
+fn in_group(line: &str, group: &str) -> bool {
+    let path = line.splitn(3, ':').nth(2).unwrap_or("");
+    path.ends_with(group) || path.contains(&format!("{group}/"))
+}
+
+/// Every directory named `id` in any mounted cgroup hierarchy.
+pub fn cgroup_dirs_named(id: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for mount in cgroup_mounts() {
+        find_dirs(&mount, id, 0, &mut found);
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Mount points of cgroup (v1) and cgroup2 filesystems.
+fn cgroup_mounts() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut mounts = Vec::new();
+    for line in text.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        let fstype = post.split_whitespace().next().unwrap_or("");
+        if fstype != "cgroup" && fstype != "cgroup2" {
+            continue;
+        }
+        if let Some(mount) = pre.split_whitespace().nth(4) {
+            let path = PathBuf::from(mount.replace("\\040", " "));
+            if !mounts.contains(&path) {
+                mounts.push(path);
+            }
+        }
+    }
+    mounts
+}
+
+/// Depth-limited walk; cgroup trees are shallow, retrace's groups sit at
+/// `<mount>/…/retrace/<harness pid>/<kernel id>`.
+fn find_dirs(dir: &Path, name: &str, depth: usize, found: &mut Vec<PathBuf>) {
+    if depth > 12 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        if entry.file_name() == name {
+            found.push(path);
+        } else {
+            find_dirs(&path, name, depth + 1, found);
+        }
+    }
+}
+
+/// The results as a fixed-width table, failures listed under their row.
+pub fn table(results: &[CaseResult]) -> String {
+    let width = results.iter().map(|r| r.id.len()).max().unwrap_or(4).max(4);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8}  result",
+        "case", "category", "expected", "got", "kill ms", "time s"
+    );
+    for r in results {
+        let _ = writeln!(out, "{}", row(r, width));
+        for f in &r.failures {
+            let _ = writeln!(out, "{:<width$}    - {f}", "");
+        }
+    }
+    out
+}
+
+/// One table row (also printed as results come in).
+pub fn row(r: &CaseResult, width: usize) -> String {
+    let got = r.got.map(|v| v.as_str()).unwrap_or("-");
+    let kill = r
+        .kill_ms
+        .map(|k| format!("{k:.1}"))
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8.1}  {}",
+        r.id,
+        r.category.as_str(),
+        r.expected.as_str(),
+        got,
+        kill,
+        r.duration_ms / 1e3,
+        if r.pass { "pass" } else { "FAIL" }
+    )
+}
+
+/// The closing line: counts and kill latency (goal: p99 ≤ 100 ms).
+pub fn summary_line(report: &CheckReport) -> String {
+    let s = &report.summary;
+    let ms = |v: Option<f64>| {
+        v.map(|v| format!("{v:.1} ms"))
+            .unwrap_or_else(|| "-".into())
+    };
+    format!(
+        "{} passed, {} failed; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; {:.1} s with {} job(s)",
+        s.passed,
+        s.failed,
+        s.killed,
+        ms(s.kill_ms_p50),
+        ms(s.kill_ms_p99),
+        ms(s.kill_ms_max),
+        report.duration_ms / 1e3,
+        report.jobs
+    )
+}
+
+/// The report as JUnit XML: one `<testcase classname="<category>"
+/// name="<id>">` per case.
+pub fn junit(report: &CheckReport) -> String {
+    let cases: Vec<TestCase> = report
+        .results
+        .iter()
+        .map(|r| {
+            let got = r.got.map(|v| v.as_str()).unwrap_or("-");
+            let mut out = format!("expected {} got {}", r.expected, got);
+            if !r.flags.is_empty() {
+                let _ = write!(out, " flags [{}]", r.flags.join(", "));
+            }
+            if let Some(k) = r.kill_ms {
+                let _ = write!(out, " kill {k:.1} ms");
+            }
+            TestCase {
+                classname: r.category.as_str().to_string(),
+                name: r.id.clone(),
+                time_secs: r.duration_ms / 1e3,
+                failure: (!r.pass).then(|| {
+                    (
+                        r.failures
+                            .first()
+                            .cloned()
+                            .unwrap_or_else(|| "failed".into()),
+                        r.failures.join("\n"),
+                    )
+                }),
+                system_out: Some(out),
+            }
+        })
+        .collect();
+    render_junit(JUNIT_SUITE, &cases)
+}
+
+/// The `<testsuite name>` of sandbox checks.
+pub const JUNIT_SUITE: &str = "retrace-sandbox";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50.0));
+        assert_eq!(percentile(&v, 99.0), Some(99.0));
+        assert_eq!(percentile(&v[..10], 99.0), Some(10.0));
+    }
+
+    #[test]
+    fn cgroup_lines_match_whole_components() {
+        assert!(in_group("4:memory:/retrace/123/kabc", "/kabc"));
+        assert!(in_group("0::/retrace/123/kabc/sub", "/kabc"));
+        assert!(!in_group("0::/retrace/123/kabcdef", "/kabc"));
+        assert!(!in_group("0::/", "/kabc"));
+    }
+
+    #[test]
+    fn finds_processes_and_directories_named_after_a_kernel() {
+        let id = format!("kself{}", std::process::id());
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30", &id])
+            .spawn()
+            .unwrap();
+        let ns = PidNamespaces::default();
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            found = processes_of(&id, &ns);
+            if !found.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("command line"), "{found:?}");
+        assert!(processes_of(&id, &ns).is_empty());
+
+        let tree = tempfile::tempdir().unwrap();
+        let deep = tree.path().join("retrace/123").join(&id);
+        std::fs::create_dir_all(deep.join("child")).unwrap();
+        std::fs::create_dir_all(tree.path().join("other/x")).unwrap();
+        let mut dirs = Vec::new();
+        find_dirs(tree.path(), &id, 0, &mut dirs);
+        assert_eq!(dirs, vec![deep]);
+        assert!(cgroup_dirs_named(&id).is_empty());
+    }
+
+    #[test]
+    fn table_lists_failures() {
+        let case = Case::parse(
+            "id = \"x\"\ncategory = \"memory\"\ndescription = \"d\"\ncode = \"1\"\nexpect = \"ok\"",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let mut r = CaseResult::new(&case, &SandboxLimits::default());
+        r.got = Some(Verdict::OomKilled);
+        r.kill_ms = Some(12.5);
+        r.fail("expected verdict ok but got oom_killed".into());
+        let text = table(&[r.clone()]);
+        assert!(text.contains("FAIL"), "{text}");
+        assert!(text.contains("12.5"), "{text}");
+        assert!(text.contains("- expected verdict ok"), "{text}");
+        let s = Summary::of(&[r]);
+        assert_eq!((s.total, s.failed, s.killed), (1, 1, 1));
+    }
+}

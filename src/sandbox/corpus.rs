@@ -1,0 +1,476 @@
+//! The hostile-code corpus: one TOML file per case (`datasets/hostile/`),
+//! each naming the code to run, the verdict the confined executor must give
+//! and optional limit overrides. `retrace sandbox check` runs it in CI so a
+//! regressed limit fails the build.
+//!
+//! ```toml
+//! id = "cpu_busy_loop"
+//! category = "cpu_time"
+//! description = "Pure-Python busy loop."
+//! expect = "timeout_cpu"
+//! flags = []                      # flags that must be present
+//! code = '''
+//! while True:
+//!     pass
+//! '''
+//! [limits]                        # all optional
+//! timeout = "3s"
+//! cpu_time = "2s"
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Flag, SandboxLimits, Verdict};
+use crate::util::units::{parse_bytes, parse_duration};
+
+/// What a case attacks (the reference's §3 sections, plus guards).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    CpuTime,
+    Memory,
+    Processes,
+    Signals,
+    Crashes,
+    Output,
+    Disk,
+    NetworkIpc,
+    JupyterProtocol,
+    Escape,
+    /// Legitimate code that must stay `ok` (no limit may misfire).
+    FalsePositive,
+}
+
+impl Category {
+    pub const ALL: [Category; 11] = [
+        Category::CpuTime,
+        Category::Memory,
+        Category::Processes,
+        Category::Signals,
+        Category::Crashes,
+        Category::Output,
+        Category::Disk,
+        Category::NetworkIpc,
+        Category::JupyterProtocol,
+        Category::Escape,
+        Category::FalsePositive,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::CpuTime => "cpu_time",
+            Category::Memory => "memory",
+            Category::Processes => "processes",
+            Category::Signals => "signals",
+            Category::Crashes => "crashes",
+            Category::Output => "output",
+            Category::Disk => "disk",
+            Category::NetworkIpc => "network_ipc",
+            Category::JupyterProtocol => "jupyter_protocol",
+            Category::Escape => "escape",
+            Category::FalsePositive => "false_positive",
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Category {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Category::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Category::ALL.iter().map(|c| c.as_str()).collect();
+                format!(
+                    "unknown category `{s}`; expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// Limits a case sets for itself; everything else comes from the command
+/// line (or [`SandboxLimits::default`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LimitOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_time: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_cap_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_cap_messages: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+}
+
+impl LimitOverrides {
+    /// `base` with this case's overrides applied.
+    pub fn apply(&self, base: &SandboxLimits) -> SandboxLimits {
+        SandboxLimits {
+            memory_bytes: self.memory_bytes.unwrap_or(base.memory_bytes),
+            pids: self.pids.unwrap_or(base.pids),
+            cpus: self.cpus.unwrap_or(base.cpus),
+            timeout: self.timeout.unwrap_or(base.timeout),
+            cpu_time: self.cpu_time.unwrap_or(base.cpu_time),
+            output_cap_bytes: self.output_cap_bytes.unwrap_or(base.output_cap_bytes),
+            output_cap_messages: self.output_cap_messages.unwrap_or(base.output_cap_messages),
+            disk_bytes: self.disk_bytes.unwrap_or(base.disk_bytes),
+        }
+    }
+}
+
+/// One hostile (or guard) case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Case {
+    pub id: String,
+    pub category: Category,
+    pub description: String,
+    pub code: String,
+    pub expect: Verdict,
+    /// Flags that must be present (others may be too).
+    pub flags: Vec<Flag>,
+    pub limits: LimitOverrides,
+    /// The file the case was read from.
+    pub source: PathBuf,
+}
+
+impl Case {
+    /// Parses one case file's text; `source` is only recorded.
+    pub fn parse(text: &str, source: &Path) -> Result<Case, String> {
+        let raw: RawCase = toml::from_str(text).map_err(|e| e.to_string())?;
+        raw.into_case(source)
+    }
+
+    /// Substring match on id or category.
+    pub fn matches(&self, pattern: &str) -> bool {
+        self.id.contains(pattern) || self.category.as_str().contains(pattern)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CorpusError {
+    #[error("corpus directory {dir}: {source}")]
+    Dir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("corpus directory {0} holds no *.toml case files")]
+    Empty(PathBuf),
+    #[error("{file}: {message}")]
+    Case { file: PathBuf, message: String },
+    #[error("duplicate case id `{id}` in {first} and {second}")]
+    Duplicate {
+        id: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
+}
+
+/// Loads every `*.toml` file of each directory (not recursive), sorted by
+/// id. Unreadable directories, files that do not parse and duplicate ids
+/// are errors.
+pub fn load_dirs(dirs: &[PathBuf]) -> Result<Vec<Case>, CorpusError> {
+    let mut cases: Vec<Case> = Vec::new();
+    let mut seen: HashMap<String, PathBuf> = HashMap::new();
+    for dir in dirs {
+        for case in load_dir(dir)? {
+            if let Some(first) = seen.get(&case.id) {
+                return Err(CorpusError::Duplicate {
+                    id: case.id,
+                    first: first.clone(),
+                    second: case.source,
+                });
+            }
+            seen.insert(case.id.clone(), case.source.clone());
+            cases.push(case);
+        }
+    }
+    cases.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(cases)
+}
+
+/// Loads the `*.toml` files of one directory, in file-name order.
+pub fn load_dir(dir: &Path) -> Result<Vec<Case>, CorpusError> {
+    let dir_err = |source| CorpusError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(dir_err)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(dir_err)?
+        .into_iter()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml") && p.is_file())
+        .collect();
+    if files.is_empty() {
+        return Err(CorpusError::Empty(dir.to_path_buf()));
+    }
+    files.sort();
+    files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).map_err(|e| CorpusError::Case {
+                file: file.clone(),
+                message: e.to_string(),
+            })?;
+            Case::parse(&text, file).map_err(|message| CorpusError::Case {
+                file: file.clone(),
+                message,
+            })
+        })
+        .collect()
+}
+
+/// The cases whose id or category contains `pattern` (all when `None`).
+pub fn filter(cases: Vec<Case>, pattern: Option<&str>) -> Vec<Case> {
+    match pattern {
+        None => cases,
+        Some(p) => cases.into_iter().filter(|c| c.matches(p)).collect(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    id: String,
+    category: String,
+    description: String,
+    code: String,
+    expect: String,
+    #[serde(default)]
+    flags: Vec<String>,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    memory: Option<Size>,
+    pids: Option<u64>,
+    cpus: Option<f64>,
+    timeout: Option<Span>,
+    cpu_time: Option<Span>,
+    output_cap: Option<Size>,
+    output_messages: Option<u64>,
+    disk: Option<Size>,
+}
+
+/// `"256M"` or a number of bytes.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+/// `"3s"`, `"500ms"` or a number of seconds.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Span {
+    Secs(f64),
+    Text(String),
+}
+
+impl Size {
+    fn bytes(&self, key: &str) -> Result<u64, String> {
+        match self {
+            Size::Bytes(n) => Ok(*n),
+            Size::Text(t) => parse_bytes(t).map_err(|e| format!("limits.{key}: {e}")),
+        }
+    }
+}
+
+impl Span {
+    fn duration(&self, key: &str) -> Result<Duration, String> {
+        match self {
+            Span::Secs(s) if s.is_finite() && *s >= 0.0 => Ok(Duration::from_secs_f64(*s)),
+            Span::Secs(s) => Err(format!("limits.{key}: `{s}` is not a duration")),
+            Span::Text(t) => parse_duration(t).map_err(|e| format!("limits.{key}: {e}")),
+        }
+    }
+}
+
+impl RawCase {
+    fn into_case(self, source: &Path) -> Result<Case, String> {
+        let id = self.id.trim().to_string();
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            return Err(format!(
+                "id `{}` must be non-empty and use only letters, digits, `_`, `-` and `.`",
+                self.id
+            ));
+        }
+        if self.code.trim().is_empty() {
+            return Err(format!("case `{id}`: code is empty"));
+        }
+        let category = self.category.parse::<Category>()?;
+        let expect = self.expect.parse::<Verdict>()?;
+        let flags = self
+            .flags
+            .iter()
+            .map(|f| f.parse::<Flag>())
+            .collect::<Result<Vec<_>, _>>()?;
+        let l = &self.limits;
+        let limits = LimitOverrides {
+            memory_bytes: l.memory.as_ref().map(|s| s.bytes("memory")).transpose()?,
+            pids: l.pids,
+            cpus: l.cpus,
+            timeout: l
+                .timeout
+                .as_ref()
+                .map(|s| s.duration("timeout"))
+                .transpose()?,
+            cpu_time: l
+                .cpu_time
+                .as_ref()
+                .map(|s| s.duration("cpu_time"))
+                .transpose()?,
+            output_cap_bytes: l
+                .output_cap
+                .as_ref()
+                .map(|s| s.bytes("output_cap"))
+                .transpose()?,
+            output_cap_messages: l.output_messages,
+            disk_bytes: l.disk.as_ref().map(|s| s.bytes("disk")).transpose()?,
+        };
+        if limits.memory_bytes == Some(0) || limits.pids == Some(0) {
+            return Err("limits.memory and limits.pids must be positive".into());
+        }
+        if limits.cpus.is_some_and(|c| !(c.is_finite() && c > 0.0)) {
+            return Err("limits.cpus must be a positive number of cores".into());
+        }
+        Ok(Case {
+            id,
+            category,
+            description: self.description.trim().to_string(),
+            code: self.code,
+            expect,
+            flags,
+            limits,
+            source: source.to_path_buf(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+id = "busy"
+category = "cpu_time"
+description = "spin"
+expect = "timeout_cpu"
+flags = ["restarted"]
+code = '''
+while True:
+    pass
+'''
+[limits]
+memory = "256M"
+pids = 64
+cpus = 1
+timeout = "3s"
+cpu_time = 2
+output_cap = "64K"
+disk = 1048576
+"#;
+
+    #[test]
+    fn parses_a_case_with_overrides() {
+        let case = Case::parse(GOOD, Path::new("busy.toml")).unwrap();
+        assert_eq!(case.id, "busy");
+        assert_eq!(case.category, Category::CpuTime);
+        assert_eq!(case.expect, Verdict::TimeoutCpu);
+        assert_eq!(case.flags, vec![Flag::Restarted]);
+        assert!(case.code.contains("while True"));
+        let l = case.limits.apply(&SandboxLimits::default());
+        assert_eq!(l.memory_bytes, 256 << 20);
+        assert_eq!(l.pids, 64);
+        assert_eq!(l.cpus, 1.0);
+        assert_eq!(l.timeout, Duration::from_secs(3));
+        assert_eq!(l.cpu_time, Duration::from_secs(2));
+        assert_eq!(l.output_cap_bytes, 64 << 10);
+        assert_eq!(l.disk_bytes, 1 << 20);
+        assert_eq!(
+            l.output_cap_messages,
+            SandboxLimits::default().output_cap_messages
+        );
+    }
+
+    #[test]
+    fn rejects_bad_fields() {
+        let bad = |from: &str, to: &str| {
+            Case::parse(&GOOD.replace(from, to), Path::new("x.toml")).unwrap_err()
+        };
+        assert!(bad("\"timeout_cpu\"", "\"slow\"").contains("unknown verdict"));
+        assert!(bad("\"cpu_time\"\n", "\"cpu\"\n").contains("unknown category"));
+        assert!(bad("[\"restarted\"]", "[\"nope\"]").contains("unknown flag"));
+        assert!(bad("\"busy\"", "\"has space\"").contains("id"));
+        assert!(bad("pids = 64", "pid = 64").contains("pid"));
+        assert!(bad("\"256M\"", "\"lots\"").contains("limits.memory"));
+        assert!(Case::parse("id = 1", Path::new("x.toml")).is_err());
+    }
+
+    #[test]
+    fn loads_sorted_rejects_duplicates_and_names_bad_files() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::write(a.path().join("1.toml"), GOOD.replace("\"busy\"", "\"zz\"")).unwrap();
+        std::fs::write(a.path().join("2.toml"), GOOD.replace("\"busy\"", "\"aa\"")).unwrap();
+        std::fs::write(a.path().join("notes.md"), "not a case").unwrap();
+        std::fs::write(b.path().join("3.toml"), GOOD).unwrap();
+        let cases = load_dirs(&[a.path().into(), b.path().into()]).unwrap();
+        let ids: Vec<_> = cases.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["aa", "busy", "zz"]);
+
+        let picked = filter(cases.clone(), Some("cpu_t"));
+        assert_eq!(picked.len(), 3);
+        let picked = filter(cases, Some("zz"));
+        assert_eq!(picked.len(), 1);
+
+        std::fs::write(b.path().join("4.toml"), GOOD).unwrap();
+        let err = load_dirs(&[b.path().into()]).unwrap_err().to_string();
+        assert!(err.contains("duplicate case id `busy`"), "{err}");
+
+        std::fs::write(b.path().join("4.toml"), "id = \"x\"\ncode = '''").unwrap();
+        let err = load_dirs(&[b.path().into()]).unwrap_err().to_string();
+        assert!(err.contains("4.toml"), "{err}");
+
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            load_dirs(&[empty.path().into()]),
+            Err(CorpusError::Empty(_))
+        ));
+        assert!(matches!(
+            load_dirs(&[empty.path().join("missing")]),
+            Err(CorpusError::Dir { .. })
+        ));
+    }
+}

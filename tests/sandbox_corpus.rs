@@ -1,0 +1,230 @@
+//! The hostile-code corpus against the real confined executor: this is how
+//! CI checks that no sandbox limit has regressed. Needs root (cgroups and
+//! namespaces); without it the confined tests print why and pass.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use retrace::pyenv::ImageName;
+use retrace::sandbox::check::{self, CheckConfig};
+use retrace::sandbox::{corpus, SandboxLimits};
+
+fn skip() -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: confined kernels need root");
+        return true;
+    }
+    false
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile")
+}
+
+fn retrace(args: &[&str], cwd: Option<&Path>) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_retrace"));
+    cmd.args(args);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    let out = cmd.output().expect("run retrace");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn corpus_files_all_parse_and_cover_every_category() {
+    let cases = corpus::load_dirs(&[corpus_dir()]).expect("the shipped corpus loads");
+    assert!(cases.len() >= 40, "only {} cases", cases.len());
+    for category in corpus::Category::ALL {
+        let n = cases.iter().filter(|c| c.category == category).count();
+        assert!(n >= 3, "category {category} has only {n} case(s)");
+    }
+    for case in &cases {
+        let file = case.source.file_stem().unwrap().to_string_lossy();
+        assert_eq!(file, case.id, "file name and id differ");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn whole_corpus_passes() {
+    if skip() {
+        return;
+    }
+    let cases = corpus::load_dirs(&[corpus_dir()]).expect("the shipped corpus loads");
+    let config = CheckConfig {
+        limits: SandboxLimits::default(),
+        init_exe: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
+        spec: common::spec(ImageName::Fat),
+        jobs: 2,
+    };
+    let progress: Arc<dyn Fn(&check::CaseResult) + Send + Sync> =
+        Arc::new(|r| eprintln!("{}", check::row(r, 32)));
+    let report = check::run(&cases, &config, progress)
+        .await
+        .unwrap_or_else(|e| panic!("confinement must be available to CI (running as root): {e}"));
+    let table = check::table(&report.results);
+    let summary = check::summary_line(&report);
+    if report.summary.failed == 0 {
+        println!("{table}{summary}");
+    }
+    if let Some(path) = std::env::var_os("RETRACE_SANDBOX_JUNIT") {
+        std::fs::write(path, check::junit(&report)).expect("write JUnit");
+    }
+    assert_eq!(report.summary.total, cases.len());
+    assert_eq!(
+        report.summary.failed, 0,
+        "sandbox corpus failures:\n{table}{summary}"
+    );
+}
+
+const OK_CASE: &str = r#"
+id = "user_ok"
+category = "false_positive"
+description = "prints"
+expect = "ok"
+code = '''
+print(6 * 7)
+'''
+[limits]
+timeout = "5s"
+"#;
+
+const ERROR_CASE: &str = r#"
+id = "user_div"
+category = "crashes"
+description = "divides by zero"
+expect = "error"
+code = "1 / 0"
+"#;
+
+const WRONG_CASE: &str = r#"
+id = "user_wrong"
+category = "memory"
+description = "expects the wrong verdict on purpose"
+expect = "oom_killed"
+code = "x = 1"
+"#;
+
+#[test]
+fn user_corpus_with_filter_json_and_junit() {
+    if skip() {
+        return;
+    }
+    common::image(ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases");
+    std::fs::create_dir(&cases).unwrap();
+    std::fs::write(cases.join("user_ok.toml"), OK_CASE).unwrap();
+    std::fs::write(cases.join("user_div.toml"), ERROR_CASE).unwrap();
+    let json = dir.path().join("out/results.json");
+    let junit = dir.path().join("out/junit.xml");
+    let cases_arg = cases.to_string_lossy().to_string();
+    let json_arg = json.to_string_lossy().to_string();
+    let junit_arg = junit.to_string_lossy().to_string();
+
+    // --filter on a category picks one case.
+    let (code, stdout, stderr) = retrace(
+        &[
+            "sandbox",
+            "check",
+            "--corpus",
+            &cases_arg,
+            "--filter",
+            "false_pos",
+            "--json",
+            &json_arg,
+            "--junit",
+            &junit_arg,
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("1 passed, 0 failed"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["id"], "user_ok");
+    assert_eq!(results[0]["got"], "ok");
+    assert_eq!(results[0]["pass"], true);
+    assert_eq!(results[0]["outcome"]["stdout"], "42\n");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<testsuite name=\"retrace-sandbox\" tests=\"1\" failures=\"0\""));
+    assert!(xml.contains("classname=\"false_positive\" name=\"user_ok\""));
+
+    // --filter on ids; a second corpus holding a wrong expectation
+    // makes the run fail with exit code 1 and a JUnit failure.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("user_wrong.toml"), WRONG_CASE).unwrap();
+    let other_arg = other.to_string_lossy().to_string();
+    let (code, stdout, stderr) = retrace(
+        &[
+            "sandbox", "check", "--corpus", &cases_arg, "--corpus", &other_arg, "--filter",
+            "user_", "--junit", &junit_arg, "--jobs", "3",
+        ],
+        None,
+    );
+    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("2 passed, 1 failed"), "{stdout}");
+    assert!(
+        stdout.contains("expected verdict oom_killed but got ok"),
+        "{stdout}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"3\" failures=\"1\""), "{xml}");
+    assert!(xml.contains("name=\"user_wrong\""), "{xml}");
+    assert!(
+        xml.contains("<failure message=\"expected verdict oom_killed"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn malformed_case_is_reported_with_its_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("good.toml"), OK_CASE).unwrap();
+    std::fs::write(
+        dir.path().join("broken_case.toml"),
+        "id = \"x\"\ncode = '''\nprint(1)\n",
+    )
+    .unwrap();
+    let arg = dir.path().to_string_lossy().to_string();
+    let (code, _, stderr) = retrace(&["sandbox", "check", "--corpus", &arg], None);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("broken_case.toml"), "{stderr}");
+
+    // A duplicate id names both files.
+    std::fs::write(dir.path().join("broken_case.toml"), OK_CASE).unwrap();
+    let (code, _, stderr) = retrace(&["sandbox", "check", "--corpus", &arg], None);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("duplicate case id `user_ok`"), "{stderr}");
+
+    // No --corpus and no datasets/hostile here: say how to fix it.
+    let (code, _, stderr) = retrace(&["sandbox", "check"], Some(dir.path()));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--corpus"), "{stderr}");
+
+    // A filter that matches nothing is a usage error, not a green run.
+    std::fs::remove_file(dir.path().join("broken_case.toml")).unwrap();
+    let (code, _, stderr) = retrace(
+        &[
+            "sandbox",
+            "check",
+            "--corpus",
+            &arg,
+            "--filter",
+            "no-such-case",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no case matches"), "{stderr}");
+}
