@@ -4,7 +4,7 @@
 # image (retrace's slim image, built under $RETRACE_HOME or the default on
 # first use) over the same transport (ipc:// sockets).
 #
-#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 3] [--peer poll|interactive] [--trace]
+#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 4] [--peer poll|interactive] [--trace]
 #
 # Each round starts a fresh kernel per client and runs --warmup untimed and
 # --n timed executions of `pass`; rounds alternate the order of the clients
@@ -13,7 +13,8 @@
 # zmq.Poller over its shell and IOPub channel sockets, the fastest use of
 # its public API) and `interactive` (kc.execute_interactive). Both clients
 # send the same execute_request and finish on execute_reply AND IOPub idle
-# for it. overhead = round trip - the kernel's own busy->idle span (from the
+# for it (retrace as Kernel::execute does, with anything more it waits
+# for). overhead = round trip - the kernel's own busy->idle span (from the
 # status messages' header dates).
 #
 # --trace adds one more run per client with hooks in the kernel
@@ -31,7 +32,7 @@ set -euo pipefail
 
 n=500
 warmup=50
-rounds=3
+rounds=4
 peer=poll
 trace=0
 while [ $# -gt 0 ]; do
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
         --rounds) rounds="$2"; shift 2 ;;
         --peer) peer="$2"; shift 2 ;;
         --trace) trace=1; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done

@@ -72,7 +72,8 @@ pub struct RunArgs {
     pub vision: bool,
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
-    #[arg(long, default_value_t = 1024)]
+    /// Completion tokens per reply.
+    #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
     /// Timeout of one model request.
     #[arg(long, default_value = "120s", value_parser = parse_duration)]
@@ -124,7 +125,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
             args.suite.clone(),
             Selection {
                 limit_tasks: args.limit_tasks,
-                sample: args.sample,
+                sample: args.sample.or_else(|| default_sample(&args)),
                 seed: args.seed,
             },
             args.model.clone(),
@@ -293,6 +294,22 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
         Err(e) => Err(Failure::infra(e)),
     }
 }
+
+/// The embedded model is small and slow (one request at a time on the
+/// CPU), so its default run is a sample that finishes in minutes; any
+/// explicit selection wins.
+fn default_sample(args: &RunArgs) -> Option<usize> {
+    let local = args.model == "local" || args.model.starts_with("local:");
+    (local && args.limit_tasks.is_none()).then(|| {
+        eprintln!(
+            "note: the local model runs on {LOCAL_DEFAULT_SAMPLE} sampled tasks by default; \
+             pass --sample N or --limit-tasks N to change that"
+        );
+        LOCAL_DEFAULT_SAMPLE
+    })
+}
+
+const LOCAL_DEFAULT_SAMPLE: usize = 12;
 
 fn print_summary(s: &report::Summary, out: &std::path::Path) {
     for label in report::labels(s) {
