@@ -24,7 +24,7 @@ use retrace::kernel::{
     default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelPool, KernelSpec,
 };
 use retrace::pyenv::{ImageName, ImageStore};
-use retrace::sandbox::{Sandbox, Unconfined};
+use retrace::sandbox::{Confined, Sandbox, SandboxLimits, Unconfined};
 use tokio::runtime::Runtime;
 
 /// An acquire slower than this did not find a ready kernel.
@@ -157,20 +157,41 @@ fn cold_start(c: &mut Criterion, rt: &Runtime, spec: &Arc<KernelSpec>) {
         .sample_size(10)
         .warm_up_time(Duration::from_nanos(1))
         .measurement_time(Duration::from_nanos(1));
-    group.bench_function("cold_start", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t = Instant::now();
-                    let kernel = start(spec).await;
-                    total += t.elapsed();
-                    kernel.shutdown().await;
-                }
-                total
+    let unconfined: Arc<dyn Sandbox> = Arc::new(Unconfined);
+    let mut sandboxes = vec![("cold_start", unconfined)];
+    // The confined start (cgroup, namespaces, init, private filesystem view)
+    // against the same image; goal: at most 20% over the unconfined start.
+    // The init is the retrace binary, built by `cargo bench` alongside.
+    let init = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/retrace");
+    match Confined::new(SandboxLimits::default(), init.clone()) {
+        Ok(confined) if init.exists() => {
+            sandboxes.push(("cold_start_confined", Arc::new(confined)))
+        }
+        Ok(_) => eprintln!(
+            "skipping cold_start_confined: build {} first",
+            init.display()
+        ),
+        Err(e) => eprintln!("skipping cold_start_confined: {e}"),
+    }
+    for (name, sandbox) in sandboxes {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let t = Instant::now();
+                        let kernel =
+                            Kernel::start(spec.clone(), sandbox.as_ref(), KernelOptions::default())
+                                .await
+                                .expect("kernel starts");
+                        total += t.elapsed();
+                        kernel.shutdown().await;
+                    }
+                    total
+                })
             })
-        })
-    });
+        });
+    }
     group.finish();
 }
 

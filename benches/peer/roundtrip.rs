@@ -65,6 +65,10 @@ struct Args {
     /// thread).
     #[arg(long)]
     current_thread: bool,
+    /// Skip the completion probe (a pipelined kernel_info request that code
+    /// in the kernel cannot forge): measures the bare protocol.
+    #[arg(long)]
+    no_probe: bool,
 }
 
 fn main() -> Result<()> {
@@ -120,7 +124,11 @@ async fn run(args: Args) -> Result<()> {
     };
     let spec = Arc::new(KernelSpec::new(image, default_kernel_root()));
     let start = Instant::now();
-    let mut kernel = Kernel::start(spec, &Unconfined, KernelOptions::default())
+    let options = KernelOptions {
+        verify_completion: !args.no_probe,
+        ..KernelOptions::default()
+    };
+    let mut kernel = Kernel::start(spec, &Unconfined, options)
         .await
         .context("starting the kernel")?;
     let start_ms = start.elapsed().as_secs_f64() * 1e3;
