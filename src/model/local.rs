@@ -12,7 +12,6 @@
 //!   per run, shared by all tasks in flight.
 
 mod env;
-mod progress;
 mod server;
 
 use std::path::{Path, PathBuf};

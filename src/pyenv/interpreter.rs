@@ -44,6 +44,17 @@ struct ProbeOutput {
 }
 
 impl Interpreter {
+    /// Debian 12's python3, for tests that need an interpreter to record
+    /// but never run it.
+    #[cfg(test)]
+    pub(crate) fn example() -> Interpreter {
+        Interpreter {
+            path: "/usr/bin/python3".into(),
+            version: "3.11.2".into(),
+            tag: "cpython-3.11-x86_64".into(),
+        }
+    }
+
     /// `RETRACE_PYTHON` if set (no fallback: an explicit choice that does not
     /// work is an error), else `/usr/bin/python3`, else `python3` on `PATH`.
     pub fn discover() -> Result<Interpreter, PyenvError> {

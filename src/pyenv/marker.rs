@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{ImageName, Interpreter, LockEntry};
@@ -49,21 +50,31 @@ impl Marker {
     /// The marker of `dir` if it is a complete image of `name` with `hash`;
     /// anything unreadable or mismatched means "not built".
     pub fn read(dir: &Path, name: ImageName, hash: &str) -> Option<Marker> {
-        let text = fs::read(dir.join(MARKER_FILE)).ok()?;
-        let marker: Marker = serde_json::from_slice(&text).ok()?;
+        let marker: Marker = read(dir)?;
         (marker.format == FORMAT && marker.name == name && marker.lock_hash == hash)
             .then_some(marker)
     }
 
-    /// Durable before the directory is renamed into place, so a crash can
-    /// never leave a "complete" image with a truncated marker.
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let mut file = fs::File::create(dir.join(MARKER_FILE))?;
-        let mut text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        text.push(b'\n');
-        file.write_all(&text)?;
-        file.sync_all()
+        write(dir, self)
     }
+}
+
+/// The `complete.json` of `dir`, whatever kind of marker it is (the local
+/// model's environment has its own); unreadable means none.
+pub(crate) fn read<T: DeserializeOwned>(dir: &Path) -> Option<T> {
+    let text = fs::read(dir.join(MARKER_FILE)).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Durable before the directory is renamed into place, so a crash can never
+/// leave a "complete" directory with a truncated marker.
+pub(crate) fn write<T: Serialize>(dir: &Path, marker: &T) -> std::io::Result<()> {
+    let mut file = fs::File::create(dir.join(MARKER_FILE))?;
+    let mut text = serde_json::to_vec_pretty(marker).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    file.write_all(&text)?;
+    file.sync_all()
 }
 
 #[cfg(test)]
@@ -71,11 +82,7 @@ mod tests {
     use super::*;
 
     fn python() -> Interpreter {
-        Interpreter {
-            path: "/usr/bin/python3".into(),
-            version: "3.11.2".into(),
-            tag: "cpython-3.11-x86_64".into(),
-        }
+        Interpreter::example()
     }
 
     #[test]

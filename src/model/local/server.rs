@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::env::{describe, tail, ModelEnv, TAIL_LINES};
+use crate::pyenv::step::{describe, tail, TAIL_LINES};
+
+use super::env::ModelEnv;
 use super::{LocalError, MODEL};
 
 /// How the server runs. Recorded in run.json through `LocalModel::info`.
