@@ -84,6 +84,7 @@ const BUDGETS: [usize; 6] = [120, 300, 600, 1000, 2000, 6000];
 
 fn assert_clean(name: &str, text: &str) {
     assert!(!text.contains("/root/"), "{name}: /root/ in\n{text}");
+    assert!(!text.contains("/home/"), "{name}: /home/ in\n{text}");
     assert!(
         !text.contains("/tmp/retrace"),
         "{name}: /tmp/retrace in\n{text}"

@@ -939,7 +939,7 @@ mod tests {
     fn scrubbing() {
         let cases = [
             (
-                "File /root/.cache/retrace/images/fat-6716b415b01ace57/venv/lib/python3.11/site-packages/pandas/core/frame.py:4102, in f",
+                "File /home/alice/.cache/retrace/images/fat-6716b415b01ace57/venv/lib/python3.11/site-packages/pandas/core/frame.py:4102, in f",
                 "File <site-packages>/pandas/core/frame.py:4102, in f",
             ),
             (
@@ -947,10 +947,10 @@ mod tests {
                 "File <stdlib>/json/decoder.py:337, in JSONDecoder.decode(self, s, _w)",
             ),
             (
-                "No such file: '/tmp/retrace-0/k2e319bf9b90/work/data.csv'",
+                "No such file: '/tmp/retrace-1000/k2e319bf9b90/work/data.csv'",
                 "No such file: '<sandbox>/data.csv'",
             ),
-            ("HOME=/tmp/retrace-0/kabc/home", "HOME=<sandbox>"),
+            ("HOME=/tmp/retrace-1000/kabc/home", "HOME=<sandbox>"),
             (
                 "/opt/rt/images/slim-ccf5d594ff87dfc0/venv/bin/python",
                 "<sandbox>/bin/python",
@@ -966,7 +966,7 @@ mod tests {
                 "<site-packages>/yaml/__init__.py",
             ),
             (
-                "/root/.pyenv/versions/3.11.9/lib/python3.11/json/__init__.py",
+                "/home/alice/.pyenv/versions/3.11.9/lib/python3.11/json/__init__.py",
                 "<stdlib>/json/__init__.py",
             ),
             ("x = a/root/b", "x = a/root/b"),
