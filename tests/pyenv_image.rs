@@ -105,14 +105,13 @@ fn slim_builds_once_concurrently_and_runs_ipykernel() {
         .contains("Successfully installed"));
 }
 
-/// The fat image takes a minute and ~600 MB: `cargo test --test pyenv_image -- --ignored`.
+/// Uses the shared fat image (`$RETRACE_HOME`, built once for every test
+/// that needs it) rather than a second 755 MB build in a temporary home.
 #[test]
-#[ignore]
 fn fat_builds_with_a_warm_font_cache() {
     let home = tempfile::tempdir().unwrap();
-    let store = ImageStore::new(home.path().to_path_buf());
-    let image = store
-        .build(ImageName::Fat, false)
+    let image = ImageStore::from_env()
+        .ensure(ImageName::Fat, false)
         .unwrap_or_else(|e| panic!("{e}"));
     let cache = image.mpl_cache().expect("fat has matplotlib");
 

@@ -461,24 +461,3 @@ fn feedback_for_real_outcomes() {
         }
     }
 }
-
-/// Prints what the model sees for every fixture:
-/// `cargo test --test repair_tracebacks -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn show_renders() {
-    for &(name, _, _) in EXPECTED {
-        let (error, code) = load(name);
-        let tb = parse(&error, &code);
-        println!("===== {name}\n{}\n", render(&tb, &code, 2000));
-    }
-    for entry in std::fs::read_dir(fixture_dir().join("outcomes")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "json") {
-            let name = path.file_stem().unwrap().to_str().unwrap().to_string();
-            let (outcome, code) = load_outcome(&name);
-            let text = feedback(&outcome, &code, &SandboxLimits::default(), 1500);
-            println!("===== outcome {name}\n{text}\n");
-        }
-    }
-}
