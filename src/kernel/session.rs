@@ -548,6 +548,14 @@ impl Drop for Kernel {
     }
 }
 
+/// A MIME bundle as the JSON object it is on the wire.
+fn media_map(data: &Media) -> Map<String, Value> {
+    match serde_json::to_value(data) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
 /// Resolves once the process has exited (or its waiter is gone).
 async fn wait_exit(exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox::ExitInfo>>) {
     let _ = exit.wait_for(|e| e.is_some()).await;
@@ -735,7 +743,7 @@ impl Run {
             JupyterMessageContent::UpdateDisplayData(display) => self.on_display(display.data),
             JupyterMessageContent::ExecuteResult(result) => {
                 self.execution_count = Some(result.execution_count.0 as u64);
-                let bundle = self.take_images(result.data);
+                let bundle = self.take_images(media_map(&result.data));
                 self.results.push(bundle);
             }
             JupyterMessageContent::ErrorOutput(error) => {
@@ -750,20 +758,21 @@ impl Run {
     }
 
     fn on_display(&mut self, data: Media) {
-        let size = serde_json::to_string(&data).map(|s| s.len()).unwrap_or(0);
+        let map = media_map(&data);
+        // Payload bytes (base64 images included), without re-encoding.
+        let size = map
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len))
+            .sum();
         if self.capture.admit_display(size) {
-            let bundle = self.take_images(data);
+            let bundle = self.take_images(map);
             self.displays.push(bundle);
         }
     }
 
     /// Moves image payloads out of a bundle into the artifact queue; the
     /// bundle keeps a placeholder so the display is still visible.
-    fn take_images(&mut self, data: Media) -> Bundle {
-        let mut map = match serde_json::to_value(&data) {
-            Ok(Value::Object(map)) => map,
-            _ => Map::new(),
-        };
+    fn take_images(&mut self, mut map: Map<String, Value>) -> Bundle {
         for (mime, _) in artifact::IMAGE_TYPES {
             if let Some(Value::String(payload)) = map.remove(mime) {
                 self.images.push((mime.to_string(), payload));
