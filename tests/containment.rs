@@ -60,6 +60,8 @@ checks = {
     "user_site_off": os.environ.get("PYTHONNOUSERSITE") == "1",
     "threads_capped": os.environ.get("OPENBLAS_NUM_THREADS") == "1",
     "no_parent_pid_var": "JPY_PARENT_PID" not in os.environ,
+    "dev_null_usable": open("/dev/null", "w").write("x") == 1,
+    "dev_urandom_usable": len(open("/dev/urandom", "rb").read(4)) == 4,
 }
 try:
     socket.create_connection(("1.1.1.1", 53), timeout=2)

@@ -131,7 +131,7 @@ pub fn build_root(spec: &IsolateSpec) -> Result<(), String> {
         if bound.iter().any(|b| dir.starts_with(b)) {
             continue;
         }
-        bind(root, dir, true)?;
+        bind(root, dir, Access::ReadOnly)?;
         bound.push(dir);
     }
     make_dev(root)?;
@@ -151,7 +151,7 @@ pub fn build_root(spec: &IsolateSpec) -> Result<(), String> {
     for (_, private, path) in writable {
         match private {
             Some(dir) => private_tmpfs(root, dir, spec.uid, spec.gid)?,
-            None => bind(root, path, false)?,
+            None => bind(root, path, Access::ReadWrite)?,
         }
     }
     let proc_dir = inside(root, Path::new("/proc"));
@@ -185,7 +185,16 @@ pub fn build_root(spec: &IsolateSpec) -> Result<(), String> {
 
 /// Binds a host path at the same place under `root`. Symlinks (such as
 /// `/bin -> usr/bin` on merged-usr systems) are recreated, not followed.
-fn bind(root: &Path, host: &Path, read_only: bool) -> Result<(), String> {
+/// How a bind mount may be used.
+#[derive(Clone, Copy, PartialEq)]
+enum Access {
+    ReadOnly,
+    ReadWrite,
+    /// A device node: it must keep working, so no `nodev`.
+    Device,
+}
+
+fn bind(root: &Path, host: &Path, access: Access) -> Result<(), String> {
     let Ok(meta) = fs::symlink_metadata(host) else {
         return Ok(());
     };
@@ -214,9 +223,11 @@ fn bind(root: &Path, host: &Path, read_only: bool) -> Result<(), String> {
         none,
     )
     .map_err(|e| err(format!("binding {}", host.display()), e))?;
-    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    if read_only {
-        flags |= MsFlags::MS_RDONLY;
+    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID;
+    match access {
+        Access::ReadOnly => flags |= MsFlags::MS_RDONLY | MsFlags::MS_NODEV,
+        Access::ReadWrite => flags |= MsFlags::MS_NODEV,
+        Access::Device => {}
     }
     mount(none, &target, none, flags, none)
         .map_err(|e| err(format!("remounting {}", host.display()), e))?;
@@ -235,7 +246,7 @@ fn make_dev(root: &Path) -> Result<(), String> {
     )
     .map_err(|e| err("mounting /dev", e))?;
     for name in DEVICES {
-        bind(root, &Path::new("/dev").join(name), false)?;
+        bind(root, &Path::new("/dev").join(name), Access::Device)?;
     }
     for (link, to) in [
         ("fd", "/proc/self/fd"),
