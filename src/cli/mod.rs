@@ -96,8 +96,24 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            eprintln!("error: {}", describe(&failure.error));
             failure.code
         }
     }
+}
+
+/// The error and its causes on one line. Library errors already carry their
+/// immediate cause in their message; a cause is added only when it is new.
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
 }
