@@ -8,6 +8,7 @@ pub mod harness;
 pub mod kernel;
 pub mod model;
 pub mod pyenv;
+pub mod record;
 pub mod repair;
 pub mod report;
 pub mod sandbox;

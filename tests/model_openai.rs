@@ -2,157 +2,14 @@
 //! 127.0.0.1 (hand-written responses, to inject faults): retries, backoff,
 //! timeouts, and what is not retried.
 
-use std::collections::VecDeque;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::scripted_http::{ok, respond, Act, Server};
 
 use retrace::model::openai::{Backoff, OpenAiClient, OpenAiSettings};
 use retrace::model::{ChatRequest, Generation, Message, ModelClient, ModelError, Part, Role};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// What the server does with the next request.
-#[derive(Clone)]
-enum Act {
-    Respond {
-        status: u16,
-        headers: Vec<(&'static str, String)>,
-        body: String,
-    },
-    /// Read the request, then say nothing for this long.
-    Stall(Duration),
-}
-
-fn respond(status: u16, body: &str) -> Act {
-    Act::Respond {
-        status,
-        headers: vec![],
-        body: body.to_string(),
-    }
-}
-
-fn ok(text: &str) -> Act {
-    respond(
-        200,
-        &serde_json::json!({
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop"
-            }],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
-        })
-        .to_string(),
-    )
-}
-
-#[derive(Debug, Clone)]
-struct Seen {
-    head: String,
-    body: String,
-}
-
-struct Server {
-    addr: SocketAddr,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Server {
-    async fn start(script: Vec<Act>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let script = Arc::new(Mutex::new(VecDeque::from(script)));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (script2, seen2) = (script.clone(), seen.clone());
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    return;
-                };
-                let (script, seen) = (script2.clone(), seen2.clone());
-                tokio::spawn(async move { serve(stream, script, seen).await });
-            }
-        });
-        Server { addr, seen }
-    }
-
-    fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
-    }
-
-    fn requests(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-/// One request per connection (`Connection: close`).
-async fn serve(
-    mut stream: TcpStream,
-    script: Arc<Mutex<VecDeque<Act>>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(k) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break k + 4;
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let length = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse::<usize>().ok())
-                .flatten()
-        })
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).to_string();
-    seen.lock().unwrap().push(Seen { head, body });
-    let act = script
-        .lock()
-        .unwrap()
-        .pop_front()
-        .unwrap_or_else(|| respond(500, "script exhausted"));
-    match act {
-        Act::Stall(d) => {
-            tokio::time::sleep(d).await;
-        }
-        Act::Respond {
-            status,
-            headers,
-            body,
-        } => {
-            let mut out = format!(
-                "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            for (k, v) in headers {
-                out.push_str(&format!("{k}: {v}\r\n"));
-            }
-            out.push_str("\r\n");
-            out.push_str(&body);
-            let _ = stream.write_all(out.as_bytes()).await;
-            let _ = stream.shutdown().await;
-        }
-    }
-}
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 
@@ -412,7 +269,7 @@ async fn retry_after_is_honoured_and_capped() {
 #[tokio::test]
 async fn connection_refused_is_retried_then_reported() {
     let addr = {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         l.local_addr().unwrap()
     };
     let err = client(format!("http://{addr}/v1"), 2, false)

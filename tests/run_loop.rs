@@ -73,7 +73,7 @@ fn run_suite(suite: &str) {
     assert!(accuracy(&s, 0) < accuracy(&s, 2), "{s}");
     assert_eq!(accuracy(&s, 2), 1.0, "every fault is repaired: {s}");
     assert_eq!(s["synthetic_model"], true);
-    assert_eq!(s["schema_version"], 1);
+    assert_eq!(s["schema_version"], 2);
     assert_consistent(&records(&dir), tasks);
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("SYNTHETIC MODEL"));

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use retrace::kernel::{KernelOptions, OutputCap};
-use retrace::sandbox::{Confined, Sandbox, SandboxInfo, SandboxLimits, Unconfined};
+use retrace::kernel::KernelOptions;
+use retrace::sandbox::{Sandbox, SandboxInfo, SandboxLimits};
 use retrace::util::units::format_bytes;
 use retrace::util::units::{parse_bytes, parse_duration};
 
@@ -70,26 +70,16 @@ impl LimitArgs {
 
 /// Kernel options that enforce `limits` (CPU time needs cgroup accounting).
 pub fn kernel_options_for(limits: &SandboxLimits, unconfined: bool) -> KernelOptions {
-    KernelOptions {
-        output_cap: OutputCap {
-            bytes: limits.output_cap_bytes,
-            messages: limits.output_cap_messages,
-        },
-        cpu_time: (!unconfined).then_some(limits.cpu_time),
-        ..Default::default()
-    }
+    KernelOptions::enforcing(limits, !unconfined)
 }
 
 /// The sandbox for `limits`; fails closed unless `unconfined` is asked for.
 pub fn sandbox_for(limits: &SandboxLimits, unconfined: bool) -> Result<Arc<dyn Sandbox>, Failure> {
     if unconfined {
         eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
-        return Ok(Arc::new(Unconfined));
     }
     let exe = std::env::current_exe().map_err(Failure::infra)?;
-    Confined::new(*limits, exe)
-        .map(|c| Arc::new(c) as Arc<dyn Sandbox>)
-        .map_err(Failure::infra)
+    retrace::sandbox::open(limits, unconfined, exe).map_err(Failure::infra)
 }
 
 /// One line naming the confinement and its limits, for human output.

@@ -1,23 +1,19 @@
 //! `retrace run`: the main job — an evaluation of a model on a suite.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
-use retrace::harness::journal::{self, Journal};
-use retrace::harness::progress::Progress;
-use retrace::harness::{RunConfig, Runner, Selection, StopOn, SCHEMA_VERSION};
-use retrace::kernel::{default_kernel_root, KernelSpec};
-use retrace::model::{spec::from_spec, spec::Endpoint, Generation, ModelError};
-use retrace::pyenv::{ImageName, ImageStore};
-use retrace::repair::prompt::Templates;
-use retrace::report::{self, metrics::summarize};
-use retrace::task::load::{datasets_dir, load_suite, select};
+use retrace::harness::{cancel_on_ctrl_c, HarnessError, ResumeOptions, Run, RunOptions};
+use retrace::model::{spec::Endpoint, Generation};
+use retrace::pyenv::ImageName;
+use retrace::record::{FeedbackMode, Selection, StopOn};
+use retrace::report;
+use retrace::task::load::datasets_dir;
 use retrace::util::units::parse_duration;
 
-use super::limits::{kernel_options_for, sandbox_for, LimitArgs};
+use super::limits::LimitArgs;
 use super::Failure;
 
 #[derive(Args)]
@@ -31,10 +27,20 @@ pub struct RunArgs {
     /// Repair rounds after the first attempt (rounds are 0..=K).
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
-    /// When a task stops early: `clean` (ran cleanly with an answer; no
-    /// ground truth) or `correct` (oracle feedback; labelled as such).
+    /// When a task stops early: `clean` (ran cleanly with an answer of any
+    /// type; no ground truth), `never` (all rounds; clean rounds get a
+    /// review prompt) or `correct` (oracle feedback; labelled as such).
     #[arg(long, value_enum, default_value = "clean")]
     pub stop_on: StopOn,
+    /// What repair messages say after a failure: `parsed`, `parsed+state`
+    /// (adds the live kernel's state around the failure), `raw`,
+    /// `minimal` or `none`.
+    #[arg(long, value_enum, default_value = "parsed")]
+    pub feedback: FeedbackMode,
+    /// Exit 0 despite up to N tasks ending on infrastructure errors
+    /// (endpoint down, kernel start failed); more exit 3.
+    #[arg(long, default_value_t = 0)]
+    pub max_infra_errors: usize,
     /// Tasks in flight at once.
     #[arg(long, default_value_t = 2)]
     pub concurrency: usize,
@@ -52,7 +58,9 @@ pub struct RunArgs {
     /// Run directory (default `reports/<run-id>/`).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Continue an interrupted run in this directory (its configuration wins).
+    /// Continue an interrupted run in this directory (its run.json decides
+    /// everything that shapes the run; other flags are ignored except
+    /// --base-url, --api-key and --max-infra-errors).
     #[arg(long)]
     pub resume: Option<PathBuf>,
     /// Directory with prompt templates overriding the built-in ones.
@@ -86,212 +94,103 @@ pub struct RunArgs {
 }
 
 pub async fn run(args: RunArgs) -> Result<i32, Failure> {
-    let generation = Generation {
-        temperature: args.temperature,
-        max_tokens: args.max_tokens,
-        request_timeout: args.request_timeout,
-        max_retries: args.max_retries,
-    };
+    let progress = std::io::stderr().is_terminal();
+    let init_binary = std::env::current_exe().map_err(Failure::infra)?;
     let endpoint = Endpoint {
         base_url: args.base_url.clone(),
         api_key: args.api_key.clone(),
         vision: args.vision,
     };
-
-    // A resumed run keeps its own configuration.
-    let resumed: Option<RunConfig> = match &args.resume {
+    let prepared = match &args.resume {
         Some(dir) => {
-            let path = dir.join("run.json");
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))
-                .map_err(Failure::usage)?;
-            Some(
-                serde_json::from_str(&text)
-                    .with_context(|| format!("parsing {}", path.display()))
-                    .map_err(Failure::usage)?,
+            Run::resume(
+                dir,
+                ResumeOptions {
+                    endpoint,
+                    datasets: datasets_dir(),
+                    init_binary,
+                    progress,
+                },
             )
+            .await
         }
-        None => None,
-    };
-    let (suite, selection, model_spec, rounds, stop_on) = match &resumed {
-        Some(c) => (
-            c.suite.clone(),
-            c.selection.clone(),
-            c.model.clone(),
-            c.rounds,
-            c.stop_on,
-        ),
-        None => (
-            args.suite.clone(),
-            Selection {
-                limit_tasks: args.limit_tasks,
-                sample: args.sample.or_else(|| default_sample(&args)),
-                seed: args.seed,
-            },
-            args.model.clone(),
-            args.rounds,
-            args.stop_on,
-        ),
-    };
-    let all = load_suite(&suite, &datasets_dir()).map_err(Failure::usage)?;
-    let tasks = select(all, selection.limit_tasks, selection.sample, selection.seed);
-    if tasks.is_empty() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "suite `{suite}` selected no tasks"
-        )));
-    }
-    let model = from_spec(
-        &model_spec,
-        resumed
-            .as_ref()
-            .map(|c| &c.generation)
-            .unwrap_or(&generation),
-        &endpoint,
-    )
-    .await
-    .map_err(|e| match e {
-        ModelError::Config(_) => Failure::usage(e),
-        // The local model could not be prepared or started.
-        _ => Failure::infra(e),
-    })?;
-
-    let image_name = match &resumed {
-        Some(c) => c
-            .strategy
-            .parse()
-            .map_err(|e: String| Failure::usage(anyhow::anyhow!(e)))?,
-        None => args.image,
-    };
-    let store = ImageStore::from_env();
-    let image = tokio::task::spawn_blocking(move || store.ensure(image_name, true))
-        .await
-        .map_err(Failure::infra)?
-        .map_err(Failure::infra)?;
-    let (limits, unconfined) = match &resumed {
-        Some(c) => (c.limits, !c.sandbox.confined),
-        None => (args.limits.limits(), args.limits.unsafe_no_sandbox),
-    };
-    let sandbox = sandbox_for(&limits, unconfined)?;
-
-    let config = match resumed {
-        Some(c) => c,
         None => {
-            let created = chrono::Utc::now();
-            let short_model: String = model
-                .name()
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-                .collect();
-            let run_id = format!("{}-{}", created.format("%Y%m%d-%H%M%S"), short_model);
-            RunConfig {
-                schema_version: SCHEMA_VERSION,
-                out_dir: args
-                    .out
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("reports").join(&run_id)),
-                run_id,
-                retrace_version: env!("CARGO_PKG_VERSION").into(),
-                created: created.to_rfc3339(),
-                suite: suite.clone(),
-                selection,
-                task_ids: tasks.iter().map(|t| t.id.clone()).collect(),
-                rounds,
-                stop_on,
-                concurrency: args.concurrency,
-                model: model.name(),
-                synthetic_model: model.is_synthetic(),
-                model_info: model.info(),
-                generation,
-                strategy: image_name.to_string(),
-                image_lock_hash: image.lock_hash.clone(),
-                limits,
-                sandbox: sandbox.info(),
-                feedback_budget: args.feedback_budget,
+            if args.limits.unsafe_no_sandbox {
+                eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
             }
+            Run::create(RunOptions {
+                suite: args.suite.clone(),
+                datasets: datasets_dir(),
+                selection: Selection {
+                    limit_tasks: args.limit_tasks,
+                    sample: args.sample.or_else(|| default_sample(&args)),
+                    seed: args.seed,
+                },
+                model: args.model.clone(),
+                endpoint,
+                generation: Generation {
+                    temperature: args.temperature,
+                    max_tokens: args.max_tokens,
+                    request_timeout: args.request_timeout,
+                    max_retries: args.max_retries,
+                },
+                rounds: args.rounds,
+                stop_on: args.stop_on,
+                feedback: args.feedback,
+                feedback_budget: args.feedback_budget,
+                concurrency: args.concurrency,
+                image: args.image,
+                limits: args.limits.limits(),
+                unconfined: args.limits.unsafe_no_sandbox,
+                out: args.out.clone(),
+                prompts: args.prompts.clone(),
+                init_binary,
+                progress,
+            })
+            .await
         }
     };
-    let out = config.out_dir.clone();
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("creating {}", out.display()))
-        .map_err(Failure::infra)?;
-    let results = out.join("results.jsonl");
-    let finished = if args.resume.is_some() {
-        journal::compact_for_resume(&results).map_err(Failure::infra)?
-    } else {
-        std::fs::write(
-            out.join("run.json"),
-            serde_json::to_string_pretty(&config).map_err(Failure::infra)?,
-        )
-        .map_err(Failure::infra)?;
-        Default::default()
-    };
-    let todo: Vec<_> = tasks
-        .into_iter()
-        .filter(|t| !finished.contains(&t.id))
-        .collect();
-
+    let run = prepared.map_err(failure)?;
+    let config = run.config();
+    let (todo, done) = run.counts();
     eprintln!(
-        "run {}: {} tasks ({} to do), model {}, rounds 0..={}, stop on {:?}",
+        "run {}: {} tasks ({todo} to do, {done} done), model {}, rounds 0..={}, stop on {}, feedback {}",
         config.run_id,
         config.task_ids.len(),
-        todo.len(),
         config.model,
         config.rounds,
-        config.stop_on
+        config.stop_on.name(),
+        config.feedback.name(),
     );
     eprintln!(
         "{}",
         super::limits::describe(&config.sandbox, &config.limits)
     );
-    let templates = match &args.prompts {
-        Some(dir) => Templates::from_dir(dir).map_err(Failure::usage)?,
-        None => Templates::default(),
-    };
-    let progress = Arc::new(Progress::new(
-        config.task_ids.len() as u64,
-        finished.len() as u64,
-        std::io::IsTerminal::is_terminal(&std::io::stderr()),
-    ));
-    let kernel_options = kernel_options_for(&config.limits, unconfined);
-    let runner = Arc::new(Runner {
-        spec: Arc::new(KernelSpec {
-            threads: config.limits.threads(),
-            ..KernelSpec::new(image, default_kernel_root())
-        }),
-        config: Arc::new(config.clone()),
-        model,
-        sandbox,
-        kernel_options,
-        templates: Arc::new(templates),
-        journal: Arc::new(Journal::open(&results).map_err(Failure::infra)?),
-        progress: progress.clone(),
-    });
-
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: stopping kernels; continue with --resume");
-            let _ = cancel_tx.send(true);
-        }
-    });
-    let outcome = runner.run_all(todo, cancel_rx).await;
-    progress.finish();
-
-    let records = journal::read(&results).map_err(Failure::infra)?;
-    let summary = summarize(&config, &records);
-    let files =
-        report::write_all(&summary, &out).map_err(|e| Failure::infra(anyhow::anyhow!(e)))?;
-    print_summary(&summary, &out);
-    for f in files {
+    let result = run.execute(cancel_on_ctrl_c()).await.map_err(failure)?;
+    print_summary(&result.summary, &result.dir);
+    for f in &result.files {
         eprintln!("wrote {}", f.display());
     }
-    match outcome {
-        Ok(()) => Ok(0),
-        Err(retrace::harness::HarnessError::Interrupted) => {
-            eprintln!("resume with: retrace run --resume {}", out.display());
-            Ok(130)
-        }
-        Err(e) => Err(Failure::infra(e)),
+    if result.interrupted {
+        eprintln!("resume with: retrace run --resume {}", result.dir.display());
+        return Ok(130);
+    }
+    if result.infra_tasks > args.max_infra_errors {
+        eprintln!(
+            "error: {} task(s) ended on an infrastructure error (allowed: {}, see --max-infra-errors); \
+             their records say why",
+            result.infra_tasks, args.max_infra_errors
+        );
+        return Ok(3);
+    }
+    Ok(0)
+}
+
+fn failure(e: HarnessError) -> Failure {
+    if e.is_usage() {
+        Failure::usage(e)
+    } else {
+        Failure::infra(e)
     }
 }
 

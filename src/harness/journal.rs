@@ -9,8 +9,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::record::AttemptRecord;
 use super::HarnessError;
+use crate::record::AttemptRecord;
 
 pub struct Journal {
     path: PathBuf,
@@ -100,4 +100,82 @@ pub fn compact_for_resume(path: &Path) -> Result<HashSet<String>, HarnessError> 
     fs::rename(&tmp, path)
         .map_err(|e| HarnessError::io(format!("replacing {}", path.display()), e))?;
     Ok(finished)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::StopReason;
+
+    fn record(task: &str, round: u32, last: bool) -> AttemptRecord {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": crate::record::SCHEMA_VERSION, "run_id": "t", "task_id": task,
+            "round": round, "model": "m", "synthetic_model": true, "strategy": "fat",
+            "stop_on": "clean", "feedback": "parsed", "kind": "attempt", "prompt": [],
+            "reply": null, "extraction": null, "code": null, "outcome": null, "check": null,
+            "correct": false, "answered": false,
+            "stop": if last { Some(StopReason::RoundsExhausted) } else { None },
+            "infra_error": null, "timings_ms": {"model": 0.0, "exec": 0.0, "total": 0.0},
+            "tokens": {"prompt_tokens": 0, "completion_tokens": 0}
+        }))
+        .unwrap()
+    }
+
+    fn write(path: &Path, records: &[AttemptRecord], tail: &str) {
+        let j = Journal::open(path).unwrap();
+        for r in records {
+            j.append(r).unwrap();
+        }
+        let mut f = OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(tail.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_a_bad_middle_line_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        write(
+            &path,
+            &[record("a", 0, true)],
+            "{\"schema_version\": 2, \"run_",
+        );
+        assert_eq!(read(&path).unwrap().len(), 1);
+
+        let bad = dir.path().join("bad.jsonl");
+        write(&bad, &[record("a", 0, true)], "not json\n");
+        Journal::open(&bad)
+            .unwrap()
+            .append(&record("b", 0, true))
+            .unwrap();
+        let err = read(&bad).unwrap_err().to_string();
+        assert!(err.contains("bad.jsonl:2"), "{err}");
+        assert!(read(&dir.path().join("missing.jsonl")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn compaction_keeps_finished_tasks_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let records = [
+            record("a", 0, false),
+            record("b", 0, false),
+            record("a", 1, true),
+            record("c", 0, true),
+            record("b", 1, false),
+        ];
+        write(&path, &records, "{\"torn");
+        let finished = compact_for_resume(&path).unwrap();
+        let mut ids: Vec<&str> = finished.iter().map(String::as_str).collect();
+        ids.sort();
+        assert_eq!(ids, ["a", "c"]);
+        let kept: Vec<(String, u32)> = read(&path)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.task_id, r.round))
+            .collect();
+        assert_eq!(kept, [("a".into(), 0), ("a".into(), 1), ("c".into(), 0)]);
+        // Compacting again changes nothing.
+        assert_eq!(compact_for_resume(&path).unwrap(), finished);
+        assert_eq!(read(&path).unwrap().len(), 3);
+    }
 }

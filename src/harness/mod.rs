@@ -1,14 +1,17 @@
-//! The run: configuration, the round loop, the journal and resume, progress.
+//! The run as a library: configuration and setup ([`Run`]), the scheduler,
+//! one task's rounds (an episode), the journal and resume, progress, and
+//! reference validation. Records are defined in `crate::record`.
 
-pub mod config;
+mod answer;
+mod episode;
 pub mod journal;
 pub mod progress;
-pub mod record;
+mod run;
 pub mod runner;
 pub mod validate;
 
-pub use config::{RunConfig, Selection, StopOn};
-pub use record::{AttemptRecord, RecordKind, StopReason, SCHEMA_VERSION};
+pub use episode::KEEP_TOKEN;
+pub use run::{cancel_on_ctrl_c, write_reports, ResumeOptions, Run, RunOptions, RunResult};
 pub use runner::Runner;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +26,15 @@ pub enum HarnessError {
     Journal(String),
     #[error(transparent)]
     Prompt(#[from] crate::repair::prompt::PromptError),
+    /// The run was asked for something that cannot be (a bad suite, a
+    /// directory that already holds a run, a changed dataset on resume).
+    #[error("{0}")]
+    Config(String),
+    /// What the run needs could not be set up (image, model, sandbox).
+    #[error("{0}")]
+    Setup(String),
+    #[error("writing reports: {0}")]
+    Report(String),
     #[error("a task failed inside the harness: {0}")]
     Task(String),
     #[error("interrupted")]
@@ -35,5 +47,11 @@ impl HarnessError {
             context: context.into(),
             source,
         }
+    }
+
+    /// The user asked for something impossible (exit code 2), as opposed
+    /// to the harness failing to do its job (exit code 3).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, HarnessError::Config(_) | HarnessError::Prompt(_))
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::record::AttemptRecord;
+use crate::record::AttemptRecord;
 
 pub struct Progress {
     bar: ProgressBar,

@@ -47,6 +47,21 @@ pub struct KernelOptions {
     pub verify_completion: bool,
 }
 
+impl KernelOptions {
+    /// Options that enforce `limits`: the output caps always, CPU time only
+    /// when the kernel is confined (it needs the cgroup's accounting).
+    pub fn enforcing(limits: &crate::sandbox::SandboxLimits, confined: bool) -> Self {
+        KernelOptions {
+            output_cap: OutputCap {
+                bytes: limits.output_cap_bytes,
+                messages: limits.output_cap_messages,
+            },
+            cpu_time: confined.then_some(limits.cpu_time),
+            ..Default::default()
+        }
+    }
+}
+
 impl Default for KernelOptions {
     fn default() -> Self {
         Self {

@@ -86,6 +86,10 @@ pub struct Reply {
     pub latency_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// What a synthetic model did on purpose (the fault `oracle:faults`
+    /// injected); `None` for real models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// Why no reply could be had. Always an infrastructure failure, never a

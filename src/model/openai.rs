@@ -317,6 +317,7 @@ impl ModelClient for OpenAiClient {
                         attempts,
                         latency_ms: started.elapsed().as_secs_f64() * 1000.0,
                         finish_reason: parts.finish_reason,
+                        fault: None,
                     })
                 }
                 Step::Invalid(message) => {

@@ -80,6 +80,7 @@ impl ModelClient for Oracle {
             attempts: 1,
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
             finish_reason: Some("stop".into()),
+            fault: None,
         })
     }
 }

@@ -119,6 +119,7 @@ impl ModelClient for Replay {
             attempts: 1,
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
             finish_reason: None,
+            fault: None,
         })
     }
 }

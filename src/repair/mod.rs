@@ -2,5 +2,8 @@
 //! traceback parsing, and the prompts that carry both.
 
 pub mod extract;
+pub mod feedback;
 pub mod prompt;
 pub mod traceback;
+
+pub use feedback::FeedbackMode;

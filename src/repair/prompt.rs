@@ -36,16 +36,28 @@ pub enum TemplateName {
     RepairNoAnswer,
     /// As `Repair`, with the plots attached: also `images`.
     RepairWithImages,
+    /// Feedback modes `minimal` and `none`: only `feedback`, `rounds_left`.
+    RepairBare,
+    /// The answer is not a plain value: `answer_type`, `stdout`, `rounds_left`.
+    RepairUnsupported,
+    /// `--stop-on never`, after a clean round: `answer`, `stdout`, `rounds_left`.
+    Review,
+    /// `--stop-on correct`, a clean wrong answer: `answer`, `rounds_left`.
+    RepairWrong,
 }
 
 impl TemplateName {
-    pub const ALL: [TemplateName; 6] = [
+    pub const ALL: [TemplateName; 10] = [
         TemplateName::System,
         TemplateName::Task,
         TemplateName::Repair,
         TemplateName::RepairNoCode,
         TemplateName::RepairNoAnswer,
         TemplateName::RepairWithImages,
+        TemplateName::RepairBare,
+        TemplateName::RepairUnsupported,
+        TemplateName::Review,
+        TemplateName::RepairWrong,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -56,6 +68,10 @@ impl TemplateName {
             TemplateName::RepairNoCode => "repair_no_code.md",
             TemplateName::RepairNoAnswer => "repair_no_answer.md",
             TemplateName::RepairWithImages => "repair_with_images.md",
+            TemplateName::RepairBare => "repair_bare.md",
+            TemplateName::RepairUnsupported => "repair_unsupported.md",
+            TemplateName::Review => "review.md",
+            TemplateName::RepairWrong => "repair_wrong.md",
         }
     }
 
@@ -68,6 +84,10 @@ impl TemplateName {
             TemplateName::RepairNoCode => &["rounds_left"],
             TemplateName::RepairNoAnswer => &["stdout", "rounds_left"],
             TemplateName::RepairWithImages => &["feedback", "stdout", "rounds_left", "images"],
+            TemplateName::RepairBare => &["feedback", "rounds_left"],
+            TemplateName::RepairUnsupported => &["answer_type", "stdout", "rounds_left"],
+            TemplateName::Review => &["answer", "stdout", "rounds_left"],
+            TemplateName::RepairWrong => &["answer", "rounds_left"],
         }
     }
 
@@ -79,6 +99,10 @@ impl TemplateName {
             TemplateName::RepairNoCode => include_str!("../../prompts/repair_no_code.md"),
             TemplateName::RepairNoAnswer => include_str!("../../prompts/repair_no_answer.md"),
             TemplateName::RepairWithImages => include_str!("../../prompts/repair_with_images.md"),
+            TemplateName::RepairBare => include_str!("../../prompts/repair_bare.md"),
+            TemplateName::RepairUnsupported => include_str!("../../prompts/repair_unsupported.md"),
+            TemplateName::Review => include_str!("../../prompts/review.md"),
+            TemplateName::RepairWrong => include_str!("../../prompts/repair_wrong.md"),
         }
     }
 
@@ -125,9 +149,9 @@ pub enum PromptError {
 /// The prompt templates in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Templates {
-    texts: [String; 6],
+    texts: [String; 10],
     /// Where each template came from (`builtin` or a file path).
-    sources: [String; 6],
+    sources: [String; 10],
 }
 
 impl Default for Templates {
@@ -203,6 +227,20 @@ impl Templates {
         }
         out.push_str(&text[last..]);
         Ok(out)
+    }
+
+    /// sha256 over every template's file name and text, recorded in
+    /// `run.json` so two runs can be told apart by their prompts.
+    pub fn hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for name in TemplateName::ALL {
+            h.update(name.file_name().as_bytes());
+            h.update([0]);
+            h.update(self.text(name).as_bytes());
+            h.update([0]);
+        }
+        format!("{:x}", h.finalize())
     }
 
     fn label(&self, name: TemplateName) -> String {
@@ -309,7 +347,7 @@ pub fn feedback(outcome: &Outcome, code: &str, limits: &SandboxLimits, budget: u
 }
 
 /// Scrubbed head and tail of stdout; `None` when there was no output.
-fn stdout_excerpt(outcome: &Outcome, budget: usize) -> Option<String> {
+pub fn stdout_excerpt(outcome: &Outcome, budget: usize) -> Option<String> {
     let text = outcome.stdout.trim_end();
     if text.trim().is_empty() {
         return None;

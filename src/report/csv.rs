@@ -1,5 +1,8 @@
 //! `summary.csv`: one row per metric (and round), for spreadsheets and
-//! data frames: `metric,round,value,ci_low,ci_high,n`.
+//! data frames: `metric,round,value,ci_low,ci_high,n,stop_on,feedback`. The
+//! last two columns repeat the run's stop rule and feedback mode on every
+//! row, so a row pasted elsewhere still says whether ground truth steered
+//! the run (`stop_on` = `correct`).
 
 use super::metrics::Rate;
 use super::{Exporter, Summary};
@@ -14,8 +17,11 @@ impl Exporter for CsvExporter {
     fn render(&self, s: &Summary) -> Result<String, String> {
         let mut w = csv::Writer::from_writer(Vec::new());
         let err = |e: csv::Error| e.to_string();
-        w.write_record(["metric", "round", "value", "ci_low", "ci_high", "n"])
-            .map_err(err)?;
+        w.write_record([
+            "metric", "round", "value", "ci_low", "ci_high", "n", "stop_on", "feedback",
+        ])
+        .map_err(err)?;
+        let (stop_on, feedback) = (s.stop_on.as_str(), s.feedback.as_str());
         let mut rate = |metric: &str, round: Option<usize>, r: Option<&Rate>| {
             let round = round.map(|r| r.to_string()).unwrap_or_default();
             match r {
@@ -26,26 +32,68 @@ impl Exporter for CsvExporter {
                     &format!("{:.6}", r.ci_low),
                     &format!("{:.6}", r.ci_high),
                     &r.n.to_string(),
+                    stop_on,
+                    feedback,
                 ]),
-                None => w.write_record([metric, &round, "", "", "", "0"]),
+                None => w.write_record([metric, &round, "", "", "", "0", stop_on, feedback]),
             }
         };
         for (i, r) in s.accuracy_by_round.iter().enumerate() {
             rate("accuracy", Some(i), Some(r)).map_err(err)?;
         }
         for (i, r) in s.exec_success_by_round.iter().enumerate() {
-            rate("exec_success", Some(i), r.as_ref()).map_err(err)?;
+            rate("exec_success", Some(i), Some(r)).map_err(err)?;
         }
         for (i, r) in s.parse_by_round.iter().enumerate() {
-            rate("parse", Some(i), r.as_ref()).map_err(err)?;
+            rate("parse", Some(i), Some(r)).map_err(err)?;
+        }
+        for (i, r) in s.multi_part_accuracy_by_round.iter().enumerate() {
+            rate("multi_part_accuracy", Some(i), Some(r)).map_err(err)?;
         }
         rate("recovery_rate", None, s.recovery_rate.as_ref()).map_err(err)?;
+        rate(
+            "recovery_rate_repaired",
+            None,
+            s.recovery_rate_repaired.as_ref(),
+        )
+        .map_err(err)?;
         rate("regression_rate", None, s.regression_rate.as_ref()).map_err(err)?;
         rate("kill_rate", None, s.kill_rate.total.as_ref()).map_err(err)?;
         rate("infra_error_rate", None, s.infra_error_rate.as_ref()).map_err(err)?;
+        for (fault, a) in &s.accuracy_by_fault {
+            rate(
+                &format!("accuracy_by_fault:{fault}"),
+                Some(0),
+                a.round0.as_ref(),
+            )
+            .map_err(err)?;
+            let last = Some(s.rounds as usize);
+            rate(
+                &format!("accuracy_by_fault:{fault}"),
+                last,
+                a.final_round.as_ref(),
+            )
+            .map_err(err)?;
+        }
         let mut plain = |metric: String, value: f64| {
-            w.write_record([metric.as_str(), "", &format!("{value:.6}"), "", "", ""])
+            w.write_record([
+                metric.as_str(),
+                "",
+                &format!("{value:.6}"),
+                "",
+                "",
+                "",
+                stop_on,
+                feedback,
+            ])
         };
+        for (kind, fate) in &s.round0_failures {
+            plain(format!("round0_failures:{kind}"), fate.tasks as f64).map_err(err)?;
+            plain(format!("round0_failures_fixed:{kind}"), fate.fixed as f64).map_err(err)?;
+        }
+        plain("review_prompts".into(), s.reviews.prompts as f64).map_err(err)?;
+        plain("review_kept".into(), s.reviews.kept as f64).map_err(err)?;
+        plain("review_revised".into(), s.reviews.revised as f64).map_err(err)?;
         for (reason, v) in &s.kill_rate.by_reason {
             plain(format!("kill_rate:{reason}"), *v).map_err(err)?;
         }

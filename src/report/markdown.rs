@@ -21,8 +21,16 @@ impl Exporter for MarkdownExporter {
         }
         let _ = writeln!(
             w,
-            "Suite `{}`, model `{}`, strategy `{}`, {} tasks ({} finished), rounds 0..={}.\n",
-            s.suite, s.model, s.strategy, s.tasks, s.tasks_finished, s.rounds
+            "Suite `{}`, model `{}`, strategy `{}`, {} tasks ({} finished), rounds 0..={}, \
+             stop rule `{}`, feedback `{}`.\n",
+            s.suite,
+            s.model,
+            s.strategy,
+            s.tasks,
+            s.tasks_finished,
+            s.rounds,
+            s.stop_on,
+            s.feedback
         );
         if !s.model_info.is_null() {
             let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
@@ -52,18 +60,75 @@ impl Exporter for MarkdownExporter {
                 percent(Some(acc)),
                 100.0 * s.delta_by_round[r],
                 100.0 * s.solved_by_round[r],
-                percent(s.exec_success_by_round[r].as_ref()),
-                percent(s.parse_by_round[r].as_ref()),
+                percent(Some(&s.exec_success_by_round[r])),
+                percent(Some(&s.parse_by_round[r])),
             );
         }
         let _ = writeln!(w, "\n## Self-correction\n");
-        let _ = writeln!(w, "- recovery rate: {}", percent(s.recovery_rate.as_ref()));
         let _ = writeln!(
             w,
-            "- regression rate: {}",
+            "- recovery rate (over tasks wrong at round 0): {}",
+            percent(s.recovery_rate.as_ref())
+        );
+        let _ = writeln!(
+            w,
+            "- recovery rate (over tasks wrong at round 0 that got a repair round): {}",
+            percent(s.recovery_rate_repaired.as_ref())
+        );
+        let _ = writeln!(
+            w,
+            "- regression rate (over tasks right at round 0): {}",
             percent(s.regression_rate.as_ref())
         );
         let _ = writeln!(w, "- rounds used per task: {:.2}", s.rounds_used_mean);
+        if s.reviews.prompts > 0 {
+            let r = &s.reviews;
+            let _ = writeln!(
+                w,
+                "- reviews: {} prompts, {} kept, {} revised ({} wrong→right, {} right→wrong)",
+                r.prompts, r.kept, r.revised, r.wrong_to_right, r.right_to_wrong
+            );
+        }
+        if let Some(last) = s.multi_part_accuracy_by_round.last() {
+            let _ = writeln!(
+                w,
+                "- multi-answer parts correct at round {}: {}",
+                s.rounds,
+                percent(Some(last))
+            );
+        }
+        if !s.round0_failures.is_empty() {
+            let _ = writeln!(
+                w,
+                "\n### Round-0 failures and their fate by round {}\n",
+                s.rounds
+            );
+            let _ = writeln!(
+                w,
+                "| round-0 failure | tasks | correct at K | ran cleanly later |"
+            );
+            let _ = writeln!(w, "|---|---|---|---|");
+            for (kind, f) in &s.round0_failures {
+                let _ = writeln!(
+                    w,
+                    "| {kind} | {} | {} | {} |",
+                    f.tasks, f.fixed, f.ran_clean_later
+                );
+            }
+        }
+        if !s.accuracy_by_fault.is_empty() {
+            let _ = writeln!(w, "\n### Accuracy by injected fault (synthetic)\n");
+            let _ = writeln!(w, "| fault | tasks | Acc@0 | Acc@K |\n|---|---|---|---|");
+            for (fault, a) in &s.accuracy_by_fault {
+                let _ = writeln!(
+                    w,
+                    "| {fault} | {} | {} | {} |",
+                    a.tasks,
+                    percent(a.round0.as_ref()),
+                    percent(a.final_round.as_ref())
+                );
+            }
+        }
         let _ = writeln!(w, "\n## Executions\n");
         let _ = writeln!(
             w,

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::harness::{AttemptRecord, RunConfig, StopOn, SCHEMA_VERSION};
+use crate::record::{AttemptRecord, FeedbackKind, RunConfig, StopOn, SCHEMA_VERSION};
 use crate::sandbox::{SandboxLimits, Verdict};
 
 /// A proportion with its 95% Wilson interval.
@@ -48,7 +48,19 @@ pub fn wilson(successes: u64, n: u64) -> (f64, f64) {
     let denom = 1.0 + z * z / n_f;
     let centre = (p + z * z / (2.0 * n_f)) / denom;
     let half = z * ((p * (1.0 - p) / n_f + z * z / (4.0 * n_f * n_f)).sqrt()) / denom;
-    ((centre - half).max(0.0), (centre + half).min(1.0))
+    // At the edges the interval touches 0 or 1 exactly; the formula only
+    // gets there up to rounding.
+    let lo = if successes == 0 {
+        0.0
+    } else {
+        (centre - half).max(0.0)
+    };
+    let hi = if successes >= n {
+        1.0
+    } else {
+        (centre + half).min(1.0)
+    };
+    (lo, hi)
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -101,6 +113,39 @@ pub struct Tokens {
     pub per_second: Percentiles,
 }
 
+/// Round-0 failures of one kind, and what became of them by round K.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FailureFate {
+    /// Tasks whose round 0 ended this way.
+    pub tasks: u64,
+    /// Of those, correct at round K.
+    pub fixed: u64,
+    /// Of those, with a clean execution at some later round.
+    pub ran_clean_later: u64,
+}
+
+/// Accuracy of the tasks that got one injected fault kind (`oracle:faults`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultAccuracy {
+    pub tasks: u64,
+    pub round0: Option<Rate>,
+    pub final_round: Option<Rate>,
+}
+
+/// What happened after review prompts (`--stop-on never`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reviews {
+    /// Review prompts sent.
+    pub prompts: u64,
+    /// Replies that kept the answer (the keep token).
+    pub kept: u64,
+    /// Replies that sent code instead.
+    pub revised: u64,
+    /// Revisions that turned a right answer wrong / a wrong answer right.
+    pub right_to_wrong: u64,
+    pub wrong_to_right: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub schema_version: u32,
@@ -110,8 +155,12 @@ pub struct Summary {
     /// The model is a deterministic stand-in (oracle, replay), not a model.
     pub synthetic_model: bool,
     pub model_info: serde_json::Value,
+    /// `clean`, `never` or `correct`.
+    pub stop_on: String,
     /// `--stop-on correct`: stopping used ground truth.
     pub oracle_feedback: bool,
+    /// `parsed`, `parsed+state`, `raw`, `minimal` or `none`.
+    pub feedback: String,
     pub strategy: String,
     /// Kernels ran without confinement (`--unsafe-no-sandbox`).
     pub unconfined: bool,
@@ -120,16 +169,33 @@ pub struct Summary {
     /// Tasks with every round recorded (the rest were interrupted).
     pub tasks_finished: usize,
     pub rounds: u32,
-    /// Acc@r for r = 0..=rounds.
+    /// Acc@r for r = 0..=rounds, over all tasks, the answer carried forward.
     pub accuracy_by_round: Vec<Rate>,
     /// Acc@r − Acc@(r−1); the first entry is Acc@0.
     pub delta_by_round: Vec<f64>,
     /// Correct at any round ≤ r (an upper bound, oracle-like).
     pub solved_by_round: Vec<f64>,
+    /// Wrong at round 0 and right at K, over all tasks wrong at round 0.
     pub recovery_rate: Option<Rate>,
+    /// The same over the tasks wrong at round 0 that got a repair round
+    /// (under `clean`, a clean wrong answer stops a task unrepaired).
+    pub recovery_rate_repaired: Option<Rate>,
+    /// Right at round 0 and wrong at K, over all tasks right at round 0.
     pub regression_rate: Option<Rate>,
-    pub exec_success_by_round: Vec<Option<Rate>>,
-    pub parse_by_round: Vec<Option<Rate>>,
+    /// Tasks whose latest execution by round r ran cleanly, over all tasks.
+    pub exec_success_by_round: Vec<Rate>,
+    /// Tasks with an answer the checker could read by round r, over all tasks.
+    pub parse_by_round: Vec<Rate>,
+    /// Round-0 failure kind (exception name, verdict, `no_code`,
+    /// `no_answer`, `unsupported_answer`, `wrong_answer`) → fate by K.
+    pub round0_failures: BTreeMap<String, FailureFate>,
+    /// Accuracy by injected fault kind (synthetic `oracle:faults` runs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accuracy_by_fault: BTreeMap<String, FaultAccuracy>,
+    /// Multi-answer tasks: parts correct over all parts, by round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub multi_part_accuracy_by_round: Vec<Rate>,
+    pub reviews: Reviews,
     pub executions: u64,
     pub kill_rate: KillRate,
     pub verdicts: BTreeMap<String, u64>,
@@ -139,71 +205,164 @@ pub struct Summary {
     pub rounds_used_mean: f64,
 }
 
+/// One task's records in round order, with the per-round state carried
+/// forward from its last record (a stopped task keeps its final state).
+struct TaskRounds<'a> {
+    records: Vec<&'a AttemptRecord>,
+}
+
+impl<'a> TaskRounds<'a> {
+    /// The record in force at round r: the latest at or before r.
+    fn at(&self, round: usize) -> Option<&'a AttemptRecord> {
+        self.records
+            .iter()
+            .rev()
+            .find(|r| r.round as usize <= round)
+            .copied()
+    }
+
+    fn correct_at(&self, round: usize) -> bool {
+        self.at(round).is_some_and(|r| r.correct)
+    }
+
+    fn parsed_at(&self, round: usize) -> bool {
+        self.at(round).is_some_and(|r| r.parsed)
+    }
+
+    /// The latest execution by round r ran cleanly.
+    fn exec_ok_at(&self, round: usize) -> bool {
+        self.records
+            .iter()
+            .rev()
+            .filter(|r| r.round as usize <= round)
+            .find_map(|r| r.outcome.as_ref())
+            .is_some_and(|o| o.verdict == Verdict::Ok)
+    }
+
+    fn repaired(&self) -> bool {
+        self.records.iter().any(|r| r.round >= 1)
+    }
+
+    /// How round 0 went wrong, when it did.
+    fn round0_failure(&self) -> Option<String> {
+        let r = self.records.first().filter(|r| r.round == 0)?;
+        if r.correct {
+            return None;
+        }
+        if r.infra_error.is_some() {
+            return Some("infra_error".into());
+        }
+        let Some(o) = &r.outcome else {
+            return Some("no_code".into());
+        };
+        Some(match o.verdict {
+            Verdict::Error => o
+                .error
+                .as_ref()
+                .map(|e| e.ename.clone())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "error".into()),
+            Verdict::Ok if r.answered => "wrong_answer".into(),
+            Verdict::Ok if r.feedback_kind == Some(FeedbackKind::Unsupported) => {
+                "unsupported_answer".into()
+            }
+            Verdict::Ok => "no_answer".into(),
+            other => other.to_string(),
+        })
+    }
+}
+
 /// Computes the summary of a run from its records.
 pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
     let k = config.rounds as usize;
-    let mut by_task: HashMap<&str, Vec<&AttemptRecord>> = HashMap::new();
+    let mut grouped: HashMap<&str, Vec<&AttemptRecord>> = HashMap::new();
     for r in records {
-        by_task.entry(r.task_id.as_str()).or_default().push(r);
+        grouped.entry(r.task_id.as_str()).or_default().push(r);
     }
-    for rounds in by_task.values_mut() {
-        rounds.sort_by_key(|r| r.round);
-    }
-    let n = config.task_ids.len() as u64;
-
-    // correct_i(r), carrying the last state forward after a task stopped;
-    // a task without records counts as wrong.
-    let correct_at = |id: &str, round: usize| -> bool {
-        by_task
-            .get(id)
-            .and_then(|rs| rs.iter().rev().find(|r| r.round as usize <= round))
-            .is_some_and(|r| r.correct)
+    let tasks: Vec<TaskRounds> = config
+        .task_ids
+        .iter()
+        .map(|id| {
+            let mut rs = grouped.remove(id.as_str()).unwrap_or_default();
+            rs.sort_by_key(|r| r.round);
+            TaskRounds { records: rs }
+        })
+        .collect();
+    let n = tasks.len() as u64;
+    let count = |f: &dyn Fn(&TaskRounds) -> bool| tasks.iter().filter(|t| f(t)).count() as u64;
+    let over_all = |f: &dyn Fn(&TaskRounds, usize) -> bool| -> Vec<Rate> {
+        (0..=k)
+            .map(|r| Rate::new(count(&|t| f(t, r)), n.max(1)).expect("n ≥ 1"))
+            .collect()
     };
-    let mut accuracy = Vec::new();
-    let mut solved = Vec::new();
-    for round in 0..=k {
-        let right = config
-            .task_ids
-            .iter()
-            .filter(|id| correct_at(id, round))
-            .count() as u64;
-        accuracy.push(Rate::new(right, n.max(1)).expect("n ≥ 1"));
-        let any = config
-            .task_ids
-            .iter()
-            .filter(|id| (0..=round).any(|r| correct_at(id, r)))
-            .count();
-        solved.push(any as f64 / n.max(1) as f64);
-    }
+
+    let accuracy = over_all(&|t, r| t.correct_at(r));
+    let solved = (0..=k)
+        .map(|r| count(&|t| (0..=r).any(|q| t.correct_at(q))) as f64 / n.max(1) as f64)
+        .collect();
     let delta = accuracy
         .iter()
         .enumerate()
         .map(|(i, a)| a.value - if i == 0 { 0.0 } else { accuracy[i - 1].value })
         .collect();
-    let wrong0: Vec<&String> = config
-        .task_ids
-        .iter()
-        .filter(|id| !correct_at(id, 0))
-        .collect();
-    let right0: Vec<&String> = config
-        .task_ids
-        .iter()
-        .filter(|id| correct_at(id, 0))
-        .collect();
-    let recovered = wrong0.iter().filter(|id| correct_at(id, k)).count() as u64;
-    let regressed = right0.iter().filter(|id| !correct_at(id, k)).count() as u64;
+    let wrong0 = count(&|t| !t.correct_at(0));
+    let recovered = count(&|t| !t.correct_at(0) && t.correct_at(k));
+    let wrong0_repaired = count(&|t| !t.correct_at(0) && t.repaired());
+    let recovered_repaired = count(&|t| !t.correct_at(0) && t.repaired() && t.correct_at(k));
+    let right0 = count(&|t| t.correct_at(0));
+    let regressed = count(&|t| t.correct_at(0) && !t.correct_at(k));
 
-    let mut exec_success = Vec::new();
-    let mut parse = Vec::new();
-    for round in 0..=k {
-        let at: Vec<&&AttemptRecord> = records_at(&by_task, round);
-        let ok = at
-            .iter()
-            .filter(|r| r.outcome.as_ref().is_some_and(|o| o.verdict == Verdict::Ok))
-            .count() as u64;
-        exec_success.push(Rate::new(ok, at.len() as u64));
-        let answered = at.iter().filter(|r| r.answered).count() as u64;
-        parse.push(Rate::new(answered, at.len() as u64));
+    let mut round0_failures: BTreeMap<String, FailureFate> = BTreeMap::new();
+    for t in &tasks {
+        if let Some(kind) = t.round0_failure() {
+            let fate = round0_failures.entry(kind).or_default();
+            fate.tasks += 1;
+            fate.fixed += t.correct_at(k) as u64;
+            fate.ran_clean_later += t
+                .records
+                .iter()
+                .skip(1)
+                .any(|r| r.outcome.as_ref().is_some_and(|o| o.verdict == Verdict::Ok))
+                as u64;
+        }
+    }
+    let mut faults: BTreeMap<String, Vec<&TaskRounds>> = BTreeMap::new();
+    for t in &tasks {
+        if let Some(f) = t.records.first().and_then(|r| r.fault.clone()) {
+            faults.entry(f).or_default().push(t);
+        }
+    }
+    let accuracy_by_fault = faults
+        .into_iter()
+        .map(|(fault, ts)| {
+            let m = ts.len() as u64;
+            let right = |r: usize| ts.iter().filter(|t| t.correct_at(r)).count() as u64;
+            let acc = FaultAccuracy {
+                tasks: m,
+                round0: Rate::new(right(0), m),
+                final_round: Rate::new(right(k), m),
+            };
+            (fault, acc)
+        })
+        .collect();
+    let multi_part_accuracy_by_round = multi_parts(config, &tasks, k);
+
+    let mut reviews = Reviews::default();
+    for t in &tasks {
+        for pair in t.records.windows(2) {
+            let (before, reply) = (pair[0], pair[1]);
+            if before.feedback_kind != Some(FeedbackKind::Review) {
+                continue;
+            }
+            reviews.prompts += 1;
+            if reply.kept_answer {
+                reviews.kept += 1;
+            } else if reply.code.is_some() {
+                reviews.revised += 1;
+                reviews.right_to_wrong += (before.correct && !reply.correct) as u64;
+                reviews.wrong_to_right += (!before.correct && reply.correct) as u64;
+            }
+        }
     }
 
     let outcomes: Vec<_> = records.iter().filter_map(|r| r.outcome.as_ref()).collect();
@@ -229,27 +388,12 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
             .collect(),
         counts: kill_counts,
     };
-
-    let infra_tasks = config
-        .task_ids
-        .iter()
-        .filter(|id| {
-            by_task
-                .get(id.as_str())
-                .is_some_and(|rs| rs.iter().any(|r| r.infra_error.is_some()))
-        })
-        .count() as u64;
-    let finished = config
-        .task_ids
-        .iter()
-        .filter(|id| {
-            by_task
-                .get(id.as_str())
-                .is_some_and(|rs| rs.iter().any(|r| r.is_final()))
-        })
-        .count();
-    let tokens_prompt: u64 = records.iter().map(|r| r.tokens.prompt_tokens).sum();
-    let tokens_completion: u64 = records.iter().map(|r| r.tokens.completion_tokens).sum();
+    let infra_tasks = count(&|t| t.records.iter().any(|r| r.infra_error.is_some()));
+    let finished = count(&|t| t.records.iter().any(|r| r.is_final())) as usize;
+    let mine = |r: &&AttemptRecord| config.task_ids.contains(&r.task_id);
+    let ours: Vec<&AttemptRecord> = records.iter().filter(mine).collect();
+    let tokens_prompt: u64 = ours.iter().map(|r| r.tokens.prompt_tokens).sum();
+    let tokens_completion: u64 = ours.iter().map(|r| r.tokens.completion_tokens).sum();
 
     Summary {
         schema_version: SCHEMA_VERSION,
@@ -258,64 +402,98 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         model: config.model.clone(),
         synthetic_model: config.synthetic_model,
         model_info: config.model_info.clone(),
+        stop_on: config.stop_on.name().into(),
         oracle_feedback: config.stop_on == StopOn::Correct,
+        feedback: config.feedback.name().into(),
         strategy: config.strategy.clone(),
         unconfined: !config.sandbox.confined,
         limits: config.limits,
-        tasks: config.task_ids.len(),
+        tasks: tasks.len(),
         tasks_finished: finished,
         rounds: config.rounds,
         accuracy_by_round: accuracy,
         delta_by_round: delta,
         solved_by_round: solved,
-        recovery_rate: Rate::new(recovered, wrong0.len() as u64),
-        regression_rate: Rate::new(regressed, right0.len() as u64),
-        exec_success_by_round: exec_success,
-        parse_by_round: parse,
+        recovery_rate: Rate::new(recovered, wrong0),
+        recovery_rate_repaired: Rate::new(recovered_repaired, wrong0_repaired),
+        regression_rate: Rate::new(regressed, right0),
+        exec_success_by_round: over_all(&|t, r| t.exec_ok_at(r)),
+        parse_by_round: over_all(&|t, r| t.parsed_at(r)),
+        round0_failures,
+        accuracy_by_fault,
+        multi_part_accuracy_by_round,
+        reviews,
         executions,
         kill_rate,
         verdicts,
         infra_error_rate: Rate::new(infra_tasks, n),
         latency_ms: Latency {
-            model: Percentiles::of(records.iter().map(|r| r.timings_ms.model).collect()),
+            model: Percentiles::of(ours.iter().map(|r| r.timings_ms.model).collect()),
             exec: Percentiles::of(
-                records
-                    .iter()
+                ours.iter()
                     .filter(|r| r.executed())
                     .map(|r| r.timings_ms.exec)
                     .collect(),
             ),
-            total: Percentiles::of(records.iter().map(|r| r.timings_ms.total).collect()),
+            total: Percentiles::of(ours.iter().map(|r| r.timings_ms.total).collect()),
         },
         tokens: Tokens {
             prompt: tokens_prompt,
             completion: tokens_completion,
             per_task_mean: (tokens_prompt + tokens_completion) as f64 / n.max(1) as f64,
             per_second: Percentiles::of(
-                records
-                    .iter()
+                ours.iter()
                     .filter(|r| r.timings_ms.model > 0.0 && r.tokens.completion_tokens > 0)
                     .map(|r| r.tokens.completion_tokens as f64 / (r.timings_ms.model / 1e3))
                     .collect(),
             ),
         },
-        rounds_used_mean: records.len() as f64 / n.max(1) as f64,
+        rounds_used_mean: ours.len() as f64 / n.max(1) as f64,
     }
 }
 
-fn records_at<'a>(
-    by_task: &'a HashMap<&str, Vec<&'a AttemptRecord>>,
-    round: usize,
-) -> Vec<&'a &'a AttemptRecord> {
-    by_task
-        .values()
-        .filter_map(|rs| rs.iter().find(|r| r.round as usize == round))
+/// Parts correct over all parts of the multi-answer tasks, by round (the
+/// parts of the answer in force at that round; none counts as wrong).
+fn multi_parts(config: &RunConfig, tasks: &[TaskRounds], k: usize) -> Vec<Rate> {
+    let parts_of = |t: &TaskRounds| -> usize {
+        t.records
+            .iter()
+            .filter_map(|r| r.check.as_ref())
+            .map(|c| c.parts.len())
+            .max()
+            .unwrap_or(0)
+    };
+    let multi: Vec<(&TaskRounds, usize)> = tasks
+        .iter()
+        .map(|t| (t, parts_of(t)))
+        .filter(|(_, p)| *p > 0)
+        .collect();
+    let total: usize = multi.iter().map(|(_, p)| p).sum();
+    if total == 0 || config.task_ids.is_empty() {
+        return Vec::new();
+    }
+    (0..=k)
+        .map(|r| {
+            let right: usize = multi
+                .iter()
+                .map(|(t, _)| {
+                    t.at(r)
+                        .and_then(|rec| rec.check.as_ref())
+                        .map_or(0, |c| c.parts.iter().filter(|p| p.correct).count())
+                })
+                .sum();
+            Rate::new(right as u64, total as u64).expect("total > 0")
+        })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::Outcome;
+    use crate::record::{RecordKind, StopReason};
+    use crate::task::check::Check;
+    use serde_json::json;
 
     #[test]
     fn wilson_matches_known_values() {
@@ -330,10 +508,309 @@ mod tests {
     }
 
     #[test]
+    fn wilson_endpoints_are_exact() {
+        for n in 1..200 {
+            assert_eq!(wilson(0, n).0, 0.0, "0/{n}");
+            assert_eq!(wilson(n, n).1, 1.0, "{n}/{n}");
+            assert!(wilson(1, n).0 > 0.0, "1/{n}");
+            assert!(wilson(n - 1, n).1 < 1.0 || n == 1, "{}/{n}", n - 1);
+        }
+    }
+
+    #[test]
     fn percentiles() {
         let p = Percentiles::of((1..=100).map(f64::from).collect());
         assert_eq!(p.p50, 51.0);
         assert_eq!(p.p95, 95.0);
         assert_eq!(Percentiles::of(vec![]).n, 0);
+    }
+
+    fn config(ids: &[&str], rounds: u32, stop_on: StopOn) -> RunConfig {
+        serde_json::from_value(json!({
+            "schema_version": SCHEMA_VERSION,
+            "run_id": "t",
+            "retrace_version": "0",
+            "created": "now",
+            "out_dir": "x",
+            "suite": "s",
+            "selection": {"limit_tasks": null, "sample": null, "seed": 0},
+            "task_ids": ids,
+            "rounds": rounds,
+            "stop_on": stop_on,
+            "concurrency": 1,
+            "model": "m",
+            "synthetic_model": false,
+            "generation": {"temperature": 0.0, "max_tokens": 1, "request_timeout": 1.0, "max_retries": 0},
+            "strategy": "fat",
+            "image_lock_hash": "h",
+            "limits": SandboxLimits::default(),
+            "sandbox": {"confined": true, "mode": "test", "notes": []},
+            "feedback_budget": 100
+        }))
+        .unwrap()
+    }
+
+    /// How one round went, in shorthand.
+    #[derive(Clone, Copy)]
+    enum R {
+        /// Ran cleanly with a right answer.
+        Right,
+        /// Ran cleanly with a wrong (but readable) answer.
+        Wrong,
+        /// Raised this exception; the earlier answer is carried.
+        Raised(&'static str),
+        /// Killed with this verdict.
+        Killed(Verdict),
+        /// No code in the reply.
+        NoCode,
+        /// Kept the earlier answer after a review prompt.
+        Kept,
+        /// The endpoint failed.
+        Infra,
+    }
+
+    fn outcome(verdict: Verdict, ename: Option<&str>) -> Outcome {
+        serde_json::from_value(json!({
+            "status": if verdict == Verdict::Ok { "ok" } else { "error" },
+            "verdict": verdict,
+            "flags": [],
+            "execution_count": 1,
+            "stdout": "",
+            "stderr": "",
+            "results": [],
+            "displays": [],
+            "error": ename.map(|e| json!({"ename": e, "evalue": "", "traceback": []})),
+            "answer": null,
+            "artifacts": [],
+            "truncated": false,
+            "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
+            "timings_ms": {"total": 5.0},
+            "state_lost": false
+        }))
+        .unwrap()
+    }
+
+    fn checked(correct: bool) -> Check {
+        Check {
+            correct,
+            parsed: true,
+            extracted: Some("1".into()),
+            normalized: Some("1".into()),
+            rule: "number:abs_tol".into(),
+            tolerance: Some(1e-6),
+            parts: Vec::new(),
+        }
+    }
+
+    /// The records of one task as the harness writes them, `rounds` being
+    /// how each round went; the last one carries the stop reason.
+    fn task(id: &str, rounds: &[R], stop_on: StopOn, k: u32) -> Vec<AttemptRecord> {
+        let mut carried: Option<Check> = None;
+        let mut out: Vec<AttemptRecord> = Vec::new();
+        for (i, how) in rounds.iter().enumerate() {
+            let mut rec: AttemptRecord = serde_json::from_value(json!({
+                "schema_version": SCHEMA_VERSION, "run_id": "t", "task_id": id,
+                "round": i, "model": "m", "synthetic_model": false, "strategy": "fat",
+                "stop_on": stop_on, "feedback": "parsed", "kind": "attempt",
+                "prompt": [], "reply": "r", "extraction": null, "code": "x = 1",
+                "outcome": null, "check": null, "correct": false, "answered": false,
+                "stop": null, "infra_error": null,
+                "timings_ms": {"model": 10.0, "exec": 5.0, "total": 16.0},
+                "tokens": {"prompt_tokens": 100, "completion_tokens": 20}
+            }))
+            .unwrap();
+            match how {
+                R::Right | R::Wrong => {
+                    rec.outcome = Some(outcome(Verdict::Ok, None));
+                    rec.answered = true;
+                    carried = Some(checked(matches!(how, R::Right)));
+                }
+                R::Raised(e) => rec.outcome = Some(outcome(Verdict::Error, Some(e))),
+                R::Killed(v) => rec.outcome = Some(outcome(*v, None)),
+                R::NoCode => rec.code = None,
+                R::Kept => {
+                    rec.code = None;
+                    rec.kept_answer = true;
+                }
+                R::Infra => {
+                    rec.kind = RecordKind::InfraError;
+                    rec.code = None;
+                    rec.infra_error = Some("endpoint down".into());
+                    rec.stop = Some(StopReason::InfraError);
+                }
+            }
+            rec.check = carried.clone();
+            rec.correct = carried.as_ref().is_some_and(|c| c.correct);
+            rec.parsed = carried.is_some();
+            out.push(rec);
+        }
+        let n = out.len();
+        for (i, rec) in out.iter_mut().enumerate() {
+            let next = rounds.get(i + 1);
+            rec.feedback_kind = match next {
+                None => None,
+                Some(_) if rec.answered || rec.kept_answer => Some(FeedbackKind::Review),
+                Some(_) if rec.outcome.is_none() => Some(FeedbackKind::NoCode),
+                Some(_) => Some(FeedbackKind::Error),
+            };
+            if i + 1 == n && rec.stop.is_none() {
+                rec.stop = Some(if rec.round == k {
+                    StopReason::RoundsExhausted
+                } else {
+                    StopReason::Clean
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_metric_on_a_hand_built_journal() {
+        use R::*;
+        let k = 2;
+        let s = StopOn::Never;
+        let mut records = Vec::new();
+        // a: right throughout (kept after reviews).
+        records.extend(task("a", &[Right, Kept, Kept], s, k));
+        // b: raised, then fixed at round 1, kept.
+        records.extend(task("b", &[Raised("KeyError"), Right, Kept], s, k));
+        // c: right at 0, broken into a wrong answer at 2: a regression.
+        records.extend(task("c", &[Right, Kept, Wrong], s, k));
+        // d: wrong at 0, still wrong; then an error (carries wrong).
+        records.extend(task("d", &[Wrong, Wrong, Raised("ValueError")], s, k));
+        // e: killed at 0, no code at 1, right at 2.
+        records.extend(task(
+            "e",
+            &[Killed(Verdict::TimeoutWall), NoCode, Right],
+            s,
+            k,
+        ));
+        // f: the endpoint failed at round 0.
+        records.extend(task("f", &[Infra], s, k));
+        let cfg = config(&["a", "b", "c", "d", "e", "f"], k, s);
+        let m = summarize(&cfg, &records);
+
+        let acc: Vec<u64> = m.accuracy_by_round.iter().map(|r| r.successes).collect();
+        assert_eq!(acc, [2, 3, 3]); // a c | a b c | a b e
+        assert!(m.accuracy_by_round.iter().all(|r| r.n == 6));
+        assert!((m.delta_by_round[1] - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!(m.solved_by_round, [2.0 / 6.0, 3.0 / 6.0, 4.0 / 6.0]);
+        // Wrong at 0: b d e f; right at K among them: b e.
+        let rec = m.recovery_rate.unwrap();
+        assert_eq!((rec.successes, rec.n), (2, 4));
+        // Repaired (got a round ≥ 1) among them: b d e.
+        let rep = m.recovery_rate_repaired.unwrap();
+        assert_eq!((rep.successes, rep.n), (2, 3));
+        // Right at 0: a c; wrong at K: c.
+        let reg = m.regression_rate.unwrap();
+        assert_eq!((reg.successes, reg.n), (1, 2));
+
+        // Carry-forward, all tasks in every denominator.
+        let exec: Vec<u64> = m
+            .exec_success_by_round
+            .iter()
+            .map(|r| r.successes)
+            .collect();
+        // r0: a c d ok; r1: a b c d (e's r1 had no code, its r0 was a kill);
+        // r2: a b c e (d raised).
+        assert_eq!(exec, [3, 4, 4]);
+        let parse: Vec<u64> = m.parse_by_round.iter().map(|r| r.successes).collect();
+        assert_eq!(parse, [3, 4, 5]);
+        assert!(m.parse_by_round.iter().all(|r| r.n == 6));
+
+        let f = &m.round0_failures;
+        assert_eq!(f.len(), 4, "{f:?}");
+        assert_eq!((f["KeyError"].tasks, f["KeyError"].fixed), (1, 1));
+        assert_eq!((f["wrong_answer"].tasks, f["wrong_answer"].fixed), (1, 0));
+        assert_eq!(f["timeout_wall"].fixed, 1);
+        assert_eq!(f["timeout_wall"].ran_clean_later, 1);
+        assert_eq!(f["infra_error"].tasks, 1);
+
+        // Reviews: after a's r0 and r1, b's r1, c's r0 and r1, d's r0 and
+        // r1; revised by c's r2 and d's r1 and r2.
+        let r = &m.reviews;
+        assert_eq!(r.prompts, 7, "{r:?}");
+        assert_eq!(r.kept, 4);
+        assert_eq!(r.revised, 3);
+        assert_eq!(r.right_to_wrong, 1);
+        assert_eq!(r.wrong_to_right, 0);
+
+        // Kept answers and replies without code run nothing.
+        assert_eq!(m.executions, 10);
+        let kill = m.kill_rate.total.unwrap();
+        assert_eq!((kill.successes, kill.n), (1, 10));
+        assert_eq!(m.kill_rate.counts["timeout_wall"], 1);
+        assert_eq!(m.verdicts["ok"], 7);
+        assert_eq!(m.verdicts["error"], 2);
+        let infra = m.infra_error_rate.unwrap();
+        assert_eq!((infra.successes, infra.n), (1, 6));
+        assert_eq!(m.tasks_finished, 6);
+        assert_eq!(m.tokens.prompt, 100 * 16);
+        assert_eq!(m.rounds_used_mean, 16.0 / 6.0);
+        assert_eq!(m.stop_on, "never");
+        assert!(!m.oracle_feedback);
+        assert!(m.accuracy_by_fault.is_empty());
+        assert!(m.multi_part_accuracy_by_round.is_empty());
+    }
+
+    #[test]
+    fn a_stopped_task_carries_its_state_and_unfinished_tasks_count_as_wrong() {
+        use R::*;
+        let k = 3;
+        let mut records = task("a", &[Raised("NameError"), Right], StopOn::Clean, k);
+        // b: interrupted after round 0 (no final record).
+        let mut b = task("b", &[Right], StopOn::Clean, k);
+        b[0].stop = None;
+        records.extend(b);
+        let m = summarize(&config(&["a", "b", "c"], k, StopOn::Clean), &records);
+        let acc: Vec<u64> = m.accuracy_by_round.iter().map(|r| r.successes).collect();
+        assert_eq!(acc, [1, 2, 2, 2]);
+        assert_eq!(m.tasks_finished, 1);
+        // c has no record: wrong at 0, never repaired.
+        let rep = m.recovery_rate_repaired.unwrap();
+        assert_eq!((rep.successes, rep.n), (1, 1));
+        let rec = m.recovery_rate.unwrap();
+        assert_eq!((rec.successes, rec.n), (1, 2));
+        assert_eq!(m.regression_rate.unwrap().successes, 0);
+    }
+
+    #[test]
+    fn faults_and_multi_parts() {
+        use R::*;
+        let k = 1;
+        let mut records = task("a", &[Raised("NameError"), Right], StopOn::Clean, k);
+        records[0].fault = Some("undefined_name".into());
+        let mut b = task(
+            "b",
+            &[Raised("NameError"), Raised("NameError")],
+            StopOn::Clean,
+            k,
+        );
+        b[0].fault = Some("undefined_name".into());
+        records.extend(b);
+        let mut c = task("c", &[Wrong, Right], StopOn::Correct, k);
+        let part = |ok| crate::task::check::PartCheck {
+            name: "x".into(),
+            correct: ok,
+            extracted: None,
+            normalized: None,
+            rule: "r".into(),
+            tolerance: None,
+        };
+        c[0].check.as_mut().unwrap().parts = vec![part(true), part(false)];
+        c[1].check.as_mut().unwrap().parts = vec![part(true), part(true)];
+        records.extend(c);
+        let m = summarize(&config(&["a", "b", "c"], k, StopOn::Correct), &records);
+        let f = &m.accuracy_by_fault["undefined_name"];
+        assert_eq!(f.tasks, 2);
+        assert_eq!(f.round0.unwrap().successes, 0);
+        assert_eq!(f.final_round.unwrap().successes, 1);
+        let parts: Vec<(u64, u64)> = m
+            .multi_part_accuracy_by_round
+            .iter()
+            .map(|r| (r.successes, r.n))
+            .collect();
+        assert_eq!(parts, [(1, 2), (2, 2)]);
+        assert!(m.oracle_feedback);
     }
 }

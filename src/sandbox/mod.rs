@@ -121,3 +121,17 @@ pub trait Jail: Send + Sync {
     /// Removes what the jail created. Only called once nothing is alive.
     fn release(&self) -> Result<(), SandboxError>;
 }
+
+/// The sandbox for `limits`; fails closed: without `unconfined` it is
+/// confinement or an error saying why it is impossible. `init` is retrace's
+/// own binary, which runs as PID 1 of each kernel's PID namespace.
+pub fn open(
+    limits: &SandboxLimits,
+    unconfined: bool,
+    init: std::path::PathBuf,
+) -> Result<std::sync::Arc<dyn Sandbox>, SandboxError> {
+    if unconfined {
+        return Ok(std::sync::Arc::new(Unconfined));
+    }
+    Ok(std::sync::Arc::new(Confined::new(*limits, init)?))
+}

@@ -1,6 +1,8 @@
 //! Shared setup for integration tests: real images, real kernels.
 #![allow(dead_code)]
 
+pub mod scripted_http;
+
 use std::sync::{Arc, OnceLock};
 
 use retrace::kernel::{default_kernel_root, KernelSpec};

@@ -8,8 +8,8 @@ use crate::model::{Message, Usage};
 use crate::repair::extract::Extraction;
 use crate::task::check::Check;
 
-/// Version of the record and summary formats.
-pub const SCHEMA_VERSION: u32 = 1;
+use super::run::StopOn;
+use crate::repair::FeedbackMode;
 
 /// What kind of round this was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,13 +27,34 @@ pub enum RecordKind {
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// Non-oracle stopping: the code ran cleanly and produced an answer.
-    CleanAnswer,
+    #[serde(rename = "clean_answer")]
+    Clean,
     /// Oracle stopping (`--stop-on correct`): the answer was correct.
     Correct,
     /// Every round was used.
     RoundsExhausted,
     /// The round could not be done; the task ends here.
     InfraError,
+}
+
+/// The message the model was sent after a round (none once the task stops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedbackKind {
+    /// The execution failed or was killed: `repair.md` (or
+    /// `repair_with_images.md`), filled according to the feedback mode.
+    Error,
+    /// The reply had no code: `repair_no_code.md`.
+    NoCode,
+    /// The code ran cleanly but left no answer: `repair_no_answer.md`.
+    NoAnswer,
+    /// The answer is not a plain value: `repair_unsupported.md`.
+    Unsupported,
+    /// `--stop-on never`: a clean answer, to review: `review.md`.
+    Review,
+    /// `--stop-on correct`: a clean answer that is wrong (ground truth):
+    /// `repair_wrong.md`.
+    Wrong,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -54,11 +75,23 @@ pub struct AttemptRecord {
     pub synthetic_model: bool,
     /// How packages reach the kernel (the image name for now).
     pub strategy: String,
+    /// The stop rule and feedback mode of the run, on every record so a
+    /// record read alone says whether ground truth steered it.
+    pub stop_on: StopOn,
+    pub feedback: FeedbackMode,
     pub kind: RecordKind,
     /// Messages added this round (system and task on round 0, the repair
     /// message later); the conversation is their concatenation.
     pub prompt: Vec<Message>,
     pub reply: Option<String>,
+    /// The reply kept the previous answer (the keep token after a review
+    /// prompt); nothing ran.
+    #[serde(default)]
+    pub kept_answer: bool,
+    /// What a synthetic model did on purpose (the fault `oracle:faults`
+    /// injected), for accuracy by fault kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
     pub extraction: Option<Extraction>,
     pub code: Option<String>,
     pub outcome: Option<Outcome>,
@@ -67,9 +100,17 @@ pub struct AttemptRecord {
     pub check: Option<Check>,
     /// `correct_i(r)`.
     pub correct: bool,
-    /// An answer could be extracted from this round (`parse@r`).
+    /// This round's code produced an answer value (any plain value, read
+    /// from this round only).
     pub answered: bool,
+    /// The checker could read the answer available after this round as
+    /// the expected kind of value (`parse@r`).
+    #[serde(default)]
+    pub parsed: bool,
     pub stop: Option<StopReason>,
+    /// The message sent after this round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_kind: Option<FeedbackKind>,
     pub infra_error: Option<String>,
     pub timings_ms: RoundTimings,
     pub tokens: Usage,

@@ -1,0 +1,27 @@
+//! The answer one round produced, as the stop rule and the checker see it.
+
+use crate::kernel::Outcome;
+
+/// What a round's code left as its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoundAnswer {
+    /// Nothing: no `answer`, no result, no output.
+    None,
+    /// A plain value, as text the checkers read.
+    Value { text: String },
+    /// A value retrace will not read (a DataFrame, a custom object, a huge
+    /// list): the model is told so.
+    #[allow(dead_code)] // built once the kernel types its answers
+    Unsupported { description: String },
+}
+
+impl RoundAnswer {
+    pub fn of(outcome: &Outcome) -> RoundAnswer {
+        match &outcome.answer {
+            Some(a) => RoundAnswer::Value {
+                text: a.value.clone(),
+            },
+            None => RoundAnswer::None,
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! The run as a library: create a run (or resume one from its directory),
+//! execute it with a cancel signal, get its summary. The CLI only maps
+//! flags onto [`RunOptions`]; tests drive runs in-process the same way.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use super::journal::{self, Journal};
+use super::progress::Progress;
+use super::runner::Runner;
+use super::HarnessError;
+use crate::kernel::{default_kernel_root, KernelOptions, KernelSpec};
+use crate::model::spec::{from_spec, Endpoint};
+use crate::model::{Generation, ModelClient, ModelError};
+use crate::pyenv::{ImageName, ImageStore};
+use crate::record::{RunConfig, Selection, StopOn, SCHEMA_VERSION};
+use crate::repair::prompt::Templates;
+use crate::repair::FeedbackMode;
+use crate::report::{self, Summary};
+use crate::sandbox::{Sandbox, SandboxLimits};
+use crate::task::load::{load_suite, select};
+use crate::task::Task;
+
+/// Everything that shapes a new run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `math`, `tabular`, `packages`, or a path to a .jsonl file or directory.
+    pub suite: String,
+    /// Where built-in suites live.
+    pub datasets: PathBuf,
+    pub selection: Selection,
+    /// The `--model` value.
+    pub model: String,
+    pub endpoint: Endpoint,
+    pub generation: Generation,
+    pub rounds: u32,
+    pub stop_on: StopOn,
+    pub feedback: FeedbackMode,
+    pub feedback_budget: usize,
+    pub concurrency: usize,
+    pub image: ImageName,
+    pub limits: SandboxLimits,
+    /// `--unsafe-no-sandbox`.
+    pub unconfined: bool,
+    /// The run directory; `None` gives `reports/<run-id>/`.
+    pub out: Option<PathBuf>,
+    /// Templates overriding the built-in prompts.
+    pub prompts: Option<PathBuf>,
+    /// retrace's own binary, PID 1 of every kernel's PID namespace.
+    pub init_binary: PathBuf,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+}
+
+/// How a resumed run is given what `run.json` cannot hold.
+#[derive(Debug, Clone)]
+pub struct ResumeOptions {
+    /// The endpoint's address and key (secrets are never written down).
+    pub endpoint: Endpoint,
+    pub datasets: PathBuf,
+    pub init_binary: PathBuf,
+    pub progress: bool,
+}
+
+/// A run ready to execute: configuration written, journal open, model,
+/// image and sandbox prepared, tasks still to do selected.
+pub struct Run {
+    runner: Arc<Runner>,
+    todo: Vec<Task>,
+    finished: usize,
+    progress: Arc<Progress>,
+}
+
+/// What an executed run gives back.
+#[derive(Debug)]
+pub struct RunResult {
+    pub dir: PathBuf,
+    pub summary: Summary,
+    /// The report files written.
+    pub files: Vec<PathBuf>,
+    /// Stopped by the cancel signal; `--resume` continues it.
+    pub interrupted: bool,
+    /// Tasks that ended on an infrastructure failure.
+    pub infra_tasks: usize,
+}
+
+impl Run {
+    /// Prepares a new run in a directory that must not hold a run yet.
+    pub async fn create(opts: RunOptions) -> Result<Run, HarnessError> {
+        let all = load_suite(&opts.suite, &opts.datasets)
+            .map_err(|e| HarnessError::Config(e.to_string()))?;
+        let s = &opts.selection;
+        let tasks = select(all, s.limit_tasks, s.sample, s.seed);
+        if tasks.is_empty() {
+            return Err(HarnessError::Config(format!(
+                "suite `{}` selected no tasks",
+                opts.suite
+            )));
+        }
+        let templates = match &opts.prompts {
+            Some(dir) => Templates::from_dir(dir)?,
+            None => Templates::default(),
+        };
+        let model = model_for(&opts.model, &opts.generation, &opts.endpoint).await?;
+        let image = ensure_image(opts.image).await?;
+        let sandbox = open_sandbox(&opts.limits, opts.unconfined, &opts.init_binary)?;
+
+        let created = chrono::Utc::now();
+        let run_id = format!(
+            "{}-{}",
+            created.format("%Y%m%d-%H%M%S"),
+            slug(&model.name())
+        );
+        let dir = opts
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("reports").join(&run_id));
+        refuse_existing_run(&dir)?;
+        let config = RunConfig {
+            schema_version: SCHEMA_VERSION,
+            run_id,
+            retrace_version: env!("CARGO_PKG_VERSION").into(),
+            created: created.to_rfc3339(),
+            out_dir: dir.clone(),
+            suite: opts.suite.clone(),
+            selection: opts.selection.clone(),
+            task_ids: tasks.iter().map(|t| t.id.clone()).collect(),
+            task_hashes: tasks.iter().map(|t| (t.id.clone(), task_hash(t))).collect(),
+            rounds: opts.rounds,
+            stop_on: opts.stop_on,
+            feedback: opts.feedback,
+            concurrency: opts.concurrency.max(1),
+            model: model.name(),
+            model_spec: resumable_spec(&opts.model),
+            synthetic_model: model.is_synthetic(),
+            model_info: model.info(),
+            generation: opts.generation.clone(),
+            vision: opts.endpoint.vision,
+            strategy: opts.image.to_string(),
+            image_lock_hash: image.lock_hash.clone(),
+            limits: opts.limits,
+            sandbox: sandbox.info(),
+            feedback_budget: opts.feedback_budget,
+            prompts_dir: opts.prompts.clone(),
+            prompts_hash: templates.hash(),
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| HarnessError::io(format!("creating {}", dir.display()), e))?;
+        let run_json = dir.join("run.json");
+        let text = serde_json::to_string_pretty(&config)
+            .map_err(|e| HarnessError::Journal(format!("encoding run.json: {e}")))?;
+        std::fs::write(&run_json, text)
+            .map_err(|e| HarnessError::io(format!("writing {}", run_json.display()), e))?;
+        Self::assemble(
+            config,
+            dir,
+            tasks,
+            HashSet::new(),
+            model,
+            image,
+            sandbox,
+            templates,
+            opts.unconfined,
+            opts.progress,
+        )
+    }
+
+    /// Reopens the run in `dir` (its `run.json` decides everything that
+    /// shapes it): finished tasks are kept, unfinished ones are redone from
+    /// round 0. A changed dataset, selection or prompt set is refused.
+    pub async fn resume(dir: &Path, opts: ResumeOptions) -> Result<Run, HarnessError> {
+        let path = dir.join("run.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            HarnessError::Config(format!(
+                "{}: {e}; --resume needs a run directory made by `retrace run`",
+                path.display()
+            ))
+        })?;
+        let mut config: RunConfig = serde_json::from_str(&text)
+            .map_err(|e| HarnessError::Config(format!("{}: {e}", path.display())))?;
+        // The directory given wins over where the run was made: a moved run
+        // continues where it is.
+        config.out_dir = dir.to_path_buf();
+
+        let all = load_suite(&config.suite, &opts.datasets)
+            .map_err(|e| HarnessError::Config(e.to_string()))?;
+        let s = &config.selection;
+        let tasks = select(all, s.limit_tasks, s.sample, s.seed);
+        same_tasks(&config, &tasks)?;
+        let templates = match &config.prompts_dir {
+            Some(dir) => Templates::from_dir(dir)?,
+            None => Templates::default(),
+        };
+        if !config.prompts_hash.is_empty() && templates.hash() != config.prompts_hash {
+            return Err(HarnessError::Config(format!(
+                "the prompt templates ({}) changed since the run started; \
+                 a resumed run must use the same prompts",
+                config
+                    .prompts_dir
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_else(|| "built-in".into())
+            )));
+        }
+        let spec = if config.model_spec.is_empty() {
+            config.model.clone()
+        } else {
+            config.model_spec.clone()
+        };
+        let endpoint = Endpoint {
+            vision: config.vision,
+            ..opts.endpoint
+        };
+        let model = model_for(&spec, &config.generation, &endpoint).await?;
+        let image_name: ImageName = config
+            .strategy
+            .parse()
+            .map_err(|e: String| HarnessError::Config(e))?;
+        let image = ensure_image(image_name).await?;
+        let unconfined = !config.sandbox.confined;
+        let sandbox = open_sandbox(&config.limits, unconfined, &opts.init_binary)?;
+        let finished = journal::compact_for_resume(&dir.join("results.jsonl"))?;
+        Self::assemble(
+            config,
+            dir.to_path_buf(),
+            tasks,
+            finished,
+            model,
+            image,
+            sandbox,
+            templates,
+            unconfined,
+            opts.progress,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        config: RunConfig,
+        dir: PathBuf,
+        tasks: Vec<Task>,
+        finished: HashSet<String>,
+        model: Arc<dyn ModelClient>,
+        image: crate::pyenv::Image,
+        sandbox: Arc<dyn Sandbox>,
+        templates: Templates,
+        unconfined: bool,
+        show_progress: bool,
+    ) -> Result<Run, HarnessError> {
+        let todo: Vec<Task> = tasks
+            .into_iter()
+            .filter(|t| !finished.contains(&t.id))
+            .collect();
+        let progress = Arc::new(Progress::new(
+            config.task_ids.len() as u64,
+            finished.len() as u64,
+            show_progress,
+        ));
+        let journal = Journal::open(&dir.join("results.jsonl"))?;
+        let runner = Runner {
+            spec: Arc::new(KernelSpec {
+                threads: config.limits.threads(),
+                ..KernelSpec::new(image, default_kernel_root())
+            }),
+            kernel_options: KernelOptions::enforcing(&config.limits, !unconfined),
+            config: Arc::new(config),
+            out_dir: dir,
+            model,
+            sandbox,
+            templates: Arc::new(templates),
+            journal: Arc::new(journal),
+            progress: progress.clone(),
+        };
+        Ok(Run {
+            runner: Arc::new(runner),
+            todo,
+            finished: finished.len(),
+            progress,
+        })
+    }
+
+    pub fn config(&self) -> &RunConfig {
+        &self.runner.config
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.runner.out_dir
+    }
+
+    /// Tasks still to run, and tasks already finished (a resumed run).
+    pub fn counts(&self) -> (usize, usize) {
+        (self.todo.len(), self.finished)
+    }
+
+    /// Runs every task still to do, then writes the reports. When `cancel`
+    /// turns true, running tasks are stopped (their kernels killed), the
+    /// reports cover what finished, and the result says `interrupted`.
+    pub async fn execute(self, cancel: watch::Receiver<bool>) -> Result<RunResult, HarnessError> {
+        let Run {
+            runner,
+            todo,
+            progress,
+            ..
+        } = self;
+        let outcome = runner.clone().run_all(todo, cancel).await;
+        progress.finish();
+        let interrupted = match outcome {
+            Ok(()) => false,
+            Err(HarnessError::Interrupted) => true,
+            Err(e) => return Err(e),
+        };
+        let dir = runner.out_dir.clone();
+        let (summary, files) = write_reports(&runner.config, &dir)?;
+        let infra_tasks = summary.infra_error_rate.map_or(0, |r| r.successes as usize);
+        Ok(RunResult {
+            dir,
+            summary,
+            files,
+            interrupted,
+            infra_tasks,
+        })
+    }
+}
+
+/// Rewrites every report of the run in `dir` from its journal.
+pub fn write_reports(
+    config: &RunConfig,
+    dir: &Path,
+) -> Result<(Summary, Vec<PathBuf>), HarnessError> {
+    let records = journal::read(&dir.join("results.jsonl"))?;
+    let summary = report::summarize(config, &records);
+    let files = report::write_all(&summary, dir).map_err(HarnessError::Report)?;
+    Ok((summary, files))
+}
+
+/// A watch that turns true on the first Ctrl-C.
+pub fn cancel_on_ctrl_c() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupted: stopping kernels; continue with --resume");
+            let _ = tx.send(true);
+        }
+    });
+    rx
+}
+
+async fn model_for(
+    spec: &str,
+    generation: &Generation,
+    endpoint: &Endpoint,
+) -> Result<Arc<dyn ModelClient>, HarnessError> {
+    from_spec(spec, generation, endpoint)
+        .await
+        .map_err(|e| match e {
+            ModelError::Config(m) => HarnessError::Config(m),
+            other => HarnessError::Setup(other.to_string()),
+        })
+}
+
+async fn ensure_image(name: ImageName) -> Result<crate::pyenv::Image, HarnessError> {
+    let store = ImageStore::from_env();
+    tokio::task::spawn_blocking(move || store.ensure(name, true))
+        .await
+        .map_err(|e| HarnessError::Setup(e.to_string()))?
+        .map_err(|e| HarnessError::Setup(format!("image {name}: {e}")))
+}
+
+fn open_sandbox(
+    limits: &SandboxLimits,
+    unconfined: bool,
+    init: &Path,
+) -> Result<Arc<dyn Sandbox>, HarnessError> {
+    crate::sandbox::open(limits, unconfined, init.to_path_buf())
+        .map_err(|e| HarnessError::Setup(e.to_string()))
+}
+
+/// A directory that already holds a run is never written into by a new
+/// run: its journal would get a second run's records.
+fn refuse_existing_run(dir: &Path) -> Result<(), HarnessError> {
+    if dir.join("run.json").exists() || dir.join("results.jsonl").exists() {
+        return Err(HarnessError::Config(format!(
+            "{} already holds a run; continue it with `retrace run --resume {}` \
+             or choose another --out",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The spec that rebuilds the model on resume: a replay file by its
+/// absolute path, so the run resumes from any directory.
+fn resumable_spec(spec: &str) -> String {
+    match spec.trim().split_once(':') {
+        Some(("replay", path)) => match std::path::absolute(path.trim()) {
+            Ok(abs) => format!("replay:{}", abs.display()),
+            Err(_) => spec.to_string(),
+        },
+        _ => spec.trim().to_string(),
+    }
+}
+
+fn slug(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// A task's identity for resume: everything that shapes its rounds and
+/// its score, with files by content (not by where they are).
+fn task_hash(task: &Task) -> String {
+    let mut h = Sha256::new();
+    let mut plain = task.clone();
+    plain.files = Vec::new();
+    h.update(serde_json::to_vec(&plain).unwrap_or_default());
+    for f in &task.files {
+        h.update(
+            f.file_name()
+                .map(|n| n.as_encoded_bytes())
+                .unwrap_or_default(),
+        );
+        h.update([0]);
+        match std::fs::read(f) {
+            Ok(bytes) => h.update(Sha256::digest(bytes)),
+            Err(_) => h.update(b"unreadable"),
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// The selection recomputed on resume must be the run's selection, task by
+/// task; anything else names the tasks that differ.
+fn same_tasks(config: &RunConfig, tasks: &[Task]) -> Result<(), HarnessError> {
+    let now: BTreeSet<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    let then: BTreeSet<&str> = config.task_ids.iter().map(String::as_str).collect();
+    let missing: Vec<&str> = then.difference(&now).copied().collect();
+    let added: Vec<&str> = now.difference(&then).copied().collect();
+    let hashes: BTreeMap<&str, String> = tasks
+        .iter()
+        .map(|t| (t.id.as_str(), task_hash(t)))
+        .collect();
+    let changed: Vec<&str> = config
+        .task_hashes
+        .iter()
+        .filter(|(id, h)| hashes.get(id.as_str()).is_some_and(|now| now != *h))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    if missing.is_empty() && added.is_empty() && changed.is_empty() {
+        return Ok(());
+    }
+    let list = |ids: &[&str]| {
+        let shown: Vec<&str> = ids.iter().take(10).copied().collect();
+        let more = ids.len().saturating_sub(shown.len());
+        let mut s = shown.join(", ");
+        if more > 0 {
+            s.push_str(&format!(" and {more} more"));
+        }
+        s
+    };
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("no longer selected: {}", list(&missing)));
+    }
+    if !added.is_empty() {
+        parts.push(format!("newly selected: {}", list(&added)));
+    }
+    if !changed.is_empty() {
+        parts.push(format!("changed since the run started: {}", list(&changed)));
+    }
+    Err(HarnessError::Config(format!(
+        "suite `{}` no longer gives this run's tasks ({}); a resumed run must see the same tasks",
+        config.suite,
+        parts.join("; ")
+    )))
+}

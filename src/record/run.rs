@@ -1,0 +1,100 @@
+//! A run's configuration, written to `run.json` when the run starts and
+//! read back by `--resume`, so a resumed run is the same run.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Generation;
+use crate::repair::FeedbackMode;
+use crate::sandbox::{SandboxInfo, SandboxLimits};
+
+/// Version of the record and summary formats.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// When a task stops before its last round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum StopOn {
+    /// Non-oracle (default): the code ran cleanly and produced an answer
+    /// value of any type; the checker decides correctness afterwards.
+    #[value(name = "clean")]
+    #[serde(alias = "clean_answer")]
+    Clean,
+    /// Every task runs all rounds; after a clean round the model is asked
+    /// to review its answer (intrinsic self-correction).
+    Never,
+    /// Oracle feedback: stop on a correct answer; a clean wrong answer is
+    /// reported as wrong (uses ground truth; labelled everywhere).
+    Correct,
+}
+
+impl StopOn {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopOn::Clean => "clean",
+            StopOn::Never => "never",
+            StopOn::Correct => "correct",
+        }
+    }
+}
+
+/// Which tasks of the suite, reproducibly.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    pub limit_tasks: Option<usize>,
+    pub sample: Option<usize>,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub retrace_version: String,
+    pub created: String,
+    /// Where the run was created; a resumed run uses the directory it is
+    /// given, whatever this says.
+    pub out_dir: PathBuf,
+    pub suite: String,
+    pub selection: Selection,
+    pub task_ids: Vec<String>,
+    /// sha256 of each selected task as loaded (question, files' contents,
+    /// expected, reference): a resume refuses a changed dataset.
+    #[serde(default)]
+    pub task_hashes: BTreeMap<String, String>,
+    /// Rounds are 0..=rounds.
+    pub rounds: u32,
+    pub stop_on: StopOn,
+    #[serde(default)]
+    pub feedback: FeedbackMode,
+    pub concurrency: usize,
+    /// The model as recorded (`local:<name>`, `openai:<model>`, ...).
+    pub model: String,
+    /// The `--model` value that builds the client again on resume.
+    #[serde(default)]
+    pub model_spec: String,
+    pub synthetic_model: bool,
+    /// What the model client says about itself (for a local model: the
+    /// file's sha256, the server version).
+    #[serde(default)]
+    pub model_info: serde_json::Value,
+    pub generation: Generation,
+    /// Failing rounds' plots are sent to the model as images.
+    #[serde(default)]
+    pub vision: bool,
+    /// How packages reach the kernel: the image name.
+    pub strategy: String,
+    pub image_lock_hash: String,
+    pub limits: SandboxLimits,
+    pub sandbox: SandboxInfo,
+    /// Characters of feedback per repair message.
+    pub feedback_budget: usize,
+    /// `--prompts DIR`, when the templates were overridden.
+    #[serde(default)]
+    pub prompts_dir: Option<PathBuf>,
+    /// sha256 over every template's name and text as used.
+    #[serde(default)]
+    pub prompts_hash: String,
+}

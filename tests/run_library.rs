@@ -1,0 +1,285 @@
+//! The run as a library, driven in-process: real confined kernels, the
+//! journal, stop rules, resume, and what reaches a model's endpoint.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::scripted_http::{ok, Server};
+use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
+use retrace::model::spec::Endpoint;
+use retrace::model::Generation;
+use retrace::pyenv::ImageName;
+use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, Selection, StopOn};
+use retrace::sandbox::SandboxLimits;
+use retrace::task::load::{datasets_dir, load_suite};
+
+fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
+    common::image(ImageName::Fat);
+    RunOptions {
+        suite: suite.into(),
+        datasets: datasets_dir(),
+        selection: Selection::default(),
+        model: model.into(),
+        endpoint: Endpoint::default(),
+        generation: Generation {
+            max_retries: 0,
+            ..Generation::default()
+        },
+        rounds: 2,
+        stop_on: StopOn::Clean,
+        feedback: FeedbackMode::Parsed,
+        feedback_budget: 4000,
+        concurrency: 2,
+        image: ImageName::Fat,
+        limits: SandboxLimits::default(),
+        unconfined: false,
+        out: Some(out.to_path_buf()),
+        prompts: None,
+        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
+        progress: false,
+    }
+}
+
+async fn run(opts: RunOptions) -> RunResult {
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    Run::create(opts)
+        .await
+        .expect("run created")
+        .execute(rx)
+        .await
+        .expect("run executed")
+}
+
+fn records(dir: &Path) -> Vec<AttemptRecord> {
+    retrace::harness::journal::read(&dir.join("results.jsonl")).unwrap()
+}
+
+/// A small suite of our own, in a temporary directory.
+fn suite(dir: &Path, tasks: &[(&str, &str, f64)]) -> String {
+    let path = dir.join("tiny.jsonl");
+    let lines: Vec<String> = tasks
+        .iter()
+        .map(|(id, q, v)| {
+            serde_json::json!({
+                "id": id, "question": q,
+                "expected": {"type": "number", "value": v},
+                "reference": format!("answer = {v}"),
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path.display().to_string()
+}
+
+fn replay(dir: &Path, replies: &[(&str, u32, &str)]) -> String {
+    let path = dir.join("replies.jsonl");
+    let lines: Vec<String> = replies
+        .iter()
+        .map(|(t, r, code)| {
+            serde_json::json!({"task_id": t, "round": r, "reply": format!("```python\n{code}\n```")})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    format!("replay:{}", path.display())
+}
+
+/// Requests to a model carry the conversation only: no reference solution,
+/// no expected value, no task id reaches the wire.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_ground_truth_reaches_the_endpoint() {
+    let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options("math", "openai:captured", &dir.path().join("run"));
+    opts.endpoint = Endpoint {
+        base_url: Some(server.base_url()),
+        api_key: Some("test".into()),
+        vision: false,
+    };
+    opts.selection = Selection {
+        limit_tasks: Some(8),
+        ..Default::default()
+    };
+    opts.stop_on = StopOn::Never;
+    opts.rounds = 1;
+    let result = run(opts).await;
+    assert_eq!(result.summary.tasks, 8);
+    assert_eq!(result.infra_tasks, 0);
+
+    let bodies: Vec<String> = server.requests().into_iter().map(|s| s.body).collect();
+    assert_eq!(bodies.len(), 16, "two rounds of eight tasks");
+    let tasks = load_suite("math", &datasets_dir()).unwrap();
+    for task in tasks.iter().take(8) {
+        let reference = task.reference.as_deref().unwrap();
+        let expected = serde_json::to_string(&task.expected).unwrap();
+        for body in &bodies {
+            // Bodies are JSON: compare against the JSON-escaped forms too.
+            let escaped = serde_json::to_string(reference).unwrap();
+            let escaped = escaped.trim_matches('"');
+            assert!(
+                !body.contains(escaped),
+                "{}: reference on the wire",
+                task.id
+            );
+            assert!(
+                !body.contains(&expected),
+                "{}: expected on the wire",
+                task.id
+            );
+            assert!(
+                !body.contains(&format!("\"{}\"", task.id)),
+                "task id on the wire"
+            );
+        }
+    }
+}
+
+/// Under `never`, a replayed model that is right at round 0, keeps it at
+/// round 1 and breaks it at round 2 regresses; every round runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_right_answer_is_a_regression() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = suite(
+        dir.path(),
+        &[
+            ("t1", "What is 6 times 7?", 42.0),
+            ("t2", "What is 2 plus 2?", 4.0),
+        ],
+    );
+    let model = replay(
+        dir.path(),
+        &[
+            ("t1", 0, "answer = 6 * 7"),
+            ("t1", 1, "answer = 42"),
+            ("t1", 2, "answer = 41"),
+            ("t2", 0, "answer = 5"),
+            ("t2", 1, "answer = 2 + 2"),
+            ("t2", 2, "answer = 4"),
+        ],
+    );
+    let mut opts = options(&suite, &model, &dir.path().join("run"));
+    opts.stop_on = StopOn::Never;
+    let result = run(opts).await;
+    let s = &result.summary;
+    let acc: Vec<u64> = s.accuracy_by_round.iter().map(|r| r.successes).collect();
+    assert_eq!(acc, [1, 2, 1]);
+    let reg = s.regression_rate.unwrap();
+    assert_eq!((reg.successes, reg.n), (1, 1));
+    let rec = s.recovery_rate.unwrap();
+    assert_eq!((rec.successes, rec.n), (1, 1));
+    let recs = records(&result.dir);
+    assert_eq!(recs.len(), 6, "never stops early");
+    let reviews = recs
+        .iter()
+        .filter(|r| r.feedback_kind == Some(FeedbackKind::Review))
+        .count();
+    assert_eq!(reviews, 4);
+    assert_eq!(s.reviews.right_to_wrong, 1);
+    assert_eq!(s.reviews.wrong_to_right, 1);
+}
+
+/// Under `clean`, a clean answer of the wrong type still stops the task
+/// (the checker alone judges it); an answer from an earlier round is not
+/// this round's answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn clean_stops_on_any_value_and_answers_are_per_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = suite(
+        dir.path(),
+        &[
+            ("t1", "What is 6 times 7?", 42.0),
+            ("t2", "What is 2 plus 2?", 4.0),
+        ],
+    );
+    let model = replay(
+        dir.path(),
+        &[
+            ("t1", 0, "answer = 'Central'"),
+            ("t2", 0, "answer = 4\nraise ValueError('late')"),
+            ("t2", 1, "x = 1"),
+            ("t2", 2, "print('the result is', 2 + 3)"),
+        ],
+    );
+    let result = run(options(&suite, &model, &dir.path().join("run"))).await;
+    let recs = records(&result.dir);
+    let t1: Vec<&AttemptRecord> = recs.iter().filter(|r| r.task_id == "t1").collect();
+    assert_eq!(t1.len(), 1, "a clean wrong-typed answer stops the task");
+    assert!(t1[0].answered && !t1[0].correct && !t1[0].parsed);
+    let t2: Vec<&AttemptRecord> = recs.iter().filter(|r| r.task_id == "t2").collect();
+    assert_eq!(t2.len(), 3);
+    assert_eq!(t2[0].feedback_kind, Some(FeedbackKind::Error));
+    // Round 1 assigned no answer and printed nothing: the 4 left in the
+    // kernel by round 0 is not its answer.
+    assert!(!t2[1].answered, "stale answer read: {:?}", t2[1].check);
+    assert_eq!(t2[1].feedback_kind, Some(FeedbackKind::NoAnswer));
+    assert!(!t2[1].correct);
+    // Round 2 printed its result: read from its own output, and wrong.
+    assert!(t2[2].answered);
+    assert!(!t2[2].correct);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = suite(
+        dir.path(),
+        &[
+            ("t1", "What is 6 times 7?", 42.0),
+            ("t2", "What is 2 plus 2?", 4.0),
+        ],
+    );
+    let model = replay(
+        dir.path(),
+        &[("t1", 0, "answer = 42"), ("t2", 0, "answer = 4")],
+    );
+    let first = dir.path().join("first");
+    run(options(&suite, &model, &first)).await;
+    let before = records(&first).len();
+
+    let again = match Run::create(options(&suite, &model, &first)).await {
+        Ok(_) => panic!("a second run was created in an existing run directory"),
+        Err(e) => e,
+    };
+    assert!(again.is_usage());
+    let msg = again.to_string();
+    assert!(msg.contains("--resume"), "{msg}");
+    assert_eq!(records(&first).len(), before, "nothing appended");
+
+    // A moved run resumes where it is, replay model included.
+    let moved = dir.path().join("moved");
+    std::fs::rename(&first, &moved).unwrap();
+    std::fs::remove_file(moved.join("summary.json")).unwrap();
+    let resume = ResumeOptions {
+        endpoint: Endpoint::default(),
+        datasets: datasets_dir(),
+        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
+        progress: false,
+    };
+    let run = Run::resume(&moved, resume.clone()).await.unwrap();
+    assert_eq!(run.counts(), (0, 2));
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let result = run.execute(rx).await.unwrap();
+    assert_eq!(result.dir, moved);
+    assert!(moved.join("summary.json").exists());
+    assert!(!first.exists(), "nothing written where the run used to be");
+    assert_eq!(result.summary.accuracy_by_round[0].successes, 2);
+
+    // A changed dataset is refused, naming the tasks.
+    let path = suite.clone();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("6 times 7", "six times seven")).unwrap();
+    let err = match Run::resume(&moved, resume.clone()).await {
+        Ok(_) => panic!("resumed over a changed dataset"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("changed") && err.contains("t1"), "{err}");
+    let first_line = text.lines().next().unwrap().to_string();
+    std::fs::write(&path, format!("{first_line}\n")).unwrap();
+    let err = match Run::resume(&moved, resume).await {
+        Ok(_) => panic!("resumed over a changed selection"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("t2"), "{err}");
+}
