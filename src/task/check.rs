@@ -84,7 +84,8 @@ pub fn check(expected: &Expected, answer: Option<&str>, stdout: &str) -> Check {
     match expected {
         Expected::Multi { answers } => check_multi(answers, answer, stdout),
         _ => {
-            let v = judge(expected, answer);
+            let single = answer.and_then(single_named_value);
+            let v = judge(expected, single.as_deref().or(answer));
             Check {
                 correct: v.correct,
                 parsed: v.parsed,
@@ -1155,6 +1156,42 @@ pub fn find_tagged(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The entries of a dict literal (`{'@mean': 2.5, "n": 3}`), keys without
+/// their quotes and without a leading `@`; `None` when `text` is not one.
+fn dict_entries(text: &str) -> Option<Vec<(String, String)>> {
+    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+    let mut out = Vec::new();
+    for item in split_top_level(inner, ',') {
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let (key, rest) = read_string(item)?;
+        let value = rest.trim_start().strip_prefix(':')?.trim();
+        out.push((key.trim_start_matches('@').to_string(), value.to_string()));
+    }
+    Some(out)
+}
+
+/// A single answer given in a named form, read as the answer: one
+/// `@name[value]` (the multi-answer form used on a single answer) or a
+/// dict with one entry. `None` when the answer is not in such a form.
+fn single_named_value(answer: &str) -> Option<String> {
+    let trimmed = answer.trim();
+    if trimmed.starts_with('@') {
+        let tagged = find_tagged(trimmed);
+        if let [(name, value)] = tagged.as_slice() {
+            if trimmed.len() == name.len() + value.len() + 3 {
+                return Some(value.clone());
+            }
+        }
+    }
+    match dict_entries(trimmed)?.as_slice() {
+        [(_, value)] => Some(value.clone()),
+        _ => None,
+    }
+}
+
 fn check_multi(
     answers: &std::collections::BTreeMap<String, Expected>,
     answer: Option<&str>,
@@ -1163,6 +1200,8 @@ fn check_multi(
     let mut found: Vec<(String, String)> = find_tagged(stdout);
     if let Some(a) = answer {
         found.extend(find_tagged(a));
+        // `answer = {"@name": value, ...}` (with or without the `@`).
+        found.extend(dict_entries(a).unwrap_or_default());
     }
     let lookup = |name: &str| -> Option<&String> {
         found
@@ -1258,6 +1297,49 @@ mod tests {
 
     fn pct(value: f64) -> Expected {
         number(value, Some(1e-6), None, true)
+    }
+
+    #[test]
+    fn a_single_answer_in_a_named_form_is_read_as_the_answer() {
+        let c = check(&num(20.0), Some("@total_windows[20]"), "");
+        assert!(c.correct && c.parsed, "{c:?}");
+        let c = check(&num(20.0), Some("{'total': 20}"), "");
+        assert!(c.correct, "{c:?}");
+        let c = check(&num(20.0), Some("{\"@total\": 20.0}"), "");
+        assert!(c.correct, "{c:?}");
+        // Two named values are not one answer; neither is text around a tag.
+        assert!(!check(&num(20.0), Some("{'a': 20, 'b': 3}"), "").correct);
+        let c = check(&num(20.0), Some("@a[20] and @b[3]"), "");
+        assert!(!c.correct, "{c:?}");
+        let text: Expected =
+            serde_json::from_value(serde_json::json!({"type": "text", "value": "Central"}))
+                .unwrap();
+        assert!(check(&text, Some("@region[Central]"), "").correct);
+    }
+
+    #[test]
+    fn a_multi_answer_may_be_a_dict() {
+        let multi = Expected::Multi {
+            answers: BTreeMap::from([
+                ("p_value".to_string(), num_tol(0.03, Some(0.005), None)),
+                (
+                    "region".to_string(),
+                    serde_json::from_value(serde_json::json!({"type": "text", "value": "North"}))
+                        .unwrap(),
+                ),
+            ]),
+        };
+        let c = check(&multi, Some("{'@p_value': 0.031, '@region': 'North'}"), "");
+        assert!(c.correct, "{c:?}");
+        let c = check(
+            &multi,
+            Some("{\"p_value\": 0.03, \"region\": \"North\"}"),
+            "",
+        );
+        assert!(c.correct, "{c:?}");
+        let c = check(&multi, Some("{'p_value': 0.5, 'region': 'North'}"), "");
+        assert!(!c.correct && c.parsed);
+        assert_eq!(c.parts.iter().filter(|p| p.correct).count(), 1);
     }
 
     fn text(value: &str) -> Expected {
