@@ -308,3 +308,132 @@ fn every_builtin_reference_validates() {
         assert!(stdout.contains("references check correct"));
     }
 }
+
+fn tiny_suite(dir: &Path, ids: &[&str]) -> String {
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({
+                "id": id, "question": format!("What is 6 times 7? ({id})"),
+                "expected": {"type": "number", "value": 42},
+                "reference": "answer = 6 * 7",
+            })
+            .to_string()
+        })
+        .collect();
+    let path = dir.join("tiny.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn infrastructure_errors_exit_3_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = tiny_suite(dir.path(), &["a", "b"]);
+    // A port nothing listens on: every request fails at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let args = |out: &str, allowed: &str| {
+        vec![
+            "run".to_string(),
+            "--suite".into(),
+            suite.clone(),
+            "--model".into(),
+            "openai:down".into(),
+            "--base-url".into(),
+            url.clone(),
+            "--api-key".into(),
+            "none".into(),
+            "--max-retries".into(),
+            "0".into(),
+            "--max-infra-errors".into(),
+            allowed.into(),
+            "--out".into(),
+            dir.path().join(out).display().to_string(),
+        ]
+    };
+    let strict: Vec<String> = args("strict", "0");
+    let o = retrace(&strict.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s = summary(&dir.path().join("strict"));
+    assert_eq!(
+        s["infra_error_rate"]["successes"], 2,
+        "reports are written: {s}"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-infra-errors"));
+
+    let lenient: Vec<String> = args("lenient", "2");
+    let o = retrace(&lenient.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn ctrl_c_exits_130_and_the_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = tiny_suite(dir.path(), &["a", "b", "c", "d"]);
+    let replies: Vec<String> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|id| {
+            serde_json::json!({"task_id": id, "round": 0,
+                "reply": "```python\nimport time\ntime.sleep(2)\nanswer = 42\n```"})
+            .to_string()
+        })
+        .collect();
+    let replay = dir.path().join("replies.jsonl");
+    std::fs::write(&replay, replies.join("\n") + "\n").unwrap();
+    let out = dir.path().join("run");
+    common::image(ImageName::Fat);
+    let child = Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args([
+            "run",
+            "--suite",
+            &suite,
+            "--model",
+            &format!("replay:{}", replay.display()),
+            "--concurrency",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the first task is recorded.
+    let journal = out.join("results.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while std::fs::read_to_string(&journal).map_or(0, |t| t.lines().count()) < 1 {
+        assert!(std::time::Instant::now() < deadline, "no record appeared");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("--resume"), "{err}");
+    let done = records(&out).len();
+    assert!(
+        (1..4).contains(&done),
+        "{done} tasks recorded before Ctrl-C"
+    );
+
+    let o = retrace(&["run", "--resume", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_consistent(&records(&out), 4);
+    assert_eq!(accuracy(&summary(&out), 0), 1.0);
+}
