@@ -25,7 +25,8 @@ pub struct RunArgs {
     /// Suite: `math`, `tabular`, `packages`, or a path to a .jsonl file or directory.
     #[arg(long, default_value = "math")]
     pub suite: String,
-    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`, `replay:<file>`.
+    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`, `oracle:wrong`,
+    /// `replay:<file>`.
     #[arg(long, default_value = "local")]
     pub model: String,
     /// Repair rounds after the first attempt (rounds are 0..=K).
@@ -147,6 +148,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
             .map(|c| &c.generation)
             .unwrap_or(&generation),
         &endpoint,
+        &tasks,
     )
     .await
     .map_err(|e| match e {

@@ -163,9 +163,7 @@ impl Runner {
             rec.prompt = std::mem::take(&mut pending);
             let request = ChatRequest {
                 messages: conversation.clone(),
-                task_id: task.id.clone(),
                 round,
-                reference: task.reference.clone(),
             };
             let reply = match self.model.chat(&request).await {
                 Ok(reply) => reply,
