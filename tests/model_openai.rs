@@ -43,9 +43,7 @@ fn request() -> ChatRequest {
             Message::text(Role::System, "You write Python."),
             Message::text(Role::User, "Compute 6 * 7."),
         ],
-        task_id: "t1".into(),
         round: 0,
-        reference: None,
     }
 }
 

@@ -21,7 +21,8 @@ pub struct RunArgs {
     /// Suite: `math`, `tabular`, `packages`, or a path to a .jsonl file or directory.
     #[arg(long, default_value = "math")]
     pub suite: String,
-    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`, `replay:<file>`.
+    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`, `oracle:wrong`,
+    /// `replay:<file>`.
     #[arg(long, default_value = "local")]
     pub model: String,
     /// Repair rounds after the first attempt (rounds are 0..=K).

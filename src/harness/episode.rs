@@ -106,8 +106,6 @@ impl<'a> Episode<'a> {
         let request = ChatRequest {
             messages: self.conversation.clone(),
             round,
-            task_id: self.task.id.clone(),
-            reference: self.task.reference.clone(),
         };
         let reply = match self.runner.model.chat(&request).await {
             Ok(reply) => reply,

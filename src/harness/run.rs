@@ -105,7 +105,7 @@ impl Run {
             Some(dir) => Templates::from_dir(dir)?,
             None => Templates::default(),
         };
-        let model = model_for(&opts.model, &opts.generation, &opts.endpoint).await?;
+        let model = model_for(&opts.model, &opts.generation, &opts.endpoint, &tasks).await?;
         let image = ensure_image(opts.image).await?;
         let sandbox = open_sandbox(&opts.limits, opts.unconfined, &opts.init_binary)?;
 
@@ -215,7 +215,7 @@ impl Run {
             vision: config.vision,
             ..opts.endpoint
         };
-        let model = model_for(&spec, &config.generation, &endpoint).await?;
+        let model = model_for(&spec, &config.generation, &endpoint, &tasks).await?;
         let image_name: ImageName = config
             .strategy
             .parse()
@@ -349,12 +349,15 @@ pub fn cancel_on_ctrl_c() -> watch::Receiver<bool> {
     rx
 }
 
+/// The model client. Synthetic models (oracle, replay) get the tasks, with
+/// their references, here and only here: requests never carry them.
 async fn model_for(
     spec: &str,
     generation: &Generation,
     endpoint: &Endpoint,
+    tasks: &[Task],
 ) -> Result<Arc<dyn ModelClient>, HarnessError> {
-    from_spec(spec, generation, endpoint)
+    from_spec(spec, generation, endpoint, tasks)
         .await
         .map_err(|e| match e {
             ModelError::Config(m) => HarnessError::Config(m),

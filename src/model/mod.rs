@@ -1,13 +1,19 @@
 //! Models: anything that answers a chat. `openai:<model>` talks to any
-//! OpenAI-compatible endpoint; `oracle` and `oracle:faults` are
-//! deterministic stand-ins built from reference solutions (labelled as such
-//! everywhere); `replay:<file>` replays recorded replies.
+//! OpenAI-compatible endpoint; `oracle`, `oracle:faults` and `oracle:wrong`
+//! are deterministic stand-ins built from the tasks' reference solutions
+//! (labelled as such everywhere); `replay:<file>` replays recorded replies.
+//!
+//! A request carries the conversation and the round only: no task id, no
+//! reference, no expected value. Synthetic models are given the tasks when
+//! they are built and recognise the task from the conversation
+//! ([`task_index::TaskIndex`]), so ground truth never travels with a request.
 
 pub mod local;
 pub mod openai;
 pub mod oracle;
 pub mod replay;
 pub mod spec;
+pub mod task_index;
 
 use std::time::Duration;
 
@@ -61,14 +67,58 @@ impl Message {
     }
 }
 
-/// What the harness asks. `task_id`, `round` and `reference` let the
-/// deterministic models answer; real models only see `messages`.
+/// The text that begins the review prompt (`prompts/review.md`), shown
+/// after a clean round under the `never` stop rule. Synthetic models
+/// recognise a review by it.
+pub const REVIEW_MARKER: &str = "Review your answer";
+
+/// The token a model puts in its reply to a review prompt to keep its
+/// answer instead of sending new code.
+pub const KEEP_TOKEN: &str = "KEEP_ANSWER";
+
+/// What the harness asks: the conversation so far and the round number
+/// (0 for the first attempt). Nothing else: the model is a solver and gets
+/// no ground truth.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     pub messages: Vec<Message>,
-    pub task_id: String,
     pub round: u32,
-    pub reference: Option<String>,
+}
+
+impl ChatRequest {
+    /// The text of the first user message (the task prompt).
+    pub fn first_user_text(&self) -> Option<String> {
+        self.messages
+            .iter()
+            .find(|m| m.role == Role::User)
+            .map(Message::joined_text)
+    }
+
+    /// The text of the last user message (the feedback or review prompt).
+    pub fn last_user_text(&self) -> Option<String> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(Message::joined_text)
+    }
+
+    /// The text of the last assistant message (the previous reply).
+    pub fn last_assistant_text(&self) -> Option<String> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(Message::joined_text)
+    }
+
+    /// Whether the last user message is a review prompt.
+    pub fn is_review(&self) -> bool {
+        self.round > 0
+            && self
+                .last_user_text()
+                .is_some_and(|t| t.trim_start().starts_with(REVIEW_MARKER))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,10 +136,15 @@ pub struct Reply {
     pub latency_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
-    /// What a synthetic model did on purpose (the fault `oracle:faults`
-    /// injected); `None` for real models.
+    /// The kind of fault in this reply's code, from a synthetic model
+    /// (`oracle:faults`: injected at round 0, resent while the feedback
+    /// lacks what a repair needs), e.g. `undefined_name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// What a synthetic model did this round, in words (e.g. "repaired: the
+    /// feedback names NameError and the failing line").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Why no reply could be had. Always an infrastructure failure, never a
@@ -102,6 +157,9 @@ pub enum ModelError {
     InvalidReply(String),
     #[error("no recorded reply for task {task_id} round {round}")]
     NoRecording { task_id: String, round: u32 },
+    /// A synthetic model could not tell which task a conversation is about.
+    #[error("{0}")]
+    UnknownTask(String),
     #[error("{0}")]
     Config(String),
     /// The harness could not provide the model (the local model failed to

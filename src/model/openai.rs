@@ -318,6 +318,7 @@ impl ModelClient for OpenAiClient {
                         latency_ms: started.elapsed().as_secs_f64() * 1000.0,
                         finish_reason: parts.finish_reason,
                         fault: None,
+                        note: None,
                     })
                 }
                 Step::Invalid(message) => {
@@ -697,9 +698,7 @@ mod tests {
                     ],
                 },
             ],
-            task_id: "t".into(),
             round: 1,
-            reference: None,
         };
         let with = OpenAiClient::new(settings(true), gen.clone()).unwrap();
         assert_eq!(with.base_url(), "http://127.0.0.1:1/v1");

@@ -5,6 +5,9 @@
 //! `reply`, and `reply` may also be an object with a `text` field (a
 //! recorded [`Reply`]); other fields are ignored. Blank lines are skipped; a
 //! later line for the same (task, round) replaces an earlier one.
+//!
+//! Requests carry no task id: the task is recognised from the conversation
+//! by its question ([`TaskIndex`]), among the tasks the replay is built with.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,12 +15,15 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
+use super::task_index::TaskIndex;
 use super::{ChatRequest, ModelClient, ModelError, Reply, Usage};
+use crate::task::Task;
 
 #[derive(Debug, Clone)]
 pub struct Replay {
     path: PathBuf,
     replies: HashMap<(String, u32), String>,
+    index: TaskIndex,
 }
 
 #[derive(Deserialize)]
@@ -38,16 +44,23 @@ enum Recorded {
 }
 
 impl Replay {
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+    /// Recordings from `path`, answering for `tasks`.
+    pub fn load(path: impl AsRef<Path>, tasks: &[Task]) -> Result<Self, ModelError> {
         let path = path.as_ref();
         let content = std::fs::read_to_string(path).map_err(|e| {
             ModelError::Config(format!("replay: cannot read {}: {e}", path.display()))
         })?;
-        Self::parse(path, &content)
+        Self::parse(path, &content, tasks)
     }
 
-    /// Parse recordings; `path` is only used in messages and the name.
-    pub fn parse(path: impl AsRef<Path>, content: &str) -> Result<Self, ModelError> {
+    /// Parse recordings; `path` is only used in messages and the name. Two
+    /// tasks with the same question must have the same recordings (or be
+    /// told apart by their input files).
+    pub fn parse(
+        path: impl AsRef<Path>,
+        content: &str,
+        tasks: &[Task],
+    ) -> Result<Self, ModelError> {
         let path = path.as_ref();
         let mut replies = HashMap::new();
         for (index, raw) in content.lines().enumerate() {
@@ -70,9 +83,21 @@ impl Replay {
             };
             replies.insert((line.task_id, line.round), text);
         }
+        let recorded = |id: &str| {
+            let mut r: Vec<(u32, &String)> = replies
+                .iter()
+                .filter(|((t, _), _)| t == id)
+                .map(|((_, round), text)| (*round, text))
+                .collect();
+            r.sort();
+            r
+        };
+        let name = format!("replay:{}", file_label(path));
+        let index = TaskIndex::new(&name, tasks, |a, b| recorded(&a.id) == recorded(&b.id))?;
         Ok(Replay {
             path: path.to_path_buf(),
             replies,
+            index,
         })
     }
 
@@ -88,12 +113,7 @@ impl Replay {
 #[async_trait::async_trait]
 impl ModelClient for Replay {
     fn name(&self) -> String {
-        let file = self
-            .path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_else(|| self.path.display().to_string());
-        format!("replay:{file}")
+        format!("replay:{}", file_label(&self.path))
     }
 
     fn is_synthetic(&self) -> bool {
@@ -106,11 +126,12 @@ impl ModelClient for Replay {
 
     async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError> {
         let started = Instant::now();
+        let task_id = self.index.identify(&self.name(), request)?;
         let text = self
             .replies
-            .get(&(request.task_id.clone(), request.round))
+            .get(&(task_id.to_string(), request.round))
             .ok_or_else(|| ModelError::NoRecording {
-                task_id: request.task_id.clone(),
+                task_id: task_id.to_string(),
                 round: request.round,
             })?;
         Ok(Reply {
@@ -120,21 +141,63 @@ impl ModelClient for Replay {
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
             finish_reason: None,
             fault: None,
+            note: None,
         })
     }
+}
+
+fn file_label(path: &Path) -> String {
+    path.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Message, Role};
+    use crate::task::Expected;
 
-    fn request(task: &str, round: u32) -> ChatRequest {
-        ChatRequest {
-            messages: vec![],
-            task_id: task.into(),
-            round,
+    fn task(id: &str, question: &str) -> Task {
+        Task {
+            id: id.into(),
+            question: question.into(),
+            files: vec![],
+            expected: Expected::Text {
+                value: "x".into(),
+                case_sensitive: false,
+            },
             reference: None,
+            packages: vec![],
+            tags: vec![],
         }
+    }
+
+    /// Tasks `a` and `b`, and `b`'s question extended as `ab`.
+    fn tasks() -> Vec<Task> {
+        vec![
+            task("a", "Question A: how many?"),
+            task("b", "Question B"),
+            task("ab", "Question B, and then some"),
+        ]
+    }
+
+    /// The conversation of `task` at `round`, as the harness builds it.
+    fn request(task: &str, round: u32) -> ChatRequest {
+        let question = tasks()
+            .into_iter()
+            .find(|t| t.id == task)
+            .map(|t| t.question)
+            .unwrap();
+        let mut messages = vec![
+            Message::text(Role::System, "You write Python."),
+            Message::text(Role::User, format!("{question}\n\nFiles: (none)")),
+        ];
+        for _ in 0..round {
+            messages.push(Message::text(Role::Assistant, "```python\nx\n```"));
+            messages.push(Message::text(Role::User, "Question A: how many? failed"));
+        }
+        ChatRequest { messages, round }
     }
 
     #[tokio::test]
@@ -155,7 +218,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let replay = Replay::load(&path).unwrap();
+        let replay = Replay::load(&path, &tasks()).unwrap();
         assert_eq!(replay.name(), "replay:recorded.jsonl");
         assert!(replay.is_synthetic());
         assert_eq!(replay.len(), 3);
@@ -171,6 +234,32 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // `ab` contains `b`'s question: the longer question is the task.
+        match replay.chat(&request("ab", 0)).await {
+            Err(ModelError::NoRecording { task_id, round }) => {
+                assert_eq!((task_id.as_str(), round), ("ab", 0))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn same_question_needs_the_same_recordings() {
+        let twins = [task("x1", "Same question"), task("x2", "Same question")];
+        let same = "{\"task_id\": \"x1\", \"round\": 0, \"reply\": \"r\"}\n\
+                    {\"task_id\": \"x2\", \"round\": 0, \"reply\": \"r\"}\n";
+        let replay = Replay::parse("twins.jsonl", same, &twins).unwrap();
+        assert_eq!(replay.len(), 2);
+        let differ = same.replace("\"r\"}\n{", "\"s\"}\n{");
+        match Replay::parse("twins.jsonl", &differ, &twins) {
+            Err(ModelError::Config(m)) => {
+                assert!(
+                    m.contains("x1") && m.contains("x2") && m.contains("twins.jsonl"),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -178,20 +267,23 @@ mod tests {
         let err = Replay::parse(
             "rec.jsonl",
             "{\"task_id\": \"a\", \"round\": 0, \"reply\": \"x\"}\n{not json\n",
+            &[],
         )
         .unwrap_err();
         let message = err.to_string();
         assert!(message.contains("rec.jsonl:2"), "{message}");
-        let err = Replay::parse("rec.jsonl", "{\"task_id\": \"a\", \"round\": 0}\n").unwrap_err();
+        let err =
+            Replay::parse("rec.jsonl", "{\"task_id\": \"a\", \"round\": 0}\n", &[]).unwrap_err();
         assert!(err.to_string().contains("rec.jsonl:1"), "{err}");
         let err = Replay::parse(
             "rec.jsonl",
             "{\"task_id\": \"a\", \"round\": -1, \"reply\": \"\"}",
+            &[],
         )
         .unwrap_err();
         assert!(err.to_string().contains("rec.jsonl:1"), "{err}");
         assert!(matches!(
-            Replay::load("/nonexistent/replay.jsonl"),
+            Replay::load("/nonexistent/replay.jsonl", &[]),
             Err(ModelError::Config(_))
         ));
     }

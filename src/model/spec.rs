@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use super::local::{self, LocalModel};
 use super::openai::{OpenAiClient, OpenAiSettings};
-use super::oracle::Oracle;
+use super::oracle::{Oracle, OracleKind};
 use super::replay::Replay;
 use super::{Generation, ModelClient, ModelError};
+use crate::task::Task;
 
 /// Where an `openai:` model lives (from `--base-url`, `--api-key` and the
 /// vision flag); `None` falls back to `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
@@ -18,16 +19,20 @@ pub struct Endpoint {
 }
 
 pub const VALID_SPECS: &str =
-    "openai:<model>, oracle, oracle:faults, replay:<path.jsonl>, local, local:<name>";
+    "openai:<model>, oracle, oracle:faults, oracle:wrong, replay:<path.jsonl>, local, local:<name>";
 
-/// `openai:<model>` | `oracle` | `oracle:faults` | `replay:<path>` |
-/// `local[:smollm2-135m-instruct]`. Async because `local` prepares the model
-/// on first use (with progress on stderr) and starts its server, which the
-/// returned client owns.
+/// `openai:<model>` | `oracle` | `oracle:faults` | `oracle:wrong` |
+/// `replay:<path>` | `local[:smollm2-135m-instruct]`. The synthetic models
+/// (oracles, replay) are built from `tasks`, the tasks of the run: they
+/// recognise each task from its conversation, since requests carry no task
+/// id or reference. Async because `local` prepares the model on first use
+/// (with progress on stderr) and starts its server, which the returned
+/// client owns.
 pub async fn from_spec(
     spec: &str,
     generation: &Generation,
     endpoint: &Endpoint,
+    tasks: &[Task],
 ) -> Result<Arc<dyn ModelClient>, ModelError> {
     let spec = spec.trim();
     let (kind, arg) = match spec.split_once(':') {
@@ -50,9 +55,12 @@ pub async fn from_spec(
         ("openai", _) => Err(ModelError::Config(
             "`openai` needs a model name: openai:<model>".into(),
         )),
-        ("oracle", None) => Ok(Arc::new(Oracle { faults: false })),
-        ("oracle", Some("faults")) => Ok(Arc::new(Oracle { faults: true })),
-        ("replay", Some(path)) if !path.trim().is_empty() => Ok(Arc::new(Replay::load(path)?)),
+        ("oracle", None) => Ok(Arc::new(Oracle::new(OracleKind::Reference, tasks)?)),
+        ("oracle", Some("faults")) => Ok(Arc::new(Oracle::new(OracleKind::Faults, tasks)?)),
+        ("oracle", Some("wrong")) => Ok(Arc::new(Oracle::new(OracleKind::Wrong, tasks)?)),
+        ("replay", Some(path)) if !path.trim().is_empty() => {
+            Ok(Arc::new(Replay::load(path, tasks)?))
+        }
         ("replay", _) => Err(ModelError::Config(
             "`replay` needs a file: replay:<path.jsonl>".into(),
         )),
@@ -80,7 +88,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(from_spec(spec, &Generation::default(), &endpoint))
+        runtime.block_on(from_spec(spec, &Generation::default(), &endpoint, &[]))
     }
 
     fn config_error(spec: &str) -> String {
@@ -104,6 +112,7 @@ mod tests {
         );
         assert_eq!(parse("oracle").unwrap().name(), "oracle");
         assert_eq!(parse(" oracle:faults ").unwrap().name(), "oracle:faults");
+        assert_eq!(parse("oracle:wrong").unwrap().name(), "oracle:wrong");
         assert!(parse("oracle").unwrap().is_synthetic());
 
         let dir = tempfile::tempdir().unwrap();

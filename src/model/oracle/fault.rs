@@ -1,0 +1,809 @@
+//! The fault injector of `oracle:faults`: exactly one fault per task,
+//! chosen by a stable hash of the task id, placed with the [`Source`]
+//! scanner only where it must raise. Compile-time faults go anywhere;
+//! run-time faults only on top-level simple statements that contain no
+//! conditional or lazy construct (`if`/`else`, `and`/`or`, `lambda`,
+//! comprehensions), so the faulty sub-expression is certainly evaluated
+//! (the reference ran cleanly, so every such statement is reached).
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::scanner::{
+    is_blank, is_identifier, is_predefined, Line, Source, HEADER_KEYWORDS, KEYWORDS,
+};
+
+/// The kinds of injected fault, in the order they are tried (starting at
+/// the one the task id's hash picks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// A used variable misspelled at its use site → NameError.
+    UndefinedName,
+    /// A string key in a subscript (`df['col']`, `row["col"]`) misspelled →
+    /// KeyError.
+    WrongColumn,
+    /// A closing parenthesis (or a block's colon) dropped → SyntaxError.
+    SyntaxError,
+    /// The first import whose name is then used removed → NameError.
+    MissingImport,
+    /// An index one past the end (`x[-1]`, `x[0]`, `x[len(x) - 1]` →
+    /// `x[len(x)]`) → IndexError (KeyError for mappings).
+    OffByOne,
+    /// The fallback that always applies: a call of an undefined helper at
+    /// the top → NameError.
+    UndefinedHelper,
+}
+
+impl FaultKind {
+    /// The exceptions Python raises for this fault (any one of them).
+    pub fn raises(self) -> &'static [&'static str] {
+        match self {
+            FaultKind::UndefinedName | FaultKind::MissingImport | FaultKind::UndefinedHelper => {
+                &["NameError"]
+            }
+            FaultKind::WrongColumn => &["KeyError"],
+            FaultKind::SyntaxError => &["SyntaxError"],
+            // pandas' `.loc`, `.at` and label-indexed Series raise KeyError.
+            FaultKind::OffByOne => &["IndexError", "KeyError"],
+        }
+    }
+
+    /// The name recorded with a reply, e.g. `undefined_name`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::UndefinedName => "undefined_name",
+            FaultKind::WrongColumn => "wrong_column",
+            FaultKind::SyntaxError => "syntax_error",
+            FaultKind::MissingImport => "missing_import",
+            FaultKind::OffByOne => "off_by_one",
+            FaultKind::UndefinedHelper => "undefined_helper",
+        }
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+pub const FAULT_KINDS: [FaultKind; 5] = [
+    FaultKind::UndefinedName,
+    FaultKind::WrongColumn,
+    FaultKind::SyntaxError,
+    FaultKind::MissingImport,
+    FaultKind::OffByOne,
+];
+
+/// Faulty code and what was done to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub code: String,
+    /// E.g. "renamed `total` to `totla` on line 4".
+    pub note: String,
+    /// Lines of `code` (trimmed), one of which a traceback of the fault
+    /// shows: the faulty statement, or where Python reports it.
+    pub lines: Vec<String>,
+}
+
+/// How much of a long line must appear: feedback may cut long lines.
+const LINE_PREFIX_CHARS: usize = 60;
+
+impl Fault {
+    /// Whether `feedback` carries what a repair needs: the exception of this
+    /// fault and the failing line, shown as a line of code (a feedback line
+    /// that ends with it, as in `--> 4 | total = sum(valeus)`; for a long
+    /// line, its beginning). An exception message that merely quotes a name
+    /// (`name 'valeus' is not defined`) is not the line.
+    pub fn explained_by(&self, feedback: &str) -> bool {
+        let named = self
+            .kind
+            .raises()
+            .iter()
+            .any(|e| contains_word(feedback, e));
+        named
+            && feedback
+                .lines()
+                .any(|shown| self.lines.iter().any(|line| shows_line(shown, line)))
+    }
+}
+
+/// Whether one line of feedback shows the code line `line`.
+fn shows_line(shown: &str, line: &str) -> bool {
+    let shown = shown.trim_end();
+    if line.chars().count() > LINE_PREFIX_CHARS {
+        let prefix: String = line.chars().take(LINE_PREFIX_CHARS).collect();
+        return shown.contains(prefix.as_str());
+    }
+    shown
+        .strip_suffix(line)
+        .is_some_and(|before| !before.ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+}
+
+/// `needle` in `hay` not preceded or followed by an identifier character.
+fn contains_word(hay: &str, needle: &str) -> bool {
+    hay.match_indices(needle).any(|(at, _)| {
+        let before = hay[..at].chars().next_back();
+        let after = hay[at + needle.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && !ident(after)
+    })
+}
+
+/// The trimmed text of the 1-based `numbers` lines of `code`; lines too
+/// short to recognise (`)`, `x`) are left out unless nothing else remains.
+fn line_texts(code: &str, numbers: impl IntoIterator<Item = usize>) -> Vec<String> {
+    let all: Vec<&str> = code.lines().collect();
+    let mut texts: Vec<String> = Vec::new();
+    for n in numbers {
+        if let Some(text) = n.checked_sub(1).and_then(|i| all.get(i)) {
+            let text = text.trim();
+            if !text.is_empty() && !texts.iter().any(|t| t == text) {
+                texts.push(text.to_string());
+            }
+        }
+    }
+    let recognisable = |t: &String| t.chars().filter(|c| c.is_alphanumeric()).count() >= 3;
+    if texts.iter().any(recognisable) {
+        texts.retain(recognisable);
+    }
+    texts
+}
+
+/// A stable 64-bit hash of the task id (SHA-256, first 8 bytes).
+fn stable_hash(task_id: &str) -> u64 {
+    let digest = Sha256::digest(task_id.as_bytes());
+    u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+/// The order in which fault kinds are tried for this task.
+pub fn fault_order(task_id: &str) -> [FaultKind; 5] {
+    let start = (stable_hash(task_id) % FAULT_KINDS.len() as u64) as usize;
+    std::array::from_fn(|i| FAULT_KINDS[(start + i) % FAULT_KINDS.len()])
+}
+
+/// One fault, deterministic in (`code`, `task_id`), that makes the code raise.
+pub fn inject_fault(code: &str, task_id: &str) -> Fault {
+    let seed = stable_hash(task_id) >> 8;
+    for kind in fault_order(task_id) {
+        if let Some(fault) = apply_fault(code, kind, seed) {
+            if fault.code != code {
+                return fault;
+            }
+        }
+    }
+    undefined_helper(code)
+}
+
+/// Apply one kind of fault, choosing among candidate sites by `seed`;
+/// `None` when this kind cannot be placed so that it certainly raises.
+pub fn apply_fault(code: &str, kind: FaultKind, seed: u64) -> Option<Fault> {
+    let src = Source::scan(code);
+    match kind {
+        FaultKind::UndefinedName => src.undefined_name(seed),
+        FaultKind::WrongColumn => src.wrong_column(seed),
+        FaultKind::SyntaxError => src.syntax_error(seed),
+        FaultKind::MissingImport => src.missing_import(),
+        FaultKind::OffByOne => src.off_by_one(seed),
+        FaultKind::UndefinedHelper => Some(undefined_helper(code)),
+    }
+}
+
+fn undefined_helper(code: &str) -> Fault {
+    let src = Source::scan(code);
+    let words = src.all_words();
+    let mut helper = "undefined_helper".to_string();
+    let mut n = 2;
+    while words.contains(helper.as_str()) {
+        helper = format!("undefined_helper_{n}");
+        n += 1;
+    }
+    // After any `from __future__` imports, which must stay first.
+    let at = src
+        .lines
+        .iter()
+        .filter(|l| {
+            l.indent == 0
+                && src
+                    .masked_str(l.range())
+                    .trim_start()
+                    .starts_with("from __future__")
+        })
+        .map(|l| l.end)
+        .max()
+        .unwrap_or(0);
+    let mut out = String::with_capacity(code.len() + 40);
+    out.push_str(&code[..at]);
+    if at > 0 && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&format!("_check = {helper}()\n"));
+    out.push_str(&code[at..]);
+    Fault {
+        kind: FaultKind::UndefinedHelper,
+        code: out,
+        note: format!("inserted a call of the undefined `{helper}`"),
+        lines: vec![format!("_check = {helper}()")],
+    }
+}
+
+impl Source<'_> {
+    /// The 1-based physical line numbers of the logical line holding `pos`.
+    fn statement_numbers(&self, pos: usize) -> Vec<usize> {
+        let line: Option<&Line> = self.lines.iter().find(|l| l.range().contains(&pos));
+        match line {
+            Some(l) => {
+                let last = self.line_number(l.end.saturating_sub(1).max(l.start));
+                (self.line_number(l.start)..=last).collect()
+            }
+            None => vec![self.line_number(pos)],
+        }
+    }
+
+    /// [`line_texts`] of the statement holding `pos`, read from `faulty`
+    /// (which has the same line structure).
+    fn statement_texts(&self, faulty: &str, pos: usize) -> Vec<String> {
+        line_texts(faulty, self.statement_numbers(pos))
+    }
+
+    // ---- the faults ----
+
+    fn undefined_name(&self, seed: u64) -> Option<Fault> {
+        let mut preferred = Vec::new();
+        let mut other = Vec::new();
+        for (idx, line) in self.lines.iter().enumerate() {
+            if !self.surely_evaluated(line) {
+                continue;
+            }
+            let assigned = self.assigned_names(idx);
+            for w in self.name_uses(line, self.value_start(line)) {
+                if assigned.contains(self.word(&w)) {
+                    preferred.push(w);
+                } else {
+                    other.push(w);
+                }
+            }
+        }
+        let pool = if preferred.is_empty() {
+            other
+        } else {
+            preferred
+        };
+        let site = pick(&pool, seed)?.clone();
+        let name = self.word(&site);
+        let words = self.all_words();
+        let typo = misspell(name, |c| {
+            words.contains(c) || is_predefined(c) || KEYWORDS.contains(&c) || !is_identifier(c)
+        });
+        Some(Fault {
+            kind: FaultKind::UndefinedName,
+            code: self.replace(site.clone(), &typo),
+            note: format!(
+                "renamed `{name}` to `{typo}` on line {}",
+                self.line_number(site.start)
+            ),
+            lines: self.statement_texts(&self.replace(site.clone(), &typo), site.start),
+        })
+    }
+
+    fn wrong_column(&self, seed: u64) -> Option<Fault> {
+        if self.mentions_default_mappings() {
+            return None;
+        }
+        let bodies: HashSet<&str> = self
+            .lits
+            .iter()
+            .map(|l| &self.code[l.body.0..l.body.1])
+            .collect();
+        let mut sites = Vec::new();
+        for line in &self.lines {
+            if !self.surely_evaluated(line) {
+                continue;
+            }
+            let from = self.value_start(line);
+            for lit in self
+                .lits
+                .iter()
+                .filter(|l| l.start >= from && l.end <= line.end)
+            {
+                let prefix = &self.code[lit.start..lit.start + lit.prefix_len];
+                if !prefix.chars().all(|c| matches!(c, 'r' | 'R' | 'u' | 'U')) {
+                    continue;
+                }
+                let body = &self.code[lit.body.0..lit.body.1];
+                if body.is_empty() || body.contains(['\\', '\'', '"', '\n', '{', '}']) {
+                    continue;
+                }
+                if self.subscript_key(lit, line) {
+                    sites.push(*lit);
+                }
+            }
+        }
+        let lit = *pick(&sites, seed)?;
+        let body = &self.code[lit.body.0..lit.body.1];
+        let typo = misspell(body, |c| bodies.contains(c));
+        let code = self.replace(lit.body.0..lit.body.1, &typo);
+        Some(Fault {
+            kind: FaultKind::WrongColumn,
+            note: format!(
+                "misspelled the key '{body}' as '{typo}' on line {}",
+                self.line_number(lit.start)
+            ),
+            lines: self.statement_texts(&code, lit.start),
+            code,
+        })
+    }
+
+    fn syntax_error(&self, seed: u64) -> Option<Fault> {
+        let parens: Vec<usize> = self
+            .lines
+            .iter()
+            .filter_map(|l| l.range().rev().find(|&k| self.masked[k] == b')'))
+            .collect();
+        if let Some(&k) = pick(&parens, seed) {
+            let code = self.replace(k..k + 1, "");
+            // Python reports an unclosed bracket at the statement, or at the
+            // line after it where the parse fails.
+            let mut numbers = self.statement_numbers(k);
+            let last = numbers.last().copied().unwrap_or(1);
+            let next = code
+                .lines()
+                .enumerate()
+                .skip(last)
+                .find(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+            numbers.extend(next.map(|(i, _)| i + 1));
+            return Some(Fault {
+                kind: FaultKind::SyntaxError,
+                note: format!(
+                    "dropped a closing parenthesis on line {}",
+                    self.line_number(k)
+                ),
+                lines: line_texts(&code, numbers),
+                code,
+            });
+        }
+        let colons: Vec<usize> = self
+            .lines
+            .iter()
+            .filter(|l| {
+                self.first_word(l)
+                    .is_some_and(|w| HEADER_KEYWORDS.contains(&w))
+            })
+            .filter_map(|l| {
+                let k = l.range().rev().find(|&k| !is_blank(self.masked[k]))?;
+                (self.masked[k] == b':').then_some(k)
+            })
+            .collect();
+        let &k = pick(&colons, seed)?;
+        let code = self.replace(k..k + 1, "");
+        Some(Fault {
+            kind: FaultKind::SyntaxError,
+            note: format!(
+                "dropped the colon of a block on line {}",
+                self.line_number(k)
+            ),
+            lines: self.statement_texts(&code, k),
+            code,
+        })
+    }
+
+    fn missing_import(&self) -> Option<Fault> {
+        for (idx, line) in self.lines.iter().enumerate() {
+            if line.indent != 0 || !matches!(self.first_word(line), Some("import" | "from")) {
+                continue;
+            }
+            let Some(bound) = self.import_bindings(line) else {
+                continue;
+            };
+            let used = bound.iter().find(|name| {
+                !self.bound_elsewhere(name, idx)
+                    && self.lines[idx + 1..].iter().any(|l| {
+                        self.surely_evaluated(l)
+                            && self
+                                .name_uses(l, self.value_start(l))
+                                .iter()
+                                .any(|w| self.word(w) == name.as_str())
+                    })
+            });
+            if let Some(name) = used {
+                let statement = self.code[line.range()].trim_end();
+                let code = self.replace(line.range(), "");
+                // The NameError is raised where the name is first looked up
+                // (possibly inside a function): any line that mentions it.
+                let faulty = Source::scan(&code);
+                let numbers: Vec<usize> = faulty
+                    .words(0..faulty.masked.len())
+                    .into_iter()
+                    .filter(|w| faulty.word(w) == name.as_str())
+                    .map(|w| faulty.line_number(w.start))
+                    .collect();
+                return Some(Fault {
+                    kind: FaultKind::MissingImport,
+                    note: format!(
+                        "removed `{statement}` (line {}); `{name}` is used next",
+                        self.line_number(line.start)
+                    ),
+                    lines: line_texts(&code, numbers),
+                    code,
+                });
+            }
+        }
+        None
+    }
+
+    fn off_by_one(&self, seed: u64) -> Option<Fault> {
+        if self.mentions_default_mappings() {
+            return None;
+        }
+        let mut sites: Vec<(Range<usize>, String)> = Vec::new();
+        for line in &self.lines {
+            if !self.surely_evaluated(line) {
+                continue;
+            }
+            let from = self.value_start(line);
+            for open in from..line.end {
+                if self.masked[open] != b'[' {
+                    continue;
+                }
+                let Some(chain) = self.name_chain_before(open) else {
+                    continue;
+                };
+                let Some(close) = self.matching_close(open) else {
+                    continue;
+                };
+                let inner = self.code[open + 1..close].trim();
+                let chain_text = &self.code[chain.clone()];
+                if chain_text.ends_with(".str") || self.is_mapping(chain_text) {
+                    continue;
+                }
+                let base = ["iloc", "iat", "loc", "at"]
+                    .iter()
+                    .find_map(|acc| chain_text.strip_suffix(&format!(".{acc}")))
+                    .unwrap_or(chain_text);
+                let is_int = {
+                    let digits = inner.strip_prefix('-').unwrap_or(inner).trim_start();
+                    !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
+                };
+                if is_int {
+                    sites.push((open + 1..close, format!("len({base})")));
+                } else if let Some(len_arg) = len_minus_one(inner) {
+                    sites.push((open + 1..close, format!("len({len_arg})")));
+                }
+            }
+        }
+        let (range, with) = pick(&sites, seed)?.clone();
+        let before = self.code[range.clone()].trim().to_string();
+        let code = self.replace(range.clone(), &with);
+        Some(Fault {
+            kind: FaultKind::OffByOne,
+            note: format!(
+                "index `{before}` → `{with}` (one past the end) on line {}",
+                self.line_number(range.start)
+            ),
+            lines: self.statement_texts(&code, range.start),
+            code,
+        })
+    }
+}
+
+/// `len(x) - 1` → `x`.
+fn len_minus_one(inner: &str) -> Option<&str> {
+    let rest = inner.strip_prefix("len")?.trim_start().strip_prefix('(')?;
+    let (arg, tail) = rest.split_once(')')?;
+    let tail: String = tail.split_whitespace().collect();
+    let arg = arg.trim();
+    let ok = tail == "-1"
+        && !arg.is_empty()
+        && arg
+            .split('.')
+            .all(|p| is_identifier(p) && !KEYWORDS.contains(&p));
+    ok.then_some(arg)
+}
+
+fn pick<T>(items: &[T], seed: u64) -> Option<&T> {
+    if items.is_empty() {
+        None
+    } else {
+        items.get((seed % items.len() as u64) as usize)
+    }
+}
+
+/// A plausible misspelling of `s` that `taken` rejects not: swap two
+/// adjacent characters, else drop one, else double the last, else number.
+fn misspell(s: &str, taken: impl Fn(&str) -> bool) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let n = chars.len();
+    let mut candidates = Vec::new();
+    if n >= 3 {
+        // Towards the end first (`total` → `totla`); never the first char.
+        for k in (1..n - 1).rev() {
+            if chars[k] != chars[k + 1] {
+                let mut c = chars.clone();
+                c.swap(k, k + 1);
+                candidates.push(c.into_iter().collect::<String>());
+            }
+        }
+    }
+    if n >= 4 {
+        let mut c = chars.clone();
+        c.remove(n / 2);
+        candidates.push(c.into_iter().collect());
+    }
+    if let Some(&last) = chars.last() {
+        candidates.push(format!("{s}{last}"));
+    }
+    if let Some(c) = candidates.into_iter().find(|c| c != s && !taken(c)) {
+        return c;
+    }
+    (2..)
+        .map(|k| format!("{s}{k}"))
+        .find(|c| !taken(c))
+        .expect("some numbered name is free")
+}
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    pub(in crate::model::oracle) const STATS: &str = "import math\nimport statistics\n\nvalues = [3, 1, 4, 1, 5, 9, 2, 6]\ntotal = sum(values)\nmean = total / len(values)\nspread = statistics.pstdev(values)\nlast = values[-1]\nanswer = round(mean + spread / math.sqrt(len(values)), 3)\n";
+
+    pub(in crate::model::oracle) const TABLE: &str = "import csv\nimport io\n\n# a tiny table\ndata = \"\"\"name,price\na,3\nb,5\n\"\"\"\nrows = list(csv.DictReader(io.StringIO(data)))\nfirst = rows[0]\nprice = float(first['price'])\nanswer = price * 2\nprint(f\"answer={answer}\")\n";
+
+    pub(in crate::model::oracle) const FUNCS: &str = "def solve(xs):\n    best = None\n    for x in xs:\n        if best is None or x > best:\n            best = x\n    return best\n\nanswer = solve([4, 8, 2])\n";
+
+    pub(in crate::model::oracle) const PANDAS: &str = "import pandas as pd\n\ndf = pd.read_csv('sales.csv')\ndf['total'] = df['price'] * df[\"qty\"]\nbest = df.sort_values('total').iloc[-1]\nanswer = df[['price', 'qty']].sum().sum()\n";
+
+    const SAMPLES: &[&str] = &[STATS, TABLE, FUNCS, PANDAS];
+
+    fn parens_balanced(code: &str) -> bool {
+        let src = Source::scan(code);
+        let open = src.masked.iter().filter(|&&c| c == b'(').count();
+        let close = src.masked.iter().filter(|&&c| c == b')').count();
+        open == close
+    }
+
+    #[test]
+    fn undefined_name_renames_a_used_variable() {
+        let f = apply_fault(STATS, FaultKind::UndefinedName, 0).unwrap();
+        assert_ne!(f.code, STATS);
+        assert_eq!(f.kind, FaultKind::UndefinedName);
+        // Exactly one identifier changed, into something not in the code.
+        let src = Source::scan(STATS);
+        let before = src.all_words();
+        let fsrc = Source::scan(&f.code);
+        let new: Vec<&str> = fsrc
+            .all_words()
+            .into_iter()
+            .filter(|w| !before.contains(w))
+            .collect();
+        assert_eq!(new.len(), 1, "{f:?}");
+        assert!(!is_predefined(new[0]));
+        // Never inside the function body of FUNCS (not certainly run).
+        for seed in 0..20 {
+            let f = apply_fault(FUNCS, FaultKind::UndefinedName, seed).unwrap();
+            let changed = FUNCS
+                .lines()
+                .zip(f.code.lines())
+                .find(|(a, b)| a != b)
+                .unwrap();
+            assert!(changed.0.starts_with("answer"), "{changed:?}");
+        }
+    }
+
+    #[test]
+    fn wrong_column_misspells_a_read_key_only() {
+        for seed in 0..12 {
+            let f = apply_fault(PANDAS, FaultKind::WrongColumn, seed).unwrap();
+            assert_ne!(f.code, PANDAS);
+            // The assigned column `total` is never the one misspelled.
+            assert!(f.code.contains("df['total'] ="), "{}", f.code);
+            assert!(
+                f.note.contains("price") || f.note.contains("qty"),
+                "{}",
+                f.note
+            );
+        }
+        let f = apply_fault(TABLE, FaultKind::WrongColumn, 0).unwrap();
+        assert!(f.code.contains("first['priec']"), "{}", f.code);
+        // No subscripted string: not applicable.
+        assert!(apply_fault(STATS, FaultKind::WrongColumn, 0).is_none());
+        // defaultdict/Counter return defaults instead of raising.
+        let counter = "from collections import Counter\nc = Counter('abc')\nanswer = c['a']\n";
+        assert!(apply_fault(counter, FaultKind::WrongColumn, 0).is_none());
+    }
+
+    #[test]
+    fn syntax_error_unbalances_or_drops_a_colon() {
+        for code in SAMPLES {
+            let f = apply_fault(code, FaultKind::SyntaxError, 3).unwrap();
+            assert_ne!(f.code, *code);
+            assert!(!parens_balanced(&f.code), "{}", f.code);
+        }
+        let no_parens = "x = 1\nif x:\n    answer = x\n";
+        let f = apply_fault(no_parens, FaultKind::SyntaxError, 0).unwrap();
+        assert_eq!(f.code, "x = 1\nif x\n    answer = x\n");
+        // A parenthesis inside a string is not a parenthesis.
+        let in_string = "answer = ')'\n";
+        assert!(apply_fault(in_string, FaultKind::SyntaxError, 0).is_none());
+    }
+
+    #[test]
+    fn missing_import_removes_a_used_import() {
+        let f = apply_fault(STATS, FaultKind::MissingImport, 0).unwrap();
+        assert!(!f.code.contains("import math"));
+        assert!(f.code.contains("import statistics"));
+        // `os` is only used inside a function: skip it, take `json`.
+        let code = "import os\nimport json\n\ndef f():\n    return os.getcwd()\n\nanswer = json.dumps([1])\n";
+        let f = apply_fault(code, FaultKind::MissingImport, 0).unwrap();
+        assert!(
+            f.code.contains("import os") && !f.code.contains("import json"),
+            "{}",
+            f.code
+        );
+        // Imported twice: removing one would not raise.
+        let twice = "import math\nimport math\nanswer = math.pi\n";
+        assert!(apply_fault(twice, FaultKind::MissingImport, 0).is_none());
+        let rebound = "import math\nmath = 3\nanswer = math\n";
+        assert!(apply_fault(rebound, FaultKind::MissingImport, 0).is_none());
+        let configured = "import json\njson.x = 1\nanswer = json.dumps(1)\n";
+        let f = apply_fault(configured, FaultKind::MissingImport, 0).unwrap();
+        assert!(!f.code.contains("import json"));
+        let none = "answer = 1 + 2\n";
+        assert!(apply_fault(none, FaultKind::MissingImport, 0).is_none());
+        let aliased = "from math import sqrt as root\nanswer = root(4)\n";
+        let f = apply_fault(aliased, FaultKind::MissingImport, 0).unwrap();
+        assert_eq!(f.code, "answer = root(4)\n");
+    }
+
+    #[test]
+    fn off_by_one_indexes_past_the_end() {
+        let f = apply_fault(STATS, FaultKind::OffByOne, 0).unwrap();
+        assert!(f.code.contains("last = values[len(values)]"), "{}", f.code);
+        let f = apply_fault(PANDAS, FaultKind::OffByOne, 0);
+        assert!(f.is_none(), "the chain ends in a call: {f:?}");
+        let iloc = "import pandas as pd\ndf = pd.DataFrame({'a': [1]})\nanswer = df.iloc[0]\n";
+        let f = apply_fault(iloc, FaultKind::OffByOne, 0).unwrap();
+        assert!(f.code.contains("df.iloc[len(df)]"), "{}", f.code);
+        let len = "xs = [1, 2]\nanswer = xs[len(xs) - 1]\n";
+        let f = apply_fault(len, FaultKind::OffByOne, 0).unwrap();
+        assert_eq!(f.code, "xs = [1, 2]\nanswer = xs[len(xs)]\n");
+        let dict = "d = {0: 'a', 1: 'b'}\nanswer = d[0]\n";
+        assert!(apply_fault(dict, FaultKind::OffByOne, 0).is_none());
+        let target = "xs = [1]\nxs[0] = 2\nanswer = 3\n";
+        assert!(apply_fault(target, FaultKind::OffByOne, 0).is_none());
+    }
+
+    #[test]
+    fn fallback_always_applies() {
+        let bare = "answer = 42\n";
+        for kind in [
+            FaultKind::WrongColumn,
+            FaultKind::SyntaxError,
+            FaultKind::MissingImport,
+            FaultKind::OffByOne,
+        ] {
+            assert!(apply_fault(bare, kind, 0).is_none(), "{kind:?}");
+        }
+        // UndefinedName: `42` has no name to rename.
+        assert!(apply_fault(bare, FaultKind::UndefinedName, 0).is_none());
+        let f = inject_fault(bare, "any");
+        assert_eq!(f.kind, FaultKind::UndefinedHelper);
+        assert_eq!(f.code, "_check = undefined_helper()\nanswer = 42\n");
+        let future = "from __future__ import annotations\nanswer = 42";
+        let f = inject_fault(future, "t");
+        assert_eq!(
+            f.code,
+            "from __future__ import annotations\n_check = undefined_helper()\nanswer = 42"
+        );
+    }
+
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        let odd = [
+            "",
+            "# only a comment",
+            "'''unterminated",
+            "x = 'unterminated\n",
+            "\\",
+            "(((",
+            ")))",
+            "s = 'héllo'[0]\nπ = 3.14\nanswer = π * 2  # ünïcode",
+            "x = 1\r\nanswer = x[0]\r\n",
+            "f'''{x}'''",
+            "a = b'\\''; answer = a[0]",
+            "@decorator\ndef f(): pass\n",
+            "%timeit 1 + 1\n!ls\nanswer = 1",
+            "if x: y = (1,\n  2)\nelse: z = [3]",
+        ];
+        for code in odd {
+            for i in 0..12 {
+                let f = inject_fault(code, &format!("odd-{i}"));
+                assert_ne!(f.code, code);
+            }
+        }
+    }
+
+    #[test]
+    fn deterministic_and_spread_over_kinds() {
+        let mut kinds = HashSet::new();
+        for i in 0..60 {
+            let id = format!("task-{i}");
+            let a = inject_fault(STATS, &id);
+            assert_eq!(a, inject_fault(STATS, &id));
+            assert_ne!(a.code, STATS);
+            kinds.insert(a.kind);
+        }
+        // STATS admits every kind but wrong-column (which falls through).
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
+        assert_eq!(fault_order("x"), fault_order("x"));
+    }
+
+    #[test]
+    fn misspellings_avoid_taken_names() {
+        assert_eq!(misspell("total", |_| false), "totla");
+        assert_eq!(misspell("df", |_| false), "dff");
+        assert_eq!(misspell("ab", |c| c == "abb"), "ab2");
+        let m = misspell("price", |c| c == "priec");
+        assert_eq!(m, "prcie");
+        assert_ne!(m, "price");
+    }
+
+    /// With a Python at hand, check the real contract: the reference runs,
+    /// every injected fault raises.
+    #[test]
+    fn faults_raise_in_python() {
+        let python = ["/usr/bin/python3", "python3"].into_iter().find(|p| {
+            std::process::Command::new(p)
+                .arg("-c")
+                .arg("pass")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+        let Some(python) = python else {
+            eprintln!("no python3: skipped");
+            return;
+        };
+        let run = |code: &str| {
+            std::process::Command::new(python)
+                .arg("-c")
+                .arg(code)
+                .output()
+                .expect("python runs")
+        };
+        let runnable = [STATS, TABLE, FUNCS];
+        let extra = "import json\nimport os.path as p\nrecords = json.loads('[{\"k\": 1}, {\"k\": 2}]')\nks = [r['k'] for r in records]\nname = p.basename('/a/b.txt')\nanswer = ks[-1] + len(name) + records[0]['k']\n";
+        let mut seen = HashSet::new();
+        for code in runnable.iter().copied().chain([extra]) {
+            assert!(run(code).status.success(), "reference fails:\n{code}");
+            for kind in FAULT_KINDS.into_iter().chain([FaultKind::UndefinedHelper]) {
+                for seed in 0..6 {
+                    let Some(f) = apply_fault(code, kind, seed) else {
+                        continue;
+                    };
+                    if !seen.insert(f.code.clone()) {
+                        continue;
+                    }
+                    let out = run(&f.code);
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    assert!(!out.status.success(), "{kind:?} ran cleanly:\n{}", f.code);
+                    let expected = match kind {
+                        FaultKind::UndefinedName
+                        | FaultKind::MissingImport
+                        | FaultKind::UndefinedHelper => "NameError",
+                        FaultKind::WrongColumn => "KeyError",
+                        FaultKind::SyntaxError => "SyntaxError",
+                        FaultKind::OffByOne => "IndexError",
+                    };
+                    assert!(stderr.contains(expected), "{kind:?}: {stderr}\n{}", f.code);
+                }
+            }
+        }
+        eprintln!("{} distinct faults raised in {python}", seen.len());
+        assert!(seen.len() >= 15, "only {} distinct faults", seen.len());
+    }
+}

@@ -1,0 +1,217 @@
+//! `oracle`, `oracle:faults` and `oracle:wrong`: deterministic stand-ins
+//! built from the tasks' reference solutions, which they receive when they
+//! are built (requests carry none). They find the task from the
+//! conversation ([`TaskIndex`]) and exercise the loop like a model would:
+//!
+//! - `oracle` sends the reference; asked to review a clean answer, it keeps
+//!   it ([`KEEP_TOKEN`]).
+//! - `oracle:faults` sends the reference with one injected fault at round 0
+//!   ([`fault`]). Later it repairs only when the last feedback carries what a
+//!   model needs: the fault's exception name and the failing line; otherwise
+//!   it resends the faulty code, as a weak model would. So a feedback path
+//!   that loses the traceback lowers its accuracy.
+//! - `oracle:wrong` sends code that runs cleanly but answers wrongly at
+//!   round 0 ([`wrong`]), the reference afterwards: clean but wrong under
+//!   each stop rule.
+
+pub mod fault;
+mod scanner;
+pub mod wrong;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+pub use fault::{apply_fault, fault_order, inject_fault, Fault, FaultKind, FAULT_KINDS};
+pub use wrong::{wrong_answer, WrongAnswer};
+
+use super::task_index::TaskIndex;
+use super::{ChatRequest, ModelClient, ModelError, Reply, Usage, KEEP_TOKEN};
+use crate::task::{Expected, Task};
+
+/// Which stand-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OracleKind {
+    /// `oracle`: the reference.
+    Reference,
+    /// `oracle:faults`: one fault at round 0, repaired from good feedback.
+    Faults,
+    /// `oracle:wrong`: a clean wrong answer at round 0, then the reference.
+    Wrong,
+}
+
+impl OracleKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            OracleKind::Reference => "oracle",
+            OracleKind::Faults => "oracle:faults",
+            OracleKind::Wrong => "oracle:wrong",
+        }
+    }
+}
+
+/// What an oracle knows of a task.
+#[derive(Debug, Clone)]
+struct Known {
+    reference: Option<String>,
+    expected: Expected,
+}
+
+/// A deterministic reference-solution model.
+#[derive(Debug, Clone)]
+pub struct Oracle {
+    kind: OracleKind,
+    index: TaskIndex,
+    tasks: HashMap<String, Known>,
+}
+
+/// One oracle reply before it becomes a [`Reply`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// The reply text: one fenced python block, or the keep token.
+    pub text: String,
+    /// The code sent, if any.
+    pub code: Option<String>,
+    /// The fault in `code` (`oracle:faults` only).
+    pub fault: Option<FaultKind>,
+    /// What the oracle did, in words.
+    pub note: String,
+}
+
+impl Oracle {
+    /// An oracle over `tasks`. Fails when two tasks ask the same question
+    /// (with the same input files) but have different references or
+    /// answers: the conversation would not tell which one is meant.
+    pub fn new(kind: OracleKind, tasks: &[Task]) -> Result<Self, ModelError> {
+        let index = TaskIndex::new(kind.label(), tasks, |a, b| {
+            a.reference == b.reference && a.expected == b.expected
+        })?;
+        let tasks = tasks
+            .iter()
+            .map(|t| {
+                let known = Known {
+                    reference: t.reference.clone(),
+                    expected: t.expected.clone(),
+                };
+                (t.id.clone(), known)
+            })
+            .collect();
+        Ok(Oracle { kind, index, tasks })
+    }
+
+    pub fn kind(&self) -> OracleKind {
+        self.kind
+    }
+
+    /// What this oracle replies to `request`.
+    pub fn respond(&self, request: &ChatRequest) -> Result<Turn, ModelError> {
+        let label = self.kind.label();
+        let id = self.index.identify(label, request)?;
+        let known = &self.tasks[id];
+        let reference = known
+            .reference
+            .as_deref()
+            .filter(|r| !r.trim().is_empty())
+            .ok_or_else(|| {
+                ModelError::Config(format!("{label}: task {id} has no reference solution"))
+            })?;
+        let send = |code: String, fault: Option<FaultKind>, note: String| Turn {
+            text: markdown(&code),
+            code: Some(code),
+            fault,
+            note,
+        };
+        let reference_turn = |note: &str| send(reference.to_string(), None, note.to_string());
+        let keep = || Turn {
+            text: format!("The answer is right; I keep it.\n\n{KEEP_TOKEN}\n"),
+            code: None,
+            fault: None,
+            note: "kept the answer on review".into(),
+        };
+
+        match self.kind {
+            OracleKind::Reference if request.is_review() => Ok(keep()),
+            OracleKind::Reference => Ok(reference_turn("sent the reference")),
+            OracleKind::Wrong if request.round == 0 => {
+                let wrong = wrong_answer(reference, &known.expected).ok_or_else(|| {
+                    ModelError::Config(format!(
+                        "{label}: no wrong answer of the expected type for task {id}"
+                    ))
+                })?;
+                Ok(send(wrong.code, None, wrong.note))
+            }
+            OracleKind::Wrong => Ok(reference_turn("sent the reference")),
+            OracleKind::Faults => {
+                let fault = inject_fault(reference, id);
+                if request.round == 0 {
+                    let note = format!("injected {}: {}", fault.kind, fault.note);
+                    return Ok(send(fault.code, Some(fault.kind), note));
+                }
+                if request.is_review() {
+                    return Ok(keep());
+                }
+                // Already repaired (and failed for another reason): the
+                // reference again, as `oracle` would.
+                let previous = request.last_assistant_text().unwrap_or_default();
+                if previous == markdown(reference) {
+                    return Ok(reference_turn("sent the reference again"));
+                }
+                let feedback = request.last_user_text().unwrap_or_default();
+                if fault.explained_by(&feedback) {
+                    Ok(reference_turn(&format!(
+                        "repaired: the feedback shows {} and the failing line",
+                        fault.kind.raises().join(" or ")
+                    )))
+                } else {
+                    let note = format!(
+                        "resent the faulty code: the feedback lacks {} or the failing line",
+                        fault.kind.raises().join(" / ")
+                    );
+                    Ok(send(fault.code, Some(fault.kind), note))
+                }
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelClient for Oracle {
+    fn name(&self) -> String {
+        self.kind.label().to_string()
+    }
+
+    fn is_synthetic(&self) -> bool {
+        true
+    }
+
+    fn vision(&self) -> bool {
+        false
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError> {
+        let started = Instant::now();
+        let turn = self.respond(request)?;
+        Ok(Reply {
+            text: turn.text,
+            usage: Usage::default(),
+            attempts: 1,
+            latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+            finish_reason: Some("stop".into()),
+            fault: turn.fault.map(|k| k.to_string()),
+            note: Some(turn.note),
+        })
+    }
+}
+
+/// A reply with one fenced python block (a longer fence if the code itself
+/// contains three backticks).
+fn markdown(code: &str) -> String {
+    let mut fence = "```".to_string();
+    while code.contains(&fence) {
+        fence.push('`');
+    }
+    let newline = if code.ends_with('\n') { "" } else { "\n" };
+    format!("Here is the solution.\n\n{fence}python\n{code}{newline}{fence}\n")
+}
+
+#[cfg(test)]
+mod tests;
