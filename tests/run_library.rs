@@ -283,3 +283,111 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     };
     assert!(err.contains("t2"), "{err}");
 }
+
+fn limited(mut opts: RunOptions, n: usize) -> RunOptions {
+    opts.selection = Selection {
+        limit_tasks: Some(n),
+        ..Default::default()
+    };
+    opts
+}
+
+/// `oracle:wrong` answers cleanly but wrongly at round 0: under `never` it
+/// is asked to review and recovers; under `clean` it stops unrepaired;
+/// under `correct` (oracle feedback) it is told the answer is wrong.
+#[tokio::test(flavor = "multi_thread")]
+async fn clean_but_wrong_answers_under_each_stop_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut results = Vec::new();
+    for stop_on in [StopOn::Never, StopOn::Clean, StopOn::Correct] {
+        let out = dir.path().join(stop_on.name());
+        let mut opts = limited(options("math", "oracle:wrong", &out), 6);
+        opts.stop_on = stop_on;
+        results.push((stop_on, run(opts).await));
+    }
+    for (stop_on, result) in &results {
+        let s = &result.summary;
+        let recs = records(&result.dir);
+        assert_eq!(s.accuracy_by_round[0].successes, 0, "{stop_on:?}");
+        assert!(recs.iter().all(|r| r.stop_on == *stop_on));
+        match stop_on {
+            StopOn::Never => {
+                assert_eq!(recs.len(), 18, "every task runs all rounds");
+                assert_eq!(s.accuracy_by_round[2].successes, 6);
+                assert_eq!(s.recovery_rate.unwrap().value, 1.0);
+                assert!(s.reviews.prompts >= 6, "{:?}", s.reviews);
+                let review = recs
+                    .iter()
+                    .find(|r| r.round == 1)
+                    .map(|r| r.prompt[0].joined_text())
+                    .unwrap();
+                assert!(
+                    review.starts_with(retrace::model::REVIEW_MARKER),
+                    "{review}"
+                );
+            }
+            StopOn::Clean => {
+                assert_eq!(recs.len(), 6, "a clean answer stops the task");
+                assert_eq!(s.recovery_rate.unwrap().successes, 0);
+                assert!(s.recovery_rate_repaired.is_none(), "no task was repaired");
+                assert_eq!(s.round0_failures["wrong_answer"].tasks, 6);
+            }
+            StopOn::Correct => {
+                assert!(s.oracle_feedback);
+                assert_eq!(s.accuracy_by_round[1].successes, 6);
+                let told = recs
+                    .iter()
+                    .find(|r| r.round == 1)
+                    .map(|r| r.prompt[0].joined_text())
+                    .unwrap();
+                assert!(told.contains("not correct"), "{told}");
+            }
+        }
+    }
+}
+
+/// `oracle:faults` repairs only what the feedback lets it repair: with no
+/// feedback budget it cannot, and accuracy drops; faults are recorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn broken_feedback_lowers_oracle_faults_accuracy() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = run(limited(
+        options("math", "oracle:faults", &dir.path().join("full")),
+        8,
+    ))
+    .await;
+    let mut starved = limited(
+        options("math", "oracle:faults", &dir.path().join("starved")),
+        8,
+    );
+    starved.feedback_budget = 0;
+    let starved = run(starved).await;
+    let last = |r: &RunResult| r.summary.accuracy_by_round[2].successes;
+    assert_eq!(last(&full), 8, "full feedback repairs every fault");
+    assert!(
+        last(&starved) < last(&full),
+        "{} vs {}",
+        last(&starved),
+        last(&full)
+    );
+    assert!(!full.summary.accuracy_by_fault.is_empty());
+    let faults: u64 = full
+        .summary
+        .accuracy_by_fault
+        .values()
+        .map(|f| f.tasks)
+        .sum();
+    assert_eq!(faults, 8);
+    // `minimal` names the exception but not the line: not enough either.
+    let mut minimal = limited(
+        options("math", "oracle:faults", &dir.path().join("minimal")),
+        8,
+    );
+    minimal.feedback = FeedbackMode::Minimal;
+    let minimal = run(minimal).await;
+    assert!(last(&minimal) < last(&full));
+    let recs = records(&minimal.dir);
+    let bare = recs.iter().find(|r| r.round == 1).unwrap().prompt[0].joined_text();
+    assert!(bare.starts_with("Your code "), "{bare}");
+    assert!(!bare.contains("Output of your code"), "{bare}");
+}

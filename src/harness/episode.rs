@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::kernel::{ExecOptions, Kernel, KernelError, KernelSpec, Outcome};
-use crate::model::{ChatRequest, Message, Part, Role, Usage};
+use crate::model::{ChatRequest, Message, Part, Role, Usage, KEEP_TOKEN};
 use crate::record::{
     AttemptRecord, FeedbackKind, RecordKind, RoundTimings, StopOn, StopReason, SCHEMA_VERSION,
 };
@@ -24,9 +24,6 @@ use crate::task::Task;
 use super::answer::RoundAnswer;
 use super::runner::Runner;
 use super::HarnessError;
-
-/// The token a model replies with to keep its answer after a review prompt.
-pub const KEEP_TOKEN: &str = "KEEP_ANSWER";
 
 /// The state of one task between rounds.
 pub(super) struct Episode<'a> {

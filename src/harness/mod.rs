@@ -10,7 +10,6 @@ mod run;
 pub mod runner;
 pub mod validate;
 
-pub use episode::KEEP_TOKEN;
 pub use run::{cancel_on_ctrl_c, write_reports, ResumeOptions, Run, RunOptions, RunResult};
 pub use runner::Runner;
 

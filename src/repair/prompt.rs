@@ -499,7 +499,13 @@ mod tests {
         }
         let system = t.render(TemplateName::System, &[]).unwrap();
         assert!(system.contains("```python") && system.contains("`answer`"));
-        assert!(system.contains("@name[value]"));
+        // Answer formats belong to the tasks that need them.
+        assert!(!system.contains("@name[value]"));
+        // The review prompt is what the synthetic models and the keep rule
+        // recognise.
+        let review = t.text(TemplateName::Review);
+        assert!(review.starts_with(crate::model::REVIEW_MARKER), "{review}");
+        assert!(review.contains(crate::model::KEEP_TOKEN), "{review}");
     }
 
     #[test]
