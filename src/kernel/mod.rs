@@ -11,15 +11,17 @@ mod launch;
 mod outcome;
 mod pool;
 mod session;
+mod state;
 
 pub use capture::OutputCap;
 pub use launch::{default_kernel_root, KernelSpec};
 pub use outcome::{
     strip_ansi, Answer, AnswerRule, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, Timings,
-    Truncation,
+    Truncation, Unsupported,
 };
 pub use pool::KernelPool;
 pub use session::{ExecOptions, Kernel, KernelBanner, KernelOptions};
+pub use state::{names_in_line, CloseMatch, StateQuery, StateView, VariableView};
 
 use crate::sandbox::SandboxError;
 
@@ -31,6 +33,8 @@ pub enum KernelError {
     Launch(String),
     #[error("jupyter protocol: {0}")]
     Protocol(String),
+    #[error("state inspection took longer than {0:?}; the kernel was interrupted")]
+    StateTimeout(std::time::Duration),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     #[error(transparent)]

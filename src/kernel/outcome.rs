@@ -53,18 +53,75 @@ pub struct Artifact {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerRule {
-    /// `repr` of a variable named `answer`, read through `user_expressions`.
+    /// A variable named `answer` that this cell assigned, read by retrace's
+    /// own serializer in the kernel.
     AnswerVariable,
-    /// `text/plain` of the last `execute_result`.
+    /// The value of the last `execute_result` (read by the same
+    /// serializer; IPython's `text/plain` only for kernels without it).
     LastResult,
     /// The last non-empty line of stdout.
     LastStdoutLine,
 }
 
+/// An answer value that is not a plain value (numbers, strings, bools,
+/// None, lists / tuples / string-keyed dicts of those) or is too big, too
+/// deep or too slow to read. The model is told `message()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unsupported {
+    /// `int`, `pandas.DataFrame`, `__main__.Slow`, ...
+    pub type_name: String,
+    pub reason: String,
+}
+
+impl Unsupported {
+    pub fn message(&self) -> String {
+        format!("unsupported answer: {} ({})", self.type_name, self.reason)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
+    /// The text checkers read: Python-literal form of the plain value
+    /// (`42`, `2.5`, `'Paris'`, `[1, 2]`, `{'@a': 1}`, `3/4`), built by
+    /// retrace's serializer (numpy / Decimal / Fraction / sympy numbers as
+    /// plain numbers), or the raw line for `last_stdout_line`. Empty when
+    /// `unsupported` is set.
     pub value: String,
     pub rule: AnswerRule,
+    /// The same value as JSON (non-finite floats and unrepresentable
+    /// numbers as null); `None` for stdout text and unsupported values.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_value"
+    )]
+    pub json: Option<Value>,
+    /// The Python type of the value (`float`, `numpy.float64`, `dict`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_name: Option<String>,
+    /// Set when the value was not read: the answer exists but is unusable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<Unsupported>,
+}
+
+impl Answer {
+    /// The text to hand to a checker; `None` for an unsupported value.
+    pub fn checkable(&self) -> Option<&str> {
+        match self.unsupported {
+            Some(_) => None,
+            None => Some(self.value.as_str()),
+        }
+    }
+
+    fn text(value: String, rule: AnswerRule) -> Answer {
+        Answer {
+            value,
+            rule,
+            json: None,
+            type_name: None,
+            unsupported: None,
+        }
+    }
 }
 
 /// What was cut when an execution's output passed its cap.
@@ -162,34 +219,103 @@ pub fn strip_ansi(text: &str) -> String {
     out
 }
 
-/// Picks the answer value: the `answer` variable, else the last result,
-/// else the last non-empty stdout line.
-pub fn choose_answer(
-    answer_variable: Option<String>,
+/// A field that is present is `Some`, even when it is JSON `null` (the
+/// value `None`); only a missing field is `None`.
+fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// What retrace's reader in the kernel reported after a cell (see
+/// `probe.py`): whether its hooks ran for this cell, and the values it read.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct ProbeReport {
+    #[serde(default)]
+    armed: bool,
+    #[serde(default)]
+    variable: Option<ReadValue>,
+    #[serde(default)]
+    result: Option<ReadValue>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct ReadValue {
+    ok: bool,
+    #[serde(rename = "type", default)]
+    type_name: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default, deserialize_with = "present_value")]
+    json: Option<Value>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl ReadValue {
+    fn into_answer(self, rule: AnswerRule) -> Answer {
+        if self.ok {
+            Answer {
+                value: self.text.unwrap_or_default(),
+                rule,
+                json: self.json,
+                type_name: Some(self.type_name),
+                unsupported: None,
+            }
+        } else {
+            Answer {
+                value: String::new(),
+                rule,
+                json: None,
+                type_name: Some(self.type_name.clone()),
+                unsupported: Some(Unsupported {
+                    type_name: self.type_name,
+                    reason: self.reason.unwrap_or_else(|| "not a plain value".into()),
+                }),
+            }
+        }
+    }
+}
+
+/// The prefix of every envelope the kernel-side code returns.
+pub(crate) const ENVELOPE_PREFIX: &str = "retrace:";
+
+impl ProbeReport {
+    /// Parses the `text/plain` of the reader's user expression; `None` when
+    /// it is missing or not ours.
+    pub(crate) fn parse(text: &str) -> Option<ProbeReport> {
+        serde_json::from_str(text.strip_prefix(ENVELOPE_PREFIX)?).ok()
+    }
+}
+
+/// Picks the answer value: the `answer` variable this cell assigned, else
+/// the last result, else the last non-empty stdout line. Without a report
+/// from the reader (its hooks were removed by the cell's code) `answer` is
+/// not read at all, so a stale value can never count.
+pub(crate) fn choose_answer(
+    report: Option<ProbeReport>,
     results: &[Bundle],
     stdout: &str,
 ) -> Option<Answer> {
-    if let Some(value) = answer_variable {
-        return Some(Answer {
-            value,
-            rule: AnswerRule::AnswerVariable,
-        });
-    }
-    if let Some(value) = results.iter().rev().find_map(Bundle::text) {
-        return Some(Answer {
-            value: value.to_string(),
-            rule: AnswerRule::LastResult,
-        });
+    match report {
+        Some(r) if r.armed => {
+            if let Some(v) = r.variable {
+                return Some(v.into_answer(AnswerRule::AnswerVariable));
+            }
+            if let Some(v) = r.result {
+                return Some(v.into_answer(AnswerRule::LastResult));
+            }
+        }
+        _ => {
+            if let Some(value) = results.iter().rev().find_map(Bundle::text) {
+                return Some(Answer::text(value.to_string(), AnswerRule::LastResult));
+            }
+        }
     }
     stdout
         .lines()
         .rev()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .map(|l| Answer {
-            value: l.to_string(),
-            rule: AnswerRule::LastStdoutLine,
-        })
+        .map(|l| Answer::text(l.to_string(), AnswerRule::LastStdoutLine))
 }
 
 #[cfg(test)]
@@ -213,12 +339,29 @@ mod tests {
     #[test]
     fn answer_rule_order() {
         let results = vec![bundle("1"), bundle("2")];
-        let a = choose_answer(Some("42".into()), &results, "x\n").unwrap();
+        let report = |body: &str| ProbeReport::parse(&format!("retrace:{body}"));
+        let var = r#"{"armed":true,"variable":{"ok":true,"type":"int","text":"42","json":42},"result":{"ok":true,"type":"int","text":"2","json":2}}"#;
+        let a = choose_answer(report(var), &results, "x\n").unwrap();
         assert_eq!(
             (a.value.as_str(), a.rule),
             ("42", AnswerRule::AnswerVariable)
         );
-        let a = choose_answer(None, &results, "x\n").unwrap();
+        assert_eq!(a.json, Some(serde_json::json!(42)));
+        let res =
+            r#"{"armed":true,"result":{"ok":true,"type":"list","text":"[1, 2]","json":[1,2]}}"#;
+        let a = choose_answer(report(res), &results, "x\n").unwrap();
+        assert_eq!(
+            (a.value.as_str(), a.rule),
+            ("[1, 2]", AnswerRule::LastResult)
+        );
+        // Armed and nothing read: stdout, never the bundles' text/plain.
+        let a = choose_answer(report(r#"{"armed":true}"#), &results, "x\n").unwrap();
+        assert_eq!(
+            (a.value.as_str(), a.rule),
+            ("x", AnswerRule::LastStdoutLine)
+        );
+        // No reader: the bundles' text, and `answer` is never read.
+        let a = choose_answer(report(r#"{"armed":false}"#), &results, "x\n").unwrap();
         assert_eq!((a.value.as_str(), a.rule), ("2", AnswerRule::LastResult));
         let a = choose_answer(None, &[], "first\n last \n\n").unwrap();
         assert_eq!(
@@ -226,5 +369,26 @@ mod tests {
             ("last", AnswerRule::LastStdoutLine)
         );
         assert!(choose_answer(None, &[], " \n").is_none());
+    }
+
+    #[test]
+    fn unsupported_values_have_no_checkable_text() {
+        let body = r#"retrace:{"armed":true,"variable":{"ok":false,"type":"pandas.DataFrame","reason":"not a plain value"}}"#;
+        let a = choose_answer(ProbeReport::parse(body), &[], "7\n").unwrap();
+        assert_eq!(a.rule, AnswerRule::AnswerVariable);
+        assert_eq!(a.checkable(), None);
+        let u = a.unsupported.unwrap();
+        assert_eq!(
+            u.message(),
+            "unsupported answer: pandas.DataFrame (not a plain value)"
+        );
+        assert!(ProbeReport::parse("{\"armed\":true}").is_none(), "not ours");
+    }
+
+    #[test]
+    fn old_answers_still_deserialize() {
+        let a: Answer = serde_json::from_str(r#"{"value":"42","rule":"answer_variable"}"#).unwrap();
+        assert_eq!(a.checkable(), Some("42"));
+        assert!(a.json.is_none() && a.unsupported.is_none());
     }
 }

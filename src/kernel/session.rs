@@ -24,8 +24,10 @@ use super::launch::{
     KernelProcess, KernelSpec,
 };
 use super::outcome::{
-    choose_answer, strip_ansi, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, Timings,
+    choose_answer, strip_ansi, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport,
+    Timings,
 };
+use super::state::{StateQuery, StateView};
 use super::KernelError;
 use crate::sandbox::{classify, Evidence, HarnessReason, Jail, KernelLayout, Sandbox};
 
@@ -120,12 +122,15 @@ pub struct Kernel {
     closed: bool,
 }
 
-/// Reads `answer` after every cell. Values of types from untrusted code are
-/// shown with `object.__repr__`: a custom `__repr__` that hangs would
-/// otherwise hang every later cell too.
-const ANSWER_EXPRESSION: &str = "answer if type(answer).__module__.split('.')[0] in \
-    ('builtins', 'numpy', 'decimal', 'fractions', 'pandas', 'sympy', 'mpmath') \
-    else object.__repr__(answer)";
+/// Reads this cell's answer after every cell with retrace's own serializer
+/// (`probe.py`, installed at kernel start): never a custom `__repr__`, never
+/// an `answer` left by an earlier cell.
+const ANSWER_EXPRESSION: &str = "__retrace_answer__()";
+/// The key of that expression in `user_expressions`.
+const ANSWER_KEY: &str = "retrace";
+
+/// How long installing `probe.py` into a fresh kernel may take.
+const PROBE_INSTALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How often the CPU counter is read during an execution.
 const CPU_POLL: Duration = Duration::from_millis(50);
@@ -216,7 +221,10 @@ impl Kernel {
             code: code.to_string(),
             silent: false,
             store_history: true,
-            user_expressions: Some(HashMap::from([("answer".into(), ANSWER_EXPRESSION.into())])),
+            user_expressions: Some(HashMap::from([(
+                ANSWER_KEY.into(),
+                ANSWER_EXPRESSION.into(),
+            )])),
             allow_stdin: false,
             // One request at a time: nothing queued may be aborted after an error.
             stop_on_error: false,
@@ -382,7 +390,8 @@ impl Kernel {
         };
         let stdout = run.capture.stdout();
         let answer = if status == ExecStatus::Ok {
-            choose_answer(run.answer_variable.take(), &run.results, &stdout)
+            let report = run.probe.take().and_then(|t| ProbeReport::parse(&t));
+            choose_answer(report, &run.results, &stdout)
         } else {
             None
         };
@@ -469,6 +478,53 @@ impl Kernel {
             tokio::time::sleep(Duration::from_millis(40)).await;
         }
         extra
+    }
+
+    /// A compact, bounded view of the state the last failure involved,
+    /// computed in the kernel by retrace's own code (never by code the task
+    /// defined). Silent: the namespace and the execution count are as
+    /// before. Past `query.timeout` the kernel is interrupted and this
+    /// returns `KernelError::StateTimeout`; the next `execute` then runs
+    /// as usual (its own deadline covers a kernel that ignored the interrupt).
+    pub async fn inspect_state(&mut self, query: &StateQuery) -> Result<StateView, KernelError> {
+        if self.process.exited().is_some() {
+            return Err(KernelError::Protocol(
+                "the kernel is dead; there is no state to inspect".into(),
+            ));
+        }
+        let body = serde_json::to_string(query)
+            .map_err(|e| KernelError::Protocol(format!("state query: {e}")))?;
+        let expression = format!("__retrace_inspect__('{}')", hex::encode(body));
+        let expressions = HashMap::from([(ANSWER_KEY.to_string(), expression)]);
+        let reply =
+            match silent_request(&mut self.channels, "", Some(expressions), query.timeout).await? {
+                Some(reply) => reply,
+                None => {
+                    let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+                    return Err(KernelError::StateTimeout(query.timeout));
+                }
+            };
+        let text = match reply
+            .user_expressions
+            .as_ref()
+            .and_then(|e| e.get(ANSWER_KEY))
+        {
+            Some(ExpressionResult::Ok { data, .. }) => data.content.iter().find_map(|m| match m {
+                jupyter_protocol::MediaType::Plain(text) => Some(text.clone()),
+                _ => None,
+            }),
+            Some(ExpressionResult::Error { ename, evalue, .. }) => {
+                return Err(KernelError::Protocol(format!(
+                    "state inspection failed: {ename}: {}",
+                    strip_ansi(evalue)
+                )))
+            }
+            None => None,
+        };
+        text.as_deref()
+            .and_then(|t| t.strip_prefix(super::outcome::ENVELOPE_PREFIX))
+            .and_then(|t| serde_json::from_str(t).ok())
+            .ok_or_else(|| KernelError::Protocol("state inspection returned no view".into()))
     }
 
     /// Asks the kernel to interrupt the running execution.
@@ -626,6 +682,7 @@ async fn launch(
         wait_for_sockets(&socket_paths(&info)).await;
         let mut channels = Channels::connect(&info).await?;
         let banner = handshake(&mut channels).await?;
+        install_probe(&mut channels).await?;
         Ok::<_, KernelError>((channels, banner))
     };
     let result = tokio::select! {
@@ -689,6 +746,67 @@ async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError>
     }
 }
 
+/// Installs retrace's kernel-side code (`probe.py`) before any task code
+/// runs, so it captures pristine builtins. Silent: no execution count, no
+/// history, no names in the user's namespace.
+async fn install_probe(channels: &mut Channels) -> Result<(), KernelError> {
+    let code = format!(
+        "exec(compile(bytes.fromhex('{}').decode('utf-8'), '<retrace>', 'exec'), \
+         {{'__name__': '_retrace', '__builtins__': dict(__import__('builtins').__dict__)}})",
+        hex::encode(PROBE_SOURCE)
+    );
+    let reply = silent_request(channels, &code, None, PROBE_INSTALL_TIMEOUT)
+        .await?
+        .ok_or_else(|| KernelError::Protocol("installing the answer reader timed out".into()))?;
+    if reply.status != ReplyStatus::Ok {
+        let detail = reply
+            .error
+            .map(|e| format!("{}: {}", e.ename, strip_ansi(&e.evalue)))
+            .unwrap_or_default();
+        return Err(KernelError::Protocol(format!(
+            "installing the answer reader failed: {detail}"
+        )));
+    }
+    Ok(())
+}
+
+/// retrace's code inside every kernel: answer reader and state inspector.
+const PROBE_SOURCE: &str = include_str!("probe.py");
+
+/// Sends a silent `execute_request` (no history, no execution count) and
+/// waits for its reply; `Ok(None)` when `timeout` passes first.
+async fn silent_request(
+    channels: &mut Channels,
+    code: &str,
+    expressions: Option<HashMap<String, String>>,
+    timeout: Duration,
+) -> Result<Option<jupyter_protocol::ExecuteReply>, KernelError> {
+    let request = ExecuteRequest {
+        code: code.to_string(),
+        silent: true,
+        store_history: false,
+        user_expressions: expressions,
+        allow_stdin: false,
+        stop_on_error: false,
+    };
+    let msg_id = channels.send_shell(request.into()).await?;
+    let wait = async {
+        while let Some(msg) = channels.shell_rx.recv().await {
+            if parent_id(&msg) == Some(msg_id.as_str()) {
+                if let JupyterMessageContent::ExecuteReply(reply) = msg.content {
+                    return Some(reply);
+                }
+            }
+        }
+        None
+    };
+    match tokio::time::timeout(timeout, wait).await {
+        Ok(Some(reply)) => Ok(Some(reply)),
+        Ok(None) => Err(KernelError::Protocol("the shell channel closed".into())),
+        Err(_) => Ok(None),
+    }
+}
+
 /// The state of one execution while its messages arrive.
 struct Run {
     capture: Capture,
@@ -701,7 +819,8 @@ struct Run {
     displays: Vec<Bundle>,
     images: Vec<(String, String)>,
     error: Option<ErrorInfo>,
-    answer_variable: Option<String>,
+    /// `text/plain` of the answer reader's envelope.
+    probe: Option<String>,
     reason: Option<HarnessReason>,
     kernel_gone: bool,
     /// The reply asked the frontend to exit (`quit()`).
@@ -721,7 +840,7 @@ impl Run {
             displays: Vec::new(),
             images: Vec::new(),
             error: None,
-            answer_variable: None,
+            probe: None,
             reason: None,
             kernel_gone: false,
             ask_exit: false,
@@ -805,8 +924,8 @@ impl Run {
                 .iter()
                 .any(|p| matches!(p, jupyter_protocol::Payload::AskExit { .. }));
             if let Some(expressions) = &reply.user_expressions {
-                if let Some(ExpressionResult::Ok { data, .. }) = expressions.get("answer") {
-                    self.answer_variable = data.content.iter().find_map(|m| match m {
+                if let Some(ExpressionResult::Ok { data, .. }) = expressions.get(ANSWER_KEY) {
+                    self.probe = data.content.iter().find_map(|m| match m {
                         jupyter_protocol::MediaType::Plain(text) => Some(text.clone()),
                         _ => None,
                     });
