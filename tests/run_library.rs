@@ -391,3 +391,50 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
     assert!(bare.starts_with("Your code "), "{bare}");
     assert!(!bare.contains("Output of your code"), "{bare}");
 }
+
+/// `parsed+state`: after a KeyError on a guessed column the repair message
+/// shows the DataFrame's real columns, read from the live kernel.
+#[tokio::test(flavor = "multi_thread")]
+async fn parsed_state_feedback_shows_the_real_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("countries.csv"),
+        "country,gdp_per_capita_usd,population\nA,100,5\nB,300,7\n",
+    )
+    .unwrap();
+    let task = serde_json::json!({
+        "id": "t1", "question": "What is the mean GDP per capita in countries.csv?",
+        "files": ["countries.csv"],
+        "expected": {"type": "number", "value": 200.0},
+        "reference": "import pandas as pd\nanswer = pd.read_csv('countries.csv')['gdp_per_capita_usd'].mean()",
+    });
+    std::fs::write(dir.path().join("t.jsonl"), format!("{task}\n")).unwrap();
+    let model = replay(
+        dir.path(),
+        &[
+            ("t1", 0, "import pandas as pd\ndf = pd.read_csv('countries.csv')\nanswer = df['GDP per capita'].mean()"),
+            ("t1", 1, "answer = float(df['gdp_per_capita_usd'].mean())"),
+        ],
+    );
+    let suite = dir.path().join("t.jsonl").display().to_string();
+    let mut plain = options(&suite, &model, &dir.path().join("plain"));
+    plain.feedback = FeedbackMode::Parsed;
+    let mut state = options(&suite, &model, &dir.path().join("state"));
+    state.feedback = FeedbackMode::ParsedState;
+    let plain = run(plain).await;
+    let state = run(state).await;
+    let repair = |r: &RunResult| {
+        records(&r.dir)
+            .iter()
+            .find(|r| r.round == 1)
+            .unwrap()
+            .prompt[0]
+            .joined_text()
+    };
+    let with_state = repair(&state);
+    assert!(with_state.contains("gdp_per_capita_usd"), "{with_state}");
+    assert!(with_state.contains("KeyError"), "{with_state}");
+    assert!(!repair(&plain).contains("gdp_per_capita_usd"));
+    assert_eq!(state.summary.accuracy_by_round[1].successes, 1);
+    assert_eq!(state.summary.feedback, "parsed+state");
+}

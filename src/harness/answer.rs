@@ -11,15 +11,19 @@ pub enum RoundAnswer {
     Value { text: String },
     /// A value retrace will not read (a DataFrame, a custom object, a huge
     /// list): the model is told so.
-    #[allow(dead_code)] // built once the kernel types its answers
     Unsupported { description: String },
 }
 
 impl RoundAnswer {
     pub fn of(outcome: &Outcome) -> RoundAnswer {
         match &outcome.answer {
-            Some(a) => RoundAnswer::Value {
-                text: a.value.clone(),
+            Some(a) => match &a.unsupported {
+                Some(u) => RoundAnswer::Unsupported {
+                    description: format!("{} ({})", u.type_name, u.reason),
+                },
+                None => RoundAnswer::Value {
+                    text: a.value.clone(),
+                },
             },
             None => RoundAnswer::None,
         }

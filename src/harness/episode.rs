@@ -15,7 +15,7 @@ use crate::record::{
     AttemptRecord, FeedbackKind, RecordKind, RoundTimings, StopOn, StopReason, SCHEMA_VERSION,
 };
 use crate::repair::extract::extract_code;
-use crate::repair::feedback::error_feedback;
+use crate::repair::feedback::{error_feedback, state_query};
 use crate::repair::prompt::{describe_files, describe_images, TemplateName, NO_OUTPUT};
 use crate::repair::FeedbackMode;
 use crate::task::check::{check, Check};
@@ -295,8 +295,12 @@ impl<'a> Episode<'a> {
     /// failure, asked through retrace's own code with a time and size
     /// budget. `None` when the kernel is gone or the view is empty.
     async fn state_view(&mut self, outcome: &Outcome, code: &str) -> Option<String> {
-        let _ = (outcome, code);
-        None
+        let query = state_query(outcome, code)?;
+        let kernel = self.kernel.as_mut()?;
+        let view = kernel.inspect_state(&query).await.ok()?;
+        let text = view.render(self.runner.config.feedback_budget / 4);
+        (!text.trim().is_empty())
+            .then(|| format!("What your variables hold now (checked by retrace):\n{text}"))
     }
 
     async fn kernel(&mut self) -> Result<&mut Kernel, String> {
