@@ -4,6 +4,7 @@
 //! writes code, a confined kernel runs it, tracebacks drive repair rounds and
 //! the harness records and reports every round.
 
+pub mod conformance;
 pub mod harness;
 pub mod kernel;
 pub mod model;

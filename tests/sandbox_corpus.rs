@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use retrace::conformance::check::{self, CheckConfig};
+use retrace::conformance::corpus;
 use retrace::pyenv::ImageName;
-use retrace::sandbox::check::{self, CheckConfig};
-use retrace::sandbox::{corpus, SandboxLimits};
+use retrace::sandbox::SandboxLimits;
 
 fn skip() -> bool {
     if !nix::unistd::geteuid().is_root() {

@@ -168,7 +168,10 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
         );
     }
     if let Some(a) = &o.answer {
-        println!("answer: {} ({:?})", a.value, a.rule);
+        match &a.unsupported {
+            Some(u) => println!("answer: {} ({:?})", u.message(), a.rule),
+            None => println!("answer: {} ({:?})", a.value, a.rule),
+        }
     }
     if o.state_lost {
         println!("the kernel was restarted; its variables are gone");

@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
+use retrace::conformance::check::{self, CheckConfig, CheckError};
+use retrace::conformance::corpus;
 use retrace::kernel::{default_kernel_root, KernelSpec};
 use retrace::pyenv::{ImageName, ImageStore};
-use retrace::sandbox::check::{self, CheckConfig, CheckError};
-use retrace::sandbox::{corpus, Confined};
+use retrace::sandbox::Confined;
 
 use super::limits::LimitArgs;
 use super::Failure;

@@ -95,7 +95,7 @@ async fn validate_one(
     if outcome.succeeded() {
         let c = check(
             &task.expected,
-            outcome.answer.as_ref().map(|a| a.value.as_str()),
+            outcome.answer.as_ref().and_then(|a| a.checkable()),
             &outcome.stdout,
         );
         v.correct = c.correct;

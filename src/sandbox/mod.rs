@@ -7,9 +7,7 @@
 //! removes what it created.
 
 pub mod cgroup;
-pub mod check;
 mod confined;
-pub mod corpus;
 pub mod evidence;
 pub mod init;
 mod isolate;

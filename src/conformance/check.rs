@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::corpus::{Case, Category};
-use super::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
 use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome, OutputCap};
 use crate::report::junit::{render as render_junit, TestCase};
+use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
 
 /// How long leftovers (processes, cgroup directories) may take to vanish
 /// after `shutdown()` returns.

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Flag, SandboxLimits, Verdict};
+use crate::sandbox::{Flag, SandboxLimits, Verdict};
 use crate::util::units::{parse_bytes, parse_duration};
 
 /// What a case attacks (the reference's §3 sections, plus guards).

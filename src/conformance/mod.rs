@@ -1,0 +1,7 @@
+//! Conformance of the sandbox: the hostile-code corpus (`datasets/hostile`)
+//! and `retrace sandbox check`, which runs every case in a real confined
+//! kernel and compares the verdict with the case's expectation. It sits
+//! above `kernel` and `sandbox` (it drives both) and below the CLI.
+
+pub mod check;
+pub mod corpus;
