@@ -281,7 +281,11 @@ impl Job<'_> {
         }
         let gguf = self.tmp.join(&m.file);
         let phase = self.progress.phase(
-            &format!("join {} chunks and verify sha256", chunks.len()),
+            &format!(
+                "join {} chunk{} and verify sha256",
+                chunks.len(),
+                if chunks.len() == 1 { "" } else { "s" }
+            ),
             Total::Bytes(m.size_bytes),
         );
         let (sha256, size_bytes) =
