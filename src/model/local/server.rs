@@ -31,15 +31,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::pyenv::step::{describe, tail, TAIL_LINES};
 
-use super::env::ModelEnv;
-use super::{LocalError, MODEL};
+use super::env::Prepared;
+use super::LocalError;
 
 /// How the server runs. Recorded in run.json through `LocalModel::info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// Context window in tokens. SmolLM2-135M was trained with 8192; repair
-    /// conversations (system, task, replies, tracebacks) outgrow 4096 by
-    /// round 2.
+    /// Context window in tokens (the catalogue's value for the model by
+    /// default): repair conversations (system, task, replies, tracebacks)
+    /// outgrow 4096 by round 2.
     pub n_ctx: u32,
     /// llama.cpp threads, for prompt processing and generation alike.
     pub threads: usize,
@@ -58,7 +58,7 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
-            n_ctx: 8192,
+            n_ctx: super::catalog::DEFAULT_N_CTX,
             threads: default_threads(),
             prompt_cache_bytes: 1 << 30,
             require_key: true,
@@ -78,7 +78,10 @@ pub fn default_threads() -> usize {
 }
 
 /// The alias the server reports in `/v1/models`; also the `model` sent.
-pub const SERVED_MODEL: &str = MODEL;
+/// The same for every model: what was served is in `LocalModel::info`.
+pub const SERVED_MODEL: &str = "retrace-local";
+/// Server log names in `$RETRACE_HOME/logs`.
+const LOG_PREFIX: &str = "model-server-";
 /// Server logs kept in `$RETRACE_HOME/logs` (older ones are removed).
 const KEEP_LOGS: usize = 10;
 const PORT_ATTEMPTS: usize = 3;
@@ -117,7 +120,7 @@ impl LocalServer {
     /// until `/v1/models` answers. Its output goes to a log file in
     /// `logs_dir`, quoted in any error.
     pub async fn start(
-        env: &ModelEnv,
+        env: &Prepared,
         logs_dir: &Path,
         options: ServerOptions,
     ) -> Result<LocalServer, LocalError> {
@@ -138,16 +141,14 @@ impl LocalServer {
     }
 
     fn spawn(
-        env: &ModelEnv,
+        prepared: &Prepared,
         logs_dir: &Path,
         port: u16,
         options: ServerOptions,
     ) -> Result<LocalServer, LocalError> {
         fs::create_dir_all(logs_dir).map_err(|e| LocalError::io_at("creating", logs_dir, e))?;
-        let log_path = logs_dir.join(format!(
-            "model-{MODEL}-server-{}-{port}.log",
-            std::process::id()
-        ));
+        let env = &prepared.env;
+        let log_path = logs_dir.join(format!("{LOG_PREFIX}{}-{port}.log", std::process::id()));
         let log =
             File::create(&log_path).map_err(|e| LocalError::io_at("creating", &log_path, e))?;
         let stdio = || {
@@ -162,7 +163,7 @@ impl LocalServer {
         let mut cmd = Command::new(env.python());
         // -I: no PYTHON* variables, no user site, no cwd on sys.path.
         cmd.args(["-I", "-m", "llama_cpp.server", "--model"])
-            .arg(env.gguf())
+            .arg(&prepared.model.path)
             .args(["--model_alias", SERVED_MODEL])
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--n_ctx", &options.n_ctx.to_string()])
@@ -181,6 +182,11 @@ impl LocalServer {
             // Streams only; stated so that a later default cannot make one
             // task's request cut another's short.
             .args(["--interrupt_requests", "false"]);
+        let _ = writeln!(
+            &log,
+            "# {} (sha256 {})",
+            prepared.model.spec, prepared.model.sha256
+        );
         let _ = writeln!(&log, "$ {}", describe(&cmd));
         let _ = writeln!(
             &log,
@@ -444,13 +450,13 @@ fn parse_probe(response: &[u8]) -> Option<u16> {
 
 /// Keeps the newest server logs; every run writes one.
 fn prune_logs(dir: &Path) {
-    let prefix = format!("model-{MODEL}-server-");
+    let prefix = LOG_PREFIX;
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     let mut logs: Vec<(std::time::SystemTime, PathBuf)> = entries
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     logs.sort();
@@ -500,7 +506,7 @@ mod tests {
     fn old_server_logs_are_pruned() {
         let dir = tempfile::tempdir().unwrap();
         for i in 0..(KEEP_LOGS + 3) {
-            let path = dir.path().join(format!("model-{MODEL}-server-1-{i}.log"));
+            let path = dir.path().join(format!("{LOG_PREFIX}1-{i}.log"));
             fs::write(&path, "x").unwrap();
             let t = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1000 + i as u64);
             File::options()
@@ -520,7 +526,7 @@ mod tests {
         // Room for the one about to be written.
         assert_eq!(left.len(), KEEP_LOGS);
         assert!(left.contains(&"other.log".to_string()));
-        assert!(!left.contains(&format!("model-{MODEL}-server-1-0.log")));
-        assert!(left.contains(&format!("model-{MODEL}-server-1-12.log")));
+        assert!(!left.contains(&format!("{LOG_PREFIX}1-0.log")));
+        assert!(left.contains(&format!("{LOG_PREFIX}1-12.log")));
     }
 }

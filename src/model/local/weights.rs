@@ -1,0 +1,576 @@
+//! A catalogued model's weights, `$RETRACE_HOME/models/weights/<name>/`:
+//! the joined GGUF and `complete.json`.
+//!
+//! Preparing: pip installs the model's pinned wheels (`--require-hashes`,
+//! no dependencies) into a private `--target` directory, the chunks inside
+//! them are joined in catalogue order while being hashed, each chunk copy is
+//! deleted as soon as it is appended (so the disk holds about one model's
+//! size, not two), and the joined file must match the catalogue's size and
+//! sha256. As with images, all of it happens in a `.tmp-*` directory under a
+//! file lock and the directory is renamed into place after the marker is
+//! written. Weights are prepared per model, so preparing one never
+//! downloads another.
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::pyenv::progress::{Phase, Progress, Total};
+use crate::pyenv::publish::publish;
+use crate::pyenv::step::{BuildLog, StepError, TAIL_LINES};
+use crate::pyenv::{file_lock, marker, venv};
+
+use super::catalog::{CatalogModel, Wheel};
+use super::LocalError;
+
+/// Bumped when the layout of a weights directory changes.
+const FORMAT: u32 = 1;
+pub(crate) const TMP_PREFIX: &str = ".tmp-";
+pub(crate) const OLD_PREFIX: &str = ".old-";
+pub(crate) const LOCK_PREFIX: &str = ".lock-";
+
+/// The GGUF a server loads: where, and what it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GgufRecord {
+    /// Relative to the weights directory (renamed into place after the
+    /// marker is written).
+    pub file: String,
+    pub sha256: String,
+    pub size_bytes: u64,
+}
+
+/// `complete.json` of a weights directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WeightsMarker {
+    pub format: u32,
+    pub name: String,
+    pub prepared_at: DateTime<Utc>,
+    pub retrace_version: String,
+    /// The wheels the file was joined from, in order.
+    pub wheels: Vec<Wheel>,
+    pub gguf: GgufRecord,
+}
+
+impl WeightsMarker {
+    /// Why this marker does not describe `model` as catalogued, if not.
+    pub(crate) fn mismatch(&self, model: &CatalogModel) -> Option<String> {
+        if self.format != FORMAT || self.name != model.name {
+            return Some(format!(
+                "prepared by another retrace layout ({} format {})",
+                self.name, self.format
+            ));
+        }
+        if self.wheels != model.wheels
+            || self.gguf.sha256 != model.sha256
+            || self.gguf.size_bytes != model.size_bytes
+            || self.gguf.file != model.file
+        {
+            return Some("prepared from other pins (images/llm-models.toml changed)".into());
+        }
+        None
+    }
+}
+
+/// Prepared weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weights {
+    /// Absolute.
+    pub dir: PathBuf,
+    pub marker: WeightsMarker,
+}
+
+impl Weights {
+    pub fn gguf(&self) -> PathBuf {
+        self.dir.join(&self.marker.gguf.file)
+    }
+
+    /// The marker is current for `model` and the file is there with its
+    /// size (a cheap check; the hash was checked when it was joined).
+    pub(crate) fn current(dir: PathBuf, model: &CatalogModel) -> Result<Weights, String> {
+        let Some(marker) = marker::read::<WeightsMarker>(&dir) else {
+            return Err("not prepared".into());
+        };
+        if let Some(reason) = marker.mismatch(model) {
+            return Err(reason);
+        }
+        let w = Weights { dir, marker };
+        match fs::metadata(w.gguf()) {
+            Ok(m) if m.len() == w.marker.gguf.size_bytes => Ok(w),
+            Ok(m) => Err(format!(
+                "{} has {} bytes, expected {}",
+                w.gguf().display(),
+                m.len(),
+                w.marker.gguf.size_bytes
+            )),
+            Err(e) => Err(format!("{}: {e}", w.gguf().display())),
+        }
+    }
+}
+
+/// Joins `chunks` in order into `dest`, hashing as it goes and deleting
+/// each chunk once appended, then checks the result against the expected
+/// size and sha256. A mismatching file is deleted: nothing unverified is
+/// left under a name a server could load. Returns sha256 and size.
+pub fn join_chunks(
+    chunks: &[PathBuf],
+    dest: &Path,
+    expected_sha256: &str,
+    expected_size: u64,
+    mut progress: impl FnMut(u64),
+) -> Result<(String, u64), LocalError> {
+    let mut out = File::create(dest).map_err(|e| LocalError::io_at("creating", dest, e))?;
+    let mut hasher = Sha256::new();
+    let mut total = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    for chunk in chunks {
+        let mut input = File::open(chunk).map_err(|e| LocalError::io_at("opening", chunk, e))?;
+        loop {
+            let n = input
+                .read(&mut buf)
+                .map_err(|e| LocalError::io_at("reading", chunk, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| LocalError::io_at("writing", dest, e))?;
+            total += n as u64;
+            progress(n as u64);
+        }
+        drop(input);
+        fs::remove_file(chunk).map_err(|e| LocalError::io_at("removing", chunk, e))?;
+    }
+    out.sync_all()
+        .map_err(|e| LocalError::io_at("writing", dest, e))?;
+    let sha256 = hex::encode(hasher.finalize());
+    if sha256 != expected_sha256 || total != expected_size {
+        let _ = fs::remove_file(dest);
+        return Err(LocalError::HashMismatch {
+            file: dest.to_path_buf(),
+            sha256,
+            size: total,
+            expected_sha256: expected_sha256.to_string(),
+            expected_size,
+        });
+    }
+    Ok((sha256, total))
+}
+
+/// SHA-256 (hex) and length of a file, reporting progress in bytes.
+pub(crate) fn sha256_file(
+    path: &Path,
+    mut progress: impl FnMut(u64),
+) -> std::io::Result<(String, u64)> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        total += n as u64;
+        progress(n as u64);
+    }
+    Ok((hex::encode(hasher.finalize()), total))
+}
+
+/// Prepares `model`'s weights in `weights_dir/<name>` with `python` (a venv
+/// whose pip does the download). Idempotent and safe to run concurrently.
+pub(crate) fn prepare(
+    weights_dir: &Path,
+    model: &CatalogModel,
+    python: &Path,
+    log_path: &Path,
+    progress: bool,
+) -> Result<Weights, LocalError> {
+    let dest = weights_dir.join(&model.name);
+    if let Ok(w) = Weights::current(dest.clone(), model) {
+        return Ok(w);
+    }
+    let progress = Progress::new(&model.spec(), progress);
+    fs::create_dir_all(weights_dir).map_err(|e| LocalError::io_at("creating", weights_dir, e))?;
+    let lock = file_lock::acquire(
+        &weights_dir.join(format!("{LOCK_PREFIX}{}", model.name)),
+        || progress.note("waiting for another prepare of this model to finish"),
+    )?;
+    if let Ok(w) = Weights::current(dest.clone(), model) {
+        return Ok(w);
+    }
+    remove_leftovers(weights_dir, &model.name);
+    let tmp = weights_dir.join(format!("{TMP_PREFIX}{}-{}", model.name, std::process::id()));
+    let job = Job {
+        model,
+        python,
+        tmp: tmp.clone(),
+        dest: dest.clone(),
+        log: BuildLog::create(log_path)?,
+        progress: &progress,
+    };
+    let result = job.run();
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    result?;
+    drop(lock);
+    Weights::current(dest.clone(), model).map_err(|reason| {
+        LocalError::io_at(
+            &format!("finding the weights just prepared ({reason}) in"),
+            &dest,
+            std::io::ErrorKind::NotFound.into(),
+        )
+    })
+}
+
+/// Holding the lock, every leftover is from a preparer that died.
+pub(crate) fn remove_leftovers(dir: &Path, name: &str) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let ours = [TMP_PREFIX, OLD_PREFIX].iter().any(|p| {
+            file_name
+                .strip_prefix(&format!("{p}{name}-"))
+                .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if ours {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+struct Job<'a> {
+    model: &'a CatalogModel,
+    python: &'a Path,
+    tmp: PathBuf,
+    dest: PathBuf,
+    log: BuildLog,
+    progress: &'a Progress,
+}
+
+impl Job<'_> {
+    fn run(&self) -> Result<(), LocalError> {
+        let m = self.model;
+        self.log.line(&format!(
+            "# retrace model prepare: {} ({} wheels) into {}",
+            m.spec(),
+            m.wheels.len(),
+            self.tmp.display()
+        ));
+        fs::create_dir_all(&self.tmp).map_err(|e| LocalError::io_at("creating", &self.tmp, e))?;
+        let chunks_dir = self.download()?;
+
+        let chunks: Vec<PathBuf> = m
+            .wheels
+            .iter()
+            .map(|w| chunks_dir.join(&w.member))
+            .collect();
+        if let Some(missing) = chunks.iter().find(|c| !c.is_file()) {
+            return Err(self.failed(
+                "find the chunks in the wheels",
+                format!("{} is missing", missing.display()),
+            ));
+        }
+        let gguf = self.tmp.join(&m.file);
+        let phase = self.progress.phase(
+            &format!(
+                "join {} chunk{} and verify sha256",
+                chunks.len(),
+                if chunks.len() == 1 { "" } else { "s" }
+            ),
+            Total::Bytes(m.size_bytes),
+        );
+        let (sha256, size_bytes) =
+            join_chunks(&chunks, &gguf, &m.sha256, m.size_bytes, |n| phase.inc(n)).map_err(
+                |e| match e {
+                    LocalError::HashMismatch { .. } => {
+                        self.failed("verify the joined GGUF", e.to_string())
+                    }
+                    other => other,
+                },
+            )?;
+        phase.finish();
+        self.log.line(&format!(
+            "# {}: {size_bytes} bytes, sha256 {sha256}",
+            gguf.display()
+        ));
+        // The dist-info directories and the emptied package directories.
+        let _ = fs::remove_dir_all(&chunks_dir);
+        let _ = fs::remove_file(self.tmp.join("wheels.req"));
+
+        let marker = WeightsMarker {
+            format: FORMAT,
+            name: m.name.clone(),
+            prepared_at: Utc::now(),
+            retrace_version: env!("CARGO_PKG_VERSION").into(),
+            wheels: m.wheels.clone(),
+            gguf: GgufRecord {
+                file: m.file.clone(),
+                sha256,
+                size_bytes,
+            },
+        };
+        marker::write(&self.tmp, &marker)
+            .map_err(|e| LocalError::io_at("writing the marker in", &self.tmp, e))?;
+        if self.dest.exists() {
+            // Stale (the caller found it not current while holding the
+            // lock); moved aside so the final name only ever holds complete
+            // weights. A server still serving the old file keeps it open.
+            let parent = self.dest.parent().unwrap_or(Path::new("."));
+            let old = parent.join(format!("{OLD_PREFIX}{}-{}", m.name, std::process::id()));
+            fs::rename(&self.dest, &old)
+                .map_err(|e| LocalError::io_at("moving aside", &self.dest, e))?;
+            let _ = fs::remove_dir_all(&old);
+        }
+        publish(&self.tmp, &self.dest)?;
+        self.log
+            .line(&format!("# complete: {}", self.dest.display()));
+        Ok(())
+    }
+
+    /// `pip install --no-deps --require-hashes --target`: pip downloads
+    /// (from its configured index, through its cache), checks every wheel's
+    /// hash and unpacks it; nothing is imported or run. Returns the target.
+    fn download(&self) -> Result<PathBuf, LocalError> {
+        let m = self.model;
+        let step = format!(
+            "download the {} wheels of {} (pip install)",
+            m.wheels.len(),
+            m.name
+        );
+        let requirements = self.tmp.join("wheels.req");
+        let text: String = m.wheels.iter().map(|w| w.requirement() + "\n").collect();
+        fs::write(&requirements, text)
+            .map_err(|e| LocalError::io_at("writing", &requirements, e))?;
+        let target = self.tmp.join("wheels");
+        let mut cmd = venv::pip(self.python, "install");
+        cmd.args([
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--require-hashes",
+            "--no-compile",
+            "--target",
+        ])
+        .arg(&target)
+        .arg("-r")
+        .arg(&requirements);
+        let mut child = self
+            .log
+            .spawn_reading_stdout(&mut cmd)
+            .map_err(|e| self.step_error(&step, e))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let count = m.wheels.len() as u64;
+        let mut phase: Option<Phase> = Some(self.progress.phase(
+            &format!(
+                "download {count} wheel{} (about {} MB)",
+                if count == 1 { "" } else { "s" },
+                m.size_bytes / 1_000_000
+            ),
+            Total::Items(count),
+        ));
+        let mut unpacking = false;
+        for line in BufReader::new(stdout).split(b'\n') {
+            let Ok(line) = line else { break };
+            let line = String::from_utf8_lossy(&line);
+            self.log.line(&line);
+            let trimmed = line.trim();
+            if !unpacking && trimmed.starts_with("Installing collected packages") {
+                unpacking = true;
+                if let Some(done) = phase.take() {
+                    done.finish();
+                }
+                phase = Some(self.progress.phase("unpack the wheels", Total::None));
+            }
+            if let Some(p) = &phase {
+                if let Some(requirement) = trimmed.strip_prefix("Collecting ") {
+                    p.inc(1);
+                    p.set_message(requirement.to_string());
+                } else if let Some(file) = trimmed.strip_prefix("Downloading ") {
+                    p.set_message(file.to_string());
+                }
+            }
+        }
+        let status = child
+            .wait()
+            .map_err(|e| self.failed(&step, format!("waiting for pip: {e}")))?;
+        self.log
+            .check_status(status)
+            .map_err(|_| self.failed(&step, format!("pip install exited with {status}")))?;
+        if let Some(p) = phase {
+            p.finish();
+        }
+        Ok(target)
+    }
+
+    fn step_error(&self, step: &str, error: StepError) -> LocalError {
+        error.into_error(|detail| self.failed(step, detail))
+    }
+
+    fn failed(&self, step: &str, detail: String) -> LocalError {
+        LocalError::PrepareFailed {
+            step: step.to_string(),
+            detail,
+            log: self.log.path.clone(),
+            tail: self.log.tail(TAIL_LINES),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::local::catalog::Catalog;
+
+    fn sha(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// Three chunks of a fake model in a temp dir.
+    fn chunk_set(dir: &Path) -> (Vec<PathBuf>, Vec<u8>) {
+        let parts: [&[u8]; 3] = [b"GGUF\x03head", b"-middle-", b"tail"];
+        let mut paths = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            let path = dir.join(format!("pkg_part{}/data/part{:02}.bin", i + 1, i + 1));
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, p).unwrap();
+            paths.push(path);
+        }
+        (paths, parts.concat())
+    }
+
+    #[test]
+    fn chunks_join_in_order_and_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (chunks, whole) = chunk_set(dir.path());
+        let dest = dir.path().join("model.gguf");
+        let mut seen = 0;
+        let (sha256, size) = join_chunks(&chunks, &dest, &sha(&whole), whole.len() as u64, |n| {
+            seen += n
+        })
+        .unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), whole);
+        assert_eq!(
+            (sha256, size, seen),
+            (sha(&whole), whole.len() as u64, whole.len() as u64)
+        );
+        assert!(chunks.iter().all(|c| !c.exists()), "chunk copies remain");
+    }
+
+    #[test]
+    fn a_joined_file_with_the_wrong_hash_is_refused_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut chunks, whole) = chunk_set(dir.path());
+        // Out of order: same bytes, same size, another hash.
+        chunks.swap(1, 2);
+        let dest = dir.path().join("model.gguf");
+        let err =
+            join_chunks(&chunks, &dest, &sha(&whole), whole.len() as u64, |_| {}).unwrap_err();
+        match &err {
+            LocalError::HashMismatch {
+                file,
+                size,
+                expected_sha256,
+                ..
+            } => {
+                assert_eq!(file, &dest);
+                assert_eq!(*size, whole.len() as u64);
+                assert_eq!(expected_sha256, &sha(&whole));
+            }
+            other => panic!("{other:?}"),
+        }
+        let message = err.to_string();
+        assert!(
+            message.contains("model.gguf") && message.contains(&sha(&whole)),
+            "{message}"
+        );
+        assert!(!dest.exists(), "an unverified file was left behind");
+
+        // A missing chunk names itself.
+        let (chunks, whole) = chunk_set(dir.path());
+        fs::remove_file(&chunks[1]).unwrap();
+        let err =
+            join_chunks(&chunks, &dest, &sha(&whole), whole.len() as u64, |_| {}).unwrap_err();
+        assert!(err.to_string().contains("part02.bin"), "{err}");
+    }
+
+    #[test]
+    fn markers_must_match_the_catalogue() {
+        let model = Catalog::builtin()
+            .get("smollm2-135m-instruct")
+            .unwrap()
+            .clone();
+        let dir = tempfile::tempdir().unwrap();
+        let wdir = dir.path().join(&model.name);
+        assert_eq!(
+            Weights::current(wdir.clone(), &model).unwrap_err(),
+            "not prepared"
+        );
+        fs::create_dir_all(&wdir).unwrap();
+        let m = WeightsMarker {
+            format: FORMAT,
+            name: model.name.clone(),
+            prepared_at: Utc::now(),
+            retrace_version: "0".into(),
+            wheels: model.wheels.clone(),
+            gguf: GgufRecord {
+                file: model.file.clone(),
+                sha256: model.sha256.clone(),
+                size_bytes: model.size_bytes,
+            },
+        };
+        marker::write(&wdir, &m).unwrap();
+        fs::write(wdir.join(&model.file), b"abc").unwrap();
+        let why = Weights::current(wdir.clone(), &model).unwrap_err();
+        assert!(
+            why.contains(&format!("3 bytes, expected {}", model.size_bytes)),
+            "{why}"
+        );
+        assert_eq!(m.mismatch(&model), None);
+        let mut repinned = model.clone();
+        repinned.wheels[0].sha256 = "0".repeat(64);
+        assert!(m.mismatch(&repinned).unwrap().contains("other pins"));
+        let other = Catalog::builtin()
+            .get("qwen2.5-coder-0.5b-instruct")
+            .unwrap();
+        assert!(m.mismatch(other).is_some());
+    }
+
+    #[test]
+    fn leftovers_of_dead_preparers_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [".tmp-a-1", ".old-a-2", ".tmp-a-b-3", "a", "other"] {
+            fs::create_dir_all(dir.path().join(name)).unwrap();
+        }
+        remove_leftovers(dir.path(), "a");
+        let mut left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        // `.tmp-a-b-3` belongs to a model named `a-b`.
+        assert_eq!(left, [".tmp-a-b-3", "a", "other"]);
+    }
+
+    #[test]
+    fn hashes_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        fs::write(&file, b"abc").unwrap();
+        let mut seen = 0;
+        let (sha, len) = sha256_file(&file, |n| seen += n).unwrap();
+        assert_eq!(
+            sha,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!((len, seen), (3, 3));
+    }
+}
