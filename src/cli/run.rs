@@ -209,7 +209,7 @@ fn default_sample(args: &RunArgs) -> Option<usize> {
     })
 }
 
-const LOCAL_DEFAULT_SAMPLE: usize = 12;
+const LOCAL_DEFAULT_SAMPLE: usize = retrace::model::local::DEFAULT_SAMPLE;
 
 fn print_summary(s: &report::Summary, out: &std::path::Path) {
     for label in report::labels(s) {
