@@ -64,6 +64,10 @@ fn run_suite(suite: &str) {
         "oracle:faults",
         "--rounds",
         "2",
+        // Room for a cold pandas import on a loaded machine: a round-0
+        // timeout costs `oracle:faults` a round (it never saw its fault raise).
+        "--timeout",
+        "60s",
         "--out",
         dir.to_str().unwrap(),
     ]);
@@ -124,7 +128,8 @@ fn hostile_replies_are_killed_classified_and_repaired() {
     for (id, hostile, _) in HOSTILE_REPLIES {
         tasks.push_str(
             &serde_json::json!({
-                "id": id, "question": "What is 6 times 7?",
+                // Distinct questions: replay recognises a task by its question.
+                "id": id, "question": format!("What is 6 times 7? ({id})"),
                 "expected": {"type": "number", "value": 42},
                 "reference": "answer = 6 * 7",
             })
@@ -268,6 +273,81 @@ fn resume_after_kill_9_gives_the_same_results() {
     assert_consistent(&records(&cut), 16);
     let (s1, s2) = (summary(&full), summary(&cut));
     assert_eq!(s1["accuracy_by_round"], s2["accuracy_by_round"]);
+}
+
+/// `oracle:wrong`: round 0 runs cleanly with a wrong answer, later rounds
+/// send the reference. The clean stop rule ends every task at round 0;
+/// oracle feedback (`correct`) gets the reference at round 1.
+#[test]
+fn oracle_wrong_is_clean_but_wrong_at_round_0() {
+    let out = tempfile::tempdir().unwrap();
+    for (stop, final_accuracy) in [("clean", 0.0), ("correct", 1.0)] {
+        let dir = out.path().join(stop);
+        let o = retrace(&[
+            "run",
+            "--suite",
+            "math",
+            "--model",
+            "oracle:wrong",
+            "--stop-on",
+            stop,
+            "--rounds",
+            "1",
+            "--limit-tasks",
+            "12",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s = summary(&dir);
+        assert_eq!(accuracy(&s, 0), 0.0, "{stop}: {s}");
+        assert_eq!(accuracy(&s, 1), final_accuracy, "{stop}: {s}");
+        let recs = records(&dir);
+        assert_consistent(&recs, 12);
+        for r in recs.iter().filter(|r| r["round"] == 0) {
+            assert_eq!(r["outcome"]["verdict"], "ok", "{r}");
+            assert_eq!(r["check"]["parsed"], true, "{r}");
+            assert_eq!(r["correct"], false, "{r}");
+        }
+        let rounds = if stop == "clean" { 12 } else { 24 };
+        assert_eq!(recs.len(), rounds, "{stop}");
+    }
+}
+
+/// `oracle:faults` repairs only from feedback that shows the exception and
+/// the failing line: with no room for feedback it resends its faulty code
+/// and recovers nothing.
+#[test]
+fn oracle_faults_without_feedback_does_not_recover() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let o = retrace(&[
+        "run",
+        "--suite",
+        "math",
+        "--model",
+        "oracle:faults",
+        "--rounds",
+        "2",
+        "--limit-tasks",
+        "8",
+        "--feedback-budget",
+        "0",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&dir);
+    assert_eq!(accuracy(&s, 2), 0.0, "{s}");
+    let recs = records(&dir);
+    assert_consistent(&recs, 8);
+    for r in &recs {
+        let first = recs
+            .iter()
+            .find(|x| x["task_id"] == r["task_id"] && x["round"] == 0)
+            .unwrap();
+        assert_eq!(r["code"], first["code"], "the faulty code is resent");
+    }
 }
 
 #[test]
