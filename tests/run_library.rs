@@ -378,6 +378,16 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
         .map(|f| f.tasks)
         .sum();
     assert_eq!(faults, 8);
+    // Starved of feedback, the stand-in resends its faulty code, as a weak
+    // model would.
+    let recs = records(&starved.dir);
+    for r in recs.iter().filter(|r| r.round > 0) {
+        let first = recs
+            .iter()
+            .find(|x| x.task_id == r.task_id && x.round == 0)
+            .unwrap();
+        assert_eq!(r.code, first.code, "{}: the faulty code is resent", r.task_id);
+    }
     // `minimal` names the exception but not the line: not enough either.
     let mut minimal = limited(
         options("math", "oracle:faults", &dir.path().join("minimal")),
