@@ -386,7 +386,11 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
             .iter()
             .find(|x| x.task_id == r.task_id && x.round == 0)
             .unwrap();
-        assert_eq!(r.code, first.code, "{}: the faulty code is resent", r.task_id);
+        assert_eq!(
+            r.code, first.code,
+            "{}: the faulty code is resent",
+            r.task_id
+        );
     }
     // `minimal` names the exception but not the line: not enough either.
     let mut minimal = limited(

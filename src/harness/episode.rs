@@ -111,6 +111,7 @@ impl<'a> Episode<'a> {
         rec.timings_ms.model = reply.latency_ms;
         rec.tokens = reply.usage;
         rec.fault = reply.fault.clone();
+        rec.note = reply.note.clone();
         rec.reply = Some(reply.text.clone());
         self.conversation
             .push(Message::text(Role::Assistant, reply.text.clone()));
@@ -345,6 +346,7 @@ impl<'a> Episode<'a> {
             reply: None,
             kept_answer: false,
             fault: None,
+            note: None,
             extraction: None,
             code: None,
             outcome: None,

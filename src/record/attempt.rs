@@ -92,6 +92,10 @@ pub struct AttemptRecord {
     /// injected), for accuracy by fault kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// What a synthetic model says it did this round (e.g. why it repaired
+    /// or resent its code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub extraction: Option<Extraction>,
     pub code: Option<String>,
     pub outcome: Option<Outcome>,
