@@ -102,18 +102,12 @@ pub fn main() -> i32 {
     }
 }
 
-/// The error and its causes on one line. Library errors already carry their
-/// immediate cause in their message; a cause is added only when it is new.
+/// The error and its causes on one line, each named once (library errors
+/// never repeat their `source()` in their own message).
 fn describe(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in error.chain() {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            if !text.is_empty() {
-                text.push_str(": ");
-            }
-            text.push_str(&part);
-        }
-    }
-    text
+    error
+        .chain()
+        .map(|cause| cause.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
 }

@@ -169,12 +169,8 @@ impl Case {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {
-    #[error("corpus directory {dir}: {source}")]
-    Dir {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("corpus directory {dir}: {cause}")]
+    Dir { dir: PathBuf, cause: std::io::Error },
     #[error("corpus directory {0} holds no *.toml case files")]
     Empty(PathBuf),
     #[error("{file}: {message}")]
@@ -212,9 +208,9 @@ pub fn load_dirs(dirs: &[PathBuf]) -> Result<Vec<Case>, CorpusError> {
 
 /// Loads the `*.toml` files of one directory, in file-name order.
 pub fn load_dir(dir: &Path) -> Result<Vec<Case>, CorpusError> {
-    let dir_err = |source| CorpusError::Dir {
+    let dir_err = |cause| CorpusError::Dir {
         dir: dir.to_path_buf(),
-        source,
+        cause,
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(dir_err)?

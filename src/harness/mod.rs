@@ -15,12 +15,8 @@ pub use runner::Runner;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
     #[error("journal: {0}")]
     Journal(String),
     #[error(transparent)]
@@ -42,10 +38,7 @@ pub enum HarnessError {
 
 impl HarnessError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        HarnessError::Io {
-            context: context.into(),
-            source,
-        }
+        HarnessError::Io(crate::util::IoError::new(context, source))
     }
 
     /// The user asked for something impossible (exit code 2), as opposed

@@ -39,19 +39,12 @@ pub enum KernelError {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Image(#[from] crate::pyenv::PyenvError),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
 }
 
 impl KernelError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        KernelError::Io {
-            context: context.into(),
-            source,
-        }
+        KernelError::Io(crate::util::IoError::new(context, source))
     }
 }

@@ -165,20 +165,13 @@ pub enum PyenvError {
         log: PathBuf,
         tail: String,
     },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
 }
 
 impl PyenvError {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        PyenvError::Io {
-            context: context.into(),
-            source,
-        }
+        PyenvError::Io(crate::util::IoError::new(context, source))
     }
 
     pub(crate) fn io_at(what: &str, path: &Path, source: std::io::Error) -> Self {

@@ -138,11 +138,10 @@ pub enum PromptError {
         placeholder: String,
         known: String,
     },
-    #[error("reading template {}: {source}", path.display())]
+    #[error("reading template {}: {cause}", path.display())]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -177,7 +176,7 @@ impl Templates {
                     t.sources[name.index()] = path.display().to_string();
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(PromptError::Read { path, source }),
+                Err(cause) => return Err(PromptError::Read { path, cause }),
             }
         }
         Ok(t)

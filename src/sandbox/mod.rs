@@ -67,20 +67,13 @@ pub enum SandboxError {
     Unavailable { reason: String, fix: String },
     #[error("cgroup {path}: {message}")]
     Cgroup { path: PathBuf, message: String },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
 }
 
 impl SandboxError {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        SandboxError::Io {
-            context: context.into(),
-            source,
-        }
+        SandboxError::Io(crate::util::IoError::new(context, source))
     }
 }
 

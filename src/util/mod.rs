@@ -1,4 +1,6 @@
 //! Small helpers shared by several stages.
 
+pub mod io_error;
 pub mod proc;
 pub mod units;
+pub use io_error::IoError;
