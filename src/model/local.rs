@@ -272,6 +272,7 @@ impl ModelClient for LocalModel {
             "base_url": self.server.base_url(),
             "n_ctx": o.n_ctx,
             "threads": o.threads,
+            "batch_threads": o.batch_threads,
             "prompt_cache_bytes": o.prompt_cache_bytes,
         })
     }
