@@ -517,7 +517,10 @@ mod tests {
         let cpus = available_cpus();
         assert!(t < cpus || cpus == 1, "{t} threads on {cpus} CPUs");
         let o = ServerOptions::default();
-        assert!(o.batch_threads >= o.threads && o.batch_threads <= 8, "{o:?}");
+        assert!(
+            o.batch_threads >= o.threads && o.batch_threads <= 8,
+            "{o:?}"
+        );
     }
 
     #[test]
