@@ -36,13 +36,20 @@ use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
 /// Defaults for `retrace run` with the default local model
 /// (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) on the math suite, chosen so that a
 /// prepared run finishes in about 10 minutes on 2 cores. Measured with
-/// `prompts/system.md` and questions from `datasets/math/tasks.jsonl` on
-/// 2 cores (llama-cpp-python 0.3.36, server threads as `default_threads`):
-/// MEASUREMENT_NOTE
+/// `prompts/system.md` and questions from `datasets/math/tasks.jsonl`
+/// (llama-cpp-python 0.3.36, 1 generation thread, on a 2-core machine
+/// shared with other CPU-bound jobs, load 5-10): replies average 90
+/// completion tokens (max 216 in 19 replies), a round-0 prompt is about
+/// 370 tokens of which the ~290 of the system prompt come from the prompt
+/// cache after the first task; generation ran at 3-8 tokens/s and prompt
+/// reading at 10-29 tokens/s, i.e. 15-25 s per request, and a task takes
+/// 1.5 requests on average (4 of the first 12 tasks right at round 0).
+/// 20 tasks: about 8-12 minutes under that load, 3-4 minutes on an idle
+/// machine (37 tokens/s generation, 165 prompt).
 pub const DEFAULT_SAMPLE: usize = 20;
-/// Completion budget per reply: a fenced code answer for a math task takes
-/// 80-250 tokens; the cap stops the rare rambling reply from costing
-/// minutes.
+/// Completion budget per reply: a fenced code answer for a math task took
+/// 11-216 tokens; the cap keeps a rare rambling reply to about a minute at
+/// the loaded speed.
 pub const DEFAULT_MAX_TOKENS: u32 = 512;
 /// Tasks in flight for the default local run: the server answers one
 /// request at a time, so a second task in flight only overlaps one task's
@@ -272,6 +279,7 @@ impl ModelClient for LocalModel {
             "base_url": self.server.base_url(),
             "n_ctx": o.n_ctx,
             "threads": o.threads,
+            "batch_threads": o.batch_threads,
             "prompt_cache_bytes": o.prompt_cache_bytes,
         })
     }

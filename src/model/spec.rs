@@ -19,7 +19,7 @@ pub struct Endpoint {
 }
 
 pub const VALID_SPECS: &str =
-    "openai:<model>, oracle, oracle:faults, oracle:wrong, replay:<path.jsonl>, local, local:<name>";
+    "openai:<model>, oracle, oracle:faults, oracle:wrong, replay:<path.jsonl>, local, local:<name>, local:<file.gguf>";
 
 /// `openai:<model>` | `oracle` | `oracle:faults` | `oracle:wrong` |
 /// `replay:<path>` | `local[:smollm2-135m-instruct]`. The synthetic models
