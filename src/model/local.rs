@@ -106,20 +106,13 @@ pub enum LocalError {
         log: PathBuf,
         tail: String,
     },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::util::IoError),
 }
 
 impl LocalError {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        LocalError::Io {
-            context: context.into(),
-            source,
-        }
+        LocalError::Io(crate::util::IoError::new(context, source))
     }
 
     pub(crate) fn io_at(what: &str, path: &Path, source: std::io::Error) -> Self {
