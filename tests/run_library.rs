@@ -73,6 +73,17 @@ fn suite(dir: &Path, tasks: &[(&str, &str, f64)]) -> String {
     path.display().to_string()
 }
 
+/// `t1`: 6 × 7 = 42; `t2`: 2 + 2 = 4.
+fn two_tasks(dir: &Path) -> String {
+    suite(
+        dir,
+        &[
+            ("t1", "What is 6 times 7?", 42.0),
+            ("t2", "What is 2 plus 2?", 4.0),
+        ],
+    )
+}
+
 fn replay(dir: &Path, replies: &[(&str, u32, &str)]) -> String {
     let path = dir.join("replies.jsonl");
     let lines: Vec<String> = replies
@@ -141,13 +152,7 @@ async fn no_ground_truth_reaches_the_endpoint() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_right_answer_is_a_regression() {
     let dir = tempfile::tempdir().unwrap();
-    let suite = suite(
-        dir.path(),
-        &[
-            ("t1", "What is 6 times 7?", 42.0),
-            ("t2", "What is 2 plus 2?", 4.0),
-        ],
-    );
+    let suite = two_tasks(dir.path());
     let model = replay(
         dir.path(),
         &[
@@ -186,13 +191,7 @@ async fn a_broken_right_answer_is_a_regression() {
 #[tokio::test(flavor = "multi_thread")]
 async fn clean_stops_on_any_value_and_answers_are_per_round() {
     let dir = tempfile::tempdir().unwrap();
-    let suite = suite(
-        dir.path(),
-        &[
-            ("t1", "What is 6 times 7?", 42.0),
-            ("t2", "What is 2 plus 2?", 4.0),
-        ],
-    );
+    let suite = two_tasks(dir.path());
     let model = replay(
         dir.path(),
         &[
@@ -223,13 +222,7 @@ async fn clean_stops_on_any_value_and_answers_are_per_round() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let suite = suite(
-        dir.path(),
-        &[
-            ("t1", "What is 6 times 7?", 42.0),
-            ("t2", "What is 2 plus 2?", 4.0),
-        ],
-    );
+    let suite = two_tasks(dir.path());
     let model = replay(
         dir.path(),
         &[("t1", 0, "answer = 42"), ("t2", 0, "answer = 4")],

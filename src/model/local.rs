@@ -111,6 +111,20 @@ pub enum LocalError {
 }
 
 impl LocalError {
+    /// A preparation step failed: what it tried, why, and its log's tail.
+    pub(crate) fn prepare_failed(
+        log: &crate::pyenv::step::BuildLog,
+        step: &str,
+        detail: String,
+    ) -> Self {
+        LocalError::PrepareFailed {
+            step: step.to_string(),
+            detail,
+            log: log.path.clone(),
+            tail: log.tail(crate::pyenv::step::TAIL_LINES),
+        }
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         LocalError::Io(crate::util::IoError::new(context, source))
     }

@@ -210,7 +210,9 @@ pub trait ModelClient: Send + Sync {
     /// Deterministic stand-ins (oracle, replay) say so in every output.
     fn is_synthetic(&self) -> bool;
     /// Whether failing rounds' plots are sent as images.
-    fn vision(&self) -> bool;
+    fn vision(&self) -> bool {
+        false
+    }
     async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError>;
     /// What the run records about the model (file hash, server version...).
     fn info(&self) -> serde_json::Value {

@@ -120,10 +120,6 @@ impl ModelClient for Replay {
         true
     }
 
-    fn vision(&self) -> bool {
-        false
-    }
-
     async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError> {
         let started = Instant::now();
         let task_id = self.index.identify(&self.name(), request)?;

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use crate::pyenv::progress::{Phase, Progress, Total};
 use crate::pyenv::publish::publish;
-use crate::pyenv::step::{BuildLog, StepError, TAIL_LINES};
+use crate::pyenv::step::{BuildLog, StepError};
 use crate::pyenv::venv::{self, rewrite_prefix};
 use crate::pyenv::{file_lock, marker, ImageStore, Interpreter, Lock, LockEntry};
 
@@ -686,12 +686,7 @@ impl Builder<'_> {
     }
 
     fn failed(&self, step: &str, detail: String) -> LocalError {
-        LocalError::PrepareFailed {
-            step: step.to_string(),
-            detail,
-            log: self.log.path.clone(),
-            tail: self.log.tail(TAIL_LINES),
-        }
+        LocalError::prepare_failed(&self.log, step, detail)
     }
 }
 

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::pyenv::progress::{Phase, Progress, Total};
 use crate::pyenv::publish::publish;
-use crate::pyenv::step::{BuildLog, StepError, TAIL_LINES};
+use crate::pyenv::step::{BuildLog, StepError};
 use crate::pyenv::{file_lock, marker, venv};
 
 use super::catalog::{CatalogModel, Wheel};
@@ -416,12 +416,7 @@ impl Job<'_> {
     }
 
     fn failed(&self, step: &str, detail: String) -> LocalError {
-        LocalError::PrepareFailed {
-            step: step.to_string(),
-            detail,
-            log: self.log.path.clone(),
-            tail: self.log.tail(TAIL_LINES),
-        }
+        LocalError::prepare_failed(&self.log, step, detail)
     }
 }
 

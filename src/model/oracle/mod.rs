@@ -183,10 +183,6 @@ impl ModelClient for Oracle {
         true
     }
 
-    fn vision(&self) -> bool {
-        false
-    }
-
     async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError> {
         let started = Instant::now();
         let turn = self.respond(request)?;
