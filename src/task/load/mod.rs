@@ -1,0 +1,430 @@
+//! Dataset loaders: JSONL files of tasks in three shapes, detected per line.
+//!
+//! - **native**: the [`Task`] serde shape (`id`, `question`, `expected`,
+//!   optional `files`, `reference`, `packages`, `tags`). `files` are relative
+//!   to the JSONL file's directory and become absolute; a missing file is an
+//!   error. A numeric `id` is accepted and turned into text.
+//! - **GSM8K-style**: `{"question": .., "answer": "...\n#### 72"}` (optional
+//!   `id`, else `<file stem>-<line>`): a number with abs_tol 1e-3.
+//!   PAL/GSM-Hard `{"input": .., "target": 72}` is read the same way.
+//! - **DABench-style**: `{"id", "question", "constraints"?, "concepts"?,
+//!   "format": "@name[...]", "file_name"}` with labels in the line
+//!   (`answers` / `common_answers`: `[["name", "value"], ...]`) or in a
+//!   labels file next to it (`<stem>_labels.jsonl`, or `<x>-labels.jsonl`
+//!   for `<x>-questions.jsonl`) matched by `id`: a multi-answer of numbers
+//!   (abs_tol 1e-6) and texts.
+//!
+//! Blank lines and lines starting with `//` or `#` are skipped. Every error
+//! names the dataset file and the 1-based line.
+
+mod dabench;
+mod fields;
+mod gsm;
+mod native;
+mod sample;
+
+#[cfg(test)]
+mod fixtures;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{Task, TaskError};
+use dabench::{dabench_task, is_labels_file};
+use fields::{field_list, json_object};
+use gsm::{gsm, pal};
+use native::native;
+
+pub use dabench::DABENCH_ABS_TOL;
+pub use gsm::GSM_ABS_TOL;
+pub use sample::select;
+
+/// The suites that live under the datasets directory.
+pub const SUITES: [&str; 3] = ["math", "tabular", "packages"];
+
+/// Loads every task of one JSONL file.
+pub fn load_file(path: &Path) -> Result<Vec<Task>, TaskError> {
+    Ok(load_located(path)?.into_iter().map(|l| l.task).collect())
+}
+
+/// Loads a named suite (`math`, `tabular`, `packages`: every `*.jsonl`
+/// under `<datasets_dir>/<name>/`, sorted, labels files skipped), a JSONL
+/// file, or a directory of them. Task ids must be unique in the suite.
+pub fn load_suite(name_or_path: &str, datasets_dir: &Path) -> Result<Vec<Task>, TaskError> {
+    let (root, files) = suite_files(name_or_path, datasets_dir)?;
+    let mut seen: HashMap<String, (PathBuf, usize)> = HashMap::new();
+    let mut tasks = Vec::new();
+    for file in files {
+        for loc in load_located(&file)? {
+            if let Some((first_file, first_line)) = seen.get(&loc.task.id) {
+                return Err(TaskError::Parse {
+                    file: loc.file,
+                    line: loc.line,
+                    message: format!(
+                        "duplicate task id `{}` (first defined at {}:{first_line})",
+                        loc.task.id,
+                        first_file.display()
+                    ),
+                });
+            }
+            seen.insert(loc.task.id.clone(), (loc.file.clone(), loc.line));
+            tasks.push(loc.task);
+        }
+    }
+    if tasks.is_empty() {
+        return Err(TaskError::File {
+            file: root,
+            message: "no tasks found".into(),
+        });
+    }
+    Ok(tasks)
+}
+
+/// Where suites live: `$RETRACE_DATASETS` if set, else `./datasets` if it
+/// exists, else the crate's own `datasets/`.
+pub fn datasets_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RETRACE_DATASETS").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let local = Path::new("datasets");
+    if local.is_dir() {
+        return std::path::absolute(local).unwrap_or_else(|_| local.to_path_buf());
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/datasets"))
+}
+
+// ------------------------------------------------------------ suite files
+
+/// The files of a suite, sorted; and the root to name in errors.
+fn suite_files(
+    name_or_path: &str,
+    datasets_dir: &Path,
+) -> Result<(PathBuf, Vec<PathBuf>), TaskError> {
+    if SUITES.contains(&name_or_path) {
+        let dir = datasets_dir.join(name_or_path);
+        if !dir.is_dir() {
+            return Err(TaskError::File {
+                file: dir,
+                message: "suite directory not found (set RETRACE_DATASETS or pass a path)".into(),
+            });
+        }
+        let files = jsonl_under(&dir)?;
+        return Ok((dir, files));
+    }
+    let path = PathBuf::from(name_or_path);
+    if path.is_file() {
+        return Ok((path.clone(), vec![path]));
+    }
+    if path.is_dir() {
+        let files = jsonl_under(&path)?;
+        return Ok((path, files));
+    }
+    let looks_like_path = name_or_path.contains(['/', '\\'])
+        || name_or_path.starts_with('.')
+        || name_or_path.ends_with(".jsonl");
+    if looks_like_path {
+        return Err(TaskError::File {
+            file: path,
+            message: "no such file or directory".into(),
+        });
+    }
+    Err(TaskError::UnknownSuite(name_or_path.to_string()))
+}
+
+/// Every `*.jsonl` under `dir` (recursively, sorted, hidden entries and
+/// labels files skipped); an error if there are none.
+fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
+    let mut out = Vec::new();
+    walk(dir, &mut out)?;
+    if out.is_empty() {
+        return Err(TaskError::File {
+            file: dir.to_path_buf(),
+            message: "no .jsonl files in this directory".into(),
+        });
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), TaskError> {
+    let io_err = |e: std::io::Error| TaskError::File {
+        file: dir.to_path_buf(),
+        message: format!("cannot list directory: {e}"),
+    };
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(io_err)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io_err)?;
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else if name.ends_with(".jsonl") && !is_labels_file(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+// -------------------------------------------------------------- one file
+
+/// A task and where it was defined.
+struct Located {
+    task: Task,
+    file: PathBuf,
+    line: usize,
+}
+
+/// Per-file reading context.
+struct Ctx<'a> {
+    file: &'a Path,
+    /// The JSONL file's directory, absolute.
+    dir: PathBuf,
+    stem: String,
+    /// DABench labels by id, read on first need.
+    labels: Option<HashMap<String, (Value, PathBuf, usize)>>,
+}
+
+/// A failure on one line, before file and line are attached.
+type LineResult<T> = Result<T, String>;
+
+/// Reads a dataset or labels file.
+fn read_text(path: &Path) -> Result<String, TaskError> {
+    fs::read_to_string(path).map_err(|e| TaskError::File {
+        file: path.to_path_buf(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
+/// The lines of a dataset or labels file that hold JSON, with their 1-based
+/// numbers: blank lines and `//` or `#` comments are skipped, a BOM dropped.
+fn json_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().filter_map(|(i, raw)| {
+        let trimmed = raw.trim_start_matches('\u{feff}').trim();
+        let skip = trimmed.is_empty() || trimmed.starts_with("//") || trimmed.starts_with('#');
+        (!skip).then_some((i + 1, trimmed))
+    })
+}
+
+fn load_located(path: &Path) -> Result<Vec<Located>, TaskError> {
+    let text = read_text(path)?;
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut ctx = Ctx {
+        file: path,
+        dir: abs.parent().map(Path::to_path_buf).unwrap_or_default(),
+        stem: path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("task")
+            .to_string(),
+        labels: None,
+    };
+    let mut out: Vec<Located> = Vec::new();
+    let mut first: HashMap<String, usize> = HashMap::new();
+    for (line, trimmed) in json_lines(&text) {
+        let task = parse_line(&mut ctx, trimmed, line).map_err(|e| match e {
+            LineError::Here(message) => TaskError::Parse {
+                file: path.to_path_buf(),
+                line,
+                message,
+            },
+            LineError::Elsewhere(err) => err,
+        })?;
+        if let Some(first_line) = first.get(&task.id) {
+            return Err(TaskError::Parse {
+                file: path.to_path_buf(),
+                line,
+                message: format!(
+                    "duplicate task id `{}` (first defined at {}:{first_line})",
+                    task.id,
+                    path.display()
+                ),
+            });
+        }
+        first.insert(task.id.clone(), line);
+        out.push(Located {
+            task,
+            file: path.to_path_buf(),
+            line,
+        });
+    }
+    Ok(out)
+}
+
+/// A line's failure: about this line, or a complete error elsewhere (a
+/// labels file).
+enum LineError {
+    Here(String),
+    Elsewhere(TaskError),
+}
+
+impl From<String> for LineError {
+    fn from(s: String) -> Self {
+        LineError::Here(s)
+    }
+}
+
+fn parse_line(ctx: &mut Ctx, text: &str, line: usize) -> Result<Task, LineError> {
+    let obj = json_object(text)?;
+    if obj.contains_key("expected") {
+        return Ok(native(ctx, obj)?);
+    }
+    let dabench = ["format", "file_name", "common_answers"]
+        .iter()
+        .any(|k| obj.contains_key(*k))
+        || obj.get("answers").is_some_and(Value::is_array);
+    if dabench {
+        return dabench_task(ctx, &obj);
+    }
+    if obj.contains_key("answer") {
+        return Ok(gsm(ctx, &obj, line)?);
+    }
+    if obj.contains_key("input") && obj.contains_key("target") {
+        return Ok(pal(ctx, &obj, line)?);
+    }
+    Err(format!(
+        "missing field `expected` (a line is a native task with `id`, `question`, `expected`; \
+         GSM8K-style with `question` and an `answer` ending in `#### <number>`; or DABench-style \
+         with `id`, `question`, `format`, `file_name`); found fields: {}",
+        field_list(&obj)
+    )
+    .into())
+}
+
+/// Resolves an input file against the dataset's directory (and, for
+/// DABench layouts, a few table folders); errors name every place tried.
+fn resolve_file(ctx: &Ctx, name: &Path, subdirs: &[&str]) -> LineResult<PathBuf> {
+    if name.is_absolute() {
+        return if name.is_file() {
+            Ok(name.to_path_buf())
+        } else {
+            Err(format!("input file `{}` not found", name.display()))
+        };
+    }
+    let mut tried = Vec::new();
+    for sub in std::iter::once("").chain(subdirs.iter().copied()) {
+        let candidate = if sub.is_empty() {
+            ctx.dir.join(name)
+        } else {
+            ctx.dir.join(sub).join(name)
+        };
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        tried.push(candidate.display().to_string());
+    }
+    Err(format!(
+        "input file `{}` not found (looked for {})",
+        name.display(),
+        tried.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{load_err, parse_line_of};
+    use super::*;
+
+    #[test]
+    fn error_messages_carry_file_and_line() {
+        let ok = r#"{"id": "a", "question": "q", "expected": {"type": "number", "value": 1}}"#;
+        let cases: Vec<(&str, &str)> = vec![
+            (
+                r#"{"id": "b", "question": "q", "expected": {"type": "number", "value": 1}"#,
+                "invalid JSON",
+            ),
+            (r#"[1, 2]"#, "expected a JSON object, found an array"),
+            (
+                r#"{"id": "b", "question": "q"}"#,
+                "missing field `expected`",
+            ),
+            (
+                r#"{"id": "b", "expected": {"type": "number", "value": 1}}"#,
+                "missing field `question`",
+            ),
+            (
+                r#"{"question": "q", "expected": {"type": "number", "value": 1}}"#,
+                "missing field `id`",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "expected": {"type": "number"}}"#,
+                "`expected`: missing field `value`",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "expected": {"type": "number", "value": "ten"}}"#,
+                "`expected.value` `ten` is not a number",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "expected": {"type": "list", "values": 3}}"#,
+                "invalid type: integer `3`, expected a sequence",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "expected": {"value": 1}}"#,
+                "missing field `type`",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "expected": {"type": "fraction", "value": 1}}"#,
+                "unknown `type` `fraction`",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "expected": {"type": "multi", "answers": {"x": {"type": "nope"}}}}"#,
+                "`expected.answers.x`: unknown `type` `nope`",
+            ),
+            (
+                r#"{"question": "q", "answer": "It is 72."}"#,
+                "answer has no `#### <number>` line",
+            ),
+            (
+                r#####"{"question": "q", "answer": "#### seventy"}"#####,
+                "`#### seventy` is not a number",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "files": ["missing.csv"], "expected": {"type": "number", "value": 1}}"#,
+                "input file `missing.csv` not found",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "format": "@x[v]", "file_name": "gone.csv", "answers": [["x", "1"]]}"#,
+                "input file `gone.csv` not found",
+            ),
+            (
+                r#"{"id": "b", "question": "q", "format": "@x[v]", "answers": [["x", "1"], ["x", "2"]]}"#,
+                "answer `x` is given twice",
+            ),
+            (ok, "duplicate task id `a` (first defined at"),
+        ];
+        for (bad, want) in cases {
+            let content = format!("{ok}\n\n{bad}\n{ok}\n");
+            let (msg, err) = load_err(&[("tasks.jsonl", &content)], "tasks.jsonl");
+            let (file, line, message) = parse_line_of(&err);
+            assert_eq!((file.as_str(), line), ("tasks.jsonl", 3), "{msg}");
+            assert!(message.contains(want), "want {want:?} in {msg:?}");
+            assert!(msg.contains("tasks.jsonl:3: "), "{msg}");
+        }
+    }
+
+    #[test]
+    fn missing_input_file_names_the_path_looked_for() {
+        let (msg, _) = load_err(
+            &[(
+                "t.jsonl",
+                r#"{"id": "b", "question": "q", "files": ["data/x.csv"], "expected": {"type": "number", "value": 1}}"#,
+            )],
+            "t.jsonl",
+        );
+        assert!(msg.contains("data/x.csv"), "{msg}");
+        assert!(msg.contains("looked for /"), "{msg}");
+    }
+
+    #[test]
+    fn unreadable_file_is_a_file_error() {
+        let err = load_file(Path::new("/nonexistent/retrace/tasks.jsonl")).unwrap_err();
+        assert!(matches!(err, TaskError::File { .. }), "{err:?}");
+    }
+}
