@@ -29,7 +29,7 @@ use super::outcome::{
 };
 use super::state::{StateQuery, StateView};
 use super::KernelError;
-use crate::sandbox::{classify, Evidence, HarnessReason, Jail, KernelLayout, Sandbox};
+use crate::sandbox::{classify, Counters, Evidence, HarnessReason, Jail, KernelLayout, Sandbox};
 
 /// Session-wide settings.
 #[derive(Debug, Clone)]
@@ -208,15 +208,41 @@ impl Kernel {
     /// outcome with a verdict.
     pub async fn execute(&mut self, code: &str, exec: &ExecOptions) -> Outcome {
         let started = Instant::now();
-        let mut lost_before = false;
-        if self.process.exited().is_some() {
-            // Died between executions: this cell starts in a fresh kernel.
-            if let Err(e) = self.restart().await {
-                return internal_error(format!("the kernel is dead and did not restart: {e}"));
-            }
-            lost_before = true;
-        }
+        let lost_before = match self.revive().await {
+            Ok(lost) => lost,
+            Err(message) => return internal_error(message),
+        };
         let before = self.jail.counters();
+        let sent = match self.send_cell(code).await {
+            Ok(sent) => sent,
+            Err(e) => return internal_error(e.to_string()),
+        };
+        let mut run = Run::new(self.options.output_cap);
+        let mut ending = self.collect(&mut run, sent, exec.timeout, &before).await;
+        self.settle_requested_exit(&run, &mut ending).await;
+        let mut judged = self.judge(&run, &mut ending, &before).await;
+        if lost_before {
+            judged.flags.push(crate::sandbox::Flag::Restarted);
+        }
+        let restart_error = self.restart_after_kill(ending).await;
+        let state_lost = lost_before || ending.lost();
+        self.finish(run, exec, judged, state_lost, restart_error, started)
+    }
+
+    /// A kernel that died between executions is restarted first, so the
+    /// cell starts in a fresh kernel: `Ok(true)` (its state is lost).
+    async fn revive(&mut self) -> Result<bool, String> {
+        if self.process.exited().is_none() {
+            return Ok(false);
+        }
+        match self.restart().await {
+            Ok(()) => Ok(true),
+            Err(e) => Err(format!("the kernel is dead and did not restart: {e}")),
+        }
+    }
+
+    /// Sends the cell, then the completion probe behind it.
+    async fn send_cell(&mut self, code: &str) -> Result<Sent, KernelError> {
         let request = ExecuteRequest {
             code: code.to_string(),
             silent: false,
@@ -229,68 +255,80 @@ impl Kernel {
             // One request at a time: nothing queued may be aborted after an error.
             stop_on_error: false,
         };
-        let msg_id = match self.channels.send_shell(request.into()).await {
-            Ok(id) => id,
-            Err(e) => return internal_error(e.to_string()),
-        };
+        let msg_id = self.channels.send_shell(request.into()).await?;
 
         // The shell handles requests one at a time, so the reply to this
         // probe cannot come before the cell has really finished: code in the
         // kernel holds the HMAC key and can forge its own reply and idle.
-        let mut probed = !self.options.verify_completion;
-        let probe_id = if probed {
-            String::new()
+        let probe_id = if self.options.verify_completion {
+            Some(
+                self.channels
+                    .send_shell(KernelInfoRequest {}.into())
+                    .await?,
+            )
         } else {
-            match self.channels.send_shell(KernelInfoRequest {}.into()).await {
-                Ok(id) => id,
-                Err(e) => return internal_error(e.to_string()),
-            }
+            None
         };
-        let mut run = Run::new(self.options.output_cap);
-        let mut deadline = tokio::time::Instant::now() + exec.timeout;
-        let mut interrupted_at: Option<tokio::time::Instant> = None;
+        Ok(Sent { msg_id, probe_id })
+    }
+
+    /// Collects the cell's messages until its reply, its IOPub idle and the
+    /// probe's reply have all arrived, or the kernel dies. The wall-time,
+    /// CPU-time and output limits interrupt the cell; a cell still running
+    /// `interrupt_grace` after its interrupt, or a kernel that announced its
+    /// end, is to be killed.
+    async fn collect(
+        &mut self,
+        run: &mut Run,
+        sent: Sent,
+        timeout: Duration,
+        before: &Counters,
+    ) -> Ending {
+        let Sent {
+            msg_id,
+            mut probe_id,
+        } = sent;
+        let mut deadline = Deadline {
+            at: tokio::time::Instant::now() + timeout,
+            interrupted: false,
+        };
         let mut exit = self.process.exit.clone();
-        let mut died = false;
-        let mut kill_needed = false;
+        let mut ending = Ending::default();
         let cpu_limit_usec = self.options.cpu_time.map(|d| d.as_micros() as u64);
         let mut cpu_tick = tokio::time::interval(CPU_POLL);
         cpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
-        while !(run.reply.is_some() && run.idle && probed) {
+        while !(run.reply.is_some() && run.idle && probe_id.is_none()) {
             // Biased, timers before messages: a flood of output must not
             // starve the deadline.
             tokio::select! {
                 biased;
                 changed = exit.changed() => {
                     if changed.is_err() || exit.borrow().is_some() {
-                        died = true;
+                        ending.died = true;
                         break;
                     }
                 }
                 _ = cpu_tick.tick(), if cpu_limit_usec.is_some() && run.reason.is_none() => {
-                    let used = self.jail.counters().since(&before).cpu_usage_usec;
+                    let used = self.jail.counters().since(before).cpu_usage_usec;
                     if cpu_limit_usec.is_some_and(|limit| used > limit) {
                         run.reason = Some(HarnessReason::TimeoutCpu);
-                        interrupted_at = Some(tokio::time::Instant::now());
-                        deadline = tokio::time::Instant::now() + self.options.interrupt_grace;
-                        let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+                        self.interrupt_for_limit(&mut deadline).await;
                     }
                 }
-                _ = sleep_until(deadline) => {
-                    if interrupted_at.is_some() {
-                        kill_needed = true;
+                _ = sleep_until(deadline.at) => {
+                    if deadline.interrupted {
+                        ending.kill_needed = true;
                         break;
                     }
                     run.reason.get_or_insert(HarnessReason::TimeoutWall);
-                    interrupted_at = Some(tokio::time::Instant::now());
-                    deadline = tokio::time::Instant::now() + self.options.interrupt_grace;
-                    let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+                    self.interrupt_for_limit(&mut deadline).await;
                 }
                 Some(msg) = self.channels.iopub_rx.recv() => {
                     if parent_id(&msg) == Some(msg_id.as_str()) {
                         run.on_iopub(msg);
                         if run.kernel_gone {
-                            kill_needed = true;
+                            ending.kill_needed = true;
                             break;
                         }
                     }
@@ -298,45 +336,58 @@ impl Kernel {
                 Some(msg) = self.channels.shell_rx.recv() => {
                     match parent_id(&msg) {
                         Some(id) if id == msg_id => run.on_shell(msg),
-                        Some(id) if !probed && id == probe_id => probed = true,
+                        Some(id) if probe_id.as_deref() == Some(id) => probe_id = None,
                         _ => {}
                     }
                 }
             }
             if run.capture.exceeded() && run.reason.is_none() {
                 run.reason = Some(HarnessReason::OutputLimit);
-                interrupted_at = Some(tokio::time::Instant::now());
-                deadline = tokio::time::Instant::now() + self.options.interrupt_grace;
-                let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+                self.interrupt_for_limit(&mut deadline).await;
             }
         }
+        ending
+    }
 
-        if run.ask_exit && !died {
-            // `quit()` / `exit()`: the kernel stops its loop just after the
-            // reply; wait for the exit so this cell, not the next, owns it.
-            let mut exit = self.process.exit.clone();
-            died = tokio::time::timeout(Duration::from_secs(2), wait_exit(&mut exit))
-                .await
-                .is_ok();
-            if !died {
-                kill_needed = true;
-            }
+    /// A limit was hit: interrupt the cell and give it `interrupt_grace` to
+    /// stop before the kill.
+    async fn interrupt_for_limit(&mut self, deadline: &mut Deadline) {
+        deadline.interrupted = true;
+        deadline.at = tokio::time::Instant::now() + self.options.interrupt_grace;
+        let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+    }
+
+    /// `quit()` / `exit()`: the kernel stops its loop just after the reply;
+    /// wait for the exit so this cell, not the next, owns it.
+    async fn settle_requested_exit(&mut self, run: &Run, ending: &mut Ending) {
+        if !run.ask_exit || ending.died {
+            return;
         }
+        let mut exit = self.process.exit.clone();
+        ending.died = tokio::time::timeout(Duration::from_secs(2), wait_exit(&mut exit))
+            .await
+            .is_ok();
+        if !ending.died {
+            ending.kill_needed = true;
+        }
+    }
 
+    /// Kills the kernel if it has to go, gathers the evidence and
+    /// classifies it. A kernel left with processes it must not keep is
+    /// killed afterwards too (`ending.kill_needed` is then set).
+    async fn judge(&mut self, run: &Run, ending: &mut Ending, before: &Counters) -> Judgement {
         let mut evidence = Evidence::default();
-        let mut kill_ms = None;
-        let mut kill_method = None;
-        if kill_needed {
+        let mut kill = None;
+        if ending.kill_needed {
             let report = self.kill_processes().await;
-            kill_ms = Some(report.kill_ms);
-            kill_method = Some(report.method.clone());
             evidence.killed_by_harness = run.reason.is_some();
             evidence.leftover_procs = report.survivors;
             if report.survivors > 0 {
                 evidence.harness_failure = true;
             }
+            kill = Some(report);
         }
-        if died || kill_needed {
+        if ending.lost() {
             evidence.exit = self.process.exited();
             if evidence.exit.is_none() {
                 evidence.exit = Some(crate::sandbox::ExitInfo {
@@ -347,8 +398,8 @@ impl Kernel {
             }
         }
         evidence.harness_reason = run.reason;
-        evidence.delta = self.jail.counters().since(&before);
-        if !(died || kill_needed) {
+        evidence.delta = self.jail.counters().since(before);
+        if !ending.lost() {
             evidence.leftover_procs = self.leftover_processes().await;
         }
         evidence.truncated = run.capture.truncation().truncated;
@@ -361,27 +412,46 @@ impl Kernel {
         // sockets); only a fresh kernel is trustworthy after one.
         let interrupted_with_children = run.reason.is_some() && evidence.leftover_procs > 0;
         if (verdict == crate::sandbox::Verdict::PidsLimit || interrupted_with_children)
-            && !(died || kill_needed)
+            && !ending.lost()
         {
-            let report = self.kill_processes().await;
-            kill_ms = Some(report.kill_ms);
-            kill_method = Some(report.method.clone());
-            kill_needed = true;
+            kill = Some(self.kill_processes().await);
+            ending.kill_needed = true;
             flags.push(crate::sandbox::Flag::Restarted);
         }
-
-        let mut state_lost = lost_before;
-        if lost_before {
-            flags.push(crate::sandbox::Flag::Restarted);
+        Judgement {
+            verdict,
+            flags,
+            exit: evidence.exit,
+            kill,
         }
-        let mut restart_error = None;
-        if died || kill_needed {
-            state_lost = true;
-            if let Err(e) = self.restart().await {
-                restart_error = Some(e.to_string());
-            }
-        }
+    }
 
+    /// A kernel that died or was killed is replaced at once, so the next
+    /// cell finds one; the error if that failed.
+    async fn restart_after_kill(&mut self, ending: Ending) -> Option<String> {
+        if !ending.lost() {
+            return None;
+        }
+        self.restart().await.err().map(|e| e.to_string())
+    }
+
+    /// The outcome: artifacts saved, the answer read (from a cell that
+    /// succeeded only), a failed restart reported as the error.
+    fn finish(
+        &mut self,
+        mut run: Run,
+        exec: &ExecOptions,
+        judged: Judgement,
+        state_lost: bool,
+        restart_error: Option<String>,
+        started: Instant,
+    ) -> Outcome {
+        let Judgement {
+            verdict,
+            mut flags,
+            exit,
+            kill,
+        } = judged;
         let artifacts = self.save_artifacts(&mut run, exec);
         let status = if verdict == crate::sandbox::Verdict::Ok {
             ExecStatus::Ok
@@ -405,6 +475,8 @@ impl Kernel {
                 traceback: Vec::new(),
             });
         }
+        let kill_ms = kill.as_ref().map(|k| k.kill_ms);
+        let kill_method = kill.map(|k| k.method);
         Outcome {
             status,
             verdict,
@@ -433,7 +505,7 @@ impl Kernel {
             },
             kill_ms,
             kill_method,
-            exit: evidence.exit.clone(),
+            exit,
             state_lost,
         }
     }
@@ -805,6 +877,46 @@ async fn silent_request(
         Ok(None) => Err(KernelError::Protocol("the shell channel closed".into())),
         Err(_) => Ok(None),
     }
+}
+
+/// The requests of one execution.
+struct Sent {
+    msg_id: String,
+    /// The completion probe's msg_id until its reply arrives; `None` when
+    /// completion is not verified.
+    probe_id: Option<String>,
+}
+
+/// The end of one execution's wall time, then, once a limit interrupted
+/// the cell, the end of its grace.
+struct Deadline {
+    at: tokio::time::Instant,
+    interrupted: bool,
+}
+
+/// How collecting an execution's messages ended.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ending {
+    /// The kernel process exited.
+    died: bool,
+    /// The kernel must be killed (and restarted).
+    kill_needed: bool,
+}
+
+impl Ending {
+    /// The kernel's state is gone: it died or is killed.
+    fn lost(self) -> bool {
+        self.died || self.kill_needed
+    }
+}
+
+/// What became of an execution, before its outcome is assembled.
+struct Judgement {
+    verdict: crate::sandbox::Verdict,
+    flags: Vec<crate::sandbox::Flag>,
+    exit: Option<crate::sandbox::ExitInfo>,
+    /// The harness's kill, if there was one.
+    kill: Option<crate::sandbox::KillReport>,
 }
 
 /// The state of one execution while its messages arrive.

@@ -4,11 +4,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::fs::Simulator;
+use super::detect::{delegate_v2, find_mounts, CGROUP_ROOT};
+use super::fs::{Fs, Simulator};
+use super::layout::{Dirs, Tree, SUBTREE};
 use super::mountinfo::parse_mountinfo;
+use super::reclaim::{harness_alive, is_retrace};
 use super::*;
+use crate::sandbox::{Counters, SandboxError};
 
 const UNLIMITED_V1: &str = "9223372036854771712\n";
 

@@ -1,0 +1,182 @@
+//! The plain statement of why the harness ended an execution.
+
+use std::time::Duration;
+
+use crate::kernel::Outcome;
+use crate::sandbox::{SandboxLimits, Verdict};
+use crate::util::units::format_bytes;
+
+fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// The sentence added when the kernel lost its state.
+pub const STATE_LOST: &str =
+    "The kernel was restarted; your variables are gone — redefine everything you need.";
+
+/// A plain statement of why an execution was ended, for the verdicts that
+/// are not a plain exception. `None` for `ok` and `error` unless the kernel
+/// was restarted (then only the restart sentence).
+pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String> {
+    let mem = format_bytes(limits.memory_bytes);
+    let message = match outcome.verdict {
+        Verdict::Ok | Verdict::Error => None,
+        Verdict::TimeoutWall => Some(format!(
+            "Your code did not finish within {} of wall time and was stopped. Make it faster \
+             (avoid long loops and sleeps) or compute less.",
+            fmt_duration(limits.timeout)
+        )),
+        Verdict::TimeoutCpu => Some(format!(
+            "Your code used more than {} of CPU time and was stopped. Use a faster algorithm \
+             or vectorised operations.",
+            fmt_duration(limits.cpu_time)
+        )),
+        Verdict::OomKilled => Some(format!(
+            "Your code exceeded the memory limit of {mem} and was killed. Use less memory \
+             (smaller arrays, process data in chunks)."
+        )),
+        Verdict::MemoryError => Some(format!(
+            "Your code ran out of memory (MemoryError): the memory limit is {mem}. Use less memory."
+        )),
+        Verdict::PidsLimit => Some(format!(
+            "Your code started too many processes or threads (limit {}). Do not start \
+             processes or thread pools.",
+            limits.pids
+        )),
+        Verdict::OutputLimit => Some(format!(
+            "Your code printed more than {} of output; it was cut and the execution was \
+             stopped. Print only what you need (summaries, not whole tables or long loops).",
+            format_bytes(limits.output_cap_bytes)
+        )),
+        Verdict::DiskLimit => Some(format!(
+            "Your code wrote more than the disk limit of {} (for files in the working \
+             directory and /tmp). Write less data.",
+            format_bytes(limits.disk_bytes)
+        )),
+        Verdict::FdLimit => Some(
+            "Your code opened too many files at once. Close files when done (use `with open(...)`)."
+                .to_string(),
+        ),
+        Verdict::Crash => {
+            let how = outcome
+                .exit
+                .as_ref()
+                .and_then(|e| {
+                    e.signal_name
+                        .clone()
+                        .or_else(|| e.signal.map(|s| format!("signal {s}")))
+                })
+                .map(|s| format!(" with {s}"))
+                .unwrap_or_default();
+            Some(format!(
+                "The Python process crashed{how}. Avoid the operation that crashed it \
+                 (e.g. ctypes, huge recursion, broken native calls)."
+            ))
+        }
+        Verdict::KernelExit => {
+            let code = outcome
+                .exit
+                .as_ref()
+                .and_then(|e| e.code)
+                .map(|c| format!(" (code {c})"))
+                .unwrap_or_default();
+            Some(format!(
+                "The Python process exited{code}. Do not call exit(), quit(), sys.exit() or os._exit()."
+            ))
+        }
+        Verdict::NetworkBlocked => Some(
+            "Your code tried to use the network: there is no network access in this sandbox. \
+             Use only the files in the working directory."
+                .to_string(),
+        ),
+        Verdict::PolicyDenied => Some(
+            "Your code did something this sandbox does not allow (e.g. installing packages). \
+             Use only the packages that are available."
+                .to_string(),
+        ),
+        Verdict::InternalError => Some(
+            "The execution failed because of a problem in the evaluation harness, not in your \
+             code. Run your code again."
+                .to_string(),
+        ),
+    };
+    match (message, outcome.state_lost) {
+        (Some(m), true) => Some(format!("{m}\n{STATE_LOST}")),
+        (Some(m), false) => Some(m),
+        (None, true) => Some(STATE_LOST.to_string()),
+        (None, false) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_messages() {
+        let limits = SandboxLimits::default();
+        let mut o: Outcome = serde_json::from_value(serde_json::json!({
+            "status": "error", "verdict": "timeout_wall", "flags": [], "execution_count": 1,
+            "stdout": "", "stderr": "", "results": [], "displays": [], "error": null,
+            "answer": null, "artifacts": [], "truncated": false,
+            "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
+            "timings_ms": {"total": 1.0}, "state_lost": false
+        }))
+        .unwrap();
+        let msg = |o: &Outcome| kill_message(o, &limits).unwrap_or_default();
+        assert!(msg(&o).contains("did not finish within 10s of wall time"));
+        o.verdict = Verdict::TimeoutCpu;
+        assert!(msg(&o).contains("more than 10s of CPU time"));
+        o.verdict = Verdict::OomKilled;
+        assert!(msg(&o).contains("exceeded the memory limit of 512M"));
+        o.verdict = Verdict::MemoryError;
+        assert!(msg(&o).contains("512M"));
+        o.verdict = Verdict::PidsLimit;
+        assert!(msg(&o).contains("started too many processes or threads (limit 128)"));
+        o.verdict = Verdict::OutputLimit;
+        assert!(msg(&o).contains("printed more than 1M of output; it was cut"));
+        o.verdict = Verdict::DiskLimit;
+        assert!(msg(&o).contains("256M"));
+        o.verdict = Verdict::FdLimit;
+        assert!(msg(&o).contains("too many files"));
+        o.verdict = Verdict::Crash;
+        o.exit = Some(crate::sandbox::ExitInfo {
+            code: None,
+            signal: Some(11),
+            signal_name: Some("SIGSEGV".into()),
+        });
+        assert!(msg(&o).contains("crashed with SIGSEGV"));
+        o.verdict = Verdict::KernelExit;
+        o.exit = Some(crate::sandbox::ExitInfo {
+            code: Some(3),
+            signal: None,
+            signal_name: None,
+        });
+        assert!(msg(&o).contains("Python process exited (code 3)"));
+        o.verdict = Verdict::NetworkBlocked;
+        assert!(msg(&o).contains("there is no network access in this sandbox"));
+        o.verdict = Verdict::InternalError;
+        assert!(msg(&o).contains("not in your code"));
+        o.state_lost = true;
+        assert!(msg(&o).ends_with(STATE_LOST));
+        o.verdict = Verdict::Error;
+        assert_eq!(msg(&o), STATE_LOST);
+        o.state_lost = false;
+        assert_eq!(kill_message(&o, &limits), None);
+        o.verdict = Verdict::Ok;
+        assert_eq!(kill_message(&o, &limits), None);
+        let custom = SandboxLimits {
+            timeout: Duration::from_millis(2500),
+            ..limits
+        };
+        o.verdict = Verdict::TimeoutWall;
+        assert!(kill_message(&o, &custom).unwrap().contains("within 2.5s"));
+    }
+}

@@ -1,0 +1,142 @@
+//! Emptying a group: `cgroup.kill` where the host has it, else freeze,
+//! SIGKILL every member, thaw.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::layout::Tree;
+use super::{freezer, fs, unified, KernelCgroup};
+use crate::sandbox::KillReport;
+
+/// How long a kill may take before survivors are reported.
+const KILL_BUDGET: Duration = Duration::from_secs(2);
+
+/// Kill again if a group is not empty after this long.
+const REKILL_EVERY: Duration = Duration::from_millis(50);
+
+/// How long to wait for a freezer to reach FROZEN in one kill round.
+const FREEZE_BUDGET: Duration = Duration::from_millis(100);
+
+/// Poll interval while waiting for a group to empty.
+const POLL: Duration = Duration::from_millis(1);
+
+/// How [`KernelCgroup::kill_all`] kills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillMethod {
+    /// Write `1` to `cgroup.kill` (v2, and the unified tree on hybrid).
+    CgroupKill,
+    /// Freeze, SIGKILL every member, thaw (v1 `freezer`; v2 `cgroup.freeze`
+    /// before Linux 5.14).
+    Freezer,
+}
+
+impl std::fmt::Display for KillMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KillMethod::CgroupKill => "cgroup.kill",
+            KillMethod::Freezer => "freezer",
+        })
+    }
+}
+
+impl KernelCgroup {
+    pub fn kill_method(&self) -> KillMethod {
+        let kill_dir = self.dirs.get(Tree::Unified).or(self.dirs.get(Tree::V2));
+        match kill_dir {
+            Some(dir) if unified::has_kill(dir) => KillMethod::CgroupKill,
+            _ => KillMethod::Freezer,
+        }
+    }
+
+    /// Nothing alive in any hierarchy: `populated 0` where `cgroup.events`
+    /// exists, an empty `cgroup.procs` elsewhere.
+    pub(super) fn is_empty(&self) -> bool {
+        self.dirs
+            .unique()
+            .into_iter()
+            .flat_map(fs::bottom_up)
+            .all(|d| match unified::populated(&d) {
+                Some(populated) => !populated,
+                None => fs::read_pids(&d.join(unified::PROCS)).is_empty(),
+            })
+    }
+
+    /// Kills every process of the group and waits (up to 2 s) until none is
+    /// left. `extra_pid`, the namespace init, also gets SIGCONT and SIGKILL
+    /// (a stopped namespaced process may ignore a lone SIGKILL); it must not
+    /// have been reaped yet.
+    pub fn kill_all(&self, extra_pid: Option<i32>) -> KillReport {
+        let start = Instant::now();
+        let method = self.kill_method();
+        let mut last_round: Option<Instant> = None;
+        loop {
+            if last_round.is_none_or(|t| t.elapsed() >= REKILL_EVERY) {
+                self.kill_round(method, last_round.is_some());
+                if last_round.is_none() {
+                    if let Some(pid) = extra_pid.filter(|p| *p > 1) {
+                        let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+                        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    }
+                }
+                last_round = Some(Instant::now());
+            }
+            if self.is_empty() || start.elapsed() >= KILL_BUDGET {
+                break;
+            }
+            std::thread::sleep(POLL);
+        }
+        KillReport {
+            method: method.to_string(),
+            kill_ms: start.elapsed().as_secs_f64() * 1e3,
+            survivors: self.pids().len(),
+        }
+    }
+
+    fn kill_round(&self, method: KillMethod, again: bool) {
+        match method {
+            KillMethod::CgroupKill => {
+                let dir = self
+                    .dirs
+                    .get(Tree::Unified)
+                    .or(self.dirs.get(Tree::V2))
+                    .expect("cgroup.kill implies a unified directory");
+                let killed = unified::kill(dir).is_ok();
+                // cgroup.kill handles racing forks; a later round only
+                // catches what it could not see (on hybrid, a process that
+                // is in the v1 hierarchies only).
+                if !killed {
+                    self.freeze_kill_thaw();
+                } else if again {
+                    self.sigkill_members();
+                }
+            }
+            KillMethod::Freezer => self.freeze_kill_thaw(),
+        }
+    }
+
+    /// Frozen processes cannot fork, so the member list is complete; the
+    /// SIGKILLs take effect on thaw.
+    fn freeze_kill_thaw(&self) {
+        if let Some(dir) = self.dirs.get(Tree::Freezer) {
+            freezer::freeze_v1(dir, FREEZE_BUDGET);
+            self.sigkill_members();
+            freezer::thaw_v1(dir);
+        } else if let Some(dir) = self.dirs.get(Tree::V2) {
+            freezer::freeze_v2(dir, FREEZE_BUDGET);
+            self.sigkill_members();
+            freezer::thaw_v2(dir);
+        } else {
+            self.sigkill_members();
+        }
+    }
+
+    fn sigkill_members(&self) {
+        let own = std::process::id() as i32;
+        // Never pid 1 or ourselves, whatever a group lists.
+        for pid in self.pids().into_iter().filter(|p| *p > 1 && *p != own) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
