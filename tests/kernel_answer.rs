@@ -6,29 +6,15 @@ mod common;
 
 use std::time::Duration;
 
-use retrace::kernel::{
-    Answer, AnswerRule, ExecOptions, Kernel, KernelError, KernelOptions, StateQuery,
-};
-use retrace::pyenv::ImageName;
+use retrace::kernel::{Answer, AnswerRule, Kernel, KernelError, KernelOptions, StateQuery};
 use retrace::sandbox::Verdict;
 use serde_json::json;
 
 async fn kernel() -> Kernel {
-    Kernel::start(
-        common::spec(ImageName::Fat),
-        common::sandbox().as_ref(),
-        KernelOptions::default(),
-    )
-    .await
-    .expect("kernel starts")
+    common::fat_kernel(KernelOptions::default()).await
 }
 
-fn opts(timeout_secs: u64) -> ExecOptions {
-    ExecOptions {
-        timeout: Duration::from_secs(timeout_secs),
-        ..Default::default()
-    }
-}
+use common::exec_opts as opts;
 
 /// Runs a cell that must succeed and returns its answer.
 async fn answer_of(k: &mut Kernel, code: &str) -> Answer {

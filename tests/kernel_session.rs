@@ -5,29 +5,13 @@ mod common;
 use std::time::Duration;
 
 use retrace::kernel::{AnswerRule, ExecOptions, Kernel, KernelOptions, OutputCap};
-use retrace::pyenv::ImageName;
 use retrace::sandbox::Verdict;
 
 async fn kernel() -> Kernel {
     kernel_with(KernelOptions::default()).await
 }
 
-async fn kernel_with(options: KernelOptions) -> Kernel {
-    Kernel::start(
-        common::spec(ImageName::Fat),
-        common::sandbox().as_ref(),
-        options,
-    )
-    .await
-    .expect("kernel starts")
-}
-
-fn opts(timeout_secs: u64) -> ExecOptions {
-    ExecOptions {
-        timeout: Duration::from_secs(timeout_secs),
-        ..Default::default()
-    }
-}
+use common::{exec_opts as opts, fat_kernel as kernel_with};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_persists_and_streams_are_separate() {

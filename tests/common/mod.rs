@@ -5,7 +5,7 @@ pub mod scripted_http;
 
 use std::sync::{Arc, OnceLock};
 
-use retrace::kernel::{default_kernel_root, KernelSpec};
+use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec};
 use retrace::pyenv::{Image, ImageName, ImageStore};
 use retrace::sandbox::{Confined, Sandbox, SandboxLimits};
 
@@ -80,5 +80,20 @@ pub fn wait_gone(needle: &str, secs: u64) -> Vec<i32> {
             return left;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A confined kernel of the fat image.
+pub async fn fat_kernel(options: KernelOptions) -> Kernel {
+    Kernel::start(spec(ImageName::Fat), sandbox().as_ref(), options)
+        .await
+        .expect("kernel starts")
+}
+
+/// Execution options with a wall timeout in seconds.
+pub fn exec_opts(timeout_secs: u64) -> ExecOptions {
+    ExecOptions {
+        timeout: std::time::Duration::from_secs(timeout_secs),
+        ..Default::default()
     }
 }
