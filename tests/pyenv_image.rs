@@ -4,7 +4,6 @@
 use std::fs;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use retrace::pyenv::{ImageName, ImageStore, KERNEL_CONFIG};
 
@@ -45,11 +44,9 @@ fn slim_builds_once_concurrently_and_runs_ipykernel() {
 
     // Idempotent: nothing is rebuilt.
     let marker = fs::read(image.dir.join("complete.json")).unwrap();
-    let started = Instant::now();
     assert_eq!(&store.build(ImageName::Slim, false).unwrap(), image);
     assert_eq!(&store.ensure(ImageName::Slim, false).unwrap(), image);
     assert_eq!(&store.image(ImageName::Slim).unwrap(), image);
-    assert!(started.elapsed() < Duration::from_secs(1));
     assert_eq!(fs::read(image.dir.join("complete.json")).unwrap(), marker);
 
     let out = Command::new(image.python())
