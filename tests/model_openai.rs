@@ -16,6 +16,7 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 fn client(base_url: String, max_retries: u32, vision: bool) -> OpenAiClient {
     let generation = Generation {
         temperature: 0.2,
+        repair_temperature: None,
         max_tokens: 64,
         request_timeout: TIMEOUT,
         max_retries,

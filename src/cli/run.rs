@@ -79,8 +79,16 @@ pub struct RunArgs {
     /// Send the plots of a failing round to the model as images.
     #[arg(long)]
     pub vision: bool,
+    /// Sampling temperature (round 0, and repairs unless
+    /// `--repair-temperature` is given).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f32,
+    /// Sampling temperature of repair rounds [default: `--temperature`;
+    /// 0.7 for `local` models, which resend failing code when greedy].
+    /// Each request carries a seed derived from its conversation, so runs
+    /// stay reproducible on servers that honour `seed`.
+    #[arg(long)]
+    pub repair_temperature: Option<f32>,
     /// Completion tokens per reply.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
@@ -131,6 +139,9 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                 endpoint,
                 generation: Generation {
                     temperature: args.temperature,
+                    repair_temperature: args.repair_temperature.or_else(|| {
+                        is_local(&args.model).then_some(LOCAL_REPAIR_TEMPERATURE)
+                    }),
                     max_tokens: args.max_tokens,
                     request_timeout: args.request_timeout,
                     max_retries: args.max_retries,
@@ -199,8 +210,7 @@ fn failure(e: HarnessError) -> Failure {
 /// CPU), so its default run is a sample that finishes in minutes; any
 /// explicit selection wins.
 fn default_sample(args: &RunArgs) -> Option<usize> {
-    let local = args.model == "local" || args.model.starts_with("local:");
-    (local && args.limit_tasks.is_none()).then(|| {
+    (is_local(&args.model) && args.limit_tasks.is_none()).then(|| {
         eprintln!(
             "note: the local model runs on {LOCAL_DEFAULT_SAMPLE} sampled tasks by default; \
              pass --sample N or --limit-tasks N to change that"
@@ -210,6 +220,11 @@ fn default_sample(args: &RunArgs) -> Option<usize> {
 }
 
 const LOCAL_DEFAULT_SAMPLE: usize = retrace::model::local::DEFAULT_SAMPLE;
+const LOCAL_REPAIR_TEMPERATURE: f32 = retrace::model::local::DEFAULT_REPAIR_TEMPERATURE;
+
+fn is_local(model: &str) -> bool {
+    model == "local" || model.starts_with("local:")
+}
 
 fn print_summary(s: &report::Summary, out: &std::path::Path) {
     for label in report::labels(s) {

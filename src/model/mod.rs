@@ -86,6 +86,23 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// A sampling seed fixed by the conversation so far: the same request
+    /// samples the same reply whatever the order or concurrency of a run,
+    /// and two tasks or rounds never share a seed by construction.
+    pub fn seed(&self) -> i64 {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(self.round.to_le_bytes());
+        for m in &self.messages {
+            hash.update(format!("{:?}", m.role).as_bytes());
+            hash.update(m.joined_text().as_bytes());
+            hash.update([0]);
+        }
+        let digest = hash.finalize();
+        // Positive and below 2^31: servers differ in the seed types they take.
+        i64::from(u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]) >> 1)
+    }
+
     /// The text of the first user message (the task prompt).
     pub fn first_user_text(&self) -> Option<String> {
         self.messages
@@ -171,7 +188,14 @@ pub enum ModelError {
 /// Generation settings recorded with every run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Generation {
+    /// Sampling temperature of round 0.
     pub temperature: f32,
+    /// Sampling temperature of repair rounds; `None`: `temperature`.
+    /// Greedy decoding makes small models resend the code that just failed
+    /// (measured: Qwen2.5-Coder-1.5B resent it unchanged on most repairs at
+    /// 0 and changed it at 0.7), so a repair study may want to sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair_temperature: Option<f32>,
     pub max_tokens: u32,
     #[serde(with = "secs")]
     pub request_timeout: Duration,
@@ -182,9 +206,20 @@ impl Default for Generation {
     fn default() -> Self {
         Self {
             temperature: 0.0,
+            repair_temperature: None,
             max_tokens: 1024,
             request_timeout: Duration::from_secs(120),
             max_retries: 4,
+        }
+    }
+}
+
+impl Generation {
+    /// The temperature of a request in `round`.
+    pub fn temperature_at(&self, round: u32) -> f32 {
+        match (round, self.repair_temperature) {
+            (0, _) | (_, None) => self.temperature,
+            (_, Some(t)) => t,
         }
     }
 }

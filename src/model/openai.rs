@@ -204,8 +204,9 @@ impl OpenAiClient {
                 .iter()
                 .map(|m| to_wire(m, self.vision))
                 .collect(),
-            temperature: Some(self.generation.temperature),
+            temperature: Some(self.generation.temperature_at(request.round)),
             max_tokens: Some(self.generation.max_tokens),
+            seed: Some(request.seed()),
             ..Default::default()
         }
     }
@@ -717,5 +718,37 @@ mod tests {
         let without = OpenAiClient::new(settings(false), gen).unwrap();
         let body = serde_json::to_value(without.build_request(&request)).unwrap();
         assert_eq!(body["messages"][1]["content"], "look");
+    }
+
+    #[test]
+    fn repair_rounds_sample_at_their_own_temperature_with_a_conversation_seed() {
+        let gen = Generation {
+            temperature: 0.0,
+            repair_temperature: Some(0.7),
+            ..Generation::default()
+        };
+        let settings = OpenAiSettings {
+            model: "m".into(),
+            base_url: Some("http://127.0.0.1:1/v1/".into()),
+            api_key: Some("k".into()),
+            vision: false,
+        };
+        let client = OpenAiClient::new(settings, gen).unwrap();
+        let request = |round: u32, text: &str| ChatRequest {
+            messages: vec![Message::text(Role::User, text)],
+            round,
+        };
+        let body = |r: &ChatRequest| serde_json::to_value(client.build_request(r)).unwrap();
+
+        let first = body(&request(0, "task"));
+        assert_eq!(first["temperature"], 0.0);
+        let repair = body(&request(1, "task"));
+        assert!((repair["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6);
+
+        // Same conversation, same seed; another round or task, another seed.
+        assert_eq!(body(&request(1, "task"))["seed"], repair["seed"]);
+        assert_ne!(first["seed"], repair["seed"]);
+        assert_ne!(body(&request(1, "other task"))["seed"], repair["seed"]);
+        assert!(repair["seed"].as_i64().unwrap() >= 0);
     }
 }

@@ -58,6 +58,7 @@ impl Exporter for CsvExporter {
         )
         .map_err(err)?;
         rate("regression_rate", None, s.regression_rate.as_ref()).map_err(err)?;
+        rate("resent_code", None, s.resent_code.as_ref()).map_err(err)?;
         rate("kill_rate", None, s.kill_rate.total.as_ref()).map_err(err)?;
         rate("infra_error_rate", None, s.infra_error_rate.as_ref()).map_err(err)?;
         for (fault, a) in &s.accuracy_by_fault {

@@ -81,6 +81,15 @@ impl Exporter for MarkdownExporter {
             percent(s.regression_rate.as_ref())
         );
         let _ = writeln!(w, "- rounds used per task: {:.2}", s.rounds_used_mean);
+        if let Some(rate) = &s.resent_code {
+            let _ = writeln!(
+                w,
+                "- repair rounds that resent the previous code unchanged: {} ({} of {})",
+                percent(Some(rate)),
+                rate.successes,
+                rate.n
+            );
+        }
         if s.reviews.prompts > 0 {
             let r = &s.reviews;
             let _ = writeln!(

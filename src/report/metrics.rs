@@ -196,6 +196,11 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub multi_part_accuracy_by_round: Vec<Rate>,
     pub reviews: Reviews,
+    /// Repair rounds whose code is the previous round's code unchanged
+    /// (line-end whitespace and blank lines aside), over repair rounds that
+    /// followed a round with code and sent code.
+    #[serde(default)]
+    pub resent_code: Option<Rate>,
     pub executions: u64,
     pub kill_rate: KillRate,
     pub verdicts: BTreeMap<String, u64>,
@@ -365,6 +370,17 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         }
     }
 
+    let (mut resent, mut repairs) = (0, 0);
+    for t in &tasks {
+        for pair in t.records.windows(2) {
+            if let (Some(before), Some(now)) = (&pair[0].code, &pair[1].code) {
+                repairs += 1;
+                resent += u64::from(same_code(before, now));
+            }
+        }
+    }
+    let resent_code = Rate::new(resent, repairs);
+
     let outcomes: Vec<_> = records.iter().filter_map(|r| r.outcome.as_ref()).collect();
     let executions = outcomes.len() as u64;
     let mut verdicts: BTreeMap<String, u64> = BTreeMap::new();
@@ -448,12 +464,26 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
                     .collect(),
             ),
         },
+        resent_code,
         rounds_used_mean: ours.len() as f64 / n.max(1) as f64,
     }
 }
 
 /// Parts correct over all parts of the multi-answer tasks, by round (the
 /// parts of the answer in force at that round; none counts as wrong).
+/// The same program: equal lines once line-end whitespace and blank lines
+/// are ignored (a model that resends its code often re-wraps it that way).
+fn same_code(a: &str, b: &str) -> bool {
+    let lines = |c: &str| {
+        c.lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    lines(a) == lines(b)
+}
+
 fn multi_parts(config: &RunConfig, tasks: &[TaskRounds], k: usize) -> Vec<Rate> {
     let parts_of = |t: &TaskRounds| -> usize {
         t.records
@@ -812,5 +842,26 @@ mod tests {
             .collect();
         assert_eq!(parts, [(1, 2), (2, 2)]);
         assert!(m.oracle_feedback);
+    }
+
+    #[test]
+    fn resent_code_counts_repairs_that_change_nothing() {
+        use R::*;
+        let k = 2;
+        let s = StopOn::Clean;
+        let mut records = Vec::new();
+        // a: raised, resent (re-wrapped only), then changed and right.
+        let mut a = task("a", &[Raised("KeyError"), Raised("KeyError"), Right], s, k);
+        a[0].code = Some("x = 1\nanswer = x\n".into());
+        a[1].code = Some("x = 1   \n\nanswer = x".into());
+        a[2].code = Some("x = 2\nanswer = x".into());
+        records.extend(a);
+        // b: raised, then no code: not a repair with code.
+        records.extend(task("b", &[Raised("TypeError"), NoCode], s, k));
+        let m = summarize(&config(&["a", "b"], k, s), &records);
+        let resent = m.resent_code.unwrap();
+        assert_eq!((resent.successes, resent.n), (1, 2));
+        assert!(same_code("a\n\n b", "a\n b  \n"));
+        assert!(!same_code("a\n b", "a\nb"));
     }
 }
