@@ -60,6 +60,8 @@ fn spawn_in(group: &KernelCgroup, argv: &[&str]) -> Child {
     spawn_into(&group.procs_files(), argv)
 }
 
+// pre_exec is unsafe by nature; the block says why it is sound.
+#[allow(unsafe_code)]
 fn spawn_into(procs_files: &[PathBuf], argv: &[&str]) -> Child {
     // Opened before fork: the child may only make async-signal-safe calls.
     let files: Vec<File> = procs_files

@@ -216,6 +216,8 @@ fn interpreter_prefix(image_dir: &Path) -> Option<PathBuf> {
 }
 
 impl Jail for ConfinedJail {
+    // pre_exec (between fork and exec) is unsafe by nature; the block says why it is sound.
+    #[allow(unsafe_code)]
     fn command(
         &self,
         launch: &LaunchCommand,

@@ -326,11 +326,7 @@ pub fn become_kernel(spec: &IsolateSpec) -> Result<(), String> {
     nix::unistd::setgroups(&[]).map_err(|e| err("setgroups", e))?;
     nix::unistd::setgid(nix::unistd::Gid::from_raw(spec.gid)).map_err(|e| err("setgid", e))?;
     nix::unistd::setuid(nix::unistd::Uid::from_raw(spec.uid)).map_err(|e| err("setuid", e))?;
-    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes plain integers.
-    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-    if rc != 0 {
-        return Err(err("no_new_privs", std::io::Error::last_os_error()));
-    }
+    nix::sys::prctl::set_no_new_privs().map_err(|e| err("no_new_privs", e))?;
     nix::unistd::chdir(&spec.cwd).map_err(|e| err(format!("chdir {}", spec.cwd.display()), e))?;
     Ok(())
 }

@@ -154,6 +154,8 @@ impl LocalServer {
         Err(last.expect("at least one attempt"))
     }
 
+    // pre_exec (between fork and exec) is unsafe by nature; the block says why it is sound.
+    #[allow(unsafe_code)]
     fn spawn(
         prepared: &Prepared,
         logs_dir: &Path,
@@ -393,10 +395,8 @@ impl LocalServer {
         };
         // Not reaped yet, so the pid (= group id) is still ours.
         if self.is_running() {
-            // SAFETY: plain syscall on a process group we created.
-            unsafe {
-                libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
-            }
+            let group = nix::unistd::Pid::from_raw(self.pid as libc::pid_t);
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
         }
         let _ = keeper.join();
     }

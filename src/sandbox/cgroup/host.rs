@@ -237,7 +237,10 @@ impl CgroupHost {
 }
 
 fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    u64::try_from(size).ok().filter(|s| *s > 0).unwrap_or(4096)
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|size| u64::try_from(size).ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(4096)
 }

@@ -74,8 +74,7 @@ fn modified(path: &Path) -> Option<f64> {
 fn process_start(starttime_ticks: u64) -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let btime = fs::keyed(&stat, "btime")?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
     let hz = u64::try_from(hz).ok().filter(|h| *h > 0)?;
     Some(btime as f64 + starttime_ticks as f64 / hz as f64)
 }
