@@ -94,8 +94,21 @@ pub fn kernel_user() -> (u32, u32) {
         .unwrap_or((65534, 65534))
 }
 
-fn err(context: impl std::fmt::Display, e: impl std::fmt::Display) -> String {
-    format!("{context}: {e}")
+/// A step of building the kernel's filesystem view or process failed.
+/// Printed by the init to its stderr, which the harness shows when a
+/// kernel does not start; the cause is part of the message, not a chain.
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {cause}")]
+pub struct IsolateError {
+    step: String,
+    cause: std::io::Error,
+}
+
+fn err(step: impl std::fmt::Display, cause: impl Into<std::io::Error>) -> IsolateError {
+    IsolateError {
+        step: step.to_string(),
+        cause: cause.into(),
+    }
 }
 
 fn inside(root: &Path, path: &Path) -> PathBuf {
@@ -104,7 +117,7 @@ fn inside(root: &Path, path: &Path) -> PathBuf {
 
 /// Assembles the new root and pivots into it. Runs as root in the new mount
 /// namespace, as PID 1 of the new PID namespace.
-pub fn build_root(spec: &IsolateSpec) -> Result<(), String> {
+pub fn build_root(spec: &IsolateSpec) -> Result<(), IsolateError> {
     let root = &spec.new_root;
     let none: Option<&str> = None;
     // Nothing we mount may propagate back to the host.
@@ -194,7 +207,7 @@ enum Access {
     Device,
 }
 
-fn bind(root: &Path, host: &Path, access: Access) -> Result<(), String> {
+fn bind(root: &Path, host: &Path, access: Access) -> Result<(), IsolateError> {
     let Ok(meta) = fs::symlink_metadata(host) else {
         return Ok(());
     };
@@ -234,7 +247,7 @@ fn bind(root: &Path, host: &Path, access: Access) -> Result<(), String> {
     Ok(())
 }
 
-fn make_dev(root: &Path) -> Result<(), String> {
+fn make_dev(root: &Path) -> Result<(), IsolateError> {
     let dev = inside(root, Path::new("/dev"));
     fs::create_dir_all(&dev).map_err(|e| err("creating /dev", e))?;
     mount(
@@ -259,7 +272,7 @@ fn make_dev(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn private_tmpfs(root: &Path, dir: &PrivateDir, uid: u32, gid: u32) -> Result<(), String> {
+fn private_tmpfs(root: &Path, dir: &PrivateDir, uid: u32, gid: u32) -> Result<(), IsolateError> {
     let target = inside(root, &dir.path);
     fs::create_dir_all(&target).map_err(|e| err(target.display(), e))?;
     let options = format!(
@@ -281,7 +294,7 @@ fn private_tmpfs(root: &Path, dir: &PrivateDir, uid: u32, gid: u32) -> Result<()
     Ok(())
 }
 
-fn copy_tree(from: &Path, to: &Path, uid: u32, gid: u32) -> Result<(), String> {
+fn copy_tree(from: &Path, to: &Path, uid: u32, gid: u32) -> Result<(), IsolateError> {
     let Ok(entries) = fs::read_dir(from) else {
         return Ok(());
     };
@@ -309,7 +322,7 @@ fn copy_tree(from: &Path, to: &Path, uid: u32, gid: u32) -> Result<(), String> {
 /// In the kernel's process, before exec: its own session (so ipykernel's
 /// interrupt, which signals its process group, reaches only the kernel and
 /// its children), the OOM score, rlimits, then the drop to the kernel user.
-pub fn become_kernel(spec: &IsolateSpec) -> Result<(), String> {
+pub fn become_kernel(spec: &IsolateSpec) -> Result<(), IsolateError> {
     nix::unistd::setsid().map_err(|e| err("setsid", e))?;
     fs::write("/proc/self/oom_score_adj", spec.oom_score_adj.to_string())
         .map_err(|e| err("oom_score_adj", e))?;
@@ -332,7 +345,7 @@ pub fn become_kernel(spec: &IsolateSpec) -> Result<(), String> {
 }
 
 /// Replaces the process with the kernel program.
-pub fn exec_kernel(spec: &IsolateSpec) -> String {
+pub fn exec_kernel(spec: &IsolateSpec) -> IsolateError {
     let cstr = |s: &str| CString::new(s).unwrap_or_default();
     let program = cstr(&spec.program.to_string_lossy());
     let mut argv = vec![program.clone()];
