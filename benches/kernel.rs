@@ -24,7 +24,7 @@ use retrace::kernel::{
     default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelPool, KernelSpec,
 };
 use retrace::pyenv::{ImageName, ImageStore};
-use retrace::sandbox::{Confined, Sandbox, SandboxLimits, Unconfined};
+use retrace::sandbox::{Confined, Sandbox, Unconfined};
 use tokio::runtime::Runtime;
 
 /// An acquire slower than this did not find a ready kernel.
@@ -163,7 +163,7 @@ fn cold_start(c: &mut Criterion, rt: &Runtime, spec: &Arc<KernelSpec>) {
     // against the same image; goal: at most 20% over the unconfined start.
     // The init is the retrace binary, built by `cargo bench` alongside.
     let init = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/retrace");
-    match Confined::new(SandboxLimits::default(), init.clone()) {
+    match Confined::open(init.clone()) {
         Ok(confined) if init.exists() => {
             sandboxes.push(("cold_start_confined", Arc::new(confined)))
         }

@@ -22,6 +22,7 @@ fn limits() -> SandboxLimits {
 
 fn options(l: &SandboxLimits) -> KernelOptions {
     KernelOptions {
+        limits: *l,
         cpu_time: Some(l.cpu_time),
         interrupt_grace: Duration::from_secs(1),
         ..Default::default()
@@ -44,7 +45,7 @@ async fn start(sandbox: &Arc<dyn Sandbox>, l: &SandboxLimits) -> Kernel {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_kernel_sees_its_own_world() {
     let l = limits();
-    let sandbox = common::sandbox_with(l);
+    let sandbox = common::sandbox();
     let mut k = start(&sandbox, &l).await;
     let code = r#"
 import os, socket
@@ -79,7 +80,7 @@ answer = sorted(k for k, ok in checks.items() if not ok)
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interruptible_cpu_loop_keeps_the_kernel_and_its_variables() {
     let l = limits();
-    let sandbox = common::sandbox_with(l);
+    let sandbox = common::sandbox();
     let mut k = start(&sandbox, &l).await;
     k.execute("precious = 41", &exec(&l)).await;
     let o = k.execute("while True:\n    pass", &exec(&l)).await;
@@ -93,7 +94,7 @@ async fn an_interruptible_cpu_loop_keeps_the_kernel_and_its_variables() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kernel_that_ignores_the_interrupt_is_killed_and_restarted() {
     let l = limits();
-    let sandbox = common::sandbox_with(l);
+    let sandbox = common::sandbox();
     let mut k = start(&sandbox, &l).await;
     k.execute("precious = 1", &exec(&l)).await;
     let code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)";
@@ -111,7 +112,7 @@ async fn a_kernel_that_ignores_the_interrupt_is_killed_and_restarted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn memory_and_process_limits_are_named() {
     let l = limits();
-    let sandbox = common::sandbox_with(l);
+    let sandbox = common::sandbox();
     let mut k = start(&sandbox, &l).await;
     let o = k.execute("x = bytearray(600 * 2**20)", &exec(&l)).await;
     assert_eq!(o.verdict, Verdict::OomKilled, "{o:?}");
@@ -122,7 +123,7 @@ async fn memory_and_process_limits_are_named() {
         memory_bytes: 1 << 30,
         ..limits()
     };
-    let sandbox = common::sandbox_with(l);
+    let sandbox = common::sandbox();
     let mut k = start(&sandbox, &l).await;
     let o = k
         .execute("import os\nwhile True:\n    os.fork()", &exec(&l))
@@ -144,8 +145,7 @@ async fn nothing_leaks_after_100_confined_kernels() {
     let root = tempfile::tempdir().unwrap();
     let root_name = root.path().to_string_lossy().to_string();
     let spec = common::spec_in(ImageName::Slim, root.path());
-    let l = limits();
-    let sandbox = common::sandbox_with(l);
+    let sandbox = common::sandbox();
     let mut ids = Vec::new();
     for batch in 0..25 {
         let mut starting = tokio::task::JoinSet::new();

@@ -58,28 +58,21 @@ impl LimitArgs {
         }
     }
 
+    /// Kernel options that enforce these limits (CPU time needs cgroup
+    /// accounting, so only when confined).
     pub fn kernel_options(&self) -> KernelOptions {
-        kernel_options_for(&self.limits(), self.unsafe_no_sandbox)
+        KernelOptions::enforcing(&self.limits(), !self.unsafe_no_sandbox)
     }
 
-    /// The sandbox these flags ask for; fails closed.
+    /// The sandbox these flags ask for; fails closed unless
+    /// `--unsafe-no-sandbox` is given.
     pub fn sandbox(&self) -> Result<Arc<dyn Sandbox>, Failure> {
-        sandbox_for(&self.limits(), self.unsafe_no_sandbox)
+        if self.unsafe_no_sandbox {
+            eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
+        }
+        let exe = std::env::current_exe().map_err(Failure::infra)?;
+        retrace::sandbox::open(self.unsafe_no_sandbox, exe).map_err(Failure::infra)
     }
-}
-
-/// Kernel options that enforce `limits` (CPU time needs cgroup accounting).
-pub fn kernel_options_for(limits: &SandboxLimits, unconfined: bool) -> KernelOptions {
-    KernelOptions::enforcing(limits, !unconfined)
-}
-
-/// The sandbox for `limits`; fails closed unless `unconfined` is asked for.
-pub fn sandbox_for(limits: &SandboxLimits, unconfined: bool) -> Result<Arc<dyn Sandbox>, Failure> {
-    if unconfined {
-        eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
-    }
-    let exe = std::env::current_exe().map_err(Failure::infra)?;
-    retrace::sandbox::open(limits, unconfined, exe).map_err(Failure::infra)
 }
 
 /// One line naming the confinement and its limits, for human output.

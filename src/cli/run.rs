@@ -139,9 +139,9 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                 endpoint,
                 generation: Generation {
                     temperature: args.temperature,
-                    repair_temperature: args.repair_temperature.or_else(|| {
-                        is_local(&args.model).then_some(LOCAL_REPAIR_TEMPERATURE)
-                    }),
+                    repair_temperature: args
+                        .repair_temperature
+                        .or_else(|| is_local(&args.model).then_some(LOCAL_REPAIR_TEMPERATURE)),
                     max_tokens: args.max_tokens,
                     request_timeout: args.request_timeout,
                     max_retries: args.max_retries,

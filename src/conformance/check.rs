@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::corpus::{Case, Category};
-use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome, OutputCap};
+use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome};
 use crate::report::junit::{render as render_junit, TestCase};
 use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
 
@@ -160,11 +160,12 @@ pub async fn run(
     on_done: Arc<dyn Fn(&CaseResult) + Send + Sync>,
 ) -> Result<CheckReport, CheckError> {
     let started = Instant::now();
-    // Probing once up front: fails closed before any case runs, and sets the
-    // harness's own OOM score, which every case is then compared against.
-    let probe =
-        Confined::new(config.limits, config.init_exe.clone()).map_err(CheckError::Unavailable)?;
-    let sandbox = crate::sandbox::Sandbox::info(&probe);
+    // One sandbox for every case (each jail gets the case's limits), set up
+    // before any case runs: fails closed, and sets the harness's own OOM
+    // score, which every case is then compared against.
+    let confined: Arc<Confined> =
+        Arc::new(Confined::open(config.init_exe.clone()).map_err(CheckError::Unavailable)?);
+    let sandbox = crate::sandbox::Sandbox::info(confined.as_ref());
     let harness = HarnessState::now();
 
     let jobs = config.jobs.max(1);
@@ -176,9 +177,10 @@ pub async fn run(
         let harness = harness.clone();
         let permits = permits.clone();
         let on_done = on_done.clone();
+        let confined = confined.clone();
         set.spawn(async move {
             let _permit = permits.acquire_owned().await.expect("semaphore open");
-            let result = run_case(&case, &config, &harness).await;
+            let result = run_case(&case, &config, confined.as_ref(), &harness).await;
             on_done(&result);
             (index, result)
         });
@@ -205,7 +207,7 @@ pub async fn run(
             })
         })
         .collect();
-    drop(probe);
+    drop(confined);
     Ok(CheckReport {
         sandbox,
         limits: config.limits,
@@ -243,11 +245,16 @@ impl CaseResult {
 }
 
 /// Runs one case in a fresh confined kernel and checks everything around it.
-pub async fn run_case(case: &Case, config: &CheckConfig, harness: &HarnessState) -> CaseResult {
+pub async fn run_case(
+    case: &Case,
+    config: &CheckConfig,
+    sandbox: &Confined,
+    harness: &HarnessState,
+) -> CaseResult {
     let started = Instant::now();
     let limits = case.limits.apply(&config.limits);
     let mut result = CaseResult::new(case, &limits);
-    run_case_into(case, config, harness, &limits, &mut result).await;
+    run_case_into(case, config, sandbox, harness, &limits, &mut result).await;
     result.pass = result.failures.is_empty();
     result.duration_ms = started.elapsed().as_secs_f64() * 1e3;
     result
@@ -256,27 +263,17 @@ pub async fn run_case(case: &Case, config: &CheckConfig, harness: &HarnessState)
 async fn run_case_into(
     case: &Case,
     config: &CheckConfig,
+    sandbox: &Confined,
     harness: &HarnessState,
     limits: &SandboxLimits,
     result: &mut CaseResult,
 ) {
-    let sandbox = match Confined::new(*limits, config.init_exe.clone()) {
-        Ok(s) => s,
-        Err(e) => return result.fail(format!("confinement: {e}")),
-    };
     let spec = Arc::new(KernelSpec {
         threads: limits.threads(),
         ..(*config.spec).clone()
     });
-    let options = KernelOptions {
-        output_cap: OutputCap {
-            bytes: limits.output_cap_bytes,
-            messages: limits.output_cap_messages,
-        },
-        cpu_time: Some(limits.cpu_time),
-        ..Default::default()
-    };
-    let mut kernel = match Kernel::start(spec.clone(), &sandbox, options.clone()).await {
+    let options = KernelOptions::enforcing(limits, true);
+    let mut kernel = match Kernel::start(spec.clone(), sandbox, options.clone()).await {
         Ok(k) => k,
         Err(e) => return result.fail(format!("the kernel did not start: {e}")),
     };
@@ -353,7 +350,7 @@ async fn run_case_into(
     }
 
     // A fresh kernel must still work.
-    match Kernel::start(spec, &sandbox, options).await {
+    match Kernel::start(spec, sandbox, options).await {
         Ok(mut fresh) => {
             let fresh_id = fresh.id().to_string();
             let mut fresh_ns = PidNamespaces::default();

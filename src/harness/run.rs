@@ -107,7 +107,7 @@ impl Run {
         };
         let model = model_for(&opts.model, &opts.generation, &opts.endpoint, &tasks).await?;
         let image = ensure_image(opts.image).await?;
-        let sandbox = open_sandbox(&opts.limits, opts.unconfined, &opts.init_binary)?;
+        let sandbox = open_sandbox(opts.unconfined, &opts.init_binary)?;
 
         let created = chrono::Utc::now();
         let run_id = format!(
@@ -222,7 +222,7 @@ impl Run {
             .map_err(|e: String| HarnessError::Config(e))?;
         let image = ensure_image(image_name).await?;
         let unconfined = !config.sandbox.confined;
-        let sandbox = open_sandbox(&config.limits, unconfined, &opts.init_binary)?;
+        let sandbox = open_sandbox(unconfined, &opts.init_binary)?;
         let finished = journal::compact_for_resume(&dir.join("results.jsonl"))?;
         Self::assemble(
             config,
@@ -373,12 +373,8 @@ async fn ensure_image(name: ImageName) -> Result<crate::pyenv::Image, HarnessErr
         .map_err(|e| HarnessError::Setup(format!("image {name}: {e}")))
 }
 
-fn open_sandbox(
-    limits: &SandboxLimits,
-    unconfined: bool,
-    init: &Path,
-) -> Result<Arc<dyn Sandbox>, HarnessError> {
-    crate::sandbox::open(limits, unconfined, init.to_path_buf())
+fn open_sandbox(unconfined: bool, init: &Path) -> Result<Arc<dyn Sandbox>, HarnessError> {
+    crate::sandbox::open(unconfined, init.to_path_buf())
         .map_err(|e| HarnessError::Setup(e.to_string()))
 }
 

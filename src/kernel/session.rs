@@ -29,7 +29,9 @@ use super::outcome::{
 };
 use super::state::{StateQuery, StateView};
 use super::KernelError;
-use crate::sandbox::{classify, Counters, Evidence, HarnessReason, Jail, KernelLayout, Sandbox};
+use crate::sandbox::{
+    classify, Counters, Evidence, HarnessReason, Jail, KernelLayout, Sandbox, SandboxLimits,
+};
 
 /// Session-wide settings.
 #[derive(Debug, Clone)]
@@ -47,13 +49,17 @@ pub struct KernelOptions {
     /// holds the HMAC key) cannot end it early. Costs about 0.5 ms per
     /// execution; only benchmarks of the bare protocol turn it off.
     pub verify_completion: bool,
+    /// The limits of the kernel's jail (memory, processes, CPU share, disk,
+    /// CPU-time backstop); ignored by an unconfined sandbox.
+    pub limits: SandboxLimits,
 }
 
 impl KernelOptions {
     /// Options that enforce `limits`: the output caps always, CPU time only
     /// when the kernel is confined (it needs the cgroup's accounting).
-    pub fn enforcing(limits: &crate::sandbox::SandboxLimits, confined: bool) -> Self {
+    pub fn enforcing(limits: &SandboxLimits, confined: bool) -> Self {
         KernelOptions {
+            limits: *limits,
             output_cap: OutputCap {
                 bytes: limits.output_cap_bytes,
                 messages: limits.output_cap_messages,
@@ -72,6 +78,7 @@ impl Default for KernelOptions {
             output_cap: OutputCap::default(),
             cpu_time: None,
             verify_completion: true,
+            limits: SandboxLimits::default(),
         }
     }
 }
@@ -144,7 +151,7 @@ impl Kernel {
     ) -> Result<Kernel, KernelError> {
         let id = format!("k{}", &uuid::Uuid::new_v4().simple().to_string()[..11]);
         let layout = create_layout(&spec, &id)?;
-        let jail = match sandbox.jail(&layout) {
+        let jail = match sandbox.jail(&layout, &options.limits) {
             Ok(jail) => jail,
             Err(e) => {
                 remove_layout(&spec, &layout);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::cgroup::{CgroupHost, CgroupLimits, KernelCgroup, Probe};
 use super::init::INIT_ARG;
-use super::isolate::{kernel_user, IsolateSpec, PrivateDir, Rlimits};
+use super::isolate::{ensure_kernel_user, IsolateSpec, PrivateDir, Rlimits};
 use super::{
     Counters, Jail, KernelLayout, KillReport, LaunchCommand, Sandbox, SandboxError, SandboxInfo,
     SandboxLimits,
@@ -20,20 +20,24 @@ const FIX_ROOT: &str = "run retrace as root (e.g. `sudo retrace ...`, or in a de
      `sudo systemd-run --scope -p Delegate=yes retrace ...`), or pass --unsafe-no-sandbox to run \
      untrusted code without confinement (every output then says so)";
 
+/// The confining sandbox: one per process is enough (it hands out a jail
+/// with its own limits per kernel); more share the same host directory.
 pub struct Confined {
     host: CgroupHost,
     probe: Probe,
-    limits: SandboxLimits,
     init_exe: PathBuf,
     uid: u32,
     gid: u32,
 }
 
 impl Confined {
-    /// Probes the host and prepares confinement; fails closed with a message
-    /// that says why and how to fix it. `init_exe` is the retrace binary
-    /// (re-executed as the kernel's init).
-    pub fn new(limits: SandboxLimits, init_exe: PathBuf) -> Result<Self, SandboxError> {
+    /// Probes the host and sets up confinement, in this order: root check,
+    /// cgroup detection and probe, reclaiming groups left by a retrace that
+    /// crashed, the harness's own OOM score, and the kernel user (created
+    /// if missing). Fails closed with a message that says why and how to
+    /// fix it. `init_exe` is the retrace binary (re-executed as the
+    /// kernel's init).
+    pub fn open(init_exe: PathBuf) -> Result<Self, SandboxError> {
         if !nix::unistd::geteuid().is_root() {
             return Err(SandboxError::Unavailable {
                 reason: "creating namespaces and switching the kernel to its own user needs root"
@@ -57,19 +61,14 @@ impl Confined {
         host.reclaim_stale();
         // The harness must never be the OOM victim; kernels get 1000.
         let _ = fs::write("/proc/self/oom_score_adj", "-500");
-        let (uid, gid) = kernel_user();
+        let (uid, gid) = ensure_kernel_user();
         Ok(Self {
             host,
             probe,
-            limits,
             init_exe,
             uid,
             gid,
         })
-    }
-
-    pub fn limits(&self) -> &SandboxLimits {
-        &self.limits
     }
 }
 
@@ -80,18 +79,22 @@ impl Drop for Confined {
 }
 
 impl Sandbox for Confined {
-    fn jail(&self, layout: &KernelLayout) -> Result<Box<dyn Jail>, SandboxError> {
+    fn jail(
+        &self,
+        layout: &KernelLayout,
+        limits: &SandboxLimits,
+    ) -> Result<Box<dyn Jail>, SandboxError> {
         let cgroup = self.host.create(
             &layout.id,
             &CgroupLimits {
-                memory_bytes: self.limits.memory_bytes,
-                pids: self.limits.pids,
-                cpus: self.limits.cpus,
+                memory_bytes: limits.memory_bytes,
+                pids: limits.pids,
+                cpus: limits.cpus,
             },
         )?;
         let jail = ConfinedJail {
             cgroup,
-            limits: self.limits,
+            limits: *limits,
             init_exe: self.init_exe.clone(),
             uid: self.uid,
             gid: self.gid,

@@ -64,8 +64,8 @@ pub const SYSTEM_DIRS: [&str; 8] = [
 const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
 
 /// The unprivileged user kernels run as: `retrace-kernel`, created if
-/// missing, else `nobody`.
-pub fn kernel_user() -> (u32, u32) {
+/// missing (a setup step of [`super::Confined::open`]), else `nobody`.
+pub fn ensure_kernel_user() -> (u32, u32) {
     let lookup = |name: &str| nix::unistd::User::from_name(name).ok().flatten();
     if let Some(user) = lookup("retrace-kernel") {
         return (user.uid.as_raw(), user.gid.as_raw());

@@ -89,7 +89,13 @@ pub struct SandboxInfo {
 /// Creates confinement for kernels.
 pub trait Sandbox: Send + Sync {
     /// Creates the confinement of one kernel before its process exists.
-    fn jail(&self, layout: &KernelLayout) -> Result<Box<dyn Jail>, SandboxError>;
+    /// `limits` are this kernel's: one sandbox serves kernels with
+    /// different limits (the conformance corpus overrides them per case).
+    fn jail(
+        &self,
+        layout: &KernelLayout,
+        limits: &SandboxLimits,
+    ) -> Result<Box<dyn Jail>, SandboxError>;
     fn info(&self) -> SandboxInfo;
 }
 
@@ -113,16 +119,15 @@ pub trait Jail: Send + Sync {
     fn release(&self) -> Result<(), SandboxError>;
 }
 
-/// The sandbox for `limits`; fails closed: without `unconfined` it is
-/// confinement or an error saying why it is impossible. `init` is retrace's
-/// own binary, which runs as PID 1 of each kernel's PID namespace.
+/// The sandbox; fails closed: without `unconfined` it is confinement or an
+/// error saying why it is impossible. `init` is retrace's own binary, which
+/// runs as PID 1 of each kernel's PID namespace.
 pub fn open(
-    limits: &SandboxLimits,
     unconfined: bool,
     init: std::path::PathBuf,
 ) -> Result<std::sync::Arc<dyn Sandbox>, SandboxError> {
     if unconfined {
         return Ok(std::sync::Arc::new(Unconfined));
     }
-    Ok(std::sync::Arc::new(Confined::new(*limits, init)?))
+    Ok(std::sync::Arc::new(Confined::open(init)?))
 }

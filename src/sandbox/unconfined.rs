@@ -8,12 +8,17 @@ use nix::unistd::Pid;
 
 use super::{
     Counters, Jail, KernelLayout, KillReport, LaunchCommand, Sandbox, SandboxError, SandboxInfo,
+    SandboxLimits,
 };
 
 pub struct Unconfined;
 
 impl Sandbox for Unconfined {
-    fn jail(&self, _layout: &KernelLayout) -> Result<Box<dyn Jail>, SandboxError> {
+    fn jail(
+        &self,
+        _layout: &KernelLayout,
+        _limits: &SandboxLimits,
+    ) -> Result<Box<dyn Jail>, SandboxError> {
         Ok(Box::new(UnconfinedJail {
             pgid: std::sync::Mutex::new(None),
         }))

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec};
 use retrace::pyenv::{Image, ImageName, ImageStore};
-use retrace::sandbox::{Confined, Sandbox, SandboxLimits};
+use retrace::sandbox::{Confined, Sandbox};
 
 /// The fat image, built on first use into `$RETRACE_HOME` (shared across
 /// test runs so it is built once per machine).
@@ -36,14 +36,11 @@ pub fn spec_in(name: ImageName, root: &std::path::Path) -> Arc<KernelSpec> {
     Arc::new(KernelSpec::new(image(name), root.to_path_buf()))
 }
 
-/// Confined kernels, as users run them. Needs root (CI runs as root).
+/// Confined kernels, as users run them (each kernel's limits come with its
+/// `KernelOptions`). Needs root (CI runs as root).
 pub fn sandbox() -> Arc<dyn Sandbox> {
-    sandbox_with(SandboxLimits::default())
-}
-
-pub fn sandbox_with(limits: SandboxLimits) -> Arc<dyn Sandbox> {
     let init = std::path::PathBuf::from(env!("CARGO_BIN_EXE_retrace"));
-    match Confined::new(limits, init) {
+    match Confined::open(init) {
         Ok(sandbox) => Arc::new(sandbox),
         Err(e) => panic!("these tests run confined kernels and need root: {e}"),
     }

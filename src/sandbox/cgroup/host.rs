@@ -4,7 +4,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::detect::host_has_swap;
 use super::fs::{cgroup_err, Fs};
@@ -23,6 +23,30 @@ pub(super) struct Harness {
 }
 
 impl Harness {
+    /// The one `Harness` of this process for `dirs`: every host object
+    /// that reaches the same `<pid>` directories shares its lock and count,
+    /// so one can never remove the directory while another creates a group
+    /// in it.
+    fn shared(dirs: Dirs, fs: Fs) -> Arc<Harness> {
+        static LIVE: Mutex<Vec<Weak<Harness>>> = Mutex::new(Vec::new());
+        let mut all = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|h| h.strong_count() > 0);
+        if let Some(found) = all
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|h| h.dirs.0 == dirs.0)
+        {
+            return found;
+        }
+        let harness = Arc::new(Harness {
+            dirs,
+            live: Mutex::new(0),
+            fs,
+        });
+        all.push(Arc::downgrade(&harness));
+        harness
+    }
+
     /// Best effort: fails harmlessly while groups remain.
     fn remove_dirs(&self) {
         for dir in self.dirs.unique() {
@@ -58,6 +82,11 @@ impl CgroupHost {
     /// `root/pids`, `root/cpu` and `root/cpuacct` (or `root/cpu,cpuacct`),
     /// `root/freezer`, and on hybrid `root/unified`. Creates nothing.
     pub fn at(mode: CgroupMode, root: &Path) -> CgroupHost {
+        Self::at_on(mode, root, Fs::default())
+    }
+
+    /// [`Self::at`] with directory operations through `fs`.
+    pub(super) fn at_on(mode: CgroupMode, root: &Path, fs: Fs) -> CgroupHost {
         let (subtree, v2_parent) = match mode {
             CgroupMode::V2 => (
                 Dirs(vec![(Tree::V2, root.join(SUBTREE))]),
@@ -83,7 +112,7 @@ impl CgroupHost {
                 (Dirs(trees).join(SUBTREE), None)
             }
         };
-        CgroupHost::build(mode, subtree, v2_parent, host_has_swap(), Fs::default())
+        CgroupHost::build(mode, subtree, v2_parent, host_has_swap(), fs)
     }
 
     pub(super) fn build(
@@ -93,17 +122,13 @@ impl CgroupHost {
         host_has_swap: bool,
         fs: Fs,
     ) -> CgroupHost {
-        let harness = Harness {
-            dirs: subtree.join(&std::process::id().to_string()),
-            live: Mutex::new(0),
-            fs,
-        };
+        let harness = Harness::shared(subtree.join(&std::process::id().to_string()), fs);
         CgroupHost {
             mode,
             subtree,
             v2_parent,
             host_has_swap,
-            harness: Arc::new(harness),
+            harness,
         }
     }
 
@@ -188,40 +213,26 @@ impl CgroupHost {
 
     /// mkdir in every hierarchy, undoing partial work on failure. An
     /// existing group is an error: it could hold processes we did not start.
+    /// Called with the harness lock held, so the `<pid>` directories made
+    /// first stay until the group is in them.
     fn make_group(&self, dirs: &Dirs) -> Result<(), SandboxError> {
-        let mut attempts = 0;
-        loop {
-            self.prepare_harness()?;
-            let mut made = Vec::new();
-            let mut failed = None;
-            for dir in dirs.unique() {
-                match self.fs().mkdir(dir) {
-                    Ok(()) => made.push(dir),
-                    Err(e) => {
-                        failed = Some((dir, e));
-                        break;
-                    }
+        self.prepare_harness()?;
+        let mut made: Vec<&Path> = Vec::new();
+        for dir in dirs.unique() {
+            if let Err(e) = self.fs().mkdir(dir) {
+                for d in made.iter().rev() {
+                    let _ = self.fs().rmdir(d);
                 }
+                let message = if e.kind() == io::ErrorKind::AlreadyExists {
+                    "already exists (kernel ids must be unique)".to_string()
+                } else {
+                    format!("mkdir: {e}")
+                };
+                return Err(cgroup_err(dir, message));
             }
-            let Some((dir, e)) = failed else {
-                return Ok(());
-            };
-            for d in made.iter().rev() {
-                let _ = self.fs().rmdir(d);
-            }
-            // Another host object in this process may have removed the
-            // shared `<pid>` directory just now: make it again.
-            if e.kind() == io::ErrorKind::NotFound && attempts < 3 {
-                attempts += 1;
-                continue;
-            }
-            let message = if e.kind() == io::ErrorKind::AlreadyExists {
-                "already exists (kernel ids must be unique)".to_string()
-            } else {
-                format!("mkdir: {e}")
-            };
-            return Err(cgroup_err(dir, message));
+            made.push(dir);
         }
+        Ok(())
     }
 
     /// Removes this harness's `<pid>` directories (at shutdown, after the

@@ -173,11 +173,10 @@ fn fixture(sim: FakeKernfs) -> CgroupHost {
             }
         }
     }
-    with_sim(CgroupHost::at(mode, &root), sim)
-}
-
-fn with_sim(mut host: CgroupHost, sim: FakeKernfs) -> CgroupHost {
-    Arc::get_mut(&mut host.harness).unwrap().fs.sim = Some(Arc::new(sim));
+    let fs = Fs {
+        sim: Some(Arc::new(sim)),
+    };
+    let mut host = CgroupHost::at_on(mode, &root, fs);
     host.host_has_swap = false;
     host
 }
