@@ -34,7 +34,7 @@ impl<'a> ImageRecipe<'a> {
             parent: images_dir,
             key: format!("{name}-{hash}"),
             label: name.to_string(),
-            what: "this image",
+            what: "this image".into(),
             log,
             header: format!(
                 "retrace image build: {name}-{hash} with {} ({}, {})",

