@@ -1,83 +1,86 @@
-//! Building one image in a private temporary directory: venv, pinned wheels,
-//! checks, caches, then a single rename that publishes it. The caller holds
-//! the image's build lock.
+//! An image as a [`Recipe`]: venv, pinned wheels, checks, caches, made
+//! readable by the kernel user; `recipe::prepare` builds it in private
+//! and publishes it.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::marker::Marker;
-use super::progress::{Phase, Progress, Total};
-use super::publish::publish;
-use super::step::{BuildLog, StepError, TAIL_LINES};
-use super::venv::{self, rewrite_prefix};
-use super::{ImageName, Interpreter, Lock, PyenvError, KERNEL_CONFIG, MPL_CACHE_DIR};
+use super::progress::{Phase, Total};
+use super::recipe::{count_collecting, Recipe, Site, Workspace};
+use super::step::{BuildLog, TAIL_LINES};
+use super::venv;
+use super::{Image, ImageName, Interpreter, Lock, PyenvError, KERNEL_CONFIG, MPL_CACHE_DIR};
 
-pub(crate) struct Plan<'a> {
+pub(crate) struct ImageRecipe<'a> {
     pub name: ImageName,
     pub hash: &'a str,
-    pub lock_text: &'a str,
-    pub lock: &'a Lock,
     pub python: &'a Interpreter,
-    pub tmp_dir: PathBuf,
-    pub final_dir: PathBuf,
-    pub log_path: PathBuf,
+    pub site: Site,
 }
 
-/// Builds into `plan.tmp_dir` and renames it to `plan.final_dir`. On failure
-/// the temporary directory is removed; the log stays.
-pub(crate) fn run(plan: &Plan, progress: &Progress) -> Result<(), PyenvError> {
-    let log = BuildLog::create(&plan.log_path)?;
-    let builder = Builder {
-        plan,
-        log,
-        progress,
-    };
-    let result = builder.build();
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&plan.tmp_dir);
+impl<'a> ImageRecipe<'a> {
+    /// `images_dir/<name>-<hash>`, logged to `log`.
+    pub fn new(
+        name: ImageName,
+        hash: &'a str,
+        python: &'a Interpreter,
+        images_dir: PathBuf,
+        log: PathBuf,
+    ) -> Self {
+        let site = Site {
+            parent: images_dir,
+            key: format!("{name}-{hash}"),
+            label: name.to_string(),
+            what: "this image".into(),
+            log,
+            header: format!(
+                "retrace image build: {name}-{hash} with {} ({}, {})",
+                python.path.display(),
+                python.version,
+                python.tag
+            ),
+        };
+        ImageRecipe {
+            name,
+            hash,
+            python,
+            site,
+        }
     }
-    result
 }
 
-struct Builder<'a> {
-    plan: &'a Plan<'a>,
-    log: BuildLog,
-    progress: &'a Progress,
-}
+impl Recipe for ImageRecipe<'_> {
+    type Built = Image;
+    type Marker = Marker;
+    type Error = PyenvError;
 
-impl Builder<'_> {
-    fn build(&self) -> Result<(), PyenvError> {
-        let plan = self.plan;
-        let tmp = &plan.tmp_dir;
-        self.log.line(&format!(
-            "# retrace image build: {}-{} with {} ({}, {})\n# into {}",
-            plan.name,
-            plan.hash,
-            plan.python.path.display(),
-            plan.python.version,
-            plan.python.tag,
-            tmp.display()
-        ));
-        fs::create_dir_all(tmp).map_err(|e| PyenvError::io_at("creating", tmp, e))?;
-        let lock_file = tmp.join("requirements.lock");
-        fs::write(&lock_file, plan.lock_text)
-            .map_err(|e| PyenvError::io_at("writing", &lock_file, e))?;
-        let config = tmp.join("kernel_config.py");
-        fs::write(&config, KERNEL_CONFIG).map_err(|e| PyenvError::io_at("writing", &config, e))?;
+    fn site(&self) -> &Site {
+        &self.site
+    }
 
-        let venv = tmp.join("venv");
-        let phase = self.progress.phase("create venv", Total::None);
-        self.run_logged("create the venv", &mut venv::create(plan.python, &venv))?;
-        phase.finish();
+    fn current(&self, dir: &Path) -> Result<Image, String> {
+        Marker::read(dir, self.name, self.hash)
+            .map(|_| Image {
+                name: self.name,
+                lock_hash: self.hash.to_string(),
+                dir: dir.to_path_buf(),
+            })
+            .ok_or_else(|| "not built".to_string())
+    }
 
-        let python = venv.join("bin").join("python");
-        self.install(&python, &lock_file)?;
+    fn steps(&self, work: &Workspace<'_, Self>) -> Result<Marker, PyenvError> {
+        let lock_text = self.name.lock_text();
+        let lock = Lock::parse(lock_text)?;
+        let lock_file = work.write("requirements.lock", lock_text)?;
+        work.write("kernel_config.py", KERNEL_CONFIG)?;
+        let python = work.create_venv(self.python)?;
+        install(work, &python, &lock_file, lock.len())?;
 
-        let with_matplotlib = plan.lock.contains("matplotlib");
-        let phase = self.progress.phase(
+        let with_matplotlib = lock.contains("matplotlib");
+        let phase = work.progress.phase(
             if with_matplotlib {
                 "check, warm font cache"
             } else {
@@ -86,7 +89,7 @@ impl Builder<'_> {
             Total::None,
         );
         phase.set_message("pip check");
-        self.run_logged(
+        work.run(
             "check installed requirements (pip check)",
             &mut venv::pip_check(&python),
         )?;
@@ -96,7 +99,7 @@ impl Builder<'_> {
             "import ipykernel"
         });
         let mut script = String::from("import ipykernel.kernelapp\n");
-        let mpl_dir = tmp.join(MPL_CACHE_DIR);
+        let mpl_dir = work.tmp.join(MPL_CACHE_DIR);
         let mut warm = Command::new(&python);
         if with_matplotlib {
             // Builds the font cache once here instead of on every task's
@@ -105,114 +108,73 @@ impl Builder<'_> {
             warm.env("MPLCONFIGDIR", &mpl_dir);
         }
         warm.env_remove("MPLBACKEND").args(["-I", "-c", &script]);
-        self.run_logged("import ipykernel and warm caches", &mut warm)?;
+        work.run("import ipykernel and warm caches", &mut warm)?;
         if with_matplotlib && !has_font_cache(&mpl_dir) {
-            return Err(self.failed(
+            return Err(work.failed(
                 "warm the matplotlib font cache",
                 format!("no fontlist-*.json appeared in {}", mpl_dir.display()),
             ));
         }
         phase.finish();
 
-        let phase = self.progress.phase("finalize", Total::None);
-        self.finalize(with_matplotlib)?;
-        phase.finish();
-        Ok(())
-    }
-
-    fn install(&self, python: &Path, lock_file: &Path) -> Result<(), PyenvError> {
-        let step = "install the locked packages";
-        let total = self.plan.lock.len();
-        let mut cmd = venv::pip(python, "install");
-        cmd.args(["--only-binary", ":all:", "--no-deps", "-r"])
-            .arg(lock_file);
-        let mut child = self
-            .log
-            .spawn_reading_stdout(&mut cmd)
-            .map_err(|e| self.step_error(step, e))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-
-        let mut fetch: Option<Phase> = Some(self.progress.phase(
-            &format!("fetch {total} packages"),
-            Total::Items(total as u64),
-        ));
-        let mut unpack: Option<Phase> = None;
-        for line in BufReader::new(stdout).split(b'\n') {
-            let Ok(line) = line else { break };
-            let line = String::from_utf8_lossy(&line);
-            self.log.line(&line);
-            if let Some(requirement) = line.strip_prefix("Collecting ") {
-                if let Some(bar) = &fetch {
-                    bar.inc(1);
-                    bar.set_message(requirement.trim().to_string());
-                }
-            } else if line.starts_with("Installing collected packages") {
-                if let Some(bar) = fetch.take() {
-                    bar.finish();
-                }
-                unpack = Some(
-                    self.progress
-                        .phase(&format!("install {total} packages"), Total::None),
-                );
-            }
-        }
-        let status = child
-            .wait()
-            .map_err(|e| self.failed(step, format!("waiting for pip: {e}")))?;
-        self.log
-            .check_status(status)
-            .map_err(|_| self.failed(step, format!("pip install exited with {status}")))?;
-        for phase in [fetch, unpack].into_iter().flatten() {
-            phase.finish();
-        }
-        Ok(())
-    }
-
-    /// Makes the temporary tree valid under its final name, readable by the
-    /// kernel user, marked complete, then publishes it with one rename.
-    fn finalize(&self, mpl_cache: bool) -> Result<(), PyenvError> {
-        let plan = self.plan;
-        let (tmp, dest) = (&plan.tmp_dir, &plan.final_dir);
-        let venv = tmp.join("venv");
-        rewrite_prefix(&venv, &tmp.to_string_lossy(), &dest.to_string_lossy())
-            .map_err(|e| PyenvError::io_at("rewriting paths under", &venv, e))?;
+        // Valid under the final name and readable by the kernel user.
+        let phase = work.progress.phase("finalize", Total::None);
+        work.relocate_venv()?;
+        let tmp = &work.tmp;
         make_world_readable(tmp).map_err(|e| PyenvError::io_at("chmod a+rX", tmp, e))?;
-        Marker::new(
-            plan.name,
-            plan.hash,
-            plan.python,
-            &plan.lock.entries,
-            mpl_cache,
-        )
-        .write(tmp)
-        .map_err(|e| PyenvError::io_at("writing the marker in", tmp, e))?;
-        if dest.exists() {
-            // Only an incomplete leftover can be here: the caller checked for
-            // a complete image while holding the build lock.
-            fs::remove_dir_all(dest).map_err(|e| PyenvError::io_at("removing", dest, e))?;
-        }
-        publish(tmp, dest)?;
-        self.log.line(&format!("# complete: {}", dest.display()));
-        Ok(())
+        phase.finish();
+        Ok(Marker::new(
+            self.name,
+            self.hash,
+            self.python,
+            &lock.entries,
+            with_matplotlib,
+        ))
     }
 
-    fn run_logged(&self, step: &str, cmd: &mut Command) -> Result<(), PyenvError> {
-        self.log.run(cmd).map_err(|e| self.step_error(step, e))
-    }
-
-    fn step_error(&self, step: &str, error: StepError) -> PyenvError {
-        error.into_error(|detail| self.failed(step, detail))
-    }
-
-    fn failed(&self, step: &str, detail: String) -> PyenvError {
+    fn failed(&self, log: &BuildLog, step: &str, detail: String) -> PyenvError {
         PyenvError::BuildFailed {
-            name: self.plan.name,
+            name: self.name,
             step: step.to_string(),
             detail,
-            log: self.log.path.clone(),
-            tail: self.log.tail(TAIL_LINES),
+            log: log.path.clone(),
+            tail: log.tail(TAIL_LINES),
         }
     }
+}
+
+/// `pip install --only-binary :all: --no-deps -r requirements.lock`.
+fn install(
+    work: &Workspace<'_, ImageRecipe>,
+    python: &Path,
+    lock_file: &Path,
+    total: usize,
+) -> Result<(), PyenvError> {
+    let mut cmd = venv::pip(python, "install");
+    cmd.args(["--only-binary", ":all:", "--no-deps", "-r"])
+        .arg(lock_file);
+    let mut fetch: Option<Phase> = Some(work.progress.phase(
+        &format!("fetch {total} packages"),
+        Total::Items(total as u64),
+    ));
+    let mut unpack: Option<Phase> = None;
+    work.pip_install("install the locked packages", &mut cmd, |line| {
+        if line.starts_with("Installing collected packages") {
+            if let Some(bar) = fetch.take() {
+                bar.finish();
+            }
+            unpack = Some(
+                work.progress
+                    .phase(&format!("install {total} packages"), Total::None),
+            );
+        } else if let Some(bar) = &fetch {
+            count_collecting(bar, line);
+        }
+    })?;
+    for phase in [fetch, unpack].into_iter().flatten() {
+        phase.finish();
+    }
+    Ok(())
 }
 
 fn has_font_cache(dir: &Path) -> bool {

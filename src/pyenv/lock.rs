@@ -74,8 +74,13 @@ impl Lock {
 
     /// Compares names the way pip does (`scikit_learn` is `scikit-learn`).
     pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// The pin of `name`, compared as in [`Lock::contains`].
+    pub fn get(&self, name: &str) -> Option<&LockEntry> {
         let key = normalize(name);
-        self.entries.iter().any(|e| normalize(&e.name) == key)
+        self.entries.iter().find(|e| normalize(&e.name) == key)
     }
 }
 

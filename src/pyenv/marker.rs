@@ -1,5 +1,6 @@
-//! `complete.json`: written last, it is what makes a directory a built image,
-//! and it records what went into it.
+//! `complete.json`: written last (see `recipe`), it is what makes a prepared
+//! directory complete, and it records what went into it. [`Marker`] is an
+//! image's; other recipes write their own through the same functions.
 
 use std::fs;
 use std::io::Write;
@@ -54,10 +55,6 @@ impl Marker {
         (marker.format == FORMAT && marker.name == name && marker.lock_hash == hash)
             .then_some(marker)
     }
-
-    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        write(dir, self)
-    }
 }
 
 /// The `complete.json` of `dir`, whatever kind of marker it is (the local
@@ -99,7 +96,7 @@ mod tests {
             &packages,
             false,
         );
-        marker.write(dir.path()).unwrap();
+        write(dir.path(), &marker).unwrap();
         assert_eq!(
             Marker::read(dir.path(), ImageName::Slim, "0123456789abcdef"),
             Some(marker)

@@ -8,18 +8,21 @@
 //! change therefore yields a new directory instead of mutating one that running
 //! kernels may use. A directory counts as built only once its `complete.json`
 //! marker exists, and it only ever appears under its final name complete (built
-//! elsewhere, then renamed).
+//! elsewhere, then renamed). That discipline is [`recipe`]'s, shared by every
+//! directory retrace prepares from pinned inputs (images, the local model's
+//! server venv and weights).
 //!
 //! The lock files and `kernel_config.py` are compiled into the binary, so an
 //! installed `retrace` needs no checkout.
 
 mod build;
-pub(crate) mod file_lock;
+mod file_lock;
 mod interpreter;
 mod lock;
 pub(crate) mod marker;
 pub(crate) mod progress;
-pub(crate) mod publish;
+mod publish;
+pub(crate) mod recipe;
 pub(crate) mod step;
 mod store;
 pub(crate) mod venv;
@@ -31,7 +34,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use interpreter::Interpreter;
-pub use lock::{Lock, LockEntry};
+pub use lock::{normalize, Lock, LockEntry};
 pub use store::ImageStore;
 
 /// The IPython kernel configuration every image carries (see the file for why

@@ -1,23 +1,20 @@
-//! Where images live (`$RETRACE_HOME/images`), how they are named and found,
-//! and the build lock that keeps concurrent builders of one image apart.
+//! Where images live (`$RETRACE_HOME/images`), how they are named and found;
+//! building one is a recipe (`build`) of the shared builder (`recipe`).
 
-use std::fs::{self, File};
+use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use super::build::{self, Plan};
-use super::file_lock;
+use super::build::ImageRecipe;
 use super::marker::Marker;
-use super::progress::Progress;
-use super::{Image, ImageInfo, ImageName, Interpreter, Lock, PyenvError, KERNEL_CONFIG};
+use super::recipe;
+use super::{Image, ImageInfo, ImageName, Interpreter, PyenvError, KERNEL_CONFIG};
 
 /// Bumped when the layout of an image changes, so old builds are not reused.
 const LAYOUT_VERSION: &str = "retrace-image/1";
-const TMP_PREFIX: &str = ".tmp-";
-const LOCK_PREFIX: &str = ".lock-";
 
 #[derive(Debug, Clone)]
 pub struct ImageStore {
@@ -76,42 +73,14 @@ impl ImageStore {
     /// builder per image, the others wait and then find it complete.
     pub fn build(&self, name: ImageName, progress: bool) -> Result<Image, PyenvError> {
         let (python, hash) = self.identity(name)?;
-        if let Some(image) = self.complete(name, &hash) {
-            return Ok(image);
-        }
-        let progress = Progress::new(name.as_str(), progress);
-        let images = self.images_dir();
-        fs::create_dir_all(&images).map_err(|e| PyenvError::io_at("creating", &images, e))?;
-        let lock = file_lock::acquire(&self.lock_path(name, &hash), || {
-            progress.note("waiting for another build of this image to finish")
-        })?;
-        // Whoever held the lock may have just finished it.
-        if let Some(image) = self.complete(name, &hash) {
-            return Ok(image);
-        }
-        self.remove_stale_tmp(name, &hash);
-
-        let lock_text = name.lock_text();
-        let parsed = Lock::parse(lock_text)?;
-        let plan = Plan {
+        let recipe = ImageRecipe::new(
             name,
-            hash: &hash,
-            lock_text,
-            lock: &parsed,
-            python: &python,
-            tmp_dir: images.join(format!("{TMP_PREFIX}{name}-{hash}-{}", std::process::id())),
-            final_dir: self.image_dir(name, &hash),
-            log_path: self.log_path(name, &hash),
-        };
-        build::run(&plan, &progress)?;
-        drop(lock);
-        self.complete(name, &hash).ok_or_else(|| {
-            PyenvError::io_at(
-                "finding the image just built in",
-                &plan.final_dir,
-                std::io::ErrorKind::NotFound.into(),
-            )
-        })
+            &hash,
+            &python,
+            self.images_dir(),
+            self.log_path(name, &hash),
+        );
+        recipe::prepare(&recipe, progress)
     }
 
     /// The current image of each name (built or not), then older builds still
@@ -202,60 +171,10 @@ impl ImageStore {
         self.images_dir().join(format!("{name}-{hash}"))
     }
 
-    fn lock_path(&self, name: ImageName, hash: &str) -> PathBuf {
-        self.images_dir()
-            .join(format!("{LOCK_PREFIX}{name}-{hash}"))
-    }
-
     fn log_path(&self, name: ImageName, hash: &str) -> PathBuf {
         self.home
             .join("logs")
             .join(format!("image-{name}-{hash}.log"))
-    }
-
-    /// Removes temporary dirs of builds that died. Ours (same image, and we
-    /// hold its lock) is stale by definition; another image's is stale when
-    /// nobody holds that image's lock. Best effort: a failure here only
-    /// wastes disk.
-    fn remove_stale_tmp(&self, name: ImageName, hash: &str) {
-        let Ok(entries) = fs::read_dir(self.images_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let file_name = entry.file_name();
-            let Some(rest) = file_name
-                .to_string_lossy()
-                .strip_prefix(TMP_PREFIX)
-                .map(String::from)
-            else {
-                continue;
-            };
-            // `<name>-<hash>-<pid>`
-            let Some((image, _pid)) = rest.rsplit_once('-') else {
-                continue;
-            };
-            let Some((other_name, other_hash)) = parse_dir_name(image) else {
-                continue;
-            };
-            // Holding that image's lock while deleting keeps a new build of
-            // it from starting meanwhile.
-            let mut _held: Option<File> = None;
-            let stale = if (other_name, other_hash.as_str()) == (name, hash) {
-                true
-            } else {
-                match File::open(self.lock_path(other_name, &other_hash)) {
-                    Ok(other) => {
-                        let free = other.try_lock().is_ok();
-                        _held = Some(other);
-                        free
-                    }
-                    Err(_) => true,
-                }
-            };
-            if stale {
-                let _ = fs::remove_dir_all(entry.path());
-            }
-        }
     }
 }
 
@@ -338,9 +257,8 @@ mod tests {
             name: "ipykernel".into(),
             version: "7.4.0".into(),
         }];
-        Marker::new(name, &hash, &python, &packages, false)
-            .write(&dir)
-            .unwrap();
+        let marker = Marker::new(name, &hash, &python, &packages, false);
+        crate::pyenv::marker::write(&dir, &marker).unwrap();
         dir
     }
 
@@ -485,41 +403,10 @@ mod tests {
             .unwrap()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.starts_with(LOCK_PREFIX))
+            .filter(|n| !n.starts_with(recipe::LOCK_PREFIX))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
         assert!(!store.list()[0].built);
-    }
-
-    #[test]
-    fn stale_tmp_dirs_go_unless_their_build_is_running() {
-        let home = tempfile::tempdir().unwrap();
-        let store = store(home.path());
-        let (_, slim) = store.identity(ImageName::Slim).unwrap();
-        let images = store.images_dir();
-        let mine = images.join(format!(".tmp-slim-{slim}-4242"));
-        let running = images.join(".tmp-fat-00000000000000aa-17");
-        let dead = images.join(".tmp-fat-00000000000000bb-18");
-        let unrelated = images.join(".tmp-something-else");
-        for dir in [&mine, &running, &dead, &unrelated] {
-            fs::create_dir_all(dir.join("venv")).unwrap();
-        }
-        let held = File::create(store.lock_path(ImageName::Fat, "00000000000000aa")).unwrap();
-        held.lock().unwrap();
-        File::create(store.lock_path(ImageName::Fat, "00000000000000bb")).unwrap();
-
-        store.remove_stale_tmp(ImageName::Slim, &slim);
-        assert!(!mine.exists());
-        assert!(running.exists(), "a build holding its lock keeps its dir");
-        assert!(!dead.exists());
-        assert!(
-            unrelated.exists(),
-            "names retrace did not make are left alone"
-        );
-
-        drop(held);
-        store.remove_stale_tmp(ImageName::Slim, &slim);
-        assert!(!running.exists());
     }
 
     #[test]

