@@ -92,9 +92,10 @@ pub struct RunArgs {
     /// Completion tokens per reply.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
-    /// Timeout of one model request.
-    #[arg(long, default_value = "120s", value_parser = parse_duration)]
-    pub request_timeout: Duration,
+    /// Timeout of one model request [default: 120s; 600s for `local`
+    /// models, whose replies take minutes on a busy CPU].
+    #[arg(long, value_parser = parse_duration)]
+    pub request_timeout: Option<Duration>,
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[arg(long, default_value_t = 4)]
     pub max_retries: u32,
@@ -143,7 +144,11 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                         .repair_temperature
                         .or_else(|| is_local(&args.model).then_some(LOCAL_REPAIR_TEMPERATURE)),
                     max_tokens: args.max_tokens,
-                    request_timeout: args.request_timeout,
+                    request_timeout: args.request_timeout.unwrap_or(if is_local(&args.model) {
+                        LOCAL_REQUEST_TIMEOUT
+                    } else {
+                        REQUEST_TIMEOUT
+                    }),
                     max_retries: args.max_retries,
                 },
                 rounds: args.rounds,
@@ -221,6 +226,8 @@ fn default_sample(args: &RunArgs) -> Option<usize> {
 
 const LOCAL_DEFAULT_SAMPLE: usize = retrace::model::local::DEFAULT_SAMPLE;
 const LOCAL_REPAIR_TEMPERATURE: f32 = retrace::model::local::DEFAULT_REPAIR_TEMPERATURE;
+const LOCAL_REQUEST_TIMEOUT: Duration = retrace::model::local::DEFAULT_REQUEST_TIMEOUT;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn is_local(model: &str) -> bool {
     model == "local" || model.starts_with("local:")

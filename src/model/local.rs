@@ -55,6 +55,11 @@ pub const DEFAULT_MAX_TOKENS: u32 = 512;
 /// model resent the failing code unchanged on 13 of 15 repair rounds of the
 /// default sample; sampling at 0.7 made it change the failing line.
 pub const DEFAULT_REPAIR_TEMPERATURE: f32 = 0.7;
+/// Request timeout of local runs: a 512-token reply at the 2-3 tokens/s
+/// measured on 2 busy cores takes up to about 4 minutes, and a retry after
+/// a timeout only queues behind the abandoned request, which the server
+/// finishes anyway.
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Tasks in flight for the default local run: the server answers one
 /// request at a time, so a second task in flight only overlaps one task's
 /// kernel work with another's generation.
