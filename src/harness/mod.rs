@@ -28,8 +28,8 @@ pub enum HarnessError {
     /// What the run needs could not be set up (image, model, sandbox).
     #[error("{0}")]
     Setup(String),
-    #[error("writing reports: {0}")]
-    Report(String),
+    #[error("writing reports")]
+    Report(#[from] crate::report::ReportError),
     #[error("a task failed inside the harness: {0}")]
     Task(String),
     #[error("interrupted")]

@@ -333,7 +333,7 @@ pub fn write_reports(
 ) -> Result<(Summary, Vec<PathBuf>), HarnessError> {
     let records = journal::read(&dir.join("results.jsonl"))?;
     let summary = report::summarize(config, &records);
-    let files = report::write_all(&summary, dir).map_err(HarnessError::Report)?;
+    let files = report::write_all(&summary, dir)?;
     Ok((summary, files))
 }
 

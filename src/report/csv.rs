@@ -5,7 +5,7 @@
 //! the run (`stop_on` = `correct`).
 
 use super::metrics::Rate;
-use super::{Exporter, Summary};
+use super::{Exporter, RenderError, Summary};
 
 pub struct CsvExporter;
 
@@ -14,9 +14,9 @@ impl Exporter for CsvExporter {
         "summary.csv"
     }
 
-    fn render(&self, s: &Summary) -> Result<String, String> {
+    fn render(&self, s: &Summary) -> Result<String, RenderError> {
         let mut w = csv::Writer::from_writer(Vec::new());
-        let err = |e: csv::Error| e.to_string();
+        let err = RenderError::from;
         w.write_record([
             "metric", "round", "value", "ci_low", "ci_high", "n", "stop_on", "feedback",
         ])
@@ -109,7 +109,7 @@ impl Exporter for CsvExporter {
         plain("tokens_prompt".into(), s.tokens.prompt as f64).map_err(err)?;
         plain("tokens_completion".into(), s.tokens.completion as f64).map_err(err)?;
         plain("tokens_per_task".into(), s.tokens.per_task_mean).map_err(err)?;
-        let bytes = w.into_inner().map_err(|e| e.to_string())?;
-        String::from_utf8(bytes).map_err(|e| e.to_string())
+        let bytes = w.into_inner().map_err(|e| e.into_error())?;
+        Ok(String::from_utf8(bytes)?)
     }
 }

@@ -1,6 +1,6 @@
 //! `summary.json`: the whole summary; its schema is documented in the README.
 
-use super::{Exporter, Summary};
+use super::{Exporter, RenderError, Summary};
 
 pub struct JsonExporter;
 
@@ -9,7 +9,7 @@ impl Exporter for JsonExporter {
         "summary.json"
     }
 
-    fn render(&self, summary: &Summary) -> Result<String, String> {
-        serde_json::to_string_pretty(summary).map_err(|e| e.to_string())
+    fn render(&self, summary: &Summary) -> Result<String, RenderError> {
+        Ok(serde_json::to_string_pretty(summary)?)
     }
 }

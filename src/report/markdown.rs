@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{labels, percent, Exporter, Summary};
+use super::{labels, percent, Exporter, RenderError, Summary};
 use crate::util::units::format_bytes;
 
 pub struct MarkdownExporter;
@@ -12,7 +12,7 @@ impl Exporter for MarkdownExporter {
         "report.md"
     }
 
-    fn render(&self, s: &Summary) -> Result<String, String> {
+    fn render(&self, s: &Summary) -> Result<String, RenderError> {
         let mut md = String::new();
         let w = &mut md;
         let _ = writeln!(w, "# retrace run `{}`\n", s.run_id);

@@ -15,7 +15,26 @@ pub use metrics::{summarize, Summary};
 pub trait Exporter {
     /// File name inside the run directory.
     fn file_name(&self) -> &'static str;
-    fn render(&self, summary: &Summary) -> Result<String, String>;
+    fn render(&self, summary: &Summary) -> Result<String, RenderError>;
+}
+
+/// Why an exporter could not render (a serializer's own error).
+pub type RenderError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("rendering {file}")]
+    Render {
+        file: &'static str,
+        #[source]
+        source: RenderError,
+    },
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Every exporter, in the order their files are written.
@@ -28,12 +47,18 @@ pub fn exporters() -> Vec<Box<dyn Exporter>> {
 }
 
 /// Writes every report file into `dir`; returns their paths.
-pub fn write_all(summary: &Summary, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_all(summary: &Summary, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let mut written = Vec::new();
     for exporter in exporters() {
-        let path = dir.join(exporter.file_name());
-        let text = exporter.render(summary)?;
-        std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let file = exporter.file_name();
+        let path = dir.join(file);
+        let text = exporter
+            .render(summary)
+            .map_err(|source| ReportError::Render { file, source })?;
+        std::fs::write(&path, text).map_err(|source| ReportError::Write {
+            path: path.clone(),
+            source,
+        })?;
         written.push(path);
     }
     Ok(written)
