@@ -55,11 +55,9 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
     };
     let cells = split_cells(&source);
 
-    let store = ImageStore::from_env();
-    let name = args.image;
-    let image = tokio::task::spawn_blocking(move || store.ensure(name, true))
+    let image = ImageStore::from_env()
+        .ensure_blocking(args.image, true)
         .await
-        .map_err(Failure::infra)?
         .map_err(Failure::infra)?;
     let spec = Arc::new(KernelSpec::new(image, default_kernel_root()));
     let sandbox = args.limits.sandbox()?;

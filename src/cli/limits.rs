@@ -6,7 +6,6 @@ use std::time::Duration;
 use clap::Args;
 use retrace::kernel::KernelOptions;
 use retrace::sandbox::{Sandbox, SandboxInfo, SandboxLimits};
-use retrace::util::units::format_bytes;
 use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::Failure;
@@ -80,15 +79,5 @@ pub fn describe(info: &SandboxInfo, l: &SandboxLimits) -> String {
     if !info.confined {
         return "sandbox: NONE (--unsafe-no-sandbox): kernels are not confined".into();
     }
-    format!(
-        "sandbox: {} | memory {} pids {} cpus {} timeout {:?} cpu-time {:?} output {} disk {}",
-        info.mode,
-        format_bytes(l.memory_bytes),
-        l.pids,
-        l.cpus,
-        l.timeout,
-        l.cpu_time,
-        format_bytes(l.output_cap_bytes),
-        format_bytes(l.disk_bytes)
-    )
+    format!("sandbox: {} | {}", info.mode, l.describe())
 }

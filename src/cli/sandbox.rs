@@ -86,11 +86,9 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
     let init_exe = std::env::current_exe().map_err(Failure::infra)?;
     drop(Confined::open(init_exe.clone()).map_err(Failure::infra)?);
 
-    let store = ImageStore::from_env();
-    let name = args.image;
-    let image = tokio::task::spawn_blocking(move || store.ensure(name, true))
+    let image = ImageStore::from_env()
+        .ensure_blocking(args.image, true)
         .await
-        .map_err(Failure::infra)?
         .map_err(Failure::infra)?;
     let config = CheckConfig {
         limits: args.limits.limits(),

@@ -86,10 +86,9 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             limits,
         } => {
             let tasks = load(&suite)?;
-            let store = ImageStore::from_env();
-            let image = tokio::task::spawn_blocking(move || store.ensure(image, true))
+            let image = ImageStore::from_env()
+                .ensure_blocking(image, true)
                 .await
-                .map_err(Failure::infra)?
                 .map_err(Failure::infra)?;
             let sandbox = limits.sandbox()?;
             let spec = Arc::new(KernelSpec {

@@ -366,10 +366,9 @@ async fn model_for(
 }
 
 async fn ensure_image(name: ImageName) -> Result<crate::pyenv::Image, HarnessError> {
-    let store = ImageStore::from_env();
-    tokio::task::spawn_blocking(move || store.ensure(name, true))
+    ImageStore::from_env()
+        .ensure_blocking(name, true)
         .await
-        .map_err(|e| HarnessError::Setup(e.to_string()))?
         .map_err(|e| HarnessError::Setup(format!("image {name}: {e}")))
 }
 

@@ -69,6 +69,15 @@ impl ImageStore {
         }
     }
 
+    /// [`Self::ensure`] on a blocking thread, for async callers (a build
+    /// takes seconds to minutes). A panic in the build is resumed here.
+    pub async fn ensure_blocking(self, name: ImageName, progress: bool) -> Result<Image, PyenvError> {
+        match tokio::task::spawn_blocking(move || self.ensure(name, progress)).await {
+            Ok(result) => result,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+
     /// Idempotent and safe to run concurrently (threads or processes): one
     /// builder per image, the others wait and then find it complete.
     pub fn build(&self, name: ImageName, progress: bool) -> Result<Image, PyenvError> {

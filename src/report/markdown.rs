@@ -3,7 +3,6 @@
 use std::fmt::Write;
 
 use super::{labels, percent, Exporter, RenderError, Summary};
-use crate::util::units::format_bytes;
 
 pub struct MarkdownExporter;
 
@@ -35,18 +34,7 @@ impl Exporter for MarkdownExporter {
         if !s.model_info.is_null() {
             let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
         }
-        let l = &s.limits;
-        let _ = writeln!(
-            w,
-            "Limits: memory {}, pids {}, cpus {}, timeout {:?}, cpu-time {:?}, output {}, disk {}.\n",
-            format_bytes(l.memory_bytes),
-            l.pids,
-            l.cpus,
-            l.timeout,
-            l.cpu_time,
-            format_bytes(l.output_cap_bytes),
-            format_bytes(l.disk_bytes)
-        );
+        let _ = writeln!(w, "Limits: {}.\n", s.limits.describe());
         let _ = writeln!(w, "## Accuracy by round\n");
         let _ = writeln!(
             w,

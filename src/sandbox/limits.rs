@@ -70,6 +70,24 @@ mod secs {
     }
 }
 
+impl SandboxLimits {
+    /// `memory 512M, pids 128, cpus 1, timeout 10s, cpu-time 10s, output 1M,
+    /// disk 256M`: the limits as every human-readable output names them.
+    pub fn describe(&self) -> String {
+        use crate::util::units::format_bytes;
+        format!(
+            "memory {}, pids {}, cpus {}, timeout {:?}, cpu-time {:?}, output {}, disk {}",
+            format_bytes(self.memory_bytes),
+            self.pids,
+            self.cpus,
+            self.timeout,
+            self.cpu_time,
+            format_bytes(self.output_cap_bytes),
+            format_bytes(self.disk_bytes)
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
