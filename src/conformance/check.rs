@@ -25,6 +25,7 @@ use super::corpus::{Case, Category};
 use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome, OutputCap};
 use crate::report::junit::{render as render_junit, TestCase};
 use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
+use crate::util::stats::percentile;
 
 /// How long leftovers (processes, cgroup directories) may take to vanish
 /// after `shutdown()` returns.
@@ -112,15 +113,6 @@ impl Summary {
             kill_ms_max: kills.last().copied(),
         }
     }
-}
-
-/// Nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -690,16 +682,6 @@ pub const JUNIT_SUITE: &str = "retrace-sandbox";
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        assert_eq!(percentile(&[], 50.0), None);
-        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), Some(50.0));
-        assert_eq!(percentile(&v, 99.0), Some(99.0));
-        assert_eq!(percentile(&v[..10], 99.0), Some(10.0));
-    }
 
     #[test]
     fn cgroup_lines_match_whole_components() {
