@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use walkdir::WalkDir;
 
 use super::corpus::{Case, Category};
 use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome, OutputCap};
@@ -533,7 +534,7 @@ fn in_group(line: &str, group: &str) -> bool {
 pub fn cgroup_dirs_named(id: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for mount in cgroup_mounts() {
-        find_dirs(&mount, id, 0, &mut found);
+        found.extend(find_dirs(&mount, id));
     }
     found.sort();
     found.dedup();
@@ -562,26 +563,20 @@ fn cgroup_mounts() -> Vec<PathBuf> {
     mounts
 }
 
-/// Depth-limited walk; cgroup trees are shallow, retrace's groups sit at
+/// Directories named `name` below `dir`, not looking inside a match. The walk
+/// is depth-limited: cgroup trees are shallow, retrace's groups sit at
 /// `<mount>/…/retrace/<harness pid>/<kernel id>`.
-fn find_dirs(dir: &Path, name: &str, depth: usize, found: &mut Vec<PathBuf>) {
-    if depth > 12 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let path = entry.path();
-        if entry.file_name() == name {
-            found.push(path);
-        } else {
-            find_dirs(&path, name, depth + 1, found);
+fn find_dirs(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut walk = WalkDir::new(dir).min_depth(1).max_depth(13).into_iter();
+    while let Some(entry) = walk.next() {
+        let Ok(entry) = entry else { continue };
+        if entry.file_type().is_dir() && entry.file_name() == name {
+            found.push(entry.into_path());
+            walk.skip_current_dir();
         }
     }
+    found
 }
 
 /// The results as a fixed-width table, failures listed under their row.
@@ -717,9 +712,7 @@ mod tests {
         let deep = tree.path().join("retrace/123").join(&id);
         std::fs::create_dir_all(deep.join("child")).unwrap();
         std::fs::create_dir_all(tree.path().join("other/x")).unwrap();
-        let mut dirs = Vec::new();
-        find_dirs(tree.path(), &id, 0, &mut dirs);
-        assert_eq!(dirs, vec![deep]);
+        assert_eq!(find_dirs(tree.path(), &id), vec![deep]);
         assert!(cgroup_dirs_named(&id).is_empty());
     }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
+use walkdir::WalkDir;
 
 use super::build::{self, Plan};
 use super::file_lock;
@@ -289,20 +290,13 @@ pub(crate) fn image_hash(lock_text: &str, kernel_config: &str, python: &Interpre
 /// `du -s` in bytes, without following symlinks (the venv's python points at
 /// the base interpreter).
 fn disk_usage(root: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        total += meta.blocks() * 512;
-        if meta.is_dir() {
-            if let Ok(entries) = fs::read_dir(&path) {
-                stack.extend(entries.flatten().map(|e| e.path()));
-            }
-        }
-    }
-    total
+    WalkDir::new(root)
+        .follow_root_links(false)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|meta| meta.blocks() * 512)
+        .sum()
 }
 
 #[cfg(test)]
