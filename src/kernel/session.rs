@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use console::strip_ansi_codes;
 use jupyter_protocol::{
     ExecuteRequest, ExecutionState, ExpressionResult, InterruptRequest, JupyterMessage,
     JupyterMessageContent, KernelInfoRequest, Media, ReplyStatus, ShutdownRequest, Stdio,
@@ -24,8 +25,7 @@ use super::launch::{
     KernelProcess, KernelSpec,
 };
 use super::outcome::{
-    choose_answer, strip_ansi, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport,
-    Timings,
+    choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
 };
 use super::state::{StateQuery, StateView};
 use super::KernelError;
@@ -588,7 +588,7 @@ impl Kernel {
             Some(ExpressionResult::Error { ename, evalue, .. }) => {
                 return Err(KernelError::Protocol(format!(
                     "state inspection failed: {ename}: {}",
-                    strip_ansi(evalue)
+                    strip_ansi_codes(evalue)
                 )))
             }
             None => None,
@@ -833,7 +833,7 @@ async fn install_probe(channels: &mut Channels) -> Result<(), KernelError> {
     if reply.status != ReplyStatus::Ok {
         let detail = reply
             .error
-            .map(|e| format!("{}: {}", e.ename, strip_ansi(&e.evalue)))
+            .map(|e| format!("{}: {}", e.ename, strip_ansi_codes(&e.evalue).into_owned()))
             .unwrap_or_default();
         return Err(KernelError::Protocol(format!(
             "installing the answer reader failed: {detail}"
@@ -995,8 +995,12 @@ impl Run {
             JupyterMessageContent::ErrorOutput(error) => {
                 self.error = Some(ErrorInfo {
                     ename: error.ename,
-                    evalue: strip_ansi(&error.evalue),
-                    traceback: error.traceback.iter().map(|l| strip_ansi(l)).collect(),
+                    evalue: strip_ansi_codes(&error.evalue).into_owned(),
+                    traceback: error
+                        .traceback
+                        .iter()
+                        .map(|l| strip_ansi_codes(l).into_owned())
+                        .collect(),
                 });
             }
             _ => {}
@@ -1047,8 +1051,12 @@ impl Run {
                 if let Some(e) = reply.error {
                     self.error = Some(ErrorInfo {
                         ename: e.ename,
-                        evalue: strip_ansi(&e.evalue),
-                        traceback: e.traceback.iter().map(|l| strip_ansi(l)).collect(),
+                        evalue: strip_ansi_codes(&e.evalue).into_owned(),
+                        traceback: e
+                            .traceback
+                            .iter()
+                            .map(|l| strip_ansi_codes(l).into_owned())
+                            .collect(),
                     });
                 } else if reply.status == ReplyStatus::Aborted {
                     self.error = Some(ErrorInfo {
