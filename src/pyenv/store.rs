@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
+use strum::IntoEnumIterator;
 use walkdir::WalkDir;
 
 use super::build::{self, Plan};
@@ -122,7 +123,7 @@ impl ImageStore {
         let mut infos = Vec::new();
         let mut current = Vec::new();
         if let Ok(python) = self.interpreter() {
-            for name in ImageName::ALL {
+            for name in ImageName::iter() {
                 let hash = image_hash(name.lock_text(), KERNEL_CONFIG, &python);
                 let dir = self.image_dir(name, &hash);
                 let marker = Marker::read(&dir, name, &hash);
@@ -263,7 +264,7 @@ impl ImageStore {
 /// `<name>-<16 hex>` as used for image directories.
 fn parse_dir_name(dir_name: &str) -> Option<(ImageName, String)> {
     let (name, hash) = dir_name.split_once('-')?;
-    let name = ImageName::ALL.into_iter().find(|n| n.as_str() == name)?;
+    let name = ImageName::iter().find(|n| n.as_str() == name)?;
     (hash.len() == 16 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
         .then(|| (name, hash.to_string()))
 }

@@ -23,22 +23,15 @@ const FREEZE_BUDGET: Duration = Duration::from_millis(100);
 const POLL: Duration = Duration::from_millis(1);
 
 /// How [`KernelCgroup::kill_all`] kills.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
 pub enum KillMethod {
     /// Write `1` to `cgroup.kill` (v2, and the unified tree on hybrid).
+    #[strum(to_string = "cgroup.kill")]
     CgroupKill,
     /// Freeze, SIGKILL every member, thaw (v1 `freezer`; v2 `cgroup.freeze`
     /// before Linux 5.14).
+    #[strum(to_string = "freezer")]
     Freezer,
-}
-
-impl std::fmt::Display for KillMethod {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            KillMethod::CgroupKill => "cgroup.kill",
-            KillMethod::Freezer => "freezer",
-        })
-    }
 }
 
 impl KernelCgroup {
