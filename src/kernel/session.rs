@@ -151,22 +151,32 @@ impl Kernel {
                 return Err(KernelError::Sandbox(e));
             }
         };
+        let started = Instant::now();
         match launch(&spec, &layout, jail.as_ref(), options.startup_timeout).await {
-            Ok((process, channels, banner)) => Ok(Kernel {
-                baseline_procs: jail.live_processes().len(),
-                confined: sandbox.info().confined,
-                spec,
-                options,
-                layout,
-                jail,
-                process,
-                channels,
-                banner,
-                artifact_seq: 0,
-                restarts: 0,
-                closed: false,
-            }),
+            Ok((process, channels, banner)) => {
+                tracing::info!(
+                    kernel = %id,
+                    pid = process.pid,
+                    ms = started.elapsed().as_millis() as u64,
+                    "kernel started"
+                );
+                Ok(Kernel {
+                    baseline_procs: jail.live_processes().len(),
+                    confined: sandbox.info().confined,
+                    spec,
+                    options,
+                    layout,
+                    jail,
+                    process,
+                    channels,
+                    banner,
+                    artifact_seq: 0,
+                    restarts: 0,
+                    closed: false,
+                })
+            }
             Err(e) => {
+                tracing::warn!(kernel = %id, error = %e, "kernel did not start");
                 jail.kill_all(None);
                 let _ = jail.release();
                 remove_layout(&spec, &layout);
@@ -318,6 +328,11 @@ impl Kernel {
                 }
                 _ = sleep_until(deadline.at) => {
                     if deadline.interrupted {
+                        tracing::info!(
+                            kernel = %self.layout.id,
+                            grace_ms = self.options.interrupt_grace.as_millis() as u64,
+                            "the cell outlived its interrupt; killing the kernel"
+                        );
                         ending.kill_needed = true;
                         break;
                     }
@@ -352,6 +367,7 @@ impl Kernel {
     /// A limit was hit: interrupt the cell and give it `interrupt_grace` to
     /// stop before the kill.
     async fn interrupt_for_limit(&mut self, deadline: &mut Deadline) {
+        tracing::info!(kernel = %self.layout.id, "limit reached; interrupting the cell");
         deadline.interrupted = true;
         deadline.at = tokio::time::Instant::now() + self.options.interrupt_grace;
         let _ = self.channels.send_control(InterruptRequest {}.into()).await;
@@ -607,6 +623,7 @@ impl Kernel {
     /// Kills the kernel's processes and starts a fresh kernel in the same
     /// jail and working directory. All variables are lost.
     pub async fn restart(&mut self) -> Result<(), KernelError> {
+        tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
         if self.process.exited().is_none() {
             self.kill_processes().await;
         }
@@ -636,6 +653,13 @@ impl Kernel {
         } else {
             self.jail.kill_all(Some(pid))
         };
+        tracing::info!(
+            kernel = %self.layout.id,
+            method = %report.method,
+            kill_ms = report.kill_ms,
+            survivors = report.survivors,
+            "kernel killed"
+        );
         // The waiter task reaps the process; give it a moment to do so.
         let mut exit = self.process.exit.clone();
         let _ = tokio::time::timeout(Duration::from_secs(2), wait_exit(&mut exit)).await;

@@ -311,6 +311,12 @@ impl ModelClient for OpenAiClient {
             attempts += 1;
             match self.attempt(&body).await {
                 Step::Done(parts) => {
+                    tracing::debug!(
+                        model = %self.model,
+                        attempts,
+                        ms = started.elapsed().as_millis() as u64,
+                        "reply received"
+                    );
                     return Ok(Reply {
                         text: parts.text,
                         usage: parts.usage,
@@ -319,19 +325,24 @@ impl ModelClient for OpenAiClient {
                         finish_reason: parts.finish_reason,
                         fault: None,
                         note: None,
-                    })
+                    });
                 }
                 Step::Invalid(message) => {
+                    tracing::warn!(model = %self.model, attempts, %message, "invalid reply");
                     return Err(ModelError::InvalidReply(format!(
                         "{message} (attempt {attempts})"
-                    )))
+                    )));
                 }
-                Step::Fatal(message) => return Err(ModelError::Endpoint { attempts, message }),
+                Step::Fatal(message) => {
+                    tracing::warn!(model = %self.model, attempts, %message, "request failed");
+                    return Err(ModelError::Endpoint { attempts, message });
+                }
                 Step::Retry {
                     message,
                     retry_after,
                 } => {
                     if attempts > self.generation.max_retries {
+                        tracing::warn!(model = %self.model, attempts, %message, "retries exhausted");
                         return Err(ModelError::Endpoint { attempts, message });
                     }
                     let delay = match retry_after {
@@ -342,6 +353,14 @@ impl ModelClient for OpenAiClient {
                             d
                         }
                     };
+                    tracing::info!(
+                        model = %self.model,
+                        attempts,
+                        delay_ms = delay.as_millis() as u64,
+                        from_retry_after = retry_after.is_some(),
+                        %message,
+                        "retrying the request"
+                    );
                     tokio::time::sleep(delay).await;
                 }
             }

@@ -37,7 +37,12 @@ pub(crate) fn run(plan: &Plan, progress: &Progress) -> Result<(), PyenvError> {
         log,
         progress,
     };
+    tracing::info!(image = %plan.name, hash = plan.hash, into = %plan.final_dir.display(), "building the image");
+    let started = std::time::Instant::now();
     let result = builder.build();
+    if result.is_ok() {
+        tracing::info!(image = %plan.name, s = started.elapsed().as_secs(), "image built");
+    }
     if result.is_err() {
         let _ = fs::remove_dir_all(&plan.tmp_dir);
     }
@@ -128,6 +133,8 @@ impl Builder<'_> {
         let mut cmd = venv::pip(python, "install");
         cmd.args(["--only-binary", ":all:", "--no-deps", "-r"])
             .arg(lock_file);
+        tracing::info!(image = %self.plan.name, packages = total, "pip install");
+        tracing::debug!(command = ?cmd, "pip install command");
         let mut child = self
             .log
             .spawn_reading_stdout(&mut cmd)
@@ -199,6 +206,7 @@ impl Builder<'_> {
     }
 
     fn run_logged(&self, step: &str, cmd: &mut Command) -> Result<(), PyenvError> {
+        tracing::debug!(image = %self.plan.name, step, command = ?cmd, "build step");
         self.log.run(cmd).map_err(|e| self.step_error(step, e))
     }
 
@@ -207,6 +215,7 @@ impl Builder<'_> {
     }
 
     fn failed(&self, step: &str, detail: String) -> PyenvError {
+        tracing::warn!(image = %self.plan.name, step, %detail, log = %self.log.path.display(), "build step failed");
         PyenvError::BuildFailed {
             name: self.plan.name,
             step: step.to_string(),

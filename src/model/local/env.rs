@@ -454,6 +454,7 @@ impl ModelStore {
             log,
             progress: &progress,
         };
+        tracing::info!(env = SERVER_DIR, into = %plan.final_dir.display(), "preparing the model server environment");
         let result = builder.build();
         if result.is_err() {
             let _ = fs::remove_dir_all(&plan.tmp_dir);
@@ -547,6 +548,12 @@ impl Builder<'_> {
             .arg(binary_only.join(","))
             .arg("-r")
             .arg(lock_file);
+        tracing::info!(
+            env = SERVER_DIR,
+            packages = lock.entries.len(),
+            "pip install"
+        );
+        tracing::debug!(command = ?cmd, "pip install command");
         let mut child = self
             .log
             .spawn_reading_stdout(&mut cmd)
@@ -678,6 +685,7 @@ impl Builder<'_> {
     }
 
     fn run_logged(&self, step: &str, cmd: &mut Command) -> Result<(), LocalError> {
+        tracing::debug!(env = SERVER_DIR, step, command = ?cmd, "build step");
         self.log.run(cmd).map_err(|e| self.step_error(step, e))
     }
 
@@ -686,6 +694,7 @@ impl Builder<'_> {
     }
 
     fn failed(&self, step: &str, detail: String) -> LocalError {
+        tracing::warn!(env = SERVER_DIR, step, %detail, "build step failed");
         LocalError::prepare_failed(&self.log, step, detail)
     }
 }

@@ -64,8 +64,11 @@ impl KernelCgroup {
         let start = Instant::now();
         let method = self.kill_method();
         let mut last_round: Option<Instant> = None;
+        let mut rounds = 0u32;
         loop {
             if last_round.is_none_or(|t| t.elapsed() >= REKILL_EVERY) {
+                rounds += 1;
+                tracing::debug!(%method, round = rounds, extra_pid, "kill round");
                 self.kill_round(method, last_round.is_some());
                 if last_round.is_none() {
                     if let Some(pid) = extra_pid.filter(|p| *p > 1) {
@@ -80,11 +83,23 @@ impl KernelCgroup {
             }
             std::thread::sleep(POLL);
         }
-        KillReport {
+        let report = KillReport {
             method: method.to_string(),
             kill_ms: start.elapsed().as_secs_f64() * 1e3,
             survivors: self.pids().len(),
+        };
+        if report.survivors > 0 {
+            tracing::warn!(
+                %method,
+                rounds,
+                kill_ms = report.kill_ms,
+                survivors = report.survivors,
+                "processes survived the kill"
+            );
+        } else {
+            tracing::debug!(%method, rounds, kill_ms = report.kill_ms, "group emptied");
         }
+        report
     }
 
     fn kill_round(&self, method: KillMethod, again: bool) {
@@ -100,6 +115,7 @@ impl KernelCgroup {
                 // catches what it could not see (on hybrid, a process that
                 // is in the v1 hierarchies only).
                 if !killed {
+                    tracing::debug!("cgroup.kill failed; freezing and killing each member");
                     self.freeze_kill_thaw();
                 } else if again {
                     self.sigkill_members();
