@@ -547,6 +547,31 @@ impl WireResponse {
 
 // ---- the HTTP service: reqwest, plus what the response said -------------
 
+/// A client for `base_url` on [`OpenAiClient`]'s transport (no retry layer),
+/// for a one-off request such as the local server's readiness probe; no
+/// organisation or project header, whatever the environment says.
+pub(crate) fn plain_client(base_url: &str, api_key: &str) -> Client<OpenAIConfig> {
+    let config = OpenAIConfig::new()
+        .with_api_base(base_url)
+        .with_api_key(api_key)
+        .with_org_id("")
+        .with_project_id("");
+    Client::with_config(config).with_http_service(Recorder {
+        inner: ReqwestService::default(),
+    })
+}
+
+/// Runs one request and returns its result with the HTTP status of its
+/// response (`None` when nothing answered). async-openai keeps no status
+/// for a 4xx whose body is not OpenAI's error shape.
+pub(crate) async fn with_status<T>(request: impl Future<Output = T>) -> (T, Option<u16>) {
+    let call = async {
+        let result = request.await;
+        (result, SEEN.with(Cell::get).map(|s| s.status))
+    };
+    SEEN.scope(Cell::new(None), call).await
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     status: u16,
