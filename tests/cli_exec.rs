@@ -87,3 +87,51 @@ fn exit_codes() {
     let (code, _, _) = retrace(&["exec", "--bogus-flag", "-"], "");
     assert_eq!(code, 2);
 }
+
+/// Logs go to stderr only: stdout stays the JSON that scripts parse.
+#[test]
+fn logs_go_to_stderr_and_stdout_stays_clean() {
+    common::image(ImageName::Slim);
+    let run = |env: Option<&str>, flag: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_retrace"));
+        cmd.env_remove("RETRACE_LOG");
+        if let Some(env) = env {
+            cmd.env("RETRACE_LOG", env);
+        }
+        cmd.args(flag)
+            .args(["exec", "--image", "slim", "--json", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"print('hi')\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let cells: serde_json::Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("stdout is not only JSON ({e}):\n{stdout}"));
+        assert_eq!(cells[0]["stdout"], "hi\n");
+        assert!(!stdout.contains("kernel started"), "{stdout}");
+        stderr
+    };
+
+    let debug = run(Some("retrace=debug"), None);
+    assert!(
+        debug.contains("INFO") && debug.contains("kernel started"),
+        "{debug}"
+    );
+    assert!(debug.contains("DEBUG"), "{debug}");
+
+    let verbose = run(None, Some("-v"));
+    assert!(verbose.contains("kernel started"), "{verbose}");
+    assert!(!verbose.contains("DEBUG"), "{verbose}");
+
+    let quiet = run(None, None);
+    assert!(!quiet.contains("kernel started"), "{quiet}");
+}

@@ -187,19 +187,13 @@ async fn nothing_leaks_after_100_confined_kernels() {
     }
 }
 
-fn find_dir(dir: std::path::PathBuf, name: &str, depth: u32) -> Option<std::path::PathBuf> {
-    if depth == 0 {
-        return None;
-    }
-    for entry in std::fs::read_dir(&dir).ok()?.flatten() {
-        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            if entry.file_name().to_string_lossy() == name {
-                return Some(entry.path());
-            }
-            if let Some(found) = find_dir(entry.path(), name, depth - 1) {
-                return Some(found);
-            }
-        }
-    }
-    None
+/// The first directory named `name` at most `depth` levels below `dir`.
+fn find_dir(dir: std::path::PathBuf, name: &str, depth: usize) -> Option<std::path::PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .max_depth(depth)
+        .into_iter()
+        .flatten()
+        .find(|e| e.file_type().is_dir() && e.file_name() == name)
+        .map(walkdir::DirEntry::into_path)
 }

@@ -134,15 +134,12 @@ fn fat_builds_with_a_warm_font_cache() {
     assert!(!stderr.contains("font cache"), "{stderr}");
 }
 
+/// Calls `check` on everything under `root` except symlinks (not followed).
 fn assert_tree(root: &Path, check: &mut dyn FnMut(&Path, &fs::Metadata)) {
-    let meta = fs::symlink_metadata(root).unwrap();
-    if meta.file_type().is_symlink() {
-        return;
-    }
-    check(root, &meta);
-    if meta.is_dir() {
-        for entry in fs::read_dir(root).unwrap().flatten() {
-            assert_tree(&entry.path(), check);
+    for entry in walkdir::WalkDir::new(root).follow_root_links(false) {
+        let entry = entry.unwrap();
+        if !entry.path_is_symlink() {
+            check(entry.path(), &entry.metadata().unwrap());
         }
     }
 }

@@ -12,6 +12,7 @@ use retrace::conformance::check::{self, CheckConfig};
 use retrace::conformance::corpus;
 use retrace::pyenv::ImageName;
 use retrace::sandbox::SandboxLimits;
+use strum::IntoEnumIterator;
 
 fn require_host() {
     // Never pass silently: the corpus must run in confined kernels.
@@ -43,7 +44,7 @@ fn retrace(args: &[&str], cwd: Option<&Path>) -> (i32, String, String) {
 fn corpus_files_all_parse_and_cover_every_category() {
     let cases = corpus::load_dirs(&[corpus_dir()]).expect("the shipped corpus loads");
     assert!(cases.len() >= 40, "only {} cases", cases.len());
-    for category in corpus::Category::ALL {
+    for category in corpus::Category::iter() {
         let n = cases.iter().filter(|c| c.category == category).count();
         assert!(n >= 3, "category {category} has only {n} case(s)");
     }

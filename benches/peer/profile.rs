@@ -167,12 +167,8 @@ struct Sample {
 
 fn p(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>, pct: f64) -> Option<f64> {
     let mut v: Vec<f64> = samples.iter().filter_map(f).collect();
-    if v.is_empty() {
-        return None;
-    }
     v.sort_by(f64::total_cmp);
-    let rank = ((pct / 100.0) * v.len() as f64).ceil() as usize;
-    Some(v[rank.clamp(1, v.len()) - 1])
+    retrace::util::stats::percentile(&v, pct)
 }
 
 fn print_row(variant: &str, rows: &[Sample]) {

@@ -322,13 +322,7 @@ impl Stats {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let pct = |p: f64| {
-            if n == 0 {
-                return f64::NAN;
-            }
-            let rank = ((p / 100.0) * n as f64).ceil() as usize;
-            sorted[rank.clamp(1, n) - 1]
-        };
+        let pct = |p: f64| retrace::util::stats::percentile(&sorted, p).unwrap_or(f64::NAN);
         Stats {
             n,
             p50: pct(50.0),

@@ -5,6 +5,7 @@
 mod exec;
 mod image;
 mod limits;
+mod logging;
 mod model;
 mod run;
 mod sandbox;
@@ -19,6 +20,10 @@ use clap::{Parser, Subcommand};
     about = "Self-correction evaluation harness: models write Python, confined IPython kernels run it, tracebacks drive repair rounds"
 )]
 struct Cli {
+    /// Log progress to stderr: -v for info, -vv for debug (RETRACE_LOG, in
+    /// tracing's EnvFilter syntax, takes precedence).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,6 +78,7 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    logging::init(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -20,11 +20,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use walkdir::WalkDir;
 
 use super::corpus::{Case, Category};
 use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome};
 use crate::report::junit::{render as render_junit, TestCase};
 use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
+use crate::util::stats::percentile;
 
 /// How long leftovers (processes, cgroup directories) may take to vanish
 /// after `shutdown()` returns.
@@ -112,15 +114,6 @@ impl Summary {
             kill_ms_max: kills.last().copied(),
         }
     }
-}
-
-/// Nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -538,7 +531,7 @@ fn in_group(line: &str, group: &str) -> bool {
 pub fn cgroup_dirs_named(id: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for mount in cgroup_mounts() {
-        find_dirs(&mount, id, 0, &mut found);
+        found.extend(find_dirs(&mount, id));
     }
     found.sort();
     found.dedup();
@@ -567,26 +560,20 @@ fn cgroup_mounts() -> Vec<PathBuf> {
     mounts
 }
 
-/// Depth-limited walk; cgroup trees are shallow, retrace's groups sit at
+/// Directories named `name` below `dir`, not looking inside a match. The walk
+/// is depth-limited: cgroup trees are shallow, retrace's groups sit at
 /// `<mount>/…/retrace/<harness pid>/<kernel id>`.
-fn find_dirs(dir: &Path, name: &str, depth: usize, found: &mut Vec<PathBuf>) {
-    if depth > 12 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let path = entry.path();
-        if entry.file_name() == name {
-            found.push(path);
-        } else {
-            find_dirs(&path, name, depth + 1, found);
+fn find_dirs(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut walk = WalkDir::new(dir).min_depth(1).max_depth(13).into_iter();
+    while let Some(entry) = walk.next() {
+        let Ok(entry) = entry else { continue };
+        if entry.file_type().is_dir() && entry.file_name() == name {
+            found.push(entry.into_path());
+            walk.skip_current_dir();
         }
     }
+    found
 }
 
 /// The results as a fixed-width table, failures listed under their row.
@@ -689,16 +676,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_are_nearest_rank() {
-        assert_eq!(percentile(&[], 50.0), None);
-        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), Some(50.0));
-        assert_eq!(percentile(&v, 99.0), Some(99.0));
-        assert_eq!(percentile(&v[..10], 99.0), Some(10.0));
-    }
-
-    #[test]
     fn cgroup_lines_match_whole_components() {
         assert!(in_group("4:memory:/retrace/123/kabc", "/kabc"));
         assert!(in_group("0::/retrace/123/kabc/sub", "/kabc"));
@@ -732,9 +709,7 @@ mod tests {
         let deep = tree.path().join("retrace/123").join(&id);
         std::fs::create_dir_all(deep.join("child")).unwrap();
         std::fs::create_dir_all(tree.path().join("other/x")).unwrap();
-        let mut dirs = Vec::new();
-        find_dirs(tree.path(), &id, 0, &mut dirs);
-        assert_eq!(dirs, vec![deep]);
+        assert_eq!(find_dirs(tree.path(), &id), vec![deep]);
         assert!(cgroup_dirs_named(&id).is_empty());
     }
 

@@ -19,19 +19,38 @@
 //! ```
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
 
 use crate::sandbox::{Flag, SandboxLimits, Verdict};
 use crate::util::units::{parse_bytes, parse_duration};
 
 /// What a case attacks (the reference's §3 sections, plus guards).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumIter,
+    EnumString,
+    IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(
+    serialize_all = "snake_case",
+    parse_err_ty = String,
+    parse_err_fn = unknown_category
+)]
 pub enum Category {
     CpuTime,
     Memory,
@@ -48,57 +67,17 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 11] = [
-        Category::CpuTime,
-        Category::Memory,
-        Category::Processes,
-        Category::Signals,
-        Category::Crashes,
-        Category::Output,
-        Category::Disk,
-        Category::NetworkIpc,
-        Category::JupyterProtocol,
-        Category::Escape,
-        Category::FalsePositive,
-    ];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            Category::CpuTime => "cpu_time",
-            Category::Memory => "memory",
-            Category::Processes => "processes",
-            Category::Signals => "signals",
-            Category::Crashes => "crashes",
-            Category::Output => "output",
-            Category::Disk => "disk",
-            Category::NetworkIpc => "network_ipc",
-            Category::JupyterProtocol => "jupyter_protocol",
-            Category::Escape => "escape",
-            Category::FalsePositive => "false_positive",
-        }
+        self.into()
     }
 }
 
-impl fmt::Display for Category {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Category {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Category::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Category::ALL.iter().map(|c| c.as_str()).collect();
-                format!(
-                    "unknown category `{s}`; expected one of {}",
-                    names.join(", ")
-                )
-            })
-    }
+fn unknown_category(s: &str) -> String {
+    let names: Vec<&str> = Category::iter().map(Category::as_str).collect();
+    format!(
+        "unknown category `{s}`; expected one of {}",
+        names.join(", ")
+    )
 }
 
 /// Limits a case sets for itself; everything else comes from the command
@@ -377,6 +356,17 @@ impl RawCase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn category_names_are_the_serde_names() {
+        for c in Category::iter() {
+            assert_eq!(c.as_str().parse::<Category>().unwrap(), c);
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+            assert_eq!(c.to_string(), c.as_str());
+        }
+        assert_eq!(Category::iter().count(), 11);
+        assert_eq!(Category::NetworkIpc.as_str(), "network_ipc");
+    }
 
     const GOOD: &str = r#"
 id = "busy"

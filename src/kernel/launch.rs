@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use jupyter_protocol::connection_info::{ConnectionInfo, Transport};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
+use walkdir::WalkDir;
 
 use super::KernelError;
 use crate::pyenv::Image;
@@ -93,13 +94,16 @@ pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, Kernel
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
-    fs::create_dir_all(to).map_err(|e| KernelError::io(format!("creating {}", to.display()), e))?;
-    let entries = fs::read_dir(from)
-        .map_err(|e| KernelError::io(format!("reading {}", from.display()), e))?;
-    for entry in entries.flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            copy_dir(&entry.path(), &target)?;
+    for entry in WalkDir::new(from) {
+        let entry = entry.map_err(|e| {
+            let at = e.path().unwrap_or(from).display().to_string();
+            KernelError::io(format!("reading {at}"), e.into())
+        })?;
+        let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
+        let target = to.join(relative);
+        if entry.file_type().is_dir() {
+            fs::create_dir_all(&target)
+                .map_err(|e| KernelError::io(format!("creating {}", target.display()), e))?;
         } else {
             fs::copy(entry.path(), &target)
                 .map_err(|e| KernelError::io(format!("copying {}", target.display()), e))?;

@@ -16,8 +16,8 @@ mod state;
 pub use capture::OutputCap;
 pub use launch::{default_kernel_root, KernelSpec};
 pub use outcome::{
-    strip_ansi, Answer, AnswerRule, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, Timings,
-    Truncation, Unsupported,
+    Answer, AnswerRule, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, Timings, Truncation,
+    Unsupported,
 };
 pub use pool::KernelPool;
 pub use session::{ExecOptions, Kernel, KernelBanner, KernelOptions};

@@ -182,43 +182,6 @@ impl Outcome {
     }
 }
 
-/// Removes ANSI escape sequences (colour codes) from kernel text.
-pub fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            // CSI: ESC [ params final-byte(0x40..=0x7e)
-            Some('[') => {
-                chars.next();
-                for c in chars.by_ref() {
-                    if ('\u{40}'..='\u{7e}').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            // OSC: ESC ] ... BEL or ESC \
-            Some(']') => {
-                chars.next();
-                while let Some(c) = chars.next() {
-                    if c == '\u{07}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
-                        break;
-                    }
-                }
-            }
-            Some(_) => {
-                chars.next();
-            }
-            None => {}
-        }
-    }
-    out
-}
-
 /// A field that is present is `Some`, even when it is JSON `null` (the
 /// value `None`); only a missing field is `None`.
 fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
@@ -321,14 +284,6 @@ pub(crate) fn choose_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strips_colour_codes() {
-        let red = "\u{1b}[0;31mZeroDivisionError\u{1b}[0m: division by zero";
-        assert_eq!(strip_ansi(red), "ZeroDivisionError: division by zero");
-        assert_eq!(strip_ansi("\u{1b}]0;title\u{07}x"), "x");
-        assert_eq!(strip_ansi("plain"), "plain");
-    }
 
     fn bundle(text: &str) -> Bundle {
         let mut data = Map::new();

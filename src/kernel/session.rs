@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use console::strip_ansi_codes;
 use jupyter_protocol::{
     ExecuteRequest, ExecutionState, ExpressionResult, InterruptRequest, JupyterMessage,
     JupyterMessageContent, KernelInfoRequest, Media, ReplyStatus, ShutdownRequest, Stdio,
@@ -24,8 +25,7 @@ use super::launch::{
     KernelProcess, KernelSpec,
 };
 use super::outcome::{
-    choose_answer, strip_ansi, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport,
-    Timings,
+    choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
 };
 use super::state::{StateQuery, StateView};
 use super::KernelError;
@@ -158,22 +158,32 @@ impl Kernel {
                 return Err(KernelError::Sandbox(e));
             }
         };
+        let started = Instant::now();
         match launch(&spec, &layout, jail.as_ref(), options.startup_timeout).await {
-            Ok((process, channels, banner)) => Ok(Kernel {
-                baseline_procs: jail.live_processes().len(),
-                confined: sandbox.info().confined,
-                spec,
-                options,
-                layout,
-                jail,
-                process,
-                channels,
-                banner,
-                artifact_seq: 0,
-                restarts: 0,
-                closed: false,
-            }),
+            Ok((process, channels, banner)) => {
+                tracing::info!(
+                    kernel = %id,
+                    pid = process.pid,
+                    ms = started.elapsed().as_millis() as u64,
+                    "kernel started"
+                );
+                Ok(Kernel {
+                    baseline_procs: jail.live_processes().len(),
+                    confined: sandbox.info().confined,
+                    spec,
+                    options,
+                    layout,
+                    jail,
+                    process,
+                    channels,
+                    banner,
+                    artifact_seq: 0,
+                    restarts: 0,
+                    closed: false,
+                })
+            }
             Err(e) => {
+                tracing::warn!(kernel = %id, error = %e, "kernel did not start");
                 jail.kill_all(None);
                 let _ = jail.release();
                 remove_layout(&spec, &layout);
@@ -325,6 +335,11 @@ impl Kernel {
                 }
                 _ = sleep_until(deadline.at) => {
                     if deadline.interrupted {
+                        tracing::info!(
+                            kernel = %self.layout.id,
+                            grace_ms = self.options.interrupt_grace.as_millis() as u64,
+                            "the cell outlived its interrupt; killing the kernel"
+                        );
                         ending.kill_needed = true;
                         break;
                     }
@@ -359,6 +374,7 @@ impl Kernel {
     /// A limit was hit: interrupt the cell and give it `interrupt_grace` to
     /// stop before the kill.
     async fn interrupt_for_limit(&mut self, deadline: &mut Deadline) {
+        tracing::info!(kernel = %self.layout.id, "limit reached; interrupting the cell");
         deadline.interrupted = true;
         deadline.at = tokio::time::Instant::now() + self.options.interrupt_grace;
         let _ = self.channels.send_control(InterruptRequest {}.into()).await;
@@ -595,7 +611,7 @@ impl Kernel {
             Some(ExpressionResult::Error { ename, evalue, .. }) => {
                 return Err(KernelError::Protocol(format!(
                     "state inspection failed: {ename}: {}",
-                    strip_ansi(evalue)
+                    strip_ansi_codes(evalue)
                 )))
             }
             None => None,
@@ -614,6 +630,7 @@ impl Kernel {
     /// Kills the kernel's processes and starts a fresh kernel in the same
     /// jail and working directory. All variables are lost.
     pub async fn restart(&mut self) -> Result<(), KernelError> {
+        tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
         if self.process.exited().is_none() {
             self.kill_processes().await;
         }
@@ -643,6 +660,13 @@ impl Kernel {
         } else {
             self.jail.kill_all(Some(pid))
         };
+        tracing::info!(
+            kernel = %self.layout.id,
+            method = %report.method,
+            kill_ms = report.kill_ms,
+            survivors = report.survivors,
+            "kernel killed"
+        );
         // The waiter task reaps the process; give it a moment to do so.
         let mut exit = self.process.exit.clone();
         let _ = tokio::time::timeout(Duration::from_secs(2), wait_exit(&mut exit)).await;
@@ -840,7 +864,7 @@ async fn install_probe(channels: &mut Channels) -> Result<(), KernelError> {
     if reply.status != ReplyStatus::Ok {
         let detail = reply
             .error
-            .map(|e| format!("{}: {}", e.ename, strip_ansi(&e.evalue)))
+            .map(|e| format!("{}: {}", e.ename, strip_ansi_codes(&e.evalue).into_owned()))
             .unwrap_or_default();
         return Err(KernelError::Protocol(format!(
             "installing the answer reader failed: {detail}"
@@ -1002,8 +1026,12 @@ impl Run {
             JupyterMessageContent::ErrorOutput(error) => {
                 self.error = Some(ErrorInfo {
                     ename: error.ename,
-                    evalue: strip_ansi(&error.evalue),
-                    traceback: error.traceback.iter().map(|l| strip_ansi(l)).collect(),
+                    evalue: strip_ansi_codes(&error.evalue).into_owned(),
+                    traceback: error
+                        .traceback
+                        .iter()
+                        .map(|l| strip_ansi_codes(l).into_owned())
+                        .collect(),
                 });
             }
             _ => {}
@@ -1054,8 +1082,12 @@ impl Run {
                 if let Some(e) = reply.error {
                     self.error = Some(ErrorInfo {
                         ename: e.ename,
-                        evalue: strip_ansi(&e.evalue),
-                        traceback: e.traceback.iter().map(|l| strip_ansi(l)).collect(),
+                        evalue: strip_ansi_codes(&e.evalue).into_owned(),
+                        traceback: e
+                            .traceback
+                            .iter()
+                            .map(|l| strip_ansi_codes(l).into_owned())
+                            .collect(),
                     });
                 } else if reply.status == ReplyStatus::Aborted {
                     self.error = Some(ErrorInfo {

@@ -312,6 +312,12 @@ impl ModelClient for OpenAiClient {
             attempts += 1;
             match self.attempt(&body).await {
                 Step::Done(parts) => {
+                    tracing::debug!(
+                        model = %self.model,
+                        attempts,
+                        ms = started.elapsed().as_millis() as u64,
+                        "reply received"
+                    );
                     return Ok(Reply {
                         text: parts.text,
                         usage: parts.usage,
@@ -320,19 +326,24 @@ impl ModelClient for OpenAiClient {
                         finish_reason: parts.finish_reason,
                         fault: None,
                         note: None,
-                    })
+                    });
                 }
                 Step::Invalid(message) => {
+                    tracing::warn!(model = %self.model, attempts, %message, "invalid reply");
                     return Err(ModelError::InvalidReply(format!(
                         "{message} (attempt {attempts})"
-                    )))
+                    )));
                 }
-                Step::Fatal(message) => return Err(ModelError::Endpoint { attempts, message }),
+                Step::Fatal(message) => {
+                    tracing::warn!(model = %self.model, attempts, %message, "request failed");
+                    return Err(ModelError::Endpoint { attempts, message });
+                }
                 Step::Retry {
                     message,
                     retry_after,
                 } => {
                     if attempts > self.generation.max_retries {
+                        tracing::warn!(model = %self.model, attempts, %message, "retries exhausted");
                         return Err(ModelError::Endpoint { attempts, message });
                     }
                     let delay = match retry_after {
@@ -343,6 +354,14 @@ impl ModelClient for OpenAiClient {
                             d
                         }
                     };
+                    tracing::info!(
+                        model = %self.model,
+                        attempts,
+                        delay_ms = delay.as_millis() as u64,
+                        from_retry_after = retry_after.is_some(),
+                        %message,
+                        "retrying the request"
+                    );
                     tokio::time::sleep(delay).await;
                 }
             }
@@ -528,6 +547,31 @@ impl WireResponse {
 }
 
 // ---- the HTTP service: reqwest, plus what the response said -------------
+
+/// A client for `base_url` on [`OpenAiClient`]'s transport (no retry layer),
+/// for a one-off request such as the local server's readiness probe; no
+/// organisation or project header, whatever the environment says.
+pub(crate) fn plain_client(base_url: &str, api_key: &str) -> Client<OpenAIConfig> {
+    let config = OpenAIConfig::new()
+        .with_api_base(base_url)
+        .with_api_key(api_key)
+        .with_org_id("")
+        .with_project_id("");
+    Client::with_config(config).with_http_service(Recorder {
+        inner: ReqwestService::default(),
+    })
+}
+
+/// Runs one request and returns its result with the HTTP status of its
+/// response (`None` when nothing answered). async-openai keeps no status
+/// for a 4xx whose body is not OpenAI's error shape.
+pub(crate) async fn with_status<T>(request: impl Future<Output = T>) -> (T, Option<u16>) {
+    let call = async {
+        let result = request.await;
+        (result, SEEN.with(Cell::get).map(|s| s.status))
+    };
+    SEEN.scope(Cell::new(None), call).await
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Seen {

@@ -7,6 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use walkdir::WalkDir;
+
 use super::marker::Marker;
 use super::progress::{Phase, Total};
 use super::recipe::{count_collecting, Recipe, Site, Workspace};
@@ -190,12 +192,13 @@ fn has_font_cache(dir: &Path) -> bool {
 /// `chmod -R a+rX`: kernels run as another user and must read (and traverse)
 /// everything, and execute what is executable.
 fn make_world_readable(root: &Path) -> std::io::Result<()> {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let meta = fs::symlink_metadata(&path)?;
-        if meta.file_type().is_symlink() {
+    // Symlinks are neither followed nor changed (chmod would reach the target).
+    for entry in WalkDir::new(root).follow_root_links(false) {
+        let entry = entry?;
+        if entry.path_is_symlink() {
             continue;
         }
+        let meta = entry.metadata()?;
         let mode = meta.permissions().mode();
         let wanted = if meta.is_dir() || mode & 0o111 != 0 {
             mode | 0o555
@@ -203,12 +206,7 @@ fn make_world_readable(root: &Path) -> std::io::Result<()> {
             mode | 0o444
         };
         if wanted != mode {
-            fs::set_permissions(&path, fs::Permissions::from_mode(wanted))?;
-        }
-        if meta.is_dir() {
-            for entry in fs::read_dir(&path)? {
-                stack.push(entry?.path());
-            }
+            fs::set_permissions(entry.path(), fs::Permissions::from_mode(wanted))?;
         }
     }
     Ok(())

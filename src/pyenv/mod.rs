@@ -27,11 +27,11 @@ pub(crate) mod step;
 mod store;
 pub(crate) mod venv;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use strum::IntoEnumIterator;
 
 pub use interpreter::Interpreter;
 pub use lock::{normalize, Lock, LockEntry};
@@ -55,21 +55,20 @@ pub const KERNEL_CONFIG: &str = include_str!("../../images/kernel_config.py");
     Serialize,
     Deserialize,
     clap::ValueEnum,
+    strum::Display,
+    strum::EnumIter,
+    strum::IntoStaticStr,
 )]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum ImageName {
     Slim,
     Fat,
 }
 
 impl ImageName {
-    pub const ALL: [ImageName; 2] = [ImageName::Slim, ImageName::Fat];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            ImageName::Slim => "slim",
-            ImageName::Fat => "fat",
-        }
+        self.into()
     }
 
     /// The lock file text compiled into the binary.
@@ -81,21 +80,14 @@ impl ImageName {
     }
 }
 
-impl fmt::Display for ImageName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl FromStr for ImageName {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "slim" => Ok(ImageName::Slim),
-            "fat" => Ok(ImageName::Fat),
-            _ => Err(format!("unknown image `{s}`; expected `slim` or `fat`")),
-        }
+        let wanted = s.trim().to_ascii_lowercase();
+        ImageName::iter()
+            .find(|n| n.as_str() == wanted)
+            .ok_or_else(|| format!("unknown image `{s}`; expected `slim` or `fat`"))
     }
 }
 
@@ -188,7 +180,7 @@ mod tests {
 
     #[test]
     fn image_name_round_trips() {
-        for name in ImageName::ALL {
+        for name in ImageName::iter() {
             assert_eq!(name.to_string().parse::<ImageName>().unwrap(), name);
             let json = serde_json::to_string(&name).unwrap();
             assert_eq!(json, format!("\"{name}\""));

@@ -96,11 +96,14 @@ pub(crate) fn prepare<R: Recipe>(recipe: &R, progress: bool) -> Result<R::Built,
         log: BuildLog::create(&site.log)?,
         progress,
     };
+    tracing::info!(build = %site.key, into = %work.dest.display(), "preparing {}", site.what);
+    let started = std::time::Instant::now();
     let result = work.build();
     if result.is_err() {
         let _ = fs::remove_dir_all(&work.tmp);
     }
     result?;
+    tracing::info!(build = %site.key, secs = started.elapsed().as_secs_f64(), "prepared {}", site.what);
     drop(lock);
     recipe.current(&work.dest).map_err(|reason| {
         PyenvError::io_at(
@@ -179,6 +182,7 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
 
     /// Runs `cmd` to the end with its output in the log.
     pub fn run(&self, step: &str, cmd: &mut Command) -> Result<(), R::Error> {
+        tracing::debug!(build = %self.recipe.site().key, step, command = ?cmd, "build step");
         self.log.run(cmd).map_err(|e| self.step_error(step, e))
     }
 
@@ -190,6 +194,7 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
         cmd: &mut Command,
         mut on_line: impl FnMut(&str),
     ) -> Result<(), R::Error> {
+        tracing::info!(build = %self.recipe.site().key, step, command = ?cmd, "pip install");
         let mut child = self
             .log
             .spawn_reading_stdout(cmd)
@@ -214,6 +219,7 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
     }
 
     pub fn failed(&self, step: &str, detail: String) -> R::Error {
+        tracing::warn!(build = %self.recipe.site().key, step, %detail, log = %self.log.path.display(), "build step failed");
         self.recipe.failed(&self.log, step, detail)
     }
 }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
+use strum::IntoEnumIterator;
+use walkdir::WalkDir;
 
 use super::build::ImageRecipe;
 use super::marker::Marker;
@@ -71,7 +73,11 @@ impl ImageStore {
 
     /// [`Self::ensure`] on a blocking thread, for async callers (a build
     /// takes seconds to minutes). A panic in the build is resumed here.
-    pub async fn ensure_blocking(self, name: ImageName, progress: bool) -> Result<Image, PyenvError> {
+    pub async fn ensure_blocking(
+        self,
+        name: ImageName,
+        progress: bool,
+    ) -> Result<Image, PyenvError> {
         match tokio::task::spawn_blocking(move || self.ensure(name, progress)).await {
             Ok(result) => result,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
@@ -99,7 +105,7 @@ impl ImageStore {
         let mut infos = Vec::new();
         let mut current = Vec::new();
         if let Ok(python) = self.interpreter() {
-            for name in ImageName::ALL {
+            for name in ImageName::iter() {
                 let hash = image_hash(name.lock_text(), KERNEL_CONFIG, &python);
                 let dir = self.image_dir(name, &hash);
                 let marker = Marker::read(&dir, name, &hash);
@@ -190,7 +196,7 @@ impl ImageStore {
 /// `<name>-<16 hex>` as used for image directories.
 fn parse_dir_name(dir_name: &str) -> Option<(ImageName, String)> {
     let (name, hash) = dir_name.split_once('-')?;
-    let name = ImageName::ALL.into_iter().find(|n| n.as_str() == name)?;
+    let name = ImageName::iter().find(|n| n.as_str() == name)?;
     (hash.len() == 16 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
         .then(|| (name, hash.to_string()))
 }
@@ -217,20 +223,13 @@ pub(crate) fn image_hash(lock_text: &str, kernel_config: &str, python: &Interpre
 /// `du -s` in bytes, without following symlinks (the venv's python points at
 /// the base interpreter).
 fn disk_usage(root: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        total += meta.blocks() * 512;
-        if meta.is_dir() {
-            if let Ok(entries) = fs::read_dir(&path) {
-                stack.extend(entries.flatten().map(|e| e.path()));
-            }
-        }
-    }
-    total
+    WalkDir::new(root)
+        .follow_root_links(false)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|meta| meta.blocks() * 512)
+        .sum()
 }
 
 #[cfg(test)]

@@ -41,8 +41,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Which rule produced the code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ExtractRule {
     FencedPython,
     FencedUntagged,
@@ -52,12 +53,7 @@ pub enum ExtractRule {
 
 impl ExtractRule {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ExtractRule::FencedPython => "fenced_python",
-            ExtractRule::FencedUntagged => "fenced_untagged",
-            ExtractRule::BareCode => "bare_code",
-            ExtractRule::None => "none",
-        }
+        self.into()
     }
 }
 
@@ -426,6 +422,19 @@ fn bare_code(lines: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rule_names_are_the_serde_names() {
+        for rule in [
+            ExtractRule::FencedPython,
+            ExtractRule::FencedUntagged,
+            ExtractRule::BareCode,
+            ExtractRule::None,
+        ] {
+            assert_eq!(serde_json::to_value(rule).unwrap(), rule.as_str());
+        }
+        assert_eq!(ExtractRule::FencedUntagged.as_str(), "fenced_untagged");
+    }
 
     fn ex(reply: &str) -> (Option<String>, ExtractRule, usize) {
         let e = extract_code(reply);

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{AttemptRecord, FeedbackKind, RunConfig, StopOn, SCHEMA_VERSION};
 use crate::sandbox::{SandboxLimits, Verdict};
+use crate::util::stats::percentile;
 
 /// A proportion with its 95% Wilson interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -71,18 +72,13 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
+    /// Nearest-rank p50 and p95 ([`percentile`]); all zero when there are no values.
     pub fn of(mut values: Vec<f64>) -> Self {
-        if values.is_empty() {
-            return Self::default();
-        }
         values.sort_by(f64::total_cmp);
-        let at = |q: f64| {
-            let idx = ((values.len() as f64 - 1.0) * q).round() as usize;
-            values[idx]
-        };
+        let at = |p: f64| percentile(&values, p).unwrap_or(0.0);
         Percentiles {
-            p50: at(0.5),
-            p95: at(0.95),
+            p50: at(50.0),
+            p95: at(95.0),
             n: values.len(),
         }
     }
@@ -549,8 +545,9 @@ mod tests {
 
     #[test]
     fn percentiles() {
+        // Nearest rank, as the README documents: rank ⌈0.5 · 100⌉ = 50.
         let p = Percentiles::of((1..=100).map(f64::from).collect());
-        assert_eq!(p.p50, 51.0);
+        assert_eq!(p.p50, 50.0);
         assert_eq!(p.p95, 95.0);
         assert_eq!(Percentiles::of(vec![]).n, 0);
     }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::resource::{setrlimit, Resource};
 use serde::{Deserialize, Serialize};
+use walkdir::WalkDir;
 
 /// Everything the init needs, written by the harness as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -294,16 +295,15 @@ fn private_tmpfs(root: &Path, dir: &PrivateDir, uid: u32, gid: u32) -> Result<()
     Ok(())
 }
 
+/// Copies what of `from` is readable (parents before children), owned by the
+/// kernel user; an unreadable directory is skipped, a failed write is an error.
 fn copy_tree(from: &Path, to: &Path, uid: u32, gid: u32) -> Result<(), IsolateError> {
-    let Ok(entries) = fs::read_dir(from) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let dest = to.join(entry.file_name());
-        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+    for entry in WalkDir::new(from).min_depth(1).into_iter().flatten() {
+        let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
+        let dest = to.join(relative);
+        let is_dir = entry.file_type().is_dir();
         if is_dir {
             fs::create_dir_all(&dest).map_err(|e| err(dest.display(), e))?;
-            copy_tree(&entry.path(), &dest, uid, gid)?;
         } else {
             fs::copy(entry.path(), &dest).map_err(|e| err(dest.display(), e))?;
         }

@@ -2,14 +2,31 @@
 //! counter deltas, the harness's own timers), never from what the kernel says
 //! about itself.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
+use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
 
-/// The primary label of one execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// The primary label of one execution. Its name (serde, `Display`,
+/// `FromStr`, [`Verdict::as_str`]) is the snake_case variant name.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Display,
+    EnumIter,
+    EnumString,
+    IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(
+    serialize_all = "snake_case",
+    parse_err_ty = String,
+    parse_err_fn = unknown_verdict
+)]
 pub enum Verdict {
     Ok,
     /// The code raised an exception (the name is in the outcome's error).
@@ -33,42 +50,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 15] = [
-        Verdict::Ok,
-        Verdict::Error,
-        Verdict::TimeoutWall,
-        Verdict::TimeoutCpu,
-        Verdict::OomKilled,
-        Verdict::MemoryError,
-        Verdict::PidsLimit,
-        Verdict::OutputLimit,
-        Verdict::DiskLimit,
-        Verdict::FdLimit,
-        Verdict::Crash,
-        Verdict::KernelExit,
-        Verdict::NetworkBlocked,
-        Verdict::PolicyDenied,
-        Verdict::InternalError,
-    ];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Ok => "ok",
-            Verdict::Error => "error",
-            Verdict::TimeoutWall => "timeout_wall",
-            Verdict::TimeoutCpu => "timeout_cpu",
-            Verdict::OomKilled => "oom_killed",
-            Verdict::MemoryError => "memory_error",
-            Verdict::PidsLimit => "pids_limit",
-            Verdict::OutputLimit => "output_limit",
-            Verdict::DiskLimit => "disk_limit",
-            Verdict::FdLimit => "fd_limit",
-            Verdict::Crash => "crash",
-            Verdict::KernelExit => "kernel_exit",
-            Verdict::NetworkBlocked => "network_blocked",
-            Verdict::PolicyDenied => "policy_denied",
-            Verdict::InternalError => "internal_error",
-        }
+        self.into()
     }
 
     /// Executions that ended with the harness or the OS killing something.
@@ -85,31 +68,36 @@ impl Verdict {
     }
 }
 
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Verdict {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Verdict::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
-                format!(
-                    "unknown verdict `{s}`; expected one of {}",
-                    names.join(", ")
-                )
-            })
-    }
+fn unknown_verdict(s: &str) -> String {
+    let names: Vec<&str> = Verdict::iter().map(Verdict::as_str).collect();
+    format!(
+        "unknown verdict `{s}`; expected one of {}",
+        names.join(", ")
+    )
 }
 
 /// Secondary facts about an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    EnumIter,
+    EnumString,
+    IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(
+    serialize_all = "snake_case",
+    parse_err_ty = String,
+    parse_err_fn = unknown_flag
+)]
 pub enum Flag {
     /// The kernel was restarted; its variables are gone.
     Restarted,
@@ -127,34 +115,12 @@ pub enum Flag {
 
 impl Flag {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Flag::Restarted => "restarted",
-            Flag::InterruptIgnored => "interrupt_ignored",
-            Flag::LeftoverProcs => "leftover_procs",
-            Flag::Zombies => "zombies",
-            Flag::OutputTruncated => "output_truncated",
-            Flag::Throttled => "throttled",
-            Flag::Unconfined => "unconfined",
-        }
+        self.into()
     }
 }
 
-impl FromStr for Flag {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            Flag::Restarted,
-            Flag::InterruptIgnored,
-            Flag::LeftoverProcs,
-            Flag::Zombies,
-            Flag::OutputTruncated,
-            Flag::Throttled,
-            Flag::Unconfined,
-        ]
-        .into_iter()
-        .find(|f| f.as_str() == s)
-        .ok_or_else(|| format!("unknown flag `{s}`"))
-    }
+fn unknown_flag(s: &str) -> String {
+    format!("unknown flag `{s}`")
 }
 
 #[cfg(test)]
@@ -163,11 +129,20 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for v in Verdict::ALL {
+        for v in Verdict::iter() {
             assert_eq!(v.as_str().parse::<Verdict>().unwrap(), v);
             let json = serde_json::to_string(&v).unwrap();
             assert_eq!(json, format!("\"{}\"", v.as_str()));
+            assert_eq!(v.to_string(), v.as_str());
         }
+        for f in Flag::iter() {
+            assert_eq!(f.as_str().parse::<Flag>().unwrap(), f);
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("\"{}\"", f.as_str()));
+        }
+        assert_eq!(Verdict::iter().count(), 15);
+        assert_eq!(Verdict::TimeoutWall.as_str(), "timeout_wall");
+        assert_eq!(Flag::InterruptIgnored.as_str(), "interrupt_ignored");
         assert!("nope".parse::<Verdict>().is_err());
         assert_eq!("zombies".parse::<Flag>().unwrap(), Flag::Zombies);
     }

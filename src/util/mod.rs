@@ -2,5 +2,6 @@
 
 pub mod io_error;
 pub mod proc;
+pub mod stats;
 pub mod units;
 pub use io_error::IoError;

@@ -27,12 +27,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use async_openai::config::OpenAIConfig;
+use async_openai::Client;
 
 use crate::pyenv::step::{describe, tail, TAIL_LINES};
 
 use super::env::Prepared;
 use super::LocalError;
+use crate::model::openai::{plain_client, with_status};
 
 /// How the server runs. Recorded in run.json through `LocalModel::info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,6 +308,7 @@ impl LocalServer {
 
     async fn wait_ready(&self) -> Result<(), NotReady> {
         let deadline = Instant::now() + self.options.startup_timeout;
+        let client = plain_client(&self.base_url, self.api_key.as_deref().unwrap_or("none"));
         loop {
             if let Some(status) = self.exit_status() {
                 let tail = tail(&self.log, TAIL_LINES);
@@ -316,7 +319,7 @@ impl LocalServer {
                     NotReady::Failed(detail)
                 });
             }
-            match probe(self.port, self.api_key.as_deref()).await {
+            match probe(&client).await {
                 Some(200) => return Ok(()),
                 Some(401 | 403) => {
                     return Err(NotReady::PortTaken(format!(
@@ -420,46 +423,41 @@ fn free_port() -> Result<u16, LocalError> {
         .map_err(|e| LocalError::io("finding a free port on 127.0.0.1", e))
 }
 
-/// The HTTP status of `GET /v1/models`, or `None` if nothing usable
-/// answered (not listening yet, still loading). Plain HTTP/1.1 over a TCP
-/// stream: one request to localhost does not warrant an HTTP client crate.
-async fn probe(port: u16, api_key: Option<&str>) -> Option<u16> {
-    let attempt = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        let auth = api_key
-            .map(|k| format!("Authorization: Bearer {k}\r\n"))
-            .unwrap_or_default();
-        let request = format!(
-            "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Connection: close\r\n\r\n"
-        );
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await.ok()?;
-        parse_probe(&response)
-    };
-    tokio::time::timeout(Duration::from_secs(5), attempt)
+/// The HTTP status of `GET /v1/models` (async-openai's `models().list()`),
+/// or `None` if nothing usable answered (not listening yet, still loading).
+async fn probe(client: &Client<OpenAIConfig>) -> Option<u16> {
+    let models = client.models();
+    let attempt = with_status(models.list_byot::<ModelList>());
+    let (listed, status) = tokio::time::timeout(Duration::from_secs(5), attempt)
         .await
+        .ok()?;
+    let ids = listed
         .ok()
-        .flatten()
+        .map(|list| list.data.into_iter().map(|m| m.id).collect::<Vec<_>>());
+    readiness(status, ids.as_deref())
 }
 
-/// The status of a `/v1/models` response; a 200 counts only when the body
-/// is a model list (anything can answer 200 on a port).
-fn parse_probe(response: &[u8]) -> Option<u16> {
-    let text = String::from_utf8_lossy(response);
-    let status_line = text.lines().next()?;
-    let mut parts = status_line.split_whitespace();
-    if !parts.next()?.starts_with("HTTP/") {
-        return None;
+/// The part of a model list the probe reads. async-openai's own
+/// `ListModelResponse` requires `created`, which llama-cpp-python omits.
+#[derive(serde::Deserialize)]
+struct ModelList {
+    data: Vec<ListedModel>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListedModel {
+    id: String,
+}
+
+/// The readiness decision from a response's status and, if its body was a
+/// model list, the ids it lists: a 200 counts only when it lists our model
+/// (anything can answer 200 on a port); another status is returned as is
+/// (401/403: a foreign server refusing our key).
+fn readiness(status: Option<u16>, ids: Option<&[String]>) -> Option<u16> {
+    match status? {
+        200 => ids?.iter().any(|id| id == SERVED_MODEL).then_some(200),
+        other => Some(other),
     }
-    let status: u16 = parts.next()?.parse().ok()?;
-    if status == 200 {
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        return body.contains(SERVED_MODEL).then_some(200);
-    }
-    Some(status)
 }
 
 /// Keeps the newest server logs; every run writes one.
@@ -485,22 +483,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn probe_responses() {
-        let ok = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{{\"data\":[{{\"id\":\"{SERVED_MODEL}\"}}]}}"
-        );
-        assert_eq!(parse_probe(ok.as_bytes()), Some(200));
-        // Some other program's 200 is not our server.
-        assert_eq!(
-            parse_probe(b"HTTP/1.1 200 OK\r\n\r\n<html>hello</html>"),
-            None
-        );
-        assert_eq!(
-            parse_probe(b"HTTP/1.1 401 Unauthorized\r\n\r\n{}"),
-            Some(401)
-        );
-        assert_eq!(parse_probe(b"SSH-2.0-OpenSSH\r\n"), None);
-        assert_eq!(parse_probe(b""), None);
+    fn readiness_needs_our_model_in_a_200_list() {
+        let ours = [SERVED_MODEL.to_string()];
+        let other = ["gpt-4o".to_string()];
+        assert_eq!(readiness(Some(200), Some(&ours)), Some(200));
+        // A 200 from something else: not ready, keep waiting.
+        assert_eq!(readiness(Some(200), Some(&other)), None);
+        assert_eq!(readiness(Some(200), Some(&[])), None);
+        assert_eq!(readiness(Some(200), None), None);
+        // A foreign server that refuses our key.
+        assert_eq!(readiness(Some(401), None), Some(401));
+        assert_eq!(readiness(Some(403), Some(&ours)), Some(403));
+        assert_eq!(readiness(Some(503), None), Some(503));
+        // Nothing answered yet.
+        assert_eq!(readiness(None, None), None);
     }
 
     #[test]

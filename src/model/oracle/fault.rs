@@ -18,8 +18,21 @@ use super::scanner::{
 
 /// The kinds of injected fault, in the order they are tried (starting at
 /// the one the task id's hash picks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumIter,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FaultKind {
     /// A used variable misspelled at its use site → NameError.
     UndefinedName,
@@ -54,20 +67,7 @@ impl FaultKind {
 
     /// The name recorded with a reply, e.g. `undefined_name`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::UndefinedName => "undefined_name",
-            FaultKind::WrongColumn => "wrong_column",
-            FaultKind::SyntaxError => "syntax_error",
-            FaultKind::MissingImport => "missing_import",
-            FaultKind::OffByOne => "off_by_one",
-            FaultKind::UndefinedHelper => "undefined_helper",
-        }
-    }
-}
-
-impl std::fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -548,6 +548,16 @@ fn misspell(s: &str, taken: impl Fn(&str) -> bool) -> String {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+
+    #[test]
+    fn fault_names_are_the_serde_names() {
+        use strum::IntoEnumIterator;
+        for kind in FaultKind::iter() {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+            assert_eq!(kind.to_string(), kind.as_str());
+        }
+        assert_eq!(FaultKind::OffByOne.as_str(), "off_by_one");
+    }
     use std::collections::HashSet;
 
     pub(in crate::model::oracle) const STATS: &str = "import math\nimport statistics\n\nvalues = [3, 1, 4, 1, 5, 9, 2, 6]\ntotal = sum(values)\nmean = total / len(values)\nspread = statistics.pstdev(values)\nlast = values[-1]\nanswer = round(mean + spread / math.sqrt(len(values)), 3)\n";

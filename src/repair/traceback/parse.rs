@@ -19,10 +19,11 @@
 
 use std::sync::LazyLock;
 
+use console::strip_ansi_codes;
 use regex::Regex;
 
 use super::{scrub_paths, Chained, Frame, Relation, SyntaxPos, Traceback};
-use crate::kernel::{strip_ansi, ErrorInfo};
+use crate::kernel::ErrorInfo;
 
 static CELL_HEADER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^Cell In\[(\d+)\], line (\d+)(?:,? in (.+?))?:?$").expect("valid regex")
@@ -79,7 +80,7 @@ struct RawSyntax {
 pub fn parse(error: &ErrorInfo, code: &str) -> Traceback {
     let mut blocks: Vec<Block> = vec![Block::default()];
     for raw in &error.traceback {
-        let entry = strip_ansi(raw);
+        let entry = strip_ansi_codes(raw);
         let entry = entry.trim_end_matches(['\n', '\r']);
         let trimmed = entry.trim();
         if trimmed.is_empty() || trimmed.chars().all(|c| c == '-') {
@@ -211,7 +212,7 @@ pub fn parse(error: &ErrorInfo, code: &str) -> Traceback {
 
     Traceback {
         exc_type,
-        message: scrub_paths(strip_ansi(&message).trim_end()),
+        message: scrub_paths(strip_ansi_codes(&message).trim_end()),
         frames,
         syntax,
         chain,
@@ -374,6 +375,14 @@ fn function_name(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::repair::traceback::render;
+
+    #[test]
+    fn kernel_colour_and_title_codes_are_stripped() {
+        let red = "\u{1b}[0;31mZeroDivisionError\u{1b}[0m: division by zero";
+        assert_eq!(strip_ansi_codes(red), "ZeroDivisionError: division by zero");
+        assert_eq!(strip_ansi_codes("\u{1b}]0;title\u{07}x"), "x");
+        assert_eq!(strip_ansi_codes("plain"), "plain");
+    }
 
     fn err(ename: &str, evalue: &str, tb: &[&str]) -> ErrorInfo {
         ErrorInfo {

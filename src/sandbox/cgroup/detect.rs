@@ -28,24 +28,17 @@ const FIX_SWAP: &str = "enable swap accounting (boot with `swapaccount=1`) or tu
      (`swapoff -a`): otherwise a kernel could swap past its memory limit";
 
 /// How the host mounts cgroups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
 pub enum CgroupMode {
     /// v1 controller hierarchies only.
+    #[strum(to_string = "cgroup-v1")]
     V1,
     /// v1 controllers plus an (empty) cgroup2 tree at `/sys/fs/cgroup/unified`.
+    #[strum(to_string = "cgroup-v1-hybrid")]
     Hybrid,
     /// The unified hierarchy at `/sys/fs/cgroup`.
+    #[strum(to_string = "cgroup-v2")]
     V2,
-}
-
-impl std::fmt::Display for CgroupMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            CgroupMode::V1 => "cgroup-v1",
-            CgroupMode::Hybrid => "cgroup-v1-hybrid",
-            CgroupMode::V2 => "cgroup-v2",
-        })
-    }
 }
 
 impl CgroupHost {

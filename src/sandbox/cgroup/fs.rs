@@ -10,6 +10,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use walkdir::WalkDir;
+
 use crate::sandbox::SandboxError;
 
 /// First rmdir retry delay; doubled after each EBUSY.
@@ -105,18 +107,13 @@ pub(super) fn read_pids(procs: &Path) -> Vec<i32> {
 /// `dir` and every directory below it, deepest first, so that child
 /// cgroups are removed before their parents. Symlinks are not followed.
 pub(super) fn bottom_up(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(entries) = fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                out.extend(bottom_up(&entry.path()));
-            }
-        }
-    }
-    if dir.is_dir() {
-        out.push(dir.to_path_buf());
-    }
-    out
+    WalkDir::new(dir)
+        .contents_first(true)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_dir())
+        .map(walkdir::DirEntry::into_path)
+        .collect()
 }
 
 /// Names of the subdirectories (child cgroups) of `dir`.

@@ -23,22 +23,15 @@ const FREEZE_BUDGET: Duration = Duration::from_millis(100);
 const POLL: Duration = Duration::from_millis(1);
 
 /// How [`KernelCgroup::kill_all`] kills.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
 pub enum KillMethod {
     /// Write `1` to `cgroup.kill` (v2, and the unified tree on hybrid).
+    #[strum(to_string = "cgroup.kill")]
     CgroupKill,
     /// Freeze, SIGKILL every member, thaw (v1 `freezer`; v2 `cgroup.freeze`
     /// before Linux 5.14).
+    #[strum(to_string = "freezer")]
     Freezer,
-}
-
-impl std::fmt::Display for KillMethod {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            KillMethod::CgroupKill => "cgroup.kill",
-            KillMethod::Freezer => "freezer",
-        })
-    }
 }
 
 impl KernelCgroup {
@@ -71,8 +64,11 @@ impl KernelCgroup {
         let start = Instant::now();
         let method = self.kill_method();
         let mut last_round: Option<Instant> = None;
+        let mut rounds = 0u32;
         loop {
             if last_round.is_none_or(|t| t.elapsed() >= REKILL_EVERY) {
+                rounds += 1;
+                tracing::debug!(%method, round = rounds, extra_pid, "kill round");
                 self.kill_round(method, last_round.is_some());
                 if last_round.is_none() {
                     if let Some(pid) = extra_pid.filter(|p| *p > 1) {
@@ -87,11 +83,23 @@ impl KernelCgroup {
             }
             std::thread::sleep(POLL);
         }
-        KillReport {
+        let report = KillReport {
             method: method.to_string(),
             kill_ms: start.elapsed().as_secs_f64() * 1e3,
             survivors: self.pids().len(),
+        };
+        if report.survivors > 0 {
+            tracing::warn!(
+                %method,
+                rounds,
+                kill_ms = report.kill_ms,
+                survivors = report.survivors,
+                "processes survived the kill"
+            );
+        } else {
+            tracing::debug!(%method, rounds, kill_ms = report.kill_ms, "group emptied");
         }
+        report
     }
 
     fn kill_round(&self, method: KillMethod, again: bool) {
@@ -107,6 +115,7 @@ impl KernelCgroup {
                 // catches what it could not see (on hybrid, a process that
                 // is in the v1 hierarchies only).
                 if !killed {
+                    tracing::debug!("cgroup.kill failed; freezing and killing each member");
                     self.freeze_kill_thaw();
                 } else if again {
                     self.sigkill_members();

@@ -31,6 +31,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use walkdir::WalkDir;
 
 use super::{Task, TaskError};
 use dabench::{dabench_task, is_labels_file};
@@ -137,8 +138,31 @@ fn suite_files(
 /// Every `*.jsonl` under `dir` (recursively, sorted, hidden entries and
 /// labels files skipped); an error if there are none.
 fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
+    let hidden =
+        |e: &walkdir::DirEntry| e.depth() > 0 && e.file_name().as_encoded_bytes().starts_with(b".");
     let mut out = Vec::new();
-    walk(dir, &mut out)?;
+    // Symlinks are followed, as `is_dir` did before (walkdir also stops at loops).
+    let walk = WalkDir::new(dir).follow_links(true).sort_by_file_name();
+    for entry in walk.into_iter().filter_entry(|e| !hidden(e)) {
+        let path = match entry {
+            Ok(entry) if entry.file_type().is_dir() => continue,
+            Ok(entry) => entry.into_path(),
+            // A link whose target cannot be reached counts as a file, so a
+            // dangling `.jsonl` is reported when it is loaded.
+            Err(e) if e.loop_ancestor().is_none() && e.path().is_some_and(Path::is_symlink) => {
+                e.path().unwrap_or(dir).to_path_buf()
+            }
+            Err(e) => {
+                return Err(TaskError::File {
+                    file: e.path().unwrap_or(dir).to_path_buf(),
+                    message: format!("cannot list directory: {e}"),
+                })
+            }
+        };
+        if path.extension().is_some_and(|x| x == "jsonl") && !is_labels_file(&path) {
+            out.push(path);
+        }
+    }
     if out.is_empty() {
         return Err(TaskError::File {
             file: dir.to_path_buf(),
@@ -146,31 +170,6 @@ fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
         });
     }
     Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), TaskError> {
-    let io_err = |e: std::io::Error| TaskError::File {
-        file: dir.to_path_buf(),
-        message: format!("cannot list directory: {e}"),
-    };
-    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(io_err)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(io_err)?;
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') {
-            continue;
-        }
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if name.ends_with(".jsonl") && !is_labels_file(&path) {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 // -------------------------------------------------------------- one file

@@ -1,0 +1,60 @@
+//! Diagnostic logging (`tracing`) on stderr: the kill ladder, kernel starts
+//! and restarts, image builds and pip steps, model retries. stdout stays for
+//! results, which some commands print for machines (`--json`).
+
+use std::io::IsTerminal;
+
+use tracing_subscriber::EnvFilter;
+
+/// The variable that chooses what is logged, in `EnvFilter` syntax
+/// (`RETRACE_LOG=debug`, `RETRACE_LOG=retrace=debug,reqwest=info`).
+pub const LOG_ENV: &str = "RETRACE_LOG";
+
+/// What is logged: `RETRACE_LOG` when set, else `-v` (info) or `-vv`
+/// (debug) for retrace itself, else warnings and errors only.
+fn filter(verbose: u8, env: Option<&str>) -> Result<EnvFilter, String> {
+    if let Some(directives) = env.map(str::trim).filter(|d| !d.is_empty()) {
+        return EnvFilter::try_new(directives)
+            .map_err(|e| format!("{LOG_ENV}=`{directives}`: {e}"));
+    }
+    Ok(EnvFilter::new(match verbose {
+        0 => "warn",
+        1 => "warn,retrace=info",
+        _ => "warn,retrace=debug",
+    }))
+}
+
+/// Installs the stderr subscriber; an invalid `RETRACE_LOG` is reported and
+/// the `-v` level used instead.
+pub fn init(verbose: u8) {
+    let env = std::env::var(LOG_ENV).ok();
+    let filter = filter(verbose, env.as_deref()).unwrap_or_else(|e| {
+        eprintln!("warning: ignoring {e}");
+        filter(verbose, None).expect("built-in filters parse")
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_wins_and_verbosity_sets_retrace_level() {
+        assert_eq!(filter(0, None).unwrap().to_string(), "warn");
+        assert_eq!(filter(1, None).unwrap().to_string(), "retrace=info,warn");
+        assert_eq!(
+            filter(2, Some("  ")).unwrap().to_string(),
+            "retrace=debug,warn"
+        );
+        assert_eq!(
+            filter(2, Some("retrace=trace")).unwrap().to_string(),
+            "retrace=trace"
+        );
+        assert!(filter(0, Some("retrace=loud")).is_err());
+    }
+}
