@@ -75,7 +75,8 @@ impl Default for ServerOptions {
 
 /// Generation threads: `RETRACE_MODEL_THREADS` if set, else one per
 /// available CPU (cgroup quota and affinity included) that is not already
-/// busy at start (the 1-minute load average); at least 1, at most 8 (past
+/// busy at start (measured over a quarter second: a load average lags by
+/// minutes, e.g. right after a build); at least 1, at most 8 (past
 /// a few threads decoding is memory-bound and llama.cpp spends more on
 /// synchronisation than it gains).
 ///
@@ -89,10 +90,35 @@ pub fn default_threads() -> usize {
     let requested = std::env::var("RETRACE_MODEL_THREADS")
         .ok()
         .and_then(|v| v.trim().parse().ok());
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next()?.parse().ok());
-    threads_for(requested, available_cpus(), load)
+    threads_for(requested, available_cpus(), busy_cpus())
+}
+
+/// CPUs of the host busy over the last quarter second, from `/proc/stat`.
+fn busy_cpus() -> Option<f64> {
+    fn sample() -> Option<(u64, u64, usize)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let idle = fields.get(3)? + fields.get(4).unwrap_or(&0);
+        let total = fields.iter().take(8).sum();
+        let cpus = stat
+            .lines()
+            .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+            .count();
+        Some((idle, total, cpus))
+    }
+    let (idle0, total0, cpus) = sample()?;
+    std::thread::sleep(Duration::from_millis(250));
+    let (idle1, total1, _) = sample()?;
+    let total = total1.checked_sub(total0).filter(|t| *t > 0)?;
+    let busy = total.saturating_sub(idle1.saturating_sub(idle0));
+    Some(busy as f64 / total as f64 * cpus as f64)
 }
 
 fn threads_for(requested: Option<usize>, cpus: usize, load: Option<f64>) -> usize {
