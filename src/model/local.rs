@@ -35,25 +35,19 @@ use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
 
 /// Defaults for `retrace run` with the default local model
 /// (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) on the math suite, chosen so that a
-/// prepared run finishes in about 10 minutes on 2 cores. Measured with
-/// `prompts/system.md` and questions from `datasets/math/tasks.jsonl`
-/// (llama-cpp-python 0.3.36, 1 generation thread, on a 2-core machine
-/// shared with other CPU-bound jobs, load 5-10): replies average 90
-/// completion tokens (max 216 in 19 replies), a round-0 prompt is about
-/// 370 tokens of which the ~290 of the system prompt come from the prompt
-/// cache after the first task; generation ran at 3-8 tokens/s and prompt
-/// reading at 10-29 tokens/s, i.e. 15-25 s per request, and a task takes
-/// 1.5 requests on average (4 of the first 12 tasks right at round 0).
-/// 20 tasks: about 8-12 minutes under that load, 3-4 minutes on an idle
-/// machine (37 tokens/s generation, 165 prompt).
+/// prepared run finishes in about 10 minutes on 2 cores. Measured on an
+/// idle 2-core machine (llama-cpp-python 0.3.36, 2 generation threads):
+/// 20 tasks took 10.8 minutes, 31 requests, p50 36 s per request (about 10
+/// tokens/s generating, 35 reading prompts); with 1 thread 15.1 minutes.
 pub const DEFAULT_SAMPLE: usize = 20;
 /// Completion budget per reply: a fenced code answer for a math task took
 /// 11-216 tokens; the cap keeps a rare rambling reply to about a minute at
 /// the loaded speed.
 pub const DEFAULT_MAX_TOKENS: u32 = 512;
 /// Repair-round temperature of the default local run: greedy, the 1.5B
-/// model resent the failing code unchanged on 13 of 15 repair rounds of the
-/// default sample; sampling at 0.7 made it change the failing line.
+/// model resent the failing code unchanged on 12 of 14 repair rounds of the
+/// default sample and repaired nothing; at 0.7 it resent 6 of 11 and one
+/// repair turned a wrong task right.
 pub const DEFAULT_REPAIR_TEMPERATURE: f32 = 0.7;
 /// Request timeout of local runs: a 512-token reply at the 2-3 tokens/s
 /// measured on 2 busy cores takes up to about 4 minutes, and a retry after
