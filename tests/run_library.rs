@@ -147,6 +147,50 @@ async fn no_ground_truth_reaches_the_endpoint() {
     }
 }
 
+/// Repair rounds sample at `repair_temperature`; every request carries a
+/// seed fixed by its conversation; `run.json` records the setting.
+#[tokio::test(flavor = "multi_thread")]
+async fn repair_rounds_use_their_temperature_and_a_seed_per_conversation() {
+    let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut opts = options("math", "openai:captured", &out);
+    opts.endpoint = Endpoint {
+        base_url: Some(server.base_url()),
+        api_key: Some("test".into()),
+        vision: false,
+    };
+    opts.selection = Selection {
+        limit_tasks: Some(3),
+        ..Default::default()
+    };
+    opts.generation.repair_temperature = Some(0.7);
+    opts.stop_on = StopOn::Never;
+    opts.rounds = 1;
+    run(opts).await;
+
+    let bodies: Vec<serde_json::Value> = server
+        .requests()
+        .into_iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 6, "two rounds of three tasks");
+    let mut seeds = std::collections::BTreeSet::new();
+    for body in &bodies {
+        // Round 0 sends system + task; a repair round adds reply + feedback.
+        let repair = body["messages"].as_array().unwrap().len() > 2;
+        let temperature = body["temperature"].as_f64().unwrap();
+        let want = if repair { 0.7 } else { 0.0 };
+        assert!((temperature - want).abs() < 1e-6, "{body}");
+        seeds.insert(body["seed"].as_i64().expect("a seed in every request"));
+    }
+    assert_eq!(seeds.len(), 6, "one seed per conversation");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    let recorded = config["generation"]["repair_temperature"].as_f64().unwrap();
+    assert!((recorded - 0.7).abs() < 1e-6, "{config}");
+}
+
 /// Under `never`, a replayed model that is right at round 0, keeps it at
 /// round 1 and breaks it at round 2 regresses; every round runs.
 #[tokio::test(flavor = "multi_thread")]
