@@ -16,6 +16,7 @@
 //! installed `retrace` needs no checkout.
 
 mod build;
+pub mod dynamic;
 mod file_lock;
 mod interpreter;
 mod lock;

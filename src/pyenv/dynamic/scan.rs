@@ -1,0 +1,230 @@
+//! What a cell asks to install and what it imports, found by `scan.py`
+//! with IPython's input transformer and Python's own parser, run by the
+//! slim image's interpreter (about 0.3-0.5 s per cell, mostly importing
+//! IPython). The install lines come back neutralised: they never run in
+//! the kernel.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use super::decision::{Request, RequestSource};
+
+const SCAN_PY: &str = include_str!("scan.py");
+
+/// One `%pip install …` / `!pip install …` / `pip install …` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallLine {
+    /// 1-based line in the cell.
+    pub line: u32,
+    /// `pip`, `pip3`, `uv`, `conda`, `mamba`.
+    pub tool: String,
+    /// Everything after `install`, split as a shell would.
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Import {
+    /// The top-level module.
+    pub module: String,
+    pub line: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellScan {
+    pub installs: Vec<InstallLine>,
+    pub imports: Vec<Import>,
+    /// The cell with every install line replaced by `pass` (indentation
+    /// and line numbers kept): what the kernel runs.
+    pub code: String,
+    /// Set when the cell is not valid Python; what was found before the
+    /// error is still reported.
+    pub syntax_error: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("running the cell scanner with {python}")]
+    Spawn {
+        python: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the cell scanner failed ({status}): {stderr}")]
+    Failed { status: String, stderr: String },
+    #[error("the cell scanner wrote something unexpected")]
+    Output(#[from] serde_json::Error),
+}
+
+/// Scans `cell` with `python` (an interpreter with IPython: the slim
+/// image's).
+pub fn scan(python: &Path, cell: &str) -> Result<CellScan, ScanError> {
+    let spawn_err = |source| ScanError::Spawn {
+        python: python.display().to_string(),
+        source,
+    };
+    let mut child = Command::new(python)
+        .args(["-I", "-c", SCAN_PY])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_err)?;
+    // Written from a thread: a cell larger than the pipe buffer must not
+    // block against the scanner's own output.
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let input = cell.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().map_err(spawn_err)?;
+    let _ = writer.join();
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(ScanError::Failed {
+            status: out.status.to_string(),
+            stderr: stderr.lines().last().unwrap_or_default().to_string(),
+        });
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Options of `pip install` that take a value which is not a requirement:
+/// the value is recorded as part of an unsupported request.
+const OPTIONS_WITH_VALUE: [&str; 12] = [
+    "-r",
+    "--requirement",
+    "-c",
+    "--constraint",
+    "-e",
+    "--editable",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "--target",
+];
+
+impl InstallLine {
+    /// The requests this line makes: one per requirement; flags such as
+    /// `-q` or `--upgrade` are dropped, and options that point somewhere
+    /// (`-r file`, `--index-url URL`) become requests of their own, which
+    /// the policy refuses.
+    pub fn requests(&self) -> Vec<Request> {
+        let source = RequestSource::ExplicitLine { line: self.line };
+        let mut out = Vec::new();
+        let mut args = self.args.iter();
+        while let Some(arg) = args.next() {
+            let (option, inline) = match arg.split_once('=') {
+                Some((o, v)) if o.starts_with('-') => (o, Some(v.to_string())),
+                _ => (arg.as_str(), None),
+            };
+            let requested = if OPTIONS_WITH_VALUE.contains(&option) {
+                let value = inline.or_else(|| args.next().cloned()).unwrap_or_default();
+                format!("{option} {value}")
+            } else if arg.starts_with('-') {
+                continue;
+            } else {
+                arg.clone()
+            };
+            out.push(Request {
+                requested,
+                source: source.clone(),
+            });
+        }
+        out
+    }
+}
+
+impl Import {
+    pub fn request(&self) -> Request {
+        Request {
+            requested: self.module.clone(),
+            source: RequestSource::MissingImport,
+        }
+    }
+}
+
+/// The top-level module of `ModuleNotFoundError: No module named 'x.y'`
+/// (or an `ImportError` saying the same), else `None`.
+pub fn missing_module(ename: &str, evalue: &str) -> Option<String> {
+    if !matches!(ename, "ModuleNotFoundError" | "ImportError") {
+        return None;
+    }
+    let rest = &evalue[evalue.find("No module named ")? + "No module named ".len()..];
+    let name = rest
+        .trim_start_matches(['\'', '"'])
+        .split(['\'', '"', ';', ' '])
+        .next()?;
+    let top = name.split('.').next()?;
+    (!top.is_empty()).then(|| top.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_modules_are_read_from_the_error() {
+        let m = |e, v| missing_module(e, v);
+        assert_eq!(
+            m("ModuleNotFoundError", "No module named 'scipy'").as_deref(),
+            Some("scipy")
+        );
+        assert_eq!(
+            m(
+                "ModuleNotFoundError",
+                "No module named 'sklearn.linear_model'"
+            )
+            .as_deref(),
+            Some("sklearn")
+        );
+        assert_eq!(
+            m(
+                "ImportError",
+                "No module named 'yaml'; 'x' is not a package"
+            )
+            .as_deref(),
+            Some("yaml")
+        );
+        assert_eq!(
+            m("ImportError", "cannot import name 'foo' from 'bar'"),
+            None
+        );
+        assert_eq!(m("KeyError", "No module named 'x'"), None);
+    }
+
+    #[test]
+    fn install_lines_become_requests_without_their_flags() {
+        let line = InstallLine {
+            line: 3,
+            tool: "pip".into(),
+            args: [
+                "-q",
+                "scipy==1.17.1",
+                "--upgrade",
+                "-r",
+                "req.txt",
+                "--index-url=http://x",
+                "sympy",
+            ]
+            .map(String::from)
+            .to_vec(),
+        };
+        let got: Vec<String> = line.requests().into_iter().map(|r| r.requested).collect();
+        assert_eq!(
+            got,
+            [
+                "scipy==1.17.1",
+                "-r req.txt",
+                "--index-url http://x",
+                "sympy"
+            ]
+        );
+        assert!(line
+            .requests()
+            .iter()
+            .all(|r| r.source == RequestSource::ExplicitLine { line: 3 }));
+    }
+}
