@@ -14,10 +14,12 @@
 //! Both files are compiled in, so an installed `retrace` needs no checkout.
 
 mod allowlist;
+mod audit;
 mod decision;
 mod scan;
 
 pub use allowlist::{Allowlist, AllowlistError, Pin};
+pub use audit::{audit, Finding};
 pub use decision::{Decision, Denial, Request, RequestSource};
 pub use scan::{missing_module, scan, CellScan, Import, InstallLine, ScanError};
 
