@@ -34,6 +34,7 @@ pub async fn validate(
 ) -> Vec<Validation> {
     let slots = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let mut running = tokio::task::JoinSet::new();
+    let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
     for (i, task) in tasks.into_iter().enumerate() {
         let (spec, sandbox, options, slots) = (
             spec.clone(),
@@ -46,12 +47,28 @@ pub async fn validate(
             (i, validate_one(task, spec, sandbox, options, timeout).await)
         });
     }
-    let mut results = Vec::new();
-    while let Some(Ok(r)) = running.join_next().await {
-        results.push(r);
+    let mut results: Vec<Option<Validation>> = vec![None; ids.len()];
+    while let Some(joined) = running.join_next().await {
+        // A task whose validation panicked keeps its place (filled below);
+        // the others are still collected.
+        if let Ok((i, v)) = joined {
+            results[i] = Some(v);
+        }
     }
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, v)| v).collect()
+    results
+        .into_iter()
+        .zip(ids)
+        .map(|(slot, task_id)| {
+            slot.unwrap_or_else(|| Validation {
+                task_id,
+                correct: false,
+                verdict: None,
+                check: None,
+                problem: Some("the validation itself panicked on this task".into()),
+                ms: 0.0,
+            })
+        })
+        .collect()
 }
 
 async fn validate_one(
