@@ -357,6 +357,7 @@ impl<'a> Episode<'a> {
             stop: None,
             feedback_kind: None,
             infra_error: None,
+            installs: Vec::new(),
             timings_ms: RoundTimings::default(),
             tokens: Usage::default(),
         }

@@ -142,6 +142,7 @@ impl Run {
             vision: opts.endpoint.vision,
             strategy: opts.image.to_string(),
             image_lock_hash: image.lock_hash.clone(),
+            images: BTreeMap::new(),
             limits: opts.limits,
             sandbox: sandbox.info(),
             feedback_budget: opts.feedback_budget,

@@ -174,6 +174,10 @@ pub struct Outcome {
     pub exit: Option<ExitInfo>,
     /// The kernel was restarted after this execution; its variables are gone.
     pub state_lost: bool,
+    /// Peak memory of the kernel's cgroup so far (its whole life, not
+    /// this execution alone), when the cgroup reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<u64>,
 }
 
 impl Outcome {

@@ -530,6 +530,7 @@ impl Kernel {
             kill_method,
             exit,
             state_lost,
+            memory_peak_bytes: None,
         }
     }
 
@@ -763,6 +764,7 @@ fn internal_error(message: String) -> Outcome {
         kill_method: None,
         exit: None,
         state_lost: false,
+        memory_peak_bytes: None,
     }
 }
 

@@ -26,6 +26,7 @@ mod publish;
 pub(crate) mod recipe;
 pub(crate) mod step;
 mod store;
+mod strategy;
 pub(crate) mod venv;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,7 @@ use strum::IntoEnumIterator;
 pub use interpreter::Interpreter;
 pub use lock::{normalize, Lock, LockEntry};
 pub use store::ImageStore;
+pub use strategy::Strategy;
 
 /// The IPython kernel configuration every image carries (see the file for why
 /// each setting is there).

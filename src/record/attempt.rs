@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::InstallStep;
+
 use crate::kernel::Outcome;
 use crate::model::{Message, Usage};
 use crate::repair::extract::Extraction;
@@ -62,6 +64,13 @@ pub struct RoundTimings {
     pub model: f64,
     pub exec: f64,
     pub total: f64,
+    /// How long the task's kernel took to start (the round that first
+    /// used it); it boots while the model writes round 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_start: Option<f64>,
+    /// Install steps of the round (strategy `dynamic`), included in `exec`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,6 +125,10 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback_kind: Option<FeedbackKind>,
     pub infra_error: Option<String>,
+    /// Install steps (strategy `dynamic`): what was asked, decided,
+    /// installed, and how long it took.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installs: Vec<InstallStep>,
     pub timings_ms: RoundTimings,
     pub tokens: Usage,
 }

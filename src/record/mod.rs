@@ -3,8 +3,10 @@
 //! re-scoring and comparisons read them, and nothing else.
 
 mod attempt;
+mod install;
 mod run;
 
 pub use crate::repair::FeedbackMode;
 pub use attempt::{AttemptRecord, FeedbackKind, RecordKind, RoundTimings, StopReason};
+pub use install::{InstallStep, InstallTrigger, WheelRecord};
 pub use run::{RunConfig, Selection, StopOn, SCHEMA_VERSION};

@@ -48,6 +48,15 @@ pub struct Selection {
     pub seed: u64,
 }
 
+/// The image an arm's kernels start from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmImage {
+    pub name: String,
+    pub lock_hash: String,
+    /// The image directory's size on disk.
+    pub bytes: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     pub schema_version: u32,
@@ -84,9 +93,15 @@ pub struct RunConfig {
     /// Failing rounds' plots are sent to the model as images.
     #[serde(default)]
     pub vision: bool,
-    /// How packages reach the kernel: the image name.
+    /// How packages reach the kernel: one strategy (`fat`, `dynamic`,
+    /// `slim`) or several, comma-separated, one arm each on the same
+    /// tasks; the first is the baseline the others are compared with.
     pub strategy: String,
+    /// The lock hash of the first arm's image.
     pub image_lock_hash: String,
+    /// Each arm's image: lock hash and size on disk, by strategy.
+    #[serde(default)]
+    pub images: BTreeMap<String, ArmImage>,
     pub limits: SandboxLimits,
     pub sandbox: SandboxInfo,
     /// Characters of feedback per repair message.
