@@ -31,6 +31,9 @@ pub struct KernelSpec {
     pub threads: u32,
     /// Files copied into each kernel's working directory.
     pub files: Vec<PathBuf>,
+    /// Directories the kernel may read besides its image (the package
+    /// store of the `dynamic` strategy).
+    pub ro_binds: Vec<PathBuf>,
 }
 
 impl KernelSpec {
@@ -40,6 +43,7 @@ impl KernelSpec {
             root,
             threads: 1,
             files: Vec::new(),
+            ro_binds: Vec::new(),
         }
     }
 }
@@ -190,6 +194,8 @@ pub fn launch_command(spec: &KernelSpec, layout: &KernelLayout, conn_file: &Path
         ],
         env,
         image_dir: image.dir.clone(),
+        ro_binds: spec.ro_binds.clone(),
+        network: false,
     }
 }
 

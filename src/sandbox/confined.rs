@@ -158,6 +158,7 @@ impl ConfinedJail {
         let disk = self.limits.disk_bytes;
         let mut ro_binds = vec![launch.image_dir.clone()];
         ro_binds.extend(interpreter_prefix(&launch.image_dir));
+        ro_binds.extend(launch.ro_binds.iter().cloned());
         let private = |path: &Path, mode: u32, seed: Option<&Path>| PrivateDir {
             path: path.to_path_buf(),
             size_bytes: disk,
@@ -269,9 +270,14 @@ impl Jail for ConfinedJail {
             .arg(&spec_path)
             .env_clear()
             .current_dir("/");
+        let network = if launch.network {
+            0
+        } else {
+            libc::CLONE_NEWNET
+        };
         let flags = libc::CLONE_NEWNS
             | libc::CLONE_NEWPID
-            | libc::CLONE_NEWNET
+            | network
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS;
         // SAFETY: the closure runs between fork and exec and only makes the

@@ -48,6 +48,12 @@ pub struct LaunchCommand {
     pub env: Vec<(OsString, OsString)>,
     /// The image directory (read-only inside a confined kernel).
     pub image_dir: PathBuf,
+    /// More directories visible read-only (the package store of the
+    /// `dynamic` strategy: packages published later appear in it too).
+    pub ro_binds: Vec<PathBuf>,
+    /// Keep the host's network. Only the package installer gets it; a
+    /// kernel never does.
+    pub network: bool,
 }
 
 /// How a kernel's processes were ended.

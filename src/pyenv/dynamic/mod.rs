@@ -16,12 +16,16 @@
 mod allowlist;
 mod audit;
 mod decision;
+mod install;
 mod scan;
+mod store;
 
 pub use allowlist::{Allowlist, AllowlistError, Pin};
 pub use audit::{audit, Finding};
 pub use decision::{Decision, Denial, Request, RequestSource};
+pub use install::{IndexSource, InstallError, Installed, Installer, Placed};
 pub use scan::{missing_module, scan, CellScan, Import, InstallLine, ScanError};
+pub use store::{Entry, PackageStore};
 
 /// The allowlist, compiled in (regenerate with
 /// `images/build_dynamic_lock.py`).
