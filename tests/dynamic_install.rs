@@ -117,7 +117,10 @@ async fn a_wheel_with_a_pth_that_runs_code_is_refused_and_not_published() {
     );
     let store = dir.path().join("packages");
     let installer = installer(&store).with_source(IndexSource::local(&wheels));
-    let err = installer.install(std::slice::from_ref(&pin)).await.unwrap_err();
+    let err = installer
+        .install(std::slice::from_ref(&pin))
+        .await
+        .unwrap_err();
     match &err {
         InstallError::Refused { findings, .. } => assert!(
             findings
@@ -151,7 +154,10 @@ async fn a_clean_local_wheel_is_published_and_a_wrong_hash_is_not() {
         sha256: "0".repeat(64),
         ..pin.clone()
     };
-    let err = installer.install(std::slice::from_ref(&wrong)).await.unwrap_err();
+    let err = installer
+        .install(std::slice::from_ref(&wrong))
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, InstallError::Wheel { .. }) && err.to_string().contains("hash"),
         "{err}"

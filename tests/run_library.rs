@@ -9,8 +9,8 @@ use common::scripted_http::{ok, Server};
 use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
 use retrace::model::spec::Endpoint;
 use retrace::model::Generation;
-use retrace::pyenv::ImageName;
-use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, Selection, StopOn};
+use retrace::pyenv::{ImageName, Strategy};
+use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, InstallOn, Selection, StopOn};
 use retrace::sandbox::SandboxLimits;
 use retrace::task::load::{datasets_dir, load_suite};
 
@@ -31,7 +31,8 @@ fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
         feedback: FeedbackMode::Parsed,
         feedback_budget: 4000,
         concurrency: 2,
-        image: ImageName::Fat,
+        strategies: vec![Strategy::Fat],
+        install_on: InstallOn::Both,
         limits: SandboxLimits::default(),
         unconfined: false,
         out: Some(out.to_path_buf()),
@@ -488,4 +489,49 @@ async fn parsed_state_feedback_shows_the_real_columns() {
     assert!(!repair(&plain).contains("gdp_per_capita_usd"));
     assert_eq!(state.summary.accuracy_by_round[1].successes, 1);
     assert_eq!(state.summary.feedback, "parsed+state");
+}
+
+/// `--strategy fat,dynamic`: both arms run every task with the same model,
+/// in one run directory; the dynamic arm installs what the references
+/// import (recorded per round) and both reach 100%.
+#[tokio::test]
+async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut opts = options("packages", "oracle", &out);
+    opts.strategies = vec![Strategy::Fat, Strategy::Dynamic];
+    common::image(ImageName::Slim);
+    let result = run(opts).await;
+    let recs = records(&out);
+    let tasks = load_suite("packages", &datasets_dir()).unwrap().len();
+    for arm in ["fat", "dynamic"] {
+        let finals: Vec<&AttemptRecord> = recs
+            .iter()
+            .filter(|r| r.strategy == arm && r.is_final())
+            .collect();
+        assert_eq!(finals.len(), tasks, "arm {arm}");
+        let wrong: Vec<&str> = finals
+            .iter()
+            .filter(|r| !r.correct)
+            .map(|r| r.task_id.as_str())
+            .collect();
+        assert!(wrong.is_empty(), "arm {arm}: wrong {wrong:?}");
+    }
+    let dynamic: Vec<&AttemptRecord> = recs.iter().filter(|r| r.strategy == "dynamic").collect();
+    assert!(dynamic.iter().all(|r| !r.installs.is_empty()));
+    assert!(recs
+        .iter()
+        .filter(|r| r.strategy == "fat")
+        .all(|r| r.installs.is_empty()));
+    // Every kernel's start time is recorded once, on its first round.
+    let started = recs
+        .iter()
+        .filter(|r| r.timings_ms.kernel_start.is_some())
+        .count();
+    assert_eq!(started, 2 * tasks);
+    let config: retrace::record::RunConfig =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(config.strategy, "fat,dynamic");
+    assert!(config.images["fat"].bytes > config.images["dynamic"].bytes);
+    let _ = result;
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::Args;
 use retrace::harness::{cancel_on_ctrl_c, HarnessError, ResumeOptions, Run, RunOptions};
 use retrace::model::{spec::Endpoint, Generation};
-use retrace::pyenv::ImageName;
-use retrace::record::{FeedbackMode, Selection, StopOn};
+use retrace::pyenv::Strategy;
+use retrace::record::{FeedbackMode, InstallOn, Selection, StopOn};
 use retrace::report;
 use retrace::task::load::datasets_dir;
 use retrace::util::units::parse_duration;
@@ -53,9 +53,17 @@ pub struct RunArgs {
     pub sample: Option<usize>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Python image (package strategy): `fat` or `slim`.
-    #[arg(long, default_value = "fat")]
-    pub image: ImageName,
+    /// Package strategy: `fat` (everything pre-installed), `dynamic` (the
+    /// slim image plus installs on demand from the allowlist), `slim`
+    /// (standard library only), or several comma-separated (`fat,dynamic`):
+    /// one arm each on the same tasks, compared in the report, the first
+    /// being the baseline. `--image` is an alias.
+    #[arg(long, alias = "image", default_value = "fat", value_parser = parse_strategies)]
+    pub strategy: Strategies,
+    /// What makes a `dynamic` arm install: the model's own `pip install`
+    /// lines (`explicit`), a `ModuleNotFoundError` (`missing`), or `both`.
+    #[arg(long, value_enum, default_value = "both")]
+    pub install_on: InstallOn,
     /// Run directory (default `reports/<run-id>/`).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -156,7 +164,8 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                 feedback: args.feedback,
                 feedback_budget: args.feedback_budget,
                 concurrency: args.concurrency,
-                image: args.image,
+                strategies: args.strategy.0.clone(),
+                install_on: args.install_on,
                 limits: args.limits.limits(),
                 unconfined: args.limits.unsafe_no_sandbox,
                 out: args.out.clone(),
@@ -171,9 +180,10 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     let config = run.config();
     let (todo, done) = run.counts();
     eprintln!(
-        "run {}: {} tasks ({todo} to do, {done} done), model {}, rounds 0..={}, stop on {}, feedback {}",
+        "run {}: {} tasks ({todo} to do, {done} done), strategy {}, model {}, rounds 0..={}, stop on {}, feedback {}",
         config.run_id,
         config.task_ids.len(),
+        config.strategy,
         config.model,
         config.rounds,
         config.stop_on.name(),
@@ -201,6 +211,14 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
         return Ok(3);
     }
     Ok(0)
+}
+
+/// `--strategy fat,dynamic`, parsed as one value.
+#[derive(Debug, Clone)]
+pub struct Strategies(pub Vec<Strategy>);
+
+fn parse_strategies(text: &str) -> Result<Strategies, String> {
+    Strategy::parse_list(text).map(Strategies)
 }
 
 fn failure(e: HarnessError) -> Failure {

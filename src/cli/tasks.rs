@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use retrace::harness::validate::validate;
-use retrace::kernel::{default_kernel_root, KernelSpec};
-use retrace::pyenv::{ImageName, ImageStore};
+use retrace::harness::Arm;
+use retrace::pyenv::{ImageStore, Strategy};
+use retrace::record::{InstallOn, InstallStep};
 use retrace::task::load::{datasets_dir, load_suite};
 use retrace::task::{Expected, Task};
 use retrace::util::units::parse_duration;
@@ -26,8 +27,13 @@ pub enum TasksCommand {
     /// answer checks correct.
     Validate {
         suite: String,
-        #[arg(long, default_value = "fat")]
-        image: ImageName,
+        /// Package strategy of the kernels: `fat`, `dynamic` (installs what
+        /// each reference needs) or `slim`. `--image` is an alias.
+        #[arg(long, alias = "image", default_value = "fat")]
+        strategy: Strategy,
+        /// What makes a `dynamic` kernel install.
+        #[arg(long, value_enum, default_value = "both")]
+        install_on: InstallOn,
         #[arg(long, default_value_t = 2)]
         jobs: usize,
         /// Wall time per reference solution.
@@ -44,6 +50,23 @@ fn kind(e: &Expected) -> &'static str {
         Expected::Text { .. } => "text",
         Expected::List { .. } => "list",
         Expected::Multi { .. } => "multi",
+    }
+}
+
+/// `[installed scipy, numpy (store)] ` for a dynamic validation.
+fn installed(steps: &[InstallStep]) -> String {
+    let wheels: Vec<String> = steps
+        .iter()
+        .flat_map(|s| &s.wheels)
+        .map(|w| {
+            let from = if w.store_hit { "store" } else { "download" };
+            format!("{} ({from})", w.name)
+        })
+        .collect();
+    if wheels.is_empty() {
+        String::new()
+    } else {
+        format!("[installed {}] ", wheels.join(", "))
     }
 }
 
@@ -80,32 +103,41 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
         }
         TasksCommand::Validate {
             suite,
-            image,
+            strategy,
+            install_on,
             jobs,
             reference_timeout,
             limits,
         } => {
             let tasks = load(&suite)?;
             let image = ImageStore::from_env()
-                .ensure_blocking(image, true)
+                .ensure_blocking(strategy.image(), true)
                 .await
                 .map_err(Failure::infra)?;
             let sandbox = limits.sandbox()?;
-            let spec = Arc::new(KernelSpec {
-                threads: limits.limits().threads(),
-                ..KernelSpec::new(image, default_kernel_root())
-            });
+            let threads = limits.limits().threads();
+            let arm =
+                Arm::new(strategy, image, threads, install_on, &sandbox).map_err(Failure::infra)?;
             let mut options = limits.kernel_options();
             options.cpu_time = options.cpu_time.map(|_| reference_timeout);
-            let results = validate(tasks, spec, sandbox, options, reference_timeout, jobs).await;
+            let results = validate(
+                tasks,
+                Arc::new(arm),
+                sandbox,
+                options,
+                reference_timeout,
+                jobs,
+            )
+            .await;
             let mut failed = 0;
             for v in &results {
                 let mark = if v.correct { "ok" } else { "FAIL" };
                 println!(
-                    "{:<4} {:<24} {:>8.0} ms  {}",
+                    "{:<4} {:<24} {:>8.0} ms  {}{}",
                     mark,
                     v.task_id,
                     v.ms,
+                    installed(&v.installs),
                     v.problem.as_deref().unwrap_or("")
                 );
                 failed += usize::from(!v.correct);

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use crate::kernel::{ExecOptions, Kernel, KernelError, KernelSpec, Outcome};
 use crate::model::{ChatRequest, Message, Part, Role, Usage, KEEP_TOKEN};
+use crate::pyenv::Strategy;
 use crate::record::{
     AttemptRecord, FeedbackKind, RecordKind, RoundTimings, StopOn, StopReason, SCHEMA_VERSION,
 };
@@ -22,12 +23,14 @@ use crate::task::check::{check, Check};
 use crate::task::Task;
 
 use super::answer::RoundAnswer;
-use super::runner::Runner;
+use super::packages::{Activated, Packages};
+use super::runner::{Arm, Runner};
 use super::HarnessError;
 
 /// The state of one task between rounds.
 pub(super) struct Episode<'a> {
     runner: &'a Runner,
+    arm: &'a Arm,
     task: &'a Task,
     conversation: Vec<Message>,
     /// Messages to add before the next request.
@@ -36,32 +39,48 @@ pub(super) struct Episode<'a> {
     carried: Option<Check>,
     /// The latest answer value as shown to the model in a review.
     carried_text: Option<String>,
-    starting: Option<tokio::task::JoinHandle<Result<Kernel, KernelError>>>,
+    starting: Option<tokio::task::JoinHandle<Result<(Kernel, f64), KernelError>>>,
     kernel: Option<Kernel>,
+    /// The kernel's start time (ms), until a round records it.
+    kernel_start_ms: Option<f64>,
+    /// What the `dynamic` strategy has put on the kernel's path.
+    activated: Activated,
 }
 
 impl<'a> Episode<'a> {
     /// Starts the task's kernel in the background (it boots while the
     /// model writes round 0) and renders the first messages.
-    pub(super) fn begin(runner: &'a Runner, task: &'a Task) -> Result<Self, HarnessError> {
+    pub(super) fn begin(
+        runner: &'a Runner,
+        arm: &'a Arm,
+        task: &'a Task,
+    ) -> Result<Self, HarnessError> {
         let spec = Arc::new(KernelSpec {
             files: task.files.clone(),
-            ..(*runner.spec).clone()
+            ..(*arm.spec).clone()
         });
         let (sandbox, options) = (runner.sandbox.clone(), runner.kernel_options.clone());
-        let starting =
-            tokio::spawn(async move { Kernel::start(spec, sandbox.as_ref(), options).await });
-        let system = runner.templates.render(TemplateName::System, &[])?;
+        let starting = tokio::spawn(async move {
+            let started = Instant::now();
+            let kernel = Kernel::start(spec, sandbox.as_ref(), options).await?;
+            Ok((kernel, started.elapsed().as_secs_f64() * 1e3))
+        });
+        let (policy, packages) = packages_prompt(arm.strategy, arm.packages.as_deref());
+        let system = runner.templates.render(
+            TemplateName::System,
+            &[("packages_policy", policy.as_str())],
+        )?;
         let user = runner.templates.render(
             TemplateName::Task,
             &[
                 ("question", task.question.as_str()),
                 ("files", describe_task_files(task).as_str()),
-                ("packages", image_packages(&runner.config.strategy)),
+                ("packages", packages.as_str()),
             ],
         )?;
         Ok(Self {
             runner,
+            arm,
             task,
             conversation: Vec::new(),
             pending: vec![
@@ -72,6 +91,8 @@ impl<'a> Episode<'a> {
             carried_text: None,
             starting: Some(starting),
             kernel: None,
+            kernel_start_ms: None,
+            activated: Activated::default(),
         })
     }
 
@@ -124,18 +145,34 @@ impl<'a> Episode<'a> {
         if let Some(code) = rec.code.clone() {
             let exec = ExecOptions {
                 timeout: config.limits.timeout,
-                artifact_dir: Some(self.runner.artifact_dir(&self.task.id)),
+                artifact_dir: Some(self.runner.artifact_dir(self.arm, &self.task.id)),
                 artifact_prefix: format!("r{round}"),
             };
-            let kernel = match self.kernel().await {
-                Ok(k) => k,
-                Err(e) => {
-                    let why = format!("kernel failed to start: {e}");
-                    return Ok(self.infra(rec, why, started));
+            if let Err(e) = self.kernel().await {
+                let why = format!("kernel failed to start: {e}");
+                return Ok(self.infra(rec, why, started));
+            }
+            rec.timings_ms.kernel_start = self.kernel_start_ms.take();
+            let kernel = self.kernel.as_mut().expect("started above");
+            let exec_started = Instant::now();
+            let o = match &self.arm.packages {
+                Some(packages) => {
+                    let run = packages
+                        .run_cell(kernel, &mut self.activated, &code, &exec)
+                        .await;
+                    if !run.steps.is_empty() {
+                        rec.timings_ms.install = Some(run.steps.iter().map(|s| s.ms).sum());
+                    }
+                    rec.installs = run.steps;
+                    rec.timings_ms.exec = exec_started.elapsed().as_secs_f64() * 1e3;
+                    run.outcome
+                }
+                None => {
+                    let o = kernel.execute(&code, &exec).await;
+                    rec.timings_ms.exec = o.timings_ms.total;
+                    o
                 }
             };
-            let o = kernel.execute(&code, &exec).await;
-            rec.timings_ms.exec = o.timings_ms.total;
             outcome = Some(o);
         }
 
@@ -308,7 +345,10 @@ impl<'a> Episode<'a> {
         if self.kernel.is_none() {
             let started = match self.starting.take() {
                 Some(handle) => match handle.await {
-                    Ok(Ok(k)) => k,
+                    Ok(Ok((k, ms))) => {
+                        self.kernel_start_ms = Some(ms);
+                        k
+                    }
                     Ok(Err(e)) => return Err(e.to_string()),
                     Err(e) => return Err(e.to_string()),
                 },
@@ -323,7 +363,7 @@ impl<'a> Episode<'a> {
         if let Some(k) = self.kernel.take() {
             k.shutdown().await;
         } else if let Some(start) = self.starting.take() {
-            if let Ok(Ok(k)) = start.await {
+            if let Ok(Ok((k, _))) = start.await {
                 k.shutdown().await;
             }
         }
@@ -338,7 +378,7 @@ impl<'a> Episode<'a> {
             round,
             model: self.runner.model.name(),
             synthetic_model: self.runner.model.is_synthetic(),
-            strategy: config.strategy.clone(),
+            strategy: self.arm.strategy.to_string(),
             stop_on: config.stop_on,
             feedback: config.feedback,
             kind: RecordKind::Attempt,
@@ -421,11 +461,33 @@ fn describe_task_files(task: &Task) -> String {
     describe_files(&sizes)
 }
 
-/// What the task prompt says about importable packages.
-fn image_packages(strategy: &str) -> &'static str {
-    match strategy {
-        "fat" => "numpy, pandas, matplotlib, scipy, sympy, scikit-learn, statsmodels, networkx, seaborn and the standard library",
-        _ => "the Python standard library only",
+/// What the prompts tell the model about packages, true for its arm: the
+/// system prompt's rule (`packages_policy`) and the task prompt's list
+/// (`packages`).
+fn packages_prompt(strategy: Strategy, packages: Option<&Packages>) -> (String, String) {
+    const NO_INSTALLS: &str = "There is no network access and you cannot install packages: \
+         use only the standard library and the packages listed in the task.";
+    match (strategy, packages) {
+        (Strategy::Dynamic, Some(p)) => (
+            "There is no network access, but the packages listed in the task as installable \
+             can be installed for you, each at one fixed version: import it, or write \
+             `%pip install NAME` on its own line in your code. Nothing else can be installed."
+                .into(),
+            format!(
+                "the Python standard library; installable on request: {}",
+                p.allowlist.available().join(", ")
+            ),
+        ),
+        (Strategy::Fat, _) => (
+            NO_INSTALLS.into(),
+            "numpy, pandas, matplotlib, scipy, sympy, scikit-learn, statsmodels, networkx, \
+             seaborn and the standard library"
+                .into(),
+        ),
+        _ => (
+            NO_INSTALLS.into(),
+            "the Python standard library only".into(),
+        ),
     }
 }
 

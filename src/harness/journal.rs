@@ -76,19 +76,38 @@ pub fn read(path: &Path) -> Result<Vec<AttemptRecord>, HarnessError> {
     Ok(records)
 }
 
+/// A task in one arm (package strategy) of a run: what resume counts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ArmTask {
+    pub strategy: String,
+    pub task_id: String,
+}
+
+impl ArmTask {
+    pub fn of(record: &AttemptRecord) -> Self {
+        Self {
+            strategy: record.strategy.clone(),
+            task_id: record.task_id.clone(),
+        }
+    }
+}
+
 /// Keeps only the records of finished tasks, rewriting the journal
 /// atomically; returns the ids of the finished tasks.
-pub fn compact_for_resume(path: &Path) -> Result<HashSet<String>, HarnessError> {
+pub fn compact_for_resume(path: &Path) -> Result<HashSet<ArmTask>, HarnessError> {
     let records = read(path)?;
-    let finished: HashSet<String> = records
+    let finished: HashSet<ArmTask> = records
         .iter()
         .filter(|r| r.is_final())
-        .map(|r| r.task_id.clone())
+        .map(ArmTask::of)
         .collect();
     let tmp = path.with_extension("jsonl.tmp");
     let mut out = File::create(&tmp)
         .map_err(|e| HarnessError::io(format!("writing {}", tmp.display()), e))?;
-    for r in records.iter().filter(|r| finished.contains(&r.task_id)) {
+    for r in records
+        .iter()
+        .filter(|r| finished.contains(&ArmTask::of(r)))
+    {
         let mut line = serde_json::to_vec(r)
             .map_err(|e| HarnessError::Journal(format!("encoding a record: {e}")))?;
         line.push(b'\n');
@@ -165,7 +184,7 @@ mod tests {
         ];
         write(&path, &records, "{\"torn");
         let finished = compact_for_resume(&path).unwrap();
-        let mut ids: Vec<&str> = finished.iter().map(String::as_str).collect();
+        let mut ids: Vec<&str> = finished.iter().map(|t| t.task_id.as_str()).collect();
         ids.sort();
         assert_eq!(ids, ["a", "c"]);
         let kept: Vec<(String, u32)> = read(&path)

@@ -5,13 +5,14 @@
 mod answer;
 mod episode;
 pub mod journal;
+pub mod packages;
 pub mod progress;
 mod run;
 pub mod runner;
 pub mod validate;
 
 pub use run::{cancel_on_ctrl_c, write_reports, ResumeOptions, Run, RunOptions, RunResult};
-pub use runner::Runner;
+pub use runner::{Arm, Runner};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {

@@ -9,15 +9,15 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use super::journal::{self, Journal};
+use super::journal::{self, ArmTask, Journal};
 use super::progress::Progress;
-use super::runner::Runner;
+use super::runner::{Arm, Runner};
 use super::HarnessError;
-use crate::kernel::{default_kernel_root, KernelOptions, KernelSpec};
+use crate::kernel::KernelOptions;
 use crate::model::spec::{from_spec, Endpoint};
 use crate::model::{Generation, ModelClient, ModelError};
-use crate::pyenv::{ImageName, ImageStore};
-use crate::record::{RunConfig, Selection, StopOn, SCHEMA_VERSION};
+use crate::pyenv::{Image, ImageStore, Strategy};
+use crate::record::{ArmImage, InstallOn, RunConfig, Selection, StopOn, SCHEMA_VERSION};
 use crate::repair::prompt::Templates;
 use crate::repair::FeedbackMode;
 use crate::report::{self, Summary};
@@ -42,7 +42,10 @@ pub struct RunOptions {
     pub feedback: FeedbackMode,
     pub feedback_budget: usize,
     pub concurrency: usize,
-    pub image: ImageName,
+    /// One arm per strategy, in this order (the first is the baseline).
+    pub strategies: Vec<Strategy>,
+    /// What triggers installs in a `dynamic` arm.
+    pub install_on: InstallOn,
     pub limits: SandboxLimits,
     /// `--unsafe-no-sandbox`.
     pub unconfined: bool,
@@ -70,7 +73,8 @@ pub struct ResumeOptions {
 /// image and sandbox prepared, tasks still to do selected.
 pub struct Run {
     runner: Arc<Runner>,
-    todo: Vec<Task>,
+    /// (arm index, task) pairs still to run.
+    todo: Vec<(usize, Task)>,
     finished: usize,
     progress: Arc<Progress>,
 }
@@ -105,8 +109,13 @@ impl Run {
             Some(dir) => Templates::from_dir(dir)?,
             None => Templates::default(),
         };
+        if opts.strategies.is_empty() {
+            return Err(HarnessError::Config(
+                "a run needs at least one strategy".into(),
+            ));
+        }
         let model = model_for(&opts.model, &opts.generation, &opts.endpoint, &tasks).await?;
-        let image = ensure_image(opts.image).await?;
+        let images = ensure_images(&opts.strategies).await?;
         let sandbox = open_sandbox(opts.unconfined, &opts.init_binary)?;
 
         let created = chrono::Utc::now();
@@ -140,9 +149,15 @@ impl Run {
             model_info: model.info(),
             generation: opts.generation.clone(),
             vision: opts.endpoint.vision,
-            strategy: opts.image.to_string(),
-            image_lock_hash: image.lock_hash.clone(),
-            images: BTreeMap::new(),
+            strategy: Strategy::join(&opts.strategies),
+            image_lock_hash: images[0].lock_hash.clone(),
+            install_on: opts.install_on,
+            images: opts
+                .strategies
+                .iter()
+                .zip(&images)
+                .map(|(s, image)| (s.to_string(), arm_image(image)))
+                .collect(),
             limits: opts.limits,
             sandbox: sandbox.info(),
             feedback_budget: opts.feedback_budget,
@@ -162,7 +177,7 @@ impl Run {
             tasks,
             HashSet::new(),
             model,
-            image,
+            images,
             sandbox,
             templates,
             opts.unconfined,
@@ -217,11 +232,8 @@ impl Run {
             ..opts.endpoint
         };
         let model = model_for(&spec, &config.generation, &endpoint, &tasks).await?;
-        let image_name: ImageName = config
-            .strategy
-            .parse()
-            .map_err(|e: String| HarnessError::Config(e))?;
-        let image = ensure_image(image_name).await?;
+        let strategies = Strategy::parse_list(&config.strategy).map_err(HarnessError::Config)?;
+        let images = ensure_images(&strategies).await?;
         let unconfined = !config.sandbox.confined;
         let sandbox = open_sandbox(unconfined, &opts.init_binary)?;
         let finished = journal::compact_for_resume(&dir.join("results.jsonl"))?;
@@ -231,7 +243,7 @@ impl Run {
             tasks,
             finished,
             model,
-            image,
+            images,
             sandbox,
             templates,
             unconfined,
@@ -244,29 +256,43 @@ impl Run {
         config: RunConfig,
         dir: PathBuf,
         tasks: Vec<Task>,
-        finished: HashSet<String>,
+        finished: HashSet<ArmTask>,
         model: Arc<dyn ModelClient>,
-        image: crate::pyenv::Image,
+        images: Vec<Image>,
         sandbox: Arc<dyn Sandbox>,
         templates: Templates,
         unconfined: bool,
         show_progress: bool,
     ) -> Result<Run, HarnessError> {
-        let todo: Vec<Task> = tasks
-            .into_iter()
-            .filter(|t| !finished.contains(&t.id))
+        let strategies = Strategy::parse_list(&config.strategy).map_err(HarnessError::Config)?;
+        let arms = strategies
+            .iter()
+            .zip(images)
+            .map(|(&strategy, image)| {
+                let threads = config.limits.threads();
+                Arm::new(strategy, image, threads, config.install_on, &sandbox)
+            })
+            .collect::<Result<Vec<Arm>, HarnessError>>()?;
+        // Task by task, every arm in turn: an interrupted run has compared
+        // arms on the same tasks.
+        let todo: Vec<(usize, Task)> = tasks
+            .iter()
+            .flat_map(|t| (0..arms.len()).map(move |a| (a, t.clone())))
+            .filter(|(a, t)| {
+                !finished.contains(&ArmTask {
+                    strategy: arms[*a].strategy.to_string(),
+                    task_id: t.id.clone(),
+                })
+            })
             .collect();
         let progress = Arc::new(Progress::new(
-            config.task_ids.len() as u64,
+            (config.task_ids.len() * arms.len()) as u64,
             finished.len() as u64,
             show_progress,
         ));
         let journal = Journal::open(&dir.join("results.jsonl"))?;
         let runner = Runner {
-            spec: Arc::new(KernelSpec {
-                threads: config.limits.threads(),
-                ..KernelSpec::new(image, default_kernel_root())
-            }),
+            arms,
             kernel_options: KernelOptions::enforcing(&config.limits, !unconfined),
             config: Arc::new(config),
             out_dir: dir,
@@ -366,11 +392,33 @@ async fn model_for(
         })
 }
 
-async fn ensure_image(name: ImageName) -> Result<crate::pyenv::Image, HarnessError> {
-    ImageStore::from_env()
-        .ensure_blocking(name, true)
-        .await
-        .map_err(|e| HarnessError::Setup(format!("image {name}: {e}")))
+/// Each strategy's image, built on first use.
+async fn ensure_images(strategies: &[Strategy]) -> Result<Vec<Image>, HarnessError> {
+    let mut images = Vec::new();
+    for strategy in strategies {
+        let name = strategy.image();
+        let image = ImageStore::from_env()
+            .ensure_blocking(name, true)
+            .await
+            .map_err(|e| HarnessError::Setup(format!("image {name}: {e}")))?;
+        images.push(image);
+    }
+    Ok(images)
+}
+
+fn arm_image(image: &Image) -> ArmImage {
+    let bytes = walkdir::WalkDir::new(&image.dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    ArmImage {
+        name: image.name.to_string(),
+        lock_hash: image.lock_hash.clone(),
+        bytes,
+    }
 }
 
 fn open_sandbox(unconfined: bool, init: &Path) -> Result<Arc<dyn Sandbox>, HarnessError> {

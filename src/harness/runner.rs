@@ -8,14 +8,73 @@ use tokio::sync::{watch, Semaphore};
 
 use super::episode::Episode;
 use super::journal::Journal;
+use super::packages::Packages;
 use super::progress::Progress;
 use super::HarnessError;
-use crate::kernel::{KernelOptions, KernelSpec};
+use crate::kernel::{default_kernel_root, KernelOptions, KernelSpec};
 use crate::model::ModelClient;
+use crate::pyenv::dynamic::{Allowlist, Installer, PackageStore};
+use crate::pyenv::Image;
+use crate::pyenv::Strategy;
+use crate::record::InstallOn;
 use crate::record::{AttemptRecord, RunConfig};
 use crate::repair::prompt::Templates;
 use crate::sandbox::Sandbox;
 use crate::task::Task;
+
+/// One package strategy of a run: how its kernels start and get packages.
+pub struct Arm {
+    pub strategy: Strategy,
+    pub spec: Arc<KernelSpec>,
+    /// The `dynamic` strategy's installs (`None` for the others).
+    pub packages: Option<Arc<Packages>>,
+}
+
+/// How long one installer run may take (a cold download of a large
+/// closure included).
+const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl Arm {
+    /// The arm of `strategy` with its built `image`; a `dynamic` arm gets
+    /// the installer and the package store, read-only in its kernels.
+    pub fn new(
+        strategy: Strategy,
+        image: Image,
+        threads: u32,
+        install_on: InstallOn,
+        sandbox: &Arc<dyn Sandbox>,
+    ) -> Result<Arm, HarnessError> {
+        let mut spec = KernelSpec {
+            threads,
+            ..KernelSpec::new(image.clone(), default_kernel_root())
+        };
+        let packages = if strategy.installs() {
+            let setup = |e: String| HarnessError::Setup(format!("strategy {strategy}: {e}"));
+            let installer = Installer::new(
+                PackageStore::from_env(),
+                image.clone(),
+                sandbox.clone(),
+                INSTALL_TIMEOUT,
+            )
+            .map_err(|e| setup(e.to_string()))?;
+            let packages = Packages {
+                allowlist: Allowlist::embedded().map_err(|e| setup(e.to_string()))?,
+                installer: Arc::new(installer),
+                scanner_python: image.python(),
+                install_on,
+            };
+            spec.ro_binds.push(packages.store_dir().to_path_buf());
+            Some(Arc::new(packages))
+        } else {
+            None
+        };
+        Ok(Arm {
+            strategy,
+            spec: Arc::new(spec),
+            packages,
+        })
+    }
+}
 
 /// Everything a task needs, shared by all tasks of a run.
 pub struct Runner {
@@ -24,7 +83,9 @@ pub struct Runner {
     pub out_dir: PathBuf,
     pub model: Arc<dyn ModelClient>,
     pub sandbox: Arc<dyn Sandbox>,
-    pub spec: Arc<KernelSpec>,
+    /// One per package strategy, in `--strategy` order; every task runs
+    /// in every arm.
+    pub arms: Vec<Arm>,
     pub kernel_options: KernelOptions,
     pub templates: Arc<Templates>,
     pub journal: Arc<Journal>,
@@ -38,20 +99,20 @@ impl Runner {
     /// their unfinished rounds are redone by `--resume`.
     pub async fn run_all(
         self: Arc<Self>,
-        tasks: Vec<Task>,
+        tasks: Vec<(usize, Task)>,
         mut cancel: watch::Receiver<bool>,
     ) -> Result<(), HarnessError> {
         let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let mut running = tokio::task::JoinSet::new();
         let result = async {
-            for task in tasks {
+            for (arm, task) in tasks {
                 let permit = tokio::select! {
                     p = slots.clone().acquire_owned() => p.map_err(|_| HarnessError::Interrupted)?,
                     _ = cancel.wait_for(|c| *c) => return Err(HarnessError::Interrupted),
                 };
                 let runner = self.clone();
                 running.spawn(async move {
-                    let result = runner.run_task(&task).await;
+                    let result = runner.run_task(arm, &task).await;
                     drop(permit);
                     result
                 });
@@ -81,14 +142,20 @@ impl Runner {
         Ok(())
     }
 
-    /// Where a task's plots go.
-    pub(super) fn artifact_dir(&self, task_id: &str) -> PathBuf {
-        self.out_dir.join("artifacts").join(sanitize(task_id))
+    /// Where a task's plots go (per arm when the run has several).
+    pub(super) fn artifact_dir(&self, arm: &Arm, task_id: &str) -> PathBuf {
+        let dir = self.out_dir.join("artifacts");
+        let dir = if self.arms.len() > 1 {
+            dir.join(arm.strategy.as_str())
+        } else {
+            dir
+        };
+        dir.join(sanitize(task_id))
     }
 
-    /// All rounds of one task.
-    pub async fn run_task(&self, task: &Task) -> Result<(), HarnessError> {
-        Episode::begin(self, task)?.run().await
+    /// All rounds of one task in one arm.
+    pub async fn run_task(&self, arm: usize, task: &Task) -> Result<(), HarnessError> {
+        Episode::begin(self, &self.arms[arm], task)?.run().await
     }
 }
 

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::packages::Activated;
+use super::runner::Arm;
 use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec};
+use crate::record::InstallStep;
 use crate::sandbox::{Sandbox, Verdict};
 use crate::task::check::{check, Check};
 use crate::task::Task;
@@ -21,12 +24,16 @@ pub struct Validation {
     /// the reference raised).
     pub problem: Option<String>,
     pub ms: f64,
+    /// Install steps (strategy `dynamic`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub installs: Vec<InstallStep>,
 }
 
-/// Validates tasks, `jobs` at a time; results are in task order.
+/// Validates tasks in `arm`'s kernels (a `dynamic` arm installs what the
+/// references need), `jobs` at a time; results are in task order.
 pub async fn validate(
     tasks: Vec<Task>,
-    spec: Arc<KernelSpec>,
+    arm: Arc<Arm>,
     sandbox: Arc<dyn Sandbox>,
     options: KernelOptions,
     timeout: Duration,
@@ -36,15 +43,11 @@ pub async fn validate(
     let mut running = tokio::task::JoinSet::new();
     let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
     for (i, task) in tasks.into_iter().enumerate() {
-        let (spec, sandbox, options, slots) = (
-            spec.clone(),
-            sandbox.clone(),
-            options.clone(),
-            slots.clone(),
-        );
+        let (arm, sandbox, options, slots) =
+            (arm.clone(), sandbox.clone(), options.clone(), slots.clone());
         running.spawn(async move {
             let _permit = slots.acquire_owned().await;
-            (i, validate_one(task, spec, sandbox, options, timeout).await)
+            (i, validate_one(task, &arm, sandbox, options, timeout).await)
         });
     }
     let mut results: Vec<Option<Validation>> = vec![None; ids.len()];
@@ -66,6 +69,7 @@ pub async fn validate(
                 check: None,
                 problem: Some("the validation itself panicked on this task".into()),
                 ms: 0.0,
+                installs: Vec::new(),
             })
         })
         .collect()
@@ -73,7 +77,7 @@ pub async fn validate(
 
 async fn validate_one(
     task: Task,
-    spec: Arc<KernelSpec>,
+    arm: &Arm,
     sandbox: Arc<dyn Sandbox>,
     options: KernelOptions,
     timeout: Duration,
@@ -86,6 +90,7 @@ async fn validate_one(
         check: None,
         problem: None,
         ms: 0.0,
+        installs: Vec::new(),
     };
     let Some(reference) = task.reference.clone() else {
         v.problem = Some("the task has no reference solution".into());
@@ -93,7 +98,7 @@ async fn validate_one(
     };
     let spec = Arc::new(KernelSpec {
         files: task.files.clone(),
-        ..(*spec).clone()
+        ..(*arm.spec).clone()
     });
     let mut kernel = match Kernel::start(spec, sandbox.as_ref(), options).await {
         Ok(k) => k,
@@ -106,7 +111,17 @@ async fn validate_one(
         timeout,
         ..Default::default()
     };
-    let outcome = kernel.execute(&reference, &exec).await;
+    let outcome = match &arm.packages {
+        Some(packages) => {
+            let mut activated = Activated::default();
+            let run = packages
+                .run_cell(&mut kernel, &mut activated, &reference, &exec)
+                .await;
+            v.installs = run.steps;
+            run.outcome
+        }
+        None => kernel.execute(&reference, &exec).await,
+    };
     kernel.shutdown().await;
     v.verdict = Some(outcome.verdict);
     if outcome.succeeded() {

@@ -178,11 +178,46 @@ pub struct Outcome {
     /// this execution alone), when the cgroup reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_peak_bytes: Option<u64>,
+    /// What the package policy told the model about this execution (a
+    /// refused or failed install, strategy `dynamic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl Outcome {
     pub fn succeeded(&self) -> bool {
         self.status == ExecStatus::Ok
+    }
+
+    /// The outcome of code the harness did not run (or could not): an
+    /// error named `ename` with `message`, under `verdict`.
+    pub fn not_run(verdict: Verdict, ename: &str, message: String) -> Outcome {
+        Outcome {
+            status: ExecStatus::Error,
+            verdict,
+            flags: Vec::new(),
+            execution_count: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            results: Vec::new(),
+            displays: Vec::new(),
+            error: Some(ErrorInfo {
+                ename: ename.into(),
+                evalue: message,
+                traceback: Vec::new(),
+            }),
+            answer: None,
+            artifacts: Vec::new(),
+            truncated: false,
+            truncation: Default::default(),
+            timings_ms: Timings::default(),
+            kill_ms: None,
+            kill_method: None,
+            exit: None,
+            state_lost: false,
+            memory_peak_bytes: None,
+            policy: None,
+        }
     }
 }
 

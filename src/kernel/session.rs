@@ -531,6 +531,7 @@ impl Kernel {
             exit,
             state_lost,
             memory_peak_bytes: None,
+            policy: None,
         }
     }
 
@@ -621,6 +622,35 @@ impl Kernel {
             .and_then(|t| t.strip_prefix(super::outcome::ENVELOPE_PREFIX))
             .and_then(|t| serde_json::from_str(t).ok())
             .ok_or_else(|| KernelError::Protocol("state inspection returned no view".into()))
+    }
+
+    /// Makes packages in `dirs` importable in the running kernel: appended
+    /// to `sys.path` (after the image's own packages, which they never
+    /// shadow) and the import system's caches invalidated, so the next
+    /// `import` finds them without a restart. Silent, like `inspect_state`.
+    pub async fn add_import_paths(&mut self, dirs: &[PathBuf]) -> Result<(), KernelError> {
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        let literal = serde_json::to_string(&list)
+            .map_err(|e| KernelError::Protocol(format!("import paths: {e}")))?;
+        // One expression statement: nothing is left in the user's namespace.
+        let code = format!(
+            "(lambda s, i: (s.path.extend(p for p in {literal} if p not in s.path), \
+             i.invalidate_caches()))(__import__('sys'), __import__('importlib'))"
+        );
+        let timeout = Duration::from_secs(10);
+        match silent_request(&mut self.channels, &code, None, timeout).await? {
+            Some(reply) if reply.status == jupyter_protocol::ReplyStatus::Ok => Ok(()),
+            Some(reply) => Err(KernelError::Protocol(format!(
+                "adding import paths failed: {:?}",
+                reply.error
+            ))),
+            None => Err(KernelError::Protocol(
+                "the kernel did not take the new import paths in time".into(),
+            )),
+        }
     }
 
     /// Asks the kernel to interrupt the running execution.
@@ -741,31 +771,11 @@ fn remove_layout(spec: &KernelSpec, layout: &KernelLayout) {
 }
 
 fn internal_error(message: String) -> Outcome {
-    Outcome {
-        status: ExecStatus::Error,
-        verdict: crate::sandbox::Verdict::InternalError,
-        flags: Vec::new(),
-        execution_count: None,
-        stdout: String::new(),
-        stderr: String::new(),
-        results: Vec::new(),
-        displays: Vec::new(),
-        error: Some(ErrorInfo {
-            ename: "HarnessError".into(),
-            evalue: message,
-            traceback: Vec::new(),
-        }),
-        answer: None,
-        artifacts: Vec::new(),
-        truncated: false,
-        truncation: Default::default(),
-        timings_ms: Timings::default(),
-        kill_ms: None,
-        kill_method: None,
-        exit: None,
-        state_lost: false,
-        memory_peak_bytes: None,
-    }
+    Outcome::not_run(
+        crate::sandbox::Verdict::InternalError,
+        "HarnessError",
+        message,
+    )
 }
 
 /// Starts the kernel process in its jail and waits for `kernel_info_reply`.

@@ -9,4 +9,4 @@ mod run;
 pub use crate::repair::FeedbackMode;
 pub use attempt::{AttemptRecord, FeedbackKind, RecordKind, RoundTimings, StopReason};
 pub use install::{InstallStep, InstallTrigger, WheelRecord};
-pub use run::{RunConfig, Selection, StopOn, SCHEMA_VERSION};
+pub use run::{ArmImage, InstallOn, RunConfig, Selection, StopOn, SCHEMA_VERSION};

@@ -30,6 +30,29 @@ pub enum StopOn {
     Correct,
 }
 
+/// What makes the `dynamic` strategy install a package.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum InstallOn {
+    /// The model's own `pip install` lines (intercepted; they never run).
+    Explicit,
+    /// A `ModuleNotFoundError` for a module the image lacks.
+    Missing,
+    /// Both.
+    #[default]
+    Both,
+}
+
+impl InstallOn {
+    pub fn explicit(self) -> bool {
+        self != InstallOn::Missing
+    }
+
+    pub fn missing(self) -> bool {
+        self != InstallOn::Explicit
+    }
+}
+
 impl StopOn {
     pub fn name(self) -> &'static str {
         match self {
@@ -99,6 +122,9 @@ pub struct RunConfig {
     pub strategy: String,
     /// The lock hash of the first arm's image.
     pub image_lock_hash: String,
+    /// What triggers installs in a `dynamic` arm.
+    #[serde(default)]
+    pub install_on: InstallOn,
     /// Each arm's image: lock hash and size on disk, by strategy.
     #[serde(default)]
     pub images: BTreeMap<String, ArmImage>,

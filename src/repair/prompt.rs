@@ -78,7 +78,7 @@ impl TemplateName {
     /// The placeholders this template may use.
     pub fn placeholders(self) -> &'static [&'static str] {
         match self {
-            TemplateName::System => &[],
+            TemplateName::System => &["packages_policy"],
             TemplateName::Task => &["question", "files", "packages"],
             TemplateName::Repair => &["feedback", "stdout", "rounds_left"],
             TemplateName::RepairNoCode => &["rounds_left"],

@@ -107,6 +107,13 @@ pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String>
                 .to_string(),
         ),
     };
+    // The package policy's own words name what is available.
+    let message = match (&outcome.policy, message) {
+        (Some(policy), Some(_)) if outcome.verdict == Verdict::PolicyDenied => Some(policy.clone()),
+        (Some(policy), Some(m)) => Some(format!("{policy}\n{m}")),
+        (Some(policy), None) => Some(policy.clone()),
+        (None, m) => m,
+    };
     match (message, outcome.state_lost) {
         (Some(m), true) => Some(format!("{m}\n{STATE_LOST}")),
         (Some(m), false) => Some(m),
