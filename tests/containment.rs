@@ -141,6 +141,24 @@ async fn memory_and_process_limits_are_named() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_memory_peak_of_a_kernel_is_reported() {
+    let l = limits();
+    let sandbox = common::sandbox();
+    let mut k = start(&sandbox, &l).await;
+    // Bytes written, not a calloc'd bytearray whose pages stay untouched.
+    let o = k
+        .execute("x = b'x' * (100 * 2**20)\nlen(x)", &exec(&l))
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    let peak = o
+        .memory_peak_bytes
+        .expect("a confined kernel reports its peak");
+    assert!(peak >= 100 << 20, "peak {peak} below the 100 MiB allocated");
+    assert!(peak <= l.memory_bytes, "peak {peak} above the limit");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn nothing_leaks_after_100_confined_kernels() {
     let root = tempfile::tempdir().unwrap();
     let root_name = root.path().to_string_lossy().to_string();

@@ -185,6 +185,35 @@ fn user_corpus_with_filter_json_and_junit() {
     );
 }
 
+const STDOUT_CASE: &str = r#"
+id = "user_marker"
+category = "network_ipc"
+description = "prints one expected marker and misses another"
+expect = "ok"
+stdout_contains = ["blocked True", "installed False"]
+code = "print('blocked True')"
+[limits]
+timeout = "5s"
+"#;
+
+#[test]
+fn a_missing_stdout_marker_fails_the_case() {
+    require_host();
+    common::image(ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("user_marker.toml"), STDOUT_CASE).unwrap();
+    let arg = dir.path().to_string_lossy().to_string();
+    let (code, stdout, stderr) = retrace(&["sandbox", "check", "--corpus", &arg], None);
+    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
+    assert!(
+        stdout.contains("expected stdout to contain \"installed False\""),
+        "{stdout}"
+    );
+    // The marker that was printed is not reported.
+    assert!(!stdout.contains("contain \"blocked True\""), "{stdout}");
+}
+
 #[test]
 fn malformed_case_is_reported_with_its_file_name() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,6 +2,7 @@
 //! case by case, what the reference asks of a sandbox:
 //!
 //! * the verdict is the expected one and the expected flags are present;
+//! * the cell printed what the case expects it to print, if anything;
 //! * the next cell in the same (possibly restarted) kernel works;
 //! * after `shutdown()` no process of that kernel is left (by command line,
 //!   by cgroup membership and by PID namespace) and no cgroup directory
@@ -57,6 +58,8 @@ pub struct CaseResult {
     pub category: Category,
     pub expected: Verdict,
     pub expected_flags: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expected_stdout: Vec<String>,
     /// `None` when the case never ran (the kernel did not start).
     pub got: Option<Verdict>,
     pub flags: Vec<String>,
@@ -218,6 +221,7 @@ impl CaseResult {
             category: case.category,
             expected: case.expect,
             expected_flags: case.flags.iter().map(|f| f.as_str().to_string()).collect(),
+            expected_stdout: case.stdout_contains.clone(),
             got: None,
             flags: Vec::new(),
             kill_ms: None,
@@ -308,6 +312,14 @@ async fn run_case_into(
                     ));
                 }
             }
+            for text in &case.stdout_contains {
+                if !outcome.stdout.contains(text.as_str()) {
+                    result.fail(format!(
+                        "expected stdout to contain {text:?} (stdout: {:?})",
+                        head(&outcome.stdout, 400)
+                    ));
+                }
+            }
             result.outcome = Some(outcome);
         }
         Err(_) => result.fail(format!(
@@ -379,6 +391,15 @@ fn describe(o: &Outcome) -> String {
     }
     let _ = write!(s, "; {:.0} ms", o.timings_ms.total);
     s
+}
+
+/// The first `max` bytes of `text`, every line kept.
+fn head(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        text.to_string()
+    } else {
+        format!("{}…", &text[..text.floor_char_boundary(max)])
+    }
 }
 
 fn shorten(text: &str, max: usize) -> String {

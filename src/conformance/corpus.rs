@@ -9,6 +9,7 @@
 //! description = "Pure-Python busy loop."
 //! expect = "timeout_cpu"
 //! flags = []                      # flags that must be present
+//! stdout_contains = []            # text the cell must print (optional)
 //! code = '''
 //! while True:
 //!     pass
@@ -128,6 +129,9 @@ pub struct Case {
     pub expect: Verdict,
     /// Flags that must be present (others may be too).
     pub flags: Vec<Flag>,
+    /// Text the cell's stdout must contain: facts a cell that handled the
+    /// blocked operation itself reports, which the verdict alone cannot show.
+    pub stdout_contains: Vec<String>,
     pub limits: LimitOverrides,
     /// The file the case was read from.
     pub source: PathBuf,
@@ -237,6 +241,8 @@ struct RawCase {
     #[serde(default)]
     flags: Vec<String>,
     #[serde(default)]
+    stdout_contains: Vec<String>,
+    #[serde(default)]
     limits: RawLimits,
 }
 
@@ -334,6 +340,11 @@ impl RawCase {
             output_cap_messages: l.output_messages,
             disk_bytes: l.disk.as_ref().map(|s| s.bytes("disk")).transpose()?,
         };
+        if self.stdout_contains.iter().any(|s| s.is_empty()) {
+            return Err(format!(
+                "case `{id}`: stdout_contains holds an empty string"
+            ));
+        }
         if limits.memory_bytes == Some(0) || limits.pids == Some(0) {
             return Err("limits.memory and limits.pids must be positive".into());
         }
@@ -347,6 +358,7 @@ impl RawCase {
             code: self.code,
             expect,
             flags,
+            stdout_contains: self.stdout_contains,
             limits,
             source: source.to_path_buf(),
         })
@@ -395,6 +407,7 @@ disk = 1048576
         assert_eq!(case.category, Category::CpuTime);
         assert_eq!(case.expect, Verdict::TimeoutCpu);
         assert_eq!(case.flags, vec![Flag::Restarted]);
+        assert!(case.stdout_contains.is_empty());
         assert!(case.code.contains("while True"));
         let l = case.limits.apply(&SandboxLimits::default());
         assert_eq!(l.memory_bytes, 256 << 20);
@@ -411,6 +424,19 @@ disk = 1048576
     }
 
     #[test]
+    fn parses_stdout_expectations() {
+        let text = GOOD.replace(
+            "flags = [\"restarted\"]",
+            "flags = []\nstdout_contains = [\"pip_failed True\", \"connect_failed True\"]",
+        );
+        let case = Case::parse(&text, Path::new("x.toml")).unwrap();
+        assert_eq!(
+            case.stdout_contains,
+            ["pip_failed True", "connect_failed True"]
+        );
+    }
+
+    #[test]
     fn rejects_bad_fields() {
         let bad = |from: &str, to: &str| {
             Case::parse(&GOOD.replace(from, to), Path::new("x.toml")).unwrap_err()
@@ -421,6 +447,8 @@ disk = 1048576
         assert!(bad("\"busy\"", "\"has space\"").contains("id"));
         assert!(bad("pids = 64", "pid = 64").contains("pid"));
         assert!(bad("\"256M\"", "\"lots\"").contains("limits.memory"));
+        let empty_marker = "flags = [\"restarted\"]\nstdout_contains = [\"\"]";
+        assert!(bad("flags = [\"restarted\"]", empty_marker).contains("stdout_contains"));
         assert!(Case::parse("id = 1", Path::new("x.toml")).is_err());
     }
 

@@ -446,6 +446,7 @@ impl Kernel {
             flags,
             exit: evidence.exit,
             kill,
+            memory_peak_bytes: evidence.delta.memory_peak_bytes,
         }
     }
 
@@ -474,6 +475,7 @@ impl Kernel {
             mut flags,
             exit,
             kill,
+            memory_peak_bytes,
         } = judged;
         let artifacts = self.save_artifacts(&mut run, exec);
         let status = if verdict == crate::sandbox::Verdict::Ok {
@@ -530,7 +532,7 @@ impl Kernel {
             kill_method,
             exit,
             state_lost,
-            memory_peak_bytes: None,
+            memory_peak_bytes,
             policy: None,
         }
     }
@@ -960,6 +962,8 @@ struct Judgement {
     exit: Option<crate::sandbox::ExitInfo>,
     /// The harness's kill, if there was one.
     kill: Option<crate::sandbox::KillReport>,
+    /// From the same counter read as the verdict's deltas.
+    memory_peak_bytes: Option<u64>,
 }
 
 /// The state of one execution while its messages arrive.

@@ -14,6 +14,11 @@ pub struct Counters {
     pub pids_max_events: u64,
     pub cpu_usage_usec: u64,
     pub nr_throttled: u64,
+    /// Highest memory use of the group so far (page cache included): a
+    /// level, not a count. `None` when unconfined or not reported (cgroup
+    /// v2 before Linux 5.19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<u64>,
 }
 
 impl Counters {
@@ -24,6 +29,8 @@ impl Counters {
             pids_max_events: self.pids_max_events.saturating_sub(before.pids_max_events),
             cpu_usage_usec: self.cpu_usage_usec.saturating_sub(before.cpu_usage_usec),
             nr_throttled: self.nr_throttled.saturating_sub(before.nr_throttled),
+            // A peak cannot be split per execution: the later reading stands.
+            memory_peak_bytes: self.memory_peak_bytes,
         }
     }
 }
@@ -357,5 +364,20 @@ mod tests {
         };
         let d = after.since(&before);
         assert_eq!((d.oom_kills, d.cpu_usage_usec), (1, 150));
+    }
+
+    #[test]
+    fn memory_peak_keeps_the_later_reading() {
+        let before = Counters {
+            memory_peak_bytes: Some(300),
+            ..Default::default()
+        };
+        let after = Counters {
+            memory_peak_bytes: Some(500),
+            ..Default::default()
+        };
+        assert_eq!(after.since(&before).memory_peak_bytes, Some(500));
+        let unknown = Counters::default();
+        assert_eq!(unknown.since(&before).memory_peak_bytes, None);
     }
 }

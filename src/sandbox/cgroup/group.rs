@@ -75,7 +75,8 @@ impl KernelCgroup {
         self.dirs.primary().to_path_buf()
     }
 
-    /// Cumulative counters; missing files read as 0.
+    /// Cumulative counters; missing files read as 0 (the memory peak as
+    /// `None`).
     pub fn counters(&self) -> Counters {
         match self.mode {
             CgroupMode::V2 => {
@@ -85,6 +86,7 @@ impl KernelCgroup {
                     pids_max_events: pids::max_events(dir),
                     cpu_usage_usec: cpu::usage_usec_v2(dir).unwrap_or(0),
                     nr_throttled: cpu::nr_throttled(dir),
+                    memory_peak_bytes: memory::peak_v2(dir),
                 }
             }
             CgroupMode::V1 | CgroupMode::Hybrid => {
@@ -100,6 +102,7 @@ impl KernelCgroup {
                     pids_max_events: pids::max_events(self.dirs.dir(Tree::Pids)),
                     cpu_usage_usec: usage,
                     nr_throttled: cpu::nr_throttled(self.dirs.dir(Tree::Cpu)),
+                    memory_peak_bytes: memory::peak_v1(self.dirs.dir(Tree::Memory)),
                 }
             }
         }

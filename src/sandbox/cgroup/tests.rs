@@ -414,7 +414,14 @@ fn v1_counters_and_deltas() {
     let t = tempfile::tempdir().unwrap();
     let host = fixture(FakeKernfs::new(t.path(), CgroupMode::V1));
     let group = host.create("k1", &limits()).unwrap();
-    assert_eq!(group.counters(), Counters::default());
+    // A fresh group's peak reads 0: known, unlike a missing file.
+    assert_eq!(
+        group.counters(),
+        Counters {
+            memory_peak_bytes: Some(0),
+            ..Default::default()
+        }
+    );
     let d = |tree| group.dirs.dir(tree).to_path_buf();
     let oom = d(Tree::Memory).join("memory.oom_control");
     write(&oom, "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
@@ -422,6 +429,8 @@ fn v1_counters_and_deltas() {
     write(&d(Tree::Cpuacct).join("cpuacct.usage"), "2500000\n");
     let stat = "nr_periods 5\nnr_throttled 2\nthrottled_time 100\n";
     write(&d(Tree::Cpu).join("cpu.stat"), stat);
+    let peak = d(Tree::Memory).join("memory.max_usage_in_bytes");
+    write(&peak, "3000000\n");
     let before = group.counters();
     assert_eq!(
         before,
@@ -430,6 +439,7 @@ fn v1_counters_and_deltas() {
             pids_max_events: 3,
             cpu_usage_usec: 2500,
             nr_throttled: 2,
+            memory_peak_bytes: Some(3_000_000),
         }
     );
     write(&oom, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
@@ -437,6 +447,8 @@ fn v1_counters_and_deltas() {
     write(&d(Tree::Cpuacct).join("cpuacct.usage"), "10000000\n");
     let stat = "nr_periods 9\nnr_throttled 4\nthrottled_time 300\n";
     write(&d(Tree::Cpu).join("cpu.stat"), stat);
+    write(&peak, "5000000\n");
+    // The peak is a level: the delta carries the later reading.
     assert_eq!(
         group.counters().since(&before),
         Counters {
@@ -444,11 +456,8 @@ fn v1_counters_and_deltas() {
             pids_max_events: 7,
             cpu_usage_usec: 7500,
             nr_throttled: 2,
+            memory_peak_bytes: Some(5_000_000),
         }
-    );
-    write(
-        &d(Tree::Memory).join("memory.max_usage_in_bytes"),
-        "5000000\n",
     );
     assert_eq!(group.memory_peak(), Some(5_000_000));
     group.remove().unwrap();
@@ -486,6 +495,7 @@ fn v2_counters_and_missing_files() {
         "usage_usec 1000\nuser_usec 800\nsystem_usec 200\n\
          nr_periods 4\nnr_throttled 1\nthrottled_usec 10\n",
     );
+    write(&dir.join("memory.peak"), "7340032\n");
     assert_eq!(
         group.counters(),
         Counters {
@@ -493,9 +503,13 @@ fn v2_counters_and_missing_files() {
             pids_max_events: 5,
             cpu_usage_usec: 1000,
             nr_throttled: 1,
+            memory_peak_bytes: Some(7_340_032),
         }
     );
-    for f in ["memory.events", "pids.events", "cpu.stat", "memory.peak"] {
+    // Linux < 5.19 has no memory.peak: unknown, not zero.
+    std::fs::remove_file(dir.join("memory.peak")).unwrap();
+    assert_eq!(group.counters().memory_peak_bytes, None);
+    for f in ["memory.events", "pids.events", "cpu.stat"] {
         std::fs::remove_file(dir.join(f)).unwrap();
     }
     assert_eq!(group.counters(), Counters::default());
