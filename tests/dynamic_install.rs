@@ -5,18 +5,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use retrace::pyenv::dynamic::{
     Allowlist, Finding, IndexSource, InstallError, Installer, PackageStore, Pin,
 };
 use retrace::pyenv::ImageName;
-use sha2::{Digest, Sha256};
 
-/// The installer's /tmp is its own: directories it must see live elsewhere.
 fn outside_tmp() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    common::outside_tmp()
 }
 
 fn installer(store: &Path) -> Installer {
@@ -27,55 +25,6 @@ fn installer(store: &Path) -> Installer {
         Duration::from_secs(300),
     )
     .unwrap()
-}
-
-/// A real wheel file, written with Python's zipfile: `demo_pkg` plus any
-/// extra `(path, text)` files at the top of the wheel.
-fn wheel(dir: &Path, extra: &[(&str, &str)]) -> (PathBuf, Pin) {
-    let name = "demo_pkg-1.0-py3-none-any.whl";
-    let path = dir.join(name);
-    let files: Vec<(String, String)> = [
-        ("demo_pkg/__init__.py", "VALUE = 42\n"),
-        (
-            "demo_pkg-1.0.dist-info/METADATA",
-            "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
-        ),
-        (
-            "demo_pkg-1.0.dist-info/WHEEL",
-            "Wheel-Version: 1.0\nGenerator: retrace-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        ),
-    ]
-    .iter()
-    .chain(extra)
-    .map(|(p, t)| (p.to_string(), t.to_string()))
-    .collect();
-    let script = r#"
-import base64, hashlib, json, sys, zipfile
-path, files = sys.argv[1], json.loads(sys.argv[2])
-record = []
-with zipfile.ZipFile(path, "w") as z:
-    for name, text in files:
-        data = text.encode()
-        z.writestr(name, data)
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    record.append("demo_pkg-1.0.dist-info/RECORD,,")
-    z.writestr("demo_pkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
-"#;
-    let status = std::process::Command::new(common::image(ImageName::Slim).python())
-        .args(["-c", script])
-        .arg(&path)
-        .arg(serde_json::to_string(&files).unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let sha256 = format!("{:x}", Sha256::digest(std::fs::read(&path).unwrap()));
-    let pin = Pin {
-        name: "demo-pkg".into(),
-        version: "1.0".into(),
-        sha256,
-    };
-    (path, pin)
 }
 
 #[tokio::test]
@@ -111,7 +60,7 @@ async fn a_wheel_with_a_pth_that_runs_code_is_refused_and_not_published() {
     let dir = outside_tmp();
     let wheels = dir.path().join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();
-    let (_, pin) = wheel(
+    let (_, pin) = common::wheel(
         &wheels,
         &[("demo_hook.pth", "import os; os.system('echo owned')\n")],
     );
@@ -146,7 +95,7 @@ async fn a_clean_local_wheel_is_published_and_a_wrong_hash_is_not() {
     let dir = outside_tmp();
     let wheels = dir.path().join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();
-    let (_, pin) = wheel(&wheels, &[]);
+    let (_, pin) = common::wheel(&wheels, &[]);
     let store = dir.path().join("packages");
     let installer = installer(&store).with_source(IndexSource::local(&wheels));
 
@@ -159,9 +108,10 @@ async fn a_clean_local_wheel_is_published_and_a_wrong_hash_is_not() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, InstallError::Wheel { .. }) && err.to_string().contains("hash"),
+        matches!(err, InstallError::HashMismatch { .. }) && err.is_refusal(),
         "{err}"
     );
+    assert!(err.to_string().contains("demo-pkg==1.0"), "{err}");
     assert!(PackageStore::new(store.clone()).entry(&wrong).is_none());
 
     let placed = installer.install(&[pin]).await.unwrap();

@@ -242,3 +242,49 @@ async fn install_on_explicit_leaves_missing_imports_alone() {
     assert!(run.steps.is_empty());
     k.shutdown().await;
 }
+
+/// A package whose wheel carries a `.pth` that runs code: the installer
+/// refuses it after the download, nothing reaches the kernel, and the
+/// execution ends as `policy_denied` naming what was found.
+#[tokio::test]
+async fn a_wheel_refused_after_download_ends_as_policy_denied() {
+    let dir = common::outside_tmp();
+    let wheels = dir.path().join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    let (_, pin) = common::wheel(&wheels, &[("demo_hook.pth", "import os\n")]);
+    let lock = format!(
+        "# allow demo-pkg: demo-pkg\ndemo-pkg==1.0 --hash=sha256:{}\n",
+        pin.sha256
+    );
+    let installer = retrace::pyenv::dynamic::Installer::new(
+        retrace::pyenv::dynamic::PackageStore::new(dir.path().join("packages")),
+        common::image(ImageName::Slim),
+        common::sandbox(),
+        std::time::Duration::from_secs(120),
+    )
+    .unwrap()
+    .with_source(retrace::pyenv::dynamic::IndexSource::local(&wheels));
+    let packages = Packages {
+        allowlist: Allowlist::parse(&lock, "[modules]\ndemo_pkg = \"demo-pkg\"\n").unwrap(),
+        installer: Arc::new(installer),
+        scanner_python: common::image(ImageName::Slim).python(),
+        install_on: InstallOn::Both,
+    };
+    let arm = arm();
+    let mut k = kernel(&arm).await;
+    let run = run(
+        &packages,
+        &mut k,
+        "import demo_pkg\nanswer = demo_pkg.VALUE",
+    )
+    .await;
+    assert_eq!(run.outcome.verdict, Verdict::PolicyDenied);
+    let step = &run.steps[0];
+    assert!(step.denied() && !step.failed());
+    assert!(!step.findings.is_empty());
+    assert!(step.wheels.is_empty());
+    let policy = run.outcome.policy.unwrap();
+    assert!(policy.contains("demo_hook.pth"), "{policy}");
+    assert!(policy.contains("demo-pkg"), "{policy}");
+    k.shutdown().await;
+}

@@ -68,7 +68,7 @@ impl Packages {
                 Ok((neutralised, None)) => code = neutralised,
                 Ok((neutralised, Some(step))) => {
                     code = neutralised;
-                    let refused = step.denied().then(|| policy_denied(&step));
+                    let refused = step.denied().then(|| policy_denied(&step, &self.allowlist));
                     steps.push(step);
                     if let Some(outcome) = refused {
                         return CellRun { outcome, steps };
@@ -115,7 +115,7 @@ impl Packages {
                 .await;
             if step.denied() {
                 outcome.verdict = Verdict::PolicyDenied;
-                outcome.policy = Some(denial_text(&step));
+                outcome.policy = Some(denial_text(&step, &self.allowlist));
                 steps.push(step);
                 break;
             }
@@ -230,10 +230,11 @@ impl Packages {
                     Err(e) => step.error = Some(format!("activating in the kernel: {e}")),
                 }
             }
-            Err(e) => {
+            Err(e) if e.is_refusal() => {
                 step.findings = e.findings().to_vec();
-                step.error = Some(e.to_string());
+                step.refused = Some(e.to_string());
             }
+            Err(e) => step.error = Some(e.to_string()),
         }
         step.ms = started.elapsed().as_secs_f64() * 1e3;
         step
@@ -255,6 +256,7 @@ fn empty_step(trigger: InstallTrigger, decisions: Vec<Decision>) -> InstallStep 
         ms: 0.0,
         installer_ms: 0.0,
         error: None,
+        refused: None,
         findings: Vec::new(),
         rerun: false,
         failed_outcome: None,
@@ -267,18 +269,24 @@ fn might_install(code: &str) -> bool {
     code.contains("install")
 }
 
-fn policy_denied(step: &InstallStep) -> Outcome {
+fn policy_denied(step: &InstallStep, allowlist: &Allowlist) -> Outcome {
     let mut outcome = Outcome::not_run(
         Verdict::PolicyDenied,
         "PolicyDenied",
         "the cell was not run: an install request was refused".into(),
     );
-    outcome.policy = Some(denial_text(step));
+    outcome.policy = Some(denial_text(step, allowlist));
     outcome
 }
 
 /// The denials' own messages (each names what is available).
-fn denial_text(step: &InstallStep) -> String {
+fn denial_text(step: &InstallStep, allowlist: &Allowlist) -> String {
+    if let Some(why) = &step.refused {
+        return format!(
+            "Nothing was installed: {why}. Packages that can be installed: {}.",
+            allowlist.available().join(", ")
+        );
+    }
     let mut lines: Vec<String> = step
         .decisions
         .iter()
@@ -332,7 +340,7 @@ mod tests {
             ],
         );
         assert!(step.denied());
-        let outcome = policy_denied(&step);
+        let outcome = policy_denied(&step, &allowlist);
         assert_eq!(outcome.verdict, Verdict::PolicyDenied);
         let text = outcome.policy.unwrap();
         assert!(text.contains("scipyy"), "{text}");

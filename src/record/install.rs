@@ -45,10 +45,15 @@ pub struct InstallStep {
     pub ms: f64,
     /// The installer's part of `ms` (0 on a store hit).
     pub installer_ms: f64,
-    /// Why the install failed (installer error, time limit, refused
-    /// content); `None` when it succeeded or nothing was allowed.
+    /// Why the install failed (installer error, time limit, no index);
+    /// `None` when it succeeded or nothing was allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the installer refused what it fetched: a hash mismatch, or
+    /// content that runs code at start-up (`findings`). Like a denied
+    /// decision, this ends the execution as `policy_denied`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     /// What the post-install scan found (the install is then refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
@@ -61,13 +66,15 @@ pub struct InstallStep {
 }
 
 impl InstallStep {
-    /// Some request was refused by policy (verdict `policy_denied`).
+    /// Some request was refused by policy, or what was fetched for it was
+    /// refused (verdict `policy_denied`).
     pub fn denied(&self) -> bool {
-        self.decisions.iter().any(|d| !d.is_allowed())
+        self.refused.is_some() || self.decisions.iter().any(|d| !d.is_allowed())
     }
 
-    /// An allowed install that did not reach the kernel.
+    /// An allowed install that did not reach the kernel for a reason other
+    /// than policy (the installer or the index failed).
     pub fn failed(&self) -> bool {
-        self.error.is_some() || !self.findings.is_empty()
+        self.error.is_some()
     }
 }

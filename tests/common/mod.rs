@@ -3,7 +3,11 @@
 
 pub mod scripted_http;
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+
+use retrace::pyenv::dynamic::Pin;
+use sha2::{Digest, Sha256};
 
 use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec};
 use retrace::pyenv::{Image, ImageName, ImageStore};
@@ -93,4 +97,59 @@ pub fn exec_opts(timeout_secs: u64) -> ExecOptions {
         timeout: std::time::Duration::from_secs(timeout_secs),
         ..Default::default()
     }
+}
+
+/// A temporary directory outside /tmp: a confined process's /tmp is its
+/// own, so directories it must see (a wheel directory) live elsewhere.
+pub fn outside_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// A real wheel file, written with Python's zipfile: `demo_pkg` plus any
+/// extra `(path, text)` files at the top of the wheel.
+pub fn wheel(dir: &Path, extra: &[(&str, &str)]) -> (PathBuf, Pin) {
+    let name = "demo_pkg-1.0-py3-none-any.whl";
+    let path = dir.join(name);
+    let files: Vec<(String, String)> = [
+        ("demo_pkg/__init__.py", "VALUE = 42\n"),
+        (
+            "demo_pkg-1.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
+        ),
+        (
+            "demo_pkg-1.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: retrace-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        ),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(p, t)| (p.to_string(), t.to_string()))
+    .collect();
+    let script = r#"
+import base64, hashlib, json, sys, zipfile
+path, files = sys.argv[1], json.loads(sys.argv[2])
+record = []
+with zipfile.ZipFile(path, "w") as z:
+    for name, text in files:
+        data = text.encode()
+        z.writestr(name, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("demo_pkg-1.0.dist-info/RECORD,,")
+    z.writestr("demo_pkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#;
+    let status = std::process::Command::new(image(ImageName::Slim).python())
+        .args(["-c", script])
+        .arg(&path)
+        .arg(serde_json::to_string(&files).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let sha256 = format!("{:x}", Sha256::digest(std::fs::read(&path).unwrap()));
+    let pin = Pin {
+        name: "demo-pkg".into(),
+        version: "1.0".into(),
+        sha256,
+    };
+    (path, pin)
 }

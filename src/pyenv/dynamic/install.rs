@@ -67,6 +67,8 @@ pub enum InstallError {
     Crashed { status: String, tail: String },
     #[error("installing {wheel} failed: {tail}")]
     Wheel { wheel: String, tail: String },
+    #[error("{wheel} was refused: the file downloaded does not match its pinned sha256")]
+    HashMismatch { wheel: String },
     #[error("{wheel} was refused: {}", findings.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Refused {
         wheel: String,
@@ -80,6 +82,16 @@ impl InstallError {
             context: context.into(),
             source,
         }
+    }
+
+    /// The installer refused what it got (a hash mismatch, content that
+    /// runs code at start-up): a policy decision, not an infrastructure
+    /// failure.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            InstallError::Refused { .. } | InstallError::HashMismatch { .. }
+        )
     }
 
     /// What the post-install audit found, when that is why it failed.
@@ -265,6 +277,9 @@ impl Installer {
             .map_err(|e| InstallError::io("reading the installer's result", e.into()))?;
         for (pin, result) in wheels.iter().zip(&results) {
             let wheel = format!("{}=={}", pin.name, pin.version);
+            if result.status != 0 && result.log.contains("DO NOT MATCH THE HASHES") {
+                return Err(InstallError::HashMismatch { wheel });
+            }
             if result.status != 0 {
                 return Err(InstallError::Wheel {
                     wheel,
