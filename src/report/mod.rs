@@ -10,6 +10,8 @@ mod markdown;
 pub mod metrics;
 pub mod strategies;
 mod task_rounds;
+#[cfg(test)]
+mod testing;
 
 use std::path::{Path, PathBuf};
 
