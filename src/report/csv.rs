@@ -194,3 +194,62 @@ impl Rows<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{config, task, two_arms, R};
+    use super::*;
+    use crate::record::StopOn;
+    use crate::report::summarize;
+
+    fn rows(text: &str) -> Vec<Vec<String>> {
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        r.records()
+            .map(|row| row.unwrap().iter().map(str::to_owned).collect())
+            .collect()
+    }
+
+    #[test]
+    fn one_arm_rows_name_their_arm() {
+        let (k, s) = (0, StopOn::Clean);
+        let records = task("a", &[R::Right], s, k);
+        let text = CsvExporter
+            .render(&summarize(&config(&["a"], k, s), &records))
+            .unwrap();
+        assert!(text.starts_with("metric,round,value,ci_low,ci_high,n,stop_on,feedback,arm\n"));
+        let rows = rows(&text);
+        assert!(rows.iter().all(|r| r[8] == "fat"));
+        assert_eq!(rows[0][..3], ["accuracy", "0", "1.000000"]);
+    }
+
+    #[test]
+    fn every_arm_has_its_rows_and_the_comparison_follows() {
+        let (cfg, records) = two_arms();
+        let rows = rows(&CsvExporter.render(&summarize(&cfg, &records)).unwrap());
+        let find = |metric: &str, round: &str, arm: &str| -> String {
+            rows.iter()
+                .find(|r| r[0] == metric && r[1] == round && r[8] == arm)
+                .unwrap_or_else(|| panic!("no {metric}@{round} for {arm}"))[2]
+                .clone()
+        };
+        assert_eq!(find("accuracy", "1", "fat"), "0.666667");
+        assert_eq!(find("accuracy", "1", "dynamic"), "0.833333");
+        assert_eq!(find("environment_error_rounds", "", "dynamic"), "0.333333");
+        assert_eq!(
+            find("image_bytes", "", "dynamic"),
+            (200u64 << 20).to_string() + ".000000"
+        );
+        assert_eq!(find("installs_per_task", "", "dynamic"), "0.000000");
+        assert_eq!(find("paired_accuracy_baseline", "1", "dynamic"), "0.600000");
+        assert_eq!(find("paired_accuracy", "1", "dynamic"), "0.800000");
+        assert_eq!(find("shared_tasks", "", "dynamic"), "5.000000");
+        assert_eq!(find("mcnemar_b", "", "dynamic"), "1.000000");
+        assert_eq!(find("mcnemar_c", "", "dynamic"), "2.000000");
+        assert_eq!(find("mcnemar_p", "", "dynamic"), "1.000000");
+        // The baseline's rows come first.
+        assert_eq!(rows[0][8], "fat");
+        assert!(!rows
+            .iter()
+            .any(|r| r[0] == "installs_per_task" && r[8] == "fat"));
+    }
+}

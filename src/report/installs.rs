@@ -119,3 +119,113 @@ impl InstallMetrics {
         Some(m)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testing::{allowed, config, denied, step, task, wheel, R};
+    use crate::record::StopOn;
+    use crate::report::summarize;
+
+    #[test]
+    fn hits_downloads_failures_and_denials() {
+        let (k, s) = (0, StopOn::Clean);
+        let mut cfg = config(&["a", "b", "c", "d"], k, s);
+        cfg.strategy = "dynamic".into();
+        let mut a = task("a", &[R::Right], s, k);
+        // a: scipy and numpy downloaded.
+        a[0].installs = vec![step(
+            vec![allowed("scipy")],
+            vec![wheel("scipy", false, 100), wheel("numpy", false, 50)],
+            900.0,
+            None,
+        )];
+        let mut b = task("b", &[R::Right], s, k);
+        // b: the same from the store; then two refused names.
+        b[0].installs = vec![
+            step(
+                vec![allowed("scipy")],
+                vec![wheel("scipy", true, 100), wheel("numpy", true, 50)],
+                40.0,
+                None,
+            ),
+            step(
+                vec![
+                    denied("leftpadx", json!({"reason": "not_allowlisted"})),
+                    denied(
+                        "nunpy",
+                        json!({"reason": "likely_typosquat", "of": "numpy"}),
+                    ),
+                ],
+                vec![],
+                2.0,
+                None,
+            ),
+        ];
+        let mut c = task("c", &[R::Wrong], s, k);
+        // c: an sdist-only name, then a download that failed.
+        c[0].installs = vec![
+            step(
+                vec![denied("oldpkg", json!({"reason": "sdist_only"}))],
+                vec![],
+                1.0,
+                None,
+            ),
+            step(
+                vec![allowed("pandas")],
+                vec![wheel("pandas", false, 70)],
+                5000.0,
+                Some("installer timed out"),
+            ),
+        ];
+        let d = task("d", &[R::Right], s, k);
+        let records: Vec<_> = [a, b, c, d].into_iter().flatten().collect();
+        let m = summarize(&cfg, &records).installs.unwrap();
+        assert_eq!(m.steps, 5);
+        assert_eq!(m.tasks_with_installs, 3);
+        assert_eq!(m.installs_per_task, 0.75);
+        assert_eq!((m.store_hits, m.downloads), (1, 2));
+        // The failed download is a failure, not a latency.
+        assert_eq!(m.latency_ms_store_hit.n, 1);
+        assert_eq!(m.latency_ms_store_hit.p50, 40.0);
+        assert_eq!(m.latency_ms_download.n, 1);
+        assert_eq!(m.latency_ms_download.p95, 900.0);
+        assert_eq!(m.failures, 1);
+        assert_eq!(m.denials, 3);
+        let reasons: Vec<(&str, u64)> = m
+            .denials_by_reason
+            .iter()
+            .map(|(r, n)| (r.as_str(), *n))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("likely_typosquat", 1),
+                ("not_allowlisted", 1),
+                ("sdist_only", 1)
+            ]
+        );
+        // scipy and numpy once each (the same wheels twice), pandas.
+        assert_eq!(m.store_bytes, 220);
+    }
+
+    #[test]
+    fn an_arm_that_never_installs_has_no_install_metrics() {
+        let (k, s) = (0, StopOn::Clean);
+        let records = task("a", &[R::Right], s, k);
+        assert!(summarize(&config(&["a"], k, s), &records)
+            .installs
+            .is_none());
+        // Unless its records say otherwise.
+        let mut records = records;
+        records[0].installs = vec![step(
+            vec![allowed("six")],
+            vec![wheel("six", true, 9)],
+            3.0,
+            None,
+        )];
+        let m = summarize(&config(&["a"], k, s), &records).installs.unwrap();
+        assert_eq!((m.steps, m.store_hits, m.store_bytes), (1, 1, 9));
+    }
+}

@@ -349,3 +349,81 @@ fn size(bytes: u64) -> String {
     }
     format!("{bytes} B")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{allowed, config, step, task, two_arms, wheel, R};
+    use super::*;
+    use crate::record::StopOn;
+    use crate::report::summarize;
+
+    #[test]
+    fn two_arms_get_the_strategies_table_and_the_paired_test() {
+        let (cfg, records) = two_arms();
+        let md = MarkdownExporter.render(&summarize(&cfg, &records)).unwrap();
+        assert!(
+            md.contains("strategies `fat`, `dynamic` (baseline `fat`)"),
+            "{md}"
+        );
+        let table = md
+            .split("## Strategies\n")
+            .nth(1)
+            .expect("a Strategies section");
+        let lines: Vec<&str> = table.lines().skip(1).take(3).collect();
+        assert_eq!(lines[0], "| | `fat` (baseline) | `dynamic` |");
+        assert_eq!(lines[1], "|---|---|---|");
+        assert!(lines[2].starts_with("| Acc@0 | 50.0% ["), "{}", lines[2]);
+        for row in [
+            "| Acc@1 | 66.7% [",
+            "| recovery rate |",
+            "| environment-error rounds | 0.0% [0.0, 35.4] (0 of 7) | 33.3% [",
+            "| installs per task | — | 0.00 |",
+            "| install p50 / p95, store hit (ms) | — | n/a |",
+            "| install p50 / p95, download (ms) | — | n/a |",
+            "| install failures | — | 0 |",
+            "| denials | — | 0 |",
+            "| kernel start p50 (ms) | n/a | n/a |",
+            "| memory peak per kernel p50 | n/a | n/a |",
+            "| image size | 3.0 GiB | 200.0 MiB |",
+        ] {
+            assert!(table.contains(row), "no `{row}` in\n{table}");
+        }
+        assert!(
+            table.contains("- `dynamic` vs `fat`: 5 shared tasks, Acc@1 80.0% ["),
+            "{table}"
+        );
+        assert!(table.contains("b = 1, c = 2, p = 1.0000"), "{table}");
+        assert!(table.contains("### Installs (`dynamic`)"));
+        // The baseline's own sections follow, once.
+        assert_eq!(md.matches("## Accuracy by round").count(), 1);
+    }
+
+    #[test]
+    fn one_dynamic_arm_gets_an_installs_section_and_no_strategies() {
+        let (k, s) = (0, StopOn::Clean);
+        let mut cfg = config(&["a"], k, s);
+        cfg.strategy = "dynamic".into();
+        let mut records = task("a", &[R::Right], s, k);
+        records[0].installs = vec![step(
+            vec![allowed("scipy")],
+            vec![wheel("scipy", false, 3 << 20)],
+            812.0,
+            None,
+        )];
+        let md = MarkdownExporter.render(&summarize(&cfg, &records)).unwrap();
+        assert!(!md.contains("## Strategies"));
+        assert!(md.contains("strategy `dynamic`"));
+        let installs = md
+            .split("## Installs\n")
+            .nth(1)
+            .expect("an Installs section");
+        assert!(
+            installs.contains("downloads 1: p50 / p95 812 / 812 ms"),
+            "{installs}"
+        );
+        assert!(
+            installs.contains("package store used: 3.0 MiB"),
+            "{installs}"
+        );
+    }
+}

@@ -129,7 +129,111 @@ pub(super) fn compare(k: usize, arms: &[(String, Vec<TaskRounds>)]) -> StrategyC
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{config, task, two_arms, R};
     use super::*;
+    use crate::record::StopOn;
+    use crate::report::summarize;
+
+    #[test]
+    fn two_arms_are_split_and_the_baseline_is_the_top_level() {
+        let (cfg, records) = two_arms();
+        let s = summarize(&cfg, &records);
+        assert_eq!(s.strategy, "fat");
+        let names: Vec<&str> = s.arms.iter().map(|a| a.strategy.as_str()).collect();
+        assert_eq!(names, ["fat", "dynamic"]);
+        // The top level is the baseline arm, over its own records only.
+        let finals = |m: &crate::report::Summary| -> Vec<u64> {
+            m.accuracy_by_round.iter().map(|r| r.successes).collect()
+        };
+        assert_eq!(finals(&s), [3, 4]); // a b f | a b d f
+        assert_eq!(s.executions, 7);
+        assert_eq!(s.tasks, 6);
+        assert_eq!(s.tasks_finished, 6);
+        let mut baseline = s.clone();
+        baseline.arms.clear();
+        baseline.comparison = None;
+        assert_eq!(s.arms[0], baseline);
+        let dynamic = &s.arms[1];
+        assert_eq!(finals(dynamic), [3, 5]); // a c f | a c d e f
+        assert_eq!(dynamic.executions, 9);
+        assert_eq!(dynamic.tasks_finished, 5);
+        assert_eq!(dynamic.round0_failures["ModuleNotFoundError"].tasks, 1);
+        assert!(dynamic.arms.is_empty() && dynamic.comparison.is_none());
+        assert_eq!(s.image_bytes, Some(3 << 30));
+        assert_eq!(dynamic.image_bytes, Some(200 << 20));
+        // b twice and e once, of 9 executed rounds; none in the fat arm.
+        let env = dynamic.environment_error_rounds.unwrap();
+        assert_eq!((env.successes, env.n), (3, 9));
+        let env = s.environment_error_rounds.unwrap();
+        assert_eq!((env.successes, env.n), (0, 7));
+        // The dynamic arm reports its (empty) installs, the fat arm none.
+        assert_eq!(dynamic.installs.as_ref().unwrap().steps, 0);
+        assert!(s.installs.is_none());
+    }
+
+    #[test]
+    fn the_comparison_pairs_the_tasks_both_arms_finished() {
+        let (cfg, records) = two_arms();
+        let c = summarize(&cfg, &records).comparison.unwrap();
+        assert_eq!(c.baseline, "fat");
+        assert_eq!(c.arms.len(), 1);
+        let a = &c.arms[0];
+        assert_eq!(a.strategy, "dynamic");
+        // f was interrupted in the dynamic arm.
+        assert_eq!(a.shared_tasks, 5);
+        let base = a.baseline_accuracy.unwrap();
+        let arm = a.accuracy.unwrap();
+        assert_eq!((base.successes, base.n), (3, 5)); // a b d
+        assert_eq!((arm.successes, arm.n), (4, 5)); // a c d e
+        let by_round: Vec<(u32, u64, u64)> = a
+            .accuracy_by_round
+            .iter()
+            .map(|p| (p.round, p.baseline.successes, p.arm.successes))
+            .collect();
+        assert_eq!(by_round, [(0, 2, 2), (1, 3, 4)]);
+        // b: baseline right, arm wrong (b); c: the reverse (c, e).
+        assert_eq!((a.mcnemar.b, a.mcnemar.c), (1, 2));
+        // 2 · P[X ≤ 1], X ~ Bin(3, ½) = 2 · 4/8, capped at 1.
+        assert_eq!(a.mcnemar.p_value, 1.0);
+    }
+
+    #[test]
+    fn one_arm_has_no_arms_and_no_comparison() {
+        let k = 1;
+        let mut cfg = config(&["a"], k, StopOn::Clean);
+        cfg.strategy = " dynamic ".into();
+        // A record naming another strategy still counts: one arm takes all.
+        let records = task("a", &[R::Right], StopOn::Clean, k);
+        let s = summarize(&cfg, &records);
+        assert_eq!(s.strategy, "dynamic");
+        assert_eq!(s.accuracy_by_round[0].successes, 1);
+        assert!(s.arms.is_empty() && s.comparison.is_none());
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json.get("arms").is_none() && json.get("comparison").is_none());
+        assert!(json.get("environment_error_rounds").is_some());
+    }
+
+    #[test]
+    fn three_arms_compare_each_with_the_first() {
+        let (mut cfg, mut records) = two_arms();
+        cfg.strategy = "fat,dynamic,slim".into();
+        // The slim arm: everything fails on a missing module.
+        for id in ["a", "b", "c", "d", "e", "f"] {
+            let mut t = task(id, &[R::Raised("ModuleNotFoundError")], StopOn::Clean, 0);
+            t[0].strategy = "slim".into();
+            records.extend(t);
+        }
+        let s = summarize(&cfg, &records);
+        let c = s.comparison.unwrap();
+        let names: Vec<&str> = c.arms.iter().map(|a| a.strategy.as_str()).collect();
+        assert_eq!(names, ["dynamic", "slim"]);
+        let slim = &c.arms[1];
+        assert_eq!(slim.shared_tasks, 6);
+        // Baseline right on a b d f, slim right on none.
+        assert_eq!((slim.mcnemar.b, slim.mcnemar.c), (4, 0));
+        assert!((slim.mcnemar.p_value - 0.125).abs() < 1e-12);
+        assert!(s.arms[2].installs.is_none());
+    }
 
     #[test]
     fn exact_p_values() {

@@ -148,3 +148,103 @@ pub fn task(id: &str, rounds: &[R], stop_on: StopOn, k: u32) -> Vec<AttemptRecor
     }
     out
 }
+
+/// The same records, in another arm.
+pub fn in_arm(mut records: Vec<AttemptRecord>, strategy: &str) -> Vec<AttemptRecord> {
+    for r in &mut records {
+        r.strategy = strategy.into();
+    }
+    records
+}
+
+/// A run of two arms, `fat` (baseline) and `dynamic`, on tasks a..f with
+/// K = 1 and images of 3 GiB and 200 MiB. Final correctness:
+///
+/// | task | fat | dynamic |
+/// |---|---|---|
+/// | a | right | right |
+/// | b | right | wrong (ModuleNotFoundError twice) |
+/// | c | wrong | right |
+/// | d | right at 1 | right at 1 |
+/// | e | wrong | right at 1 (ImportError at 0) |
+/// | f | right | right, interrupted (not shared) |
+pub fn two_arms() -> (RunConfig, Vec<AttemptRecord>) {
+    use R::*;
+    let (k, s) = (1, StopOn::Clean);
+    let mut cfg = config(&["a", "b", "c", "d", "e", "f"], k, s);
+    cfg.strategy = "fat,dynamic".into();
+    for (name, bytes) in [("fat", 3u64 << 30), ("dynamic", 200 << 20)] {
+        let image = json!({"name": name, "lock_hash": "h", "bytes": bytes});
+        cfg.images
+            .insert(name.into(), serde_json::from_value(image).unwrap());
+    }
+    let mut fat = Vec::new();
+    fat.extend(task("a", &[Right], s, k));
+    fat.extend(task("b", &[Right], s, k));
+    fat.extend(task("c", &[Wrong], s, k));
+    fat.extend(task("d", &[Raised("KeyError"), Right], s, k));
+    fat.extend(task("e", &[Wrong], s, k));
+    fat.extend(task("f", &[Right], s, k));
+    let mut dynamic = Vec::new();
+    dynamic.extend(task("a", &[Right], s, k));
+    let lost = Raised("ModuleNotFoundError");
+    dynamic.extend(task("b", &[lost, lost], s, k));
+    dynamic.extend(task("c", &[Right], s, k));
+    dynamic.extend(task("d", &[Raised("KeyError"), Right], s, k));
+    dynamic.extend(task("e", &[Raised("ImportError"), Right], s, k));
+    let mut f = task("f", &[Right], s, k);
+    f[0].stop = None;
+    dynamic.extend(f);
+    // The journal interleaves arms; the summary must not care.
+    let mut records = in_arm(dynamic, "dynamic");
+    records.extend(fat);
+    records.reverse();
+    (cfg, records)
+}
+
+/// An allowed request for `name`, with itself as its closure.
+pub fn allowed(name: &str) -> serde_json::Value {
+    json!({
+        "decision": "allowed",
+        "request": {"requested": name, "source": {"kind": "missing_import"}},
+        "distribution": name, "version": "1.0",
+        "closure": [{"name": name, "version": "1.0", "sha256": format!("sha-{name}")}]
+    })
+}
+
+/// A denied request; `denial` is the reason's fields, e.g.
+/// `{"reason": "likely_typosquat", "of": "numpy"}`.
+pub fn denied(name: &str, denial: serde_json::Value) -> serde_json::Value {
+    let mut d = json!({
+        "decision": "denied",
+        "request": {"requested": name, "source": {"kind": "explicit_line", "line": 1}},
+        "distribution": name, "message": "not available"
+    });
+    d.as_object_mut()
+        .unwrap()
+        .extend(denial.as_object().unwrap().clone());
+    d
+}
+
+/// A wheel as installed: from the store or downloaded.
+pub fn wheel(name: &str, store_hit: bool, bytes: u64) -> serde_json::Value {
+    json!({"name": name, "version": "1.0", "sha256": format!("sha-{name}"),
+           "store_hit": store_hit, "bytes": bytes})
+}
+
+/// One install step with these decisions and wheels.
+pub fn step(
+    decisions: Vec<serde_json::Value>,
+    wheels: Vec<serde_json::Value>,
+    ms: f64,
+    error: Option<&str>,
+) -> crate::record::InstallStep {
+    let store_hit = !wheels.is_empty() && wheels.iter().all(|w| w["store_hit"] == true);
+    serde_json::from_value(json!({
+        "trigger": {"kind": "explicit_lines"},
+        "decisions": decisions, "wheels": wheels, "store_hit": store_hit,
+        "ms": ms, "installer_ms": if store_hit { 0.0 } else { ms / 2.0 },
+        "error": error, "rerun": error.is_none()
+    }))
+    .unwrap()
+}
