@@ -1,13 +1,18 @@
 //! `summary.csv`: one row per metric (and round), for spreadsheets and
-//! data frames: `metric,round,value,ci_low,ci_high,n,stop_on,feedback`. The
-//! last two columns repeat the run's stop rule and feedback mode on every
-//! row, so a row pasted elsewhere still says whether ground truth steered
-//! the run (`stop_on` = `correct`).
+//! data frames: `metric,round,value,ci_low,ci_high,n,stop_on,feedback,arm`.
+//! `stop_on` and `feedback` repeat the run's stop rule and feedback mode on
+//! every row, so a row pasted elsewhere still says whether ground truth
+//! steered the run (`stop_on` = `correct`). `arm` is the package strategy
+//! the row describes: the baseline's rows come first (the only rows of a
+//! one-strategy run), then every other arm's, then the comparison rows
+//! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm.
 
 use super::metrics::Rate;
 use super::{Exporter, RenderError, Summary};
 
 pub struct CsvExporter;
+
+type Writer = csv::Writer<Vec<u8>>;
 
 impl Exporter for CsvExporter {
     fn file_name(&self) -> &'static str {
@@ -16,100 +21,235 @@ impl Exporter for CsvExporter {
 
     fn render(&self, s: &Summary) -> Result<String, RenderError> {
         let mut w = csv::Writer::from_writer(Vec::new());
-        let err = RenderError::from;
         w.write_record([
-            "metric", "round", "value", "ci_low", "ci_high", "n", "stop_on", "feedback",
-        ])
-        .map_err(err)?;
-        let (stop_on, feedback) = (s.stop_on.as_str(), s.feedback.as_str());
-        let mut rate = |metric: &str, round: Option<usize>, r: Option<&Rate>| {
-            let round = round.map(|r| r.to_string()).unwrap_or_default();
-            match r {
-                Some(r) => w.write_record([
-                    metric,
-                    &round,
-                    &format!("{:.6}", r.value),
-                    &format!("{:.6}", r.ci_low),
-                    &format!("{:.6}", r.ci_high),
-                    &r.n.to_string(),
-                    stop_on,
-                    feedback,
-                ]),
-                None => w.write_record([metric, &round, "", "", "", "0", stop_on, feedback]),
-            }
+            "metric", "round", "value", "ci_low", "ci_high", "n", "stop_on", "feedback", "arm",
+        ])?;
+        let mut rows = Rows {
+            w: &mut w,
+            stop_on: &s.stop_on,
+            feedback: &s.feedback,
+            arm: &s.strategy,
         };
+        rows.summary(s)?;
+        for arm in s.arms.iter().skip(1) {
+            rows.arm = &arm.strategy;
+            rows.summary(arm)?;
+        }
+        for c in s.comparison.iter().flat_map(|c| &c.arms) {
+            rows.arm = &c.strategy;
+            rows.plain("shared_tasks".into(), c.shared_tasks as f64)?;
+            for p in &c.accuracy_by_round {
+                let round = Some(p.round as usize);
+                rows.rate("paired_accuracy_baseline", round, Some(&p.baseline))?;
+                rows.rate("paired_accuracy", round, Some(&p.arm))?;
+            }
+            rows.plain("mcnemar_b".into(), c.mcnemar.b as f64)?;
+            rows.plain("mcnemar_c".into(), c.mcnemar.c as f64)?;
+            rows.plain("mcnemar_p".into(), c.mcnemar.p_value)?;
+        }
+        let bytes = w.into_inner().map_err(|e| e.into_error())?;
+        Ok(String::from_utf8(bytes)?)
+    }
+}
+
+/// The rows of one arm, each carrying the run's labels and the arm.
+struct Rows<'a> {
+    w: &'a mut Writer,
+    stop_on: &'a str,
+    feedback: &'a str,
+    arm: &'a str,
+}
+
+impl Rows<'_> {
+    fn rate(&mut self, metric: &str, round: Option<usize>, r: Option<&Rate>) -> csv::Result<()> {
+        let round = round.map(|r| r.to_string()).unwrap_or_default();
+        let (stop_on, feedback, arm) = (self.stop_on, self.feedback, self.arm);
+        match r {
+            Some(r) => self.w.write_record([
+                metric,
+                &round,
+                &format!("{:.6}", r.value),
+                &format!("{:.6}", r.ci_low),
+                &format!("{:.6}", r.ci_high),
+                &r.n.to_string(),
+                stop_on,
+                feedback,
+                arm,
+            ]),
+            None => self
+                .w
+                .write_record([metric, &round, "", "", "", "0", stop_on, feedback, arm]),
+        }
+    }
+
+    fn plain(&mut self, metric: String, value: f64) -> csv::Result<()> {
+        let (stop_on, feedback, arm) = (self.stop_on, self.feedback, self.arm);
+        self.w.write_record([
+            metric.as_str(),
+            "",
+            &format!("{value:.6}"),
+            "",
+            "",
+            "",
+            stop_on,
+            feedback,
+            arm,
+        ])
+    }
+
+    /// Every metric of one arm's summary.
+    fn summary(&mut self, s: &Summary) -> csv::Result<()> {
         for (i, r) in s.accuracy_by_round.iter().enumerate() {
-            rate("accuracy", Some(i), Some(r)).map_err(err)?;
+            self.rate("accuracy", Some(i), Some(r))?;
         }
         for (i, r) in s.exec_success_by_round.iter().enumerate() {
-            rate("exec_success", Some(i), Some(r)).map_err(err)?;
+            self.rate("exec_success", Some(i), Some(r))?;
         }
         for (i, r) in s.parse_by_round.iter().enumerate() {
-            rate("parse", Some(i), Some(r)).map_err(err)?;
+            self.rate("parse", Some(i), Some(r))?;
         }
         for (i, r) in s.multi_part_accuracy_by_round.iter().enumerate() {
-            rate("multi_part_accuracy", Some(i), Some(r)).map_err(err)?;
+            self.rate("multi_part_accuracy", Some(i), Some(r))?;
         }
-        rate("recovery_rate", None, s.recovery_rate.as_ref()).map_err(err)?;
-        rate(
+        self.rate("recovery_rate", None, s.recovery_rate.as_ref())?;
+        self.rate(
             "recovery_rate_repaired",
             None,
             s.recovery_rate_repaired.as_ref(),
-        )
-        .map_err(err)?;
-        rate("regression_rate", None, s.regression_rate.as_ref()).map_err(err)?;
-        rate("resent_code", None, s.resent_code.as_ref()).map_err(err)?;
-        rate("kill_rate", None, s.kill_rate.total.as_ref()).map_err(err)?;
-        rate("infra_error_rate", None, s.infra_error_rate.as_ref()).map_err(err)?;
+        )?;
+        self.rate("regression_rate", None, s.regression_rate.as_ref())?;
+        self.rate("resent_code", None, s.resent_code.as_ref())?;
+        self.rate("kill_rate", None, s.kill_rate.total.as_ref())?;
+        self.rate("infra_error_rate", None, s.infra_error_rate.as_ref())?;
         for (fault, a) in &s.accuracy_by_fault {
-            rate(
-                &format!("accuracy_by_fault:{fault}"),
-                Some(0),
-                a.round0.as_ref(),
-            )
-            .map_err(err)?;
-            let last = Some(s.rounds as usize);
-            rate(
-                &format!("accuracy_by_fault:{fault}"),
-                last,
-                a.final_round.as_ref(),
-            )
-            .map_err(err)?;
+            let metric = format!("accuracy_by_fault:{fault}");
+            self.rate(&metric, Some(0), a.round0.as_ref())?;
+            self.rate(&metric, Some(s.rounds as usize), a.final_round.as_ref())?;
         }
-        let mut plain = |metric: String, value: f64| {
-            w.write_record([
-                metric.as_str(),
-                "",
-                &format!("{value:.6}"),
-                "",
-                "",
-                "",
-                stop_on,
-                feedback,
-            ])
-        };
         for (kind, fate) in &s.round0_failures {
-            plain(format!("round0_failures:{kind}"), fate.tasks as f64).map_err(err)?;
-            plain(format!("round0_failures_fixed:{kind}"), fate.fixed as f64).map_err(err)?;
+            self.plain(format!("round0_failures:{kind}"), fate.tasks as f64)?;
+            self.plain(format!("round0_failures_fixed:{kind}"), fate.fixed as f64)?;
         }
-        plain("review_prompts".into(), s.reviews.prompts as f64).map_err(err)?;
-        plain("review_kept".into(), s.reviews.kept as f64).map_err(err)?;
-        plain("review_revised".into(), s.reviews.revised as f64).map_err(err)?;
+        self.plain("review_prompts".into(), s.reviews.prompts as f64)?;
+        self.plain("review_kept".into(), s.reviews.kept as f64)?;
+        self.plain("review_revised".into(), s.reviews.revised as f64)?;
         for (reason, v) in &s.kill_rate.by_reason {
-            plain(format!("kill_rate:{reason}"), *v).map_err(err)?;
+            self.plain(format!("kill_rate:{reason}"), *v)?;
         }
         for (name, p) in [
             ("model", &s.latency_ms.model),
             ("exec", &s.latency_ms.exec),
             ("total", &s.latency_ms.total),
         ] {
-            plain(format!("latency_ms_p50:{name}"), p.p50).map_err(err)?;
-            plain(format!("latency_ms_p95:{name}"), p.p95).map_err(err)?;
+            self.plain(format!("latency_ms_p50:{name}"), p.p50)?;
+            self.plain(format!("latency_ms_p95:{name}"), p.p95)?;
         }
-        plain("tokens_prompt".into(), s.tokens.prompt as f64).map_err(err)?;
-        plain("tokens_completion".into(), s.tokens.completion as f64).map_err(err)?;
-        plain("tokens_per_task".into(), s.tokens.per_task_mean).map_err(err)?;
-        let bytes = w.into_inner().map_err(|e| e.into_error())?;
-        Ok(String::from_utf8(bytes)?)
+        self.plain("tokens_prompt".into(), s.tokens.prompt as f64)?;
+        self.plain("tokens_completion".into(), s.tokens.completion as f64)?;
+        self.plain("tokens_per_task".into(), s.tokens.per_task_mean)?;
+        self.environment(s)
+    }
+
+    /// What the package strategy cost: environment errors, installs,
+    /// kernel start, memory, image size (each only when known).
+    fn environment(&mut self, s: &Summary) -> csv::Result<()> {
+        self.rate(
+            "environment_error_rounds",
+            None,
+            s.environment_error_rounds.as_ref(),
+        )?;
+        if let Some(m) = &s.installs {
+            self.plain("install_steps".into(), m.steps as f64)?;
+            self.plain("installs_per_task".into(), m.installs_per_task)?;
+            self.plain("install_tasks".into(), m.tasks_with_installs as f64)?;
+            self.plain("install_store_hits".into(), m.store_hits as f64)?;
+            self.plain("install_downloads".into(), m.downloads as f64)?;
+            for (name, p) in [
+                ("store_hit", &m.latency_ms_store_hit),
+                ("download", &m.latency_ms_download),
+            ] {
+                if p.n > 0 {
+                    self.plain(format!("install_latency_ms_p50:{name}"), p.p50)?;
+                    self.plain(format!("install_latency_ms_p95:{name}"), p.p95)?;
+                }
+            }
+            self.plain("install_failures".into(), m.failures as f64)?;
+            self.plain("install_denials".into(), m.denials as f64)?;
+            for (reason, count) in &m.denials_by_reason {
+                self.plain(format!("install_denials:{reason}"), *count as f64)?;
+            }
+            self.plain("install_store_bytes".into(), m.store_bytes as f64)?;
+        }
+        if let Some(p) = &s.kernel_start_ms {
+            self.plain("kernel_start_ms_p50".into(), p.p50)?;
+            self.plain("kernel_start_ms_p95".into(), p.p95)?;
+        }
+        if let Some(m) = &s.memory_peak_bytes {
+            self.plain("memory_peak_bytes_p50".into(), m.p50 as f64)?;
+            self.plain("memory_peak_bytes_max".into(), m.max as f64)?;
+        }
+        if let Some(bytes) = s.image_bytes {
+            self.plain("image_bytes".into(), bytes as f64)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{config, task, two_arms, R};
+    use super::*;
+    use crate::record::StopOn;
+    use crate::report::summarize;
+
+    fn rows(text: &str) -> Vec<Vec<String>> {
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        r.records()
+            .map(|row| row.unwrap().iter().map(str::to_owned).collect())
+            .collect()
+    }
+
+    #[test]
+    fn one_arm_rows_name_their_arm() {
+        let (k, s) = (0, StopOn::Clean);
+        let records = task("a", &[R::Right], s, k);
+        let text = CsvExporter
+            .render(&summarize(&config(&["a"], k, s), &records))
+            .unwrap();
+        assert!(text.starts_with("metric,round,value,ci_low,ci_high,n,stop_on,feedback,arm\n"));
+        let rows = rows(&text);
+        assert!(rows.iter().all(|r| r[8] == "fat"));
+        assert_eq!(rows[0][..3], ["accuracy", "0", "1.000000"]);
+    }
+
+    #[test]
+    fn every_arm_has_its_rows_and_the_comparison_follows() {
+        let (cfg, records) = two_arms();
+        let rows = rows(&CsvExporter.render(&summarize(&cfg, &records)).unwrap());
+        let find = |metric: &str, round: &str, arm: &str| -> String {
+            rows.iter()
+                .find(|r| r[0] == metric && r[1] == round && r[8] == arm)
+                .unwrap_or_else(|| panic!("no {metric}@{round} for {arm}"))[2]
+                .clone()
+        };
+        assert_eq!(find("accuracy", "1", "fat"), "0.666667");
+        assert_eq!(find("accuracy", "1", "dynamic"), "0.833333");
+        assert_eq!(find("environment_error_rounds", "", "dynamic"), "0.333333");
+        assert_eq!(
+            find("image_bytes", "", "dynamic"),
+            (200u64 << 20).to_string() + ".000000"
+        );
+        assert_eq!(find("installs_per_task", "", "dynamic"), "0.000000");
+        assert_eq!(find("paired_accuracy_baseline", "1", "dynamic"), "0.600000");
+        assert_eq!(find("paired_accuracy", "1", "dynamic"), "0.800000");
+        assert_eq!(find("shared_tasks", "", "dynamic"), "5.000000");
+        assert_eq!(find("mcnemar_b", "", "dynamic"), "1.000000");
+        assert_eq!(find("mcnemar_c", "", "dynamic"), "2.000000");
+        assert_eq!(find("mcnemar_p", "", "dynamic"), "1.000000");
+        // The baseline's rows come first.
+        assert_eq!(rows[0][8], "fat");
+        assert!(!rows
+            .iter()
+            .any(|r| r[0] == "installs_per_task" && r[8] == "fat"));
     }
 }

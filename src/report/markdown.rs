@@ -2,6 +2,9 @@
 
 use std::fmt::Write;
 
+use super::installs::InstallMetrics;
+use super::metrics::Percentiles;
+use super::strategies::StrategyComparison;
 use super::{labels, percent, Exporter, RenderError, Summary};
 
 pub struct MarkdownExporter;
@@ -18,23 +21,29 @@ impl Exporter for MarkdownExporter {
         for label in labels(s) {
             let _ = writeln!(w, "> **{label}**\n");
         }
+        let strategy = if s.arms.is_empty() {
+            format!("strategy `{}`", s.strategy)
+        } else {
+            let names: Vec<String> = s.arms.iter().map(|a| format!("`{}`", a.strategy)).collect();
+            format!(
+                "strategies {} (baseline `{}`)",
+                names.join(", "),
+                s.strategy
+            )
+        };
         let _ = writeln!(
             w,
-            "Suite `{}`, model `{}`, strategy `{}`, {} tasks ({} finished), rounds 0..={}, \
+            "Suite `{}`, model `{}`, {strategy}, {} tasks ({} finished), rounds 0..={}, \
              stop rule `{}`, feedback `{}`.\n",
-            s.suite,
-            s.model,
-            s.strategy,
-            s.tasks,
-            s.tasks_finished,
-            s.rounds,
-            s.stop_on,
-            s.feedback
+            s.suite, s.model, s.tasks, s.tasks_finished, s.rounds, s.stop_on, s.feedback
         );
         if !s.model_info.is_null() {
             let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
         }
         let _ = writeln!(w, "Limits: {}.\n", s.limits.describe());
+        if let Some(c) = &s.comparison {
+            strategies(w, s, c);
+        }
         let _ = writeln!(w, "## Accuracy by round\n");
         let _ = writeln!(
             w,
@@ -143,6 +152,11 @@ impl Exporter for MarkdownExporter {
             "- infrastructure errors (tasks): {}",
             percent(s.infra_error_rate.as_ref())
         );
+        environment(w, s);
+        if let (Some(m), true) = (&s.installs, s.arms.is_empty()) {
+            let _ = writeln!(w, "\n## Installs\n");
+            installs(w, m);
+        }
         let _ = writeln!(w, "\n## Latency (ms) and tokens\n");
         let _ = writeln!(w, "| | p50 | p95 |\n|---|---|---|");
         for (name, p) in [
@@ -158,5 +172,258 @@ impl Exporter for MarkdownExporter {
             s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean, s.tokens.per_second.p50
         );
         Ok(md)
+    }
+}
+
+/// The side-by-side table of every arm and the paired tests.
+fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
+    let _ = writeln!(w, "## Strategies\n");
+    let head: Vec<String> = s
+        .arms
+        .iter()
+        .map(|a| {
+            if a.strategy == c.baseline {
+                format!("`{}` (baseline)", a.strategy)
+            } else {
+                format!("`{}`", a.strategy)
+            }
+        })
+        .collect();
+    let _ = writeln!(w, "| | {} |", head.join(" | "));
+    let _ = writeln!(w, "|---|{}", "---|".repeat(s.arms.len()));
+    let mut row = |name: &str, cell: &dyn Fn(&Summary) -> String| {
+        let cells: Vec<String> = s.arms.iter().map(cell).collect();
+        let _ = writeln!(w, "| {name} | {} |", cells.join(" | "));
+    };
+    for r in 0..=s.rounds as usize {
+        row(&format!("Acc@{r}"), &|a| {
+            percent(a.accuracy_by_round.get(r))
+        });
+    }
+    row("recovery rate", &|a| percent(a.recovery_rate.as_ref()));
+    row("environment-error rounds", &|a| {
+        counted(a.environment_error_rounds.as_ref())
+    });
+    row("installs per task", &|a| {
+        installed(a, |m| format!("{:.2}", m.installs_per_task))
+    });
+    row("install p50 / p95, store hit (ms)", &|a| {
+        installed(a, |m| p50_p95(&m.latency_ms_store_hit))
+    });
+    row("install p50 / p95, download (ms)", &|a| {
+        installed(a, |m| p50_p95(&m.latency_ms_download))
+    });
+    row("install failures", &|a| {
+        installed(a, |m| m.failures.to_string())
+    });
+    row("denials", &|a| installed(a, denials));
+    row("kernel start p50 (ms)", &|a| {
+        a.kernel_start_ms
+            .map_or_else(|| "n/a".into(), |p| format!("{:.0}", p.p50))
+    });
+    row("memory peak per kernel p50", &|a| {
+        a.memory_peak_bytes
+            .map_or_else(|| "n/a".into(), |m| size(m.p50))
+    });
+    row("image size", &|a| {
+        a.image_bytes.map_or_else(|| "n/a".into(), size)
+    });
+    let _ = writeln!(
+        w,
+        "\nPaired on the tasks both arms finished, final round (McNemar, exact; \
+         b = baseline right and arm wrong, c = baseline wrong and arm right):\n"
+    );
+    for a in &c.arms {
+        let _ = writeln!(
+            w,
+            "- `{}` vs `{}`: {} shared tasks, Acc@{} {} vs {}; b = {}, c = {}, p = {:.4}",
+            a.strategy,
+            c.baseline,
+            a.shared_tasks,
+            s.rounds,
+            percent(a.accuracy.as_ref()),
+            percent(a.baseline_accuracy.as_ref()),
+            a.mcnemar.b,
+            a.mcnemar.c,
+            a.mcnemar.p_value
+        );
+    }
+    for a in &s.arms {
+        if let Some(m) = &a.installs {
+            let _ = writeln!(w, "\n### Installs (`{}`)\n", a.strategy);
+            installs(w, m);
+        }
+    }
+    let _ = writeln!(
+        w,
+        "\nThe sections below are the baseline's (`{}`).\n",
+        c.baseline
+    );
+}
+
+/// An install metric of an arm, `—` for an arm that does not install.
+fn installed(a: &Summary, f: impl Fn(&InstallMetrics) -> String) -> String {
+    a.installs.as_ref().map_or_else(|| "—".into(), f)
+}
+
+/// Environment costs of one arm, as list items (each only when known).
+fn environment(w: &mut String, s: &Summary) {
+    if let Some(r) = &s.environment_error_rounds {
+        let _ = writeln!(
+            w,
+            "- environment-error rounds (missing module, refused install): {}",
+            counted(Some(r))
+        );
+    }
+    if let Some(p) = &s.kernel_start_ms {
+        let _ = writeln!(w, "- kernel start (ms): p50 {:.0}, p95 {:.0}", p.p50, p.p95);
+    }
+    if let Some(m) = &s.memory_peak_bytes {
+        let _ = writeln!(
+            w,
+            "- memory peak per kernel: p50 {}, max {} ({} kernels)",
+            size(m.p50),
+            size(m.max),
+            m.n
+        );
+    }
+    if let Some(bytes) = s.image_bytes {
+        let _ = writeln!(w, "- image size on disk: {}", size(bytes));
+    }
+}
+
+fn installs(w: &mut String, m: &InstallMetrics) {
+    let _ = writeln!(
+        w,
+        "- {} install steps; {:.2} installs per task ({} tasks installed something)",
+        m.steps, m.installs_per_task, m.tasks_with_installs
+    );
+    let _ = writeln!(
+        w,
+        "- store hits {}: p50 / p95 {} ms; downloads {}: p50 / p95 {} ms",
+        m.store_hits,
+        p50_p95(&m.latency_ms_store_hit),
+        m.downloads,
+        p50_p95(&m.latency_ms_download)
+    );
+    let _ = writeln!(w, "- failures: {}", m.failures);
+    let _ = writeln!(w, "- denials: {}", denials(m));
+    let _ = writeln!(w, "- package store used: {}", size(m.store_bytes));
+}
+
+/// A rate with its counts: `12.5% [..] (1 of 8)`.
+fn counted(r: Option<&super::metrics::Rate>) -> String {
+    match r {
+        Some(r) => format!("{} ({} of {})", percent(Some(r)), r.successes, r.n),
+        None => "n/a".into(),
+    }
+}
+
+fn p50_p95(p: &Percentiles) -> String {
+    if p.n == 0 {
+        "n/a".into()
+    } else {
+        format!("{:.0} / {:.0}", p.p50, p.p95)
+    }
+}
+
+fn denials(m: &InstallMetrics) -> String {
+    if m.denials_by_reason.is_empty() {
+        return m.denials.to_string();
+    }
+    let reasons: Vec<String> = m
+        .denials_by_reason
+        .iter()
+        .map(|(reason, n)| format!("{reason} {n}"))
+        .collect();
+    format!("{} ({})", m.denials, reasons.join(", "))
+}
+
+/// Bytes for people, in binary units.
+fn size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, scale) in UNITS {
+        if bytes >= scale {
+            return format!("{:.1} {unit}", bytes as f64 / scale as f64);
+        }
+    }
+    format!("{bytes} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{allowed, config, step, task, two_arms, wheel, R};
+    use super::*;
+    use crate::record::StopOn;
+    use crate::report::summarize;
+
+    #[test]
+    fn two_arms_get_the_strategies_table_and_the_paired_test() {
+        let (cfg, records) = two_arms();
+        let md = MarkdownExporter.render(&summarize(&cfg, &records)).unwrap();
+        assert!(
+            md.contains("strategies `fat`, `dynamic` (baseline `fat`)"),
+            "{md}"
+        );
+        let table = md
+            .split("## Strategies\n")
+            .nth(1)
+            .expect("a Strategies section");
+        let lines: Vec<&str> = table.lines().skip(1).take(3).collect();
+        assert_eq!(lines[0], "| | `fat` (baseline) | `dynamic` |");
+        assert_eq!(lines[1], "|---|---|---|");
+        assert!(lines[2].starts_with("| Acc@0 | 50.0% ["), "{}", lines[2]);
+        for row in [
+            "| Acc@1 | 66.7% [",
+            "| recovery rate |",
+            "| environment-error rounds | 0.0% [0.0, 35.4] (0 of 7) | 33.3% [",
+            "| installs per task | — | 0.00 |",
+            "| install p50 / p95, store hit (ms) | — | n/a |",
+            "| install p50 / p95, download (ms) | — | n/a |",
+            "| install failures | — | 0 |",
+            "| denials | — | 0 |",
+            "| kernel start p50 (ms) | n/a | n/a |",
+            "| memory peak per kernel p50 | n/a | n/a |",
+            "| image size | 3.0 GiB | 200.0 MiB |",
+        ] {
+            assert!(table.contains(row), "no `{row}` in\n{table}");
+        }
+        assert!(
+            table.contains("- `dynamic` vs `fat`: 5 shared tasks, Acc@1 80.0% ["),
+            "{table}"
+        );
+        assert!(table.contains("b = 1, c = 2, p = 1.0000"), "{table}");
+        assert!(table.contains("### Installs (`dynamic`)"));
+        // The baseline's own sections follow, once.
+        assert_eq!(md.matches("## Accuracy by round").count(), 1);
+    }
+
+    #[test]
+    fn one_dynamic_arm_gets_an_installs_section_and_no_strategies() {
+        let (k, s) = (0, StopOn::Clean);
+        let mut cfg = config(&["a"], k, s);
+        cfg.strategy = "dynamic".into();
+        let mut records = task("a", &[R::Right], s, k);
+        records[0].installs = vec![step(
+            vec![allowed("scipy")],
+            vec![wheel("scipy", false, 3 << 20)],
+            812.0,
+            None,
+        )];
+        let md = MarkdownExporter.render(&summarize(&cfg, &records)).unwrap();
+        assert!(!md.contains("## Strategies"));
+        assert!(md.contains("strategy `dynamic`"));
+        let installs = md
+            .split("## Installs\n")
+            .nth(1)
+            .expect("an Installs section");
+        assert!(
+            installs.contains("downloads 1: p50 / p95 812 / 812 ms"),
+            "{installs}"
+        );
+        assert!(
+            installs.contains("package store used: 3.0 MiB"),
+            "{installs}"
+        );
     }
 }

@@ -4,10 +4,14 @@
 //! errors, latency percentiles and tokens. Proportions carry a 95% Wilson
 //! interval. No task is ever dropped from a denominator.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::environment::{self, MemoryPeak};
+use super::installs::{self, InstallMetrics};
+use super::strategies::{self, StrategyComparison};
+use super::task_rounds::{self, TaskRounds};
 use crate::record::{AttemptRecord, FeedbackKind, RunConfig, StopOn, SCHEMA_VERSION};
 use crate::sandbox::{SandboxLimits, Verdict};
 use crate::util::stats::percentile;
@@ -204,91 +208,84 @@ pub struct Summary {
     pub latency_ms: Latency,
     pub tokens: Tokens,
     pub rounds_used_mean: f64,
+    /// Executed rounds lost to the environment: the outcome is a
+    /// `ModuleNotFoundError` / `ImportError` or `policy_denied`, or an
+    /// install request of the round was denied; over executed rounds.
+    #[serde(default)]
+    pub environment_error_rounds: Option<Rate>,
+    /// What the dynamic installer did (arms that install on demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installs: Option<InstallMetrics>,
+    /// Kernel start time (ms), one value per kernel start recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_start_ms: Option<Percentiles>,
+    /// Peak memory per kernel (one kernel per task), in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<MemoryPeak>,
+    /// The arm's image size on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_bytes: Option<u64>,
+    /// Every arm (the baseline first) of a run with several strategies;
+    /// empty with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arms: Vec<Summary>,
+    /// The non-baseline arms against the baseline on their shared tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<StrategyComparison>,
 }
 
-/// One task's records in round order, with the per-round state carried
-/// forward from its last record (a stopped task keeps its final state).
-struct TaskRounds<'a> {
-    records: Vec<&'a AttemptRecord>,
-}
-
-impl<'a> TaskRounds<'a> {
-    /// The record in force at round r: the latest at or before r.
-    fn at(&self, round: usize) -> Option<&'a AttemptRecord> {
-        self.records
-            .iter()
-            .rev()
-            .find(|r| r.round as usize <= round)
-            .copied()
-    }
-
-    fn correct_at(&self, round: usize) -> bool {
-        self.at(round).is_some_and(|r| r.correct)
-    }
-
-    fn parsed_at(&self, round: usize) -> bool {
-        self.at(round).is_some_and(|r| r.parsed)
-    }
-
-    /// The latest execution by round r ran cleanly.
-    fn exec_ok_at(&self, round: usize) -> bool {
-        self.records
-            .iter()
-            .rev()
-            .filter(|r| r.round as usize <= round)
-            .find_map(|r| r.outcome.as_ref())
-            .is_some_and(|o| o.verdict == Verdict::Ok)
-    }
-
-    fn repaired(&self) -> bool {
-        self.records.iter().any(|r| r.round >= 1)
-    }
-
-    /// How round 0 went wrong, when it did.
-    fn round0_failure(&self) -> Option<String> {
-        let r = self.records.first().filter(|r| r.round == 0)?;
-        if r.correct {
-            return None;
-        }
-        if r.infra_error.is_some() {
-            return Some("infra_error".into());
-        }
-        let Some(o) = &r.outcome else {
-            return Some("no_code".into());
-        };
-        Some(match o.verdict {
-            Verdict::Error => o
-                .error
-                .as_ref()
-                .map(|e| e.ename.clone())
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "error".into()),
-            Verdict::Ok if r.answered => "wrong_answer".into(),
-            Verdict::Ok if r.feedback_kind == Some(FeedbackKind::Unsupported) => {
-                "unsupported_answer".into()
-            }
-            Verdict::Ok => "no_answer".into(),
-            other => other.to_string(),
-        })
-    }
-}
-
-/// Computes the summary of a run from its records.
+/// Computes the summary of a run from its records. With several package
+/// strategies (`fat,dynamic`), every arm is summarized over its own records
+/// and the top level is the first arm's (the baseline), with every arm in
+/// `arms` and the paired comparison in `comparison`.
 pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
-    let k = config.rounds as usize;
-    let mut grouped: HashMap<&str, Vec<&AttemptRecord>> = HashMap::new();
-    for r in records {
-        grouped.entry(r.task_id.as_str()).or_default().push(r);
+    let names = arm_names(config);
+    if names.len() == 1 {
+        // One arm: every record is its own, whatever strategy it names.
+        let all: Vec<&AttemptRecord> = records.iter().collect();
+        let tasks = task_rounds::by_task(config, &all);
+        return summarize_arm(config, &names[0], &all, &tasks);
     }
-    let tasks: Vec<TaskRounds> = config
-        .task_ids
-        .iter()
-        .map(|id| {
-            let mut rs = grouped.remove(id.as_str()).unwrap_or_default();
-            rs.sort_by_key(|r| r.round);
-            TaskRounds { records: rs }
-        })
+    let mut arms = Vec::with_capacity(names.len());
+    let mut arm_tasks = Vec::with_capacity(names.len());
+    for name in &names {
+        let mine: Vec<&AttemptRecord> = records.iter().filter(|r| &r.strategy == name).collect();
+        let tasks = task_rounds::by_task(config, &mine);
+        arms.push(summarize_arm(config, name, &mine, &tasks));
+        arm_tasks.push((name.clone(), tasks));
+    }
+    let comparison = strategies::compare(config.rounds as usize, &arm_tasks);
+    let mut top = arms[0].clone();
+    top.arms = arms;
+    top.comparison = Some(comparison);
+    top
+}
+
+/// The run's arms in `--strategy` order: `fat,dynamic` → `fat`, `dynamic`.
+pub fn arm_names(config: &RunConfig) -> Vec<String> {
+    let names: Vec<String> = config
+        .strategy
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
         .collect();
+    if names.is_empty() {
+        vec![config.strategy.clone()]
+    } else {
+        names
+    }
+}
+
+/// The summary of one arm: `records` are the arm's, `tasks` the same
+/// grouped by task.
+fn summarize_arm(
+    config: &RunConfig,
+    strategy: &str,
+    records: &[&AttemptRecord],
+    tasks: &[TaskRounds],
+) -> Summary {
+    let k = config.rounds as usize;
     let n = tasks.len() as u64;
     let count = |f: &dyn Fn(&TaskRounds) -> bool| tasks.iter().filter(|t| f(t)).count() as u64;
     let over_all = |f: &dyn Fn(&TaskRounds, usize) -> bool| -> Vec<Rate> {
@@ -314,7 +311,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
     let regressed = count(&|t| t.correct_at(0) && !t.correct_at(k));
 
     let mut round0_failures: BTreeMap<String, FailureFate> = BTreeMap::new();
-    for t in &tasks {
+    for t in tasks {
         if let Some(kind) = t.round0_failure() {
             let fate = round0_failures.entry(kind).or_default();
             fate.tasks += 1;
@@ -328,7 +325,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         }
     }
     let mut faults: BTreeMap<String, Vec<&TaskRounds>> = BTreeMap::new();
-    for t in &tasks {
+    for t in tasks {
         if let Some(f) = t.records.first().and_then(|r| r.fault.clone()) {
             faults.entry(f).or_default().push(t);
         }
@@ -346,10 +343,10 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
             (fault, acc)
         })
         .collect();
-    let multi_part_accuracy_by_round = multi_parts(config, &tasks, k);
+    let multi_part_accuracy_by_round = multi_parts(config, tasks, k);
 
     let mut reviews = Reviews::default();
-    for t in &tasks {
+    for t in tasks {
         for pair in t.records.windows(2) {
             let (before, reply) = (pair[0], pair[1]);
             if before.feedback_kind != Some(FeedbackKind::Review) {
@@ -367,7 +364,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
     }
 
     let (mut resent, mut repairs) = (0, 0);
-    for t in &tasks {
+    for t in tasks {
         for pair in t.records.windows(2) {
             if let (Some(before), Some(now)) = (&pair[0].code, &pair[1].code) {
                 repairs += 1;
@@ -403,7 +400,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
     let infra_tasks = count(&|t| t.records.iter().any(|r| r.infra_error.is_some()));
     let finished = count(&|t| t.records.iter().any(|r| r.is_final())) as usize;
     let mine = |r: &&AttemptRecord| config.task_ids.contains(&r.task_id);
-    let ours: Vec<&AttemptRecord> = records.iter().filter(mine).collect();
+    let ours: Vec<&AttemptRecord> = records.iter().copied().filter(mine).collect();
     let tokens_prompt: u64 = ours.iter().map(|r| r.tokens.prompt_tokens).sum();
     let tokens_completion: u64 = ours.iter().map(|r| r.tokens.completion_tokens).sum();
 
@@ -417,7 +414,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         stop_on: config.stop_on.name().into(),
         oracle_feedback: config.stop_on == StopOn::Correct,
         feedback: config.feedback.name().into(),
-        strategy: config.strategy.clone(),
+        strategy: strategy.to_owned(),
         unconfined: !config.sandbox.confined,
         limits: config.limits,
         tasks: tasks.len(),
@@ -462,6 +459,13 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         },
         resent_code,
         rounds_used_mean: ours.len() as f64 / n.max(1) as f64,
+        environment_error_rounds: environment::error_rounds(&ours),
+        installs: installs::InstallMetrics::of(strategy, tasks),
+        kernel_start_ms: environment::kernel_start(&ours),
+        memory_peak_bytes: environment::MemoryPeak::of(tasks),
+        image_bytes: config.images.get(strategy).map(|i| i.bytes),
+        arms: Vec::new(),
+        comparison: None,
     }
 }
 
@@ -515,11 +519,8 @@ fn multi_parts(config: &RunConfig, tasks: &[TaskRounds], k: usize) -> Vec<Rate> 
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{config, task, R};
     use super::*;
-    use crate::kernel::Outcome;
-    use crate::record::{RecordKind, StopReason};
-    use crate::task::check::Check;
-    use serde_json::json;
 
     #[test]
     fn wilson_matches_known_values() {
@@ -550,145 +551,6 @@ mod tests {
         assert_eq!(p.p50, 50.0);
         assert_eq!(p.p95, 95.0);
         assert_eq!(Percentiles::of(vec![]).n, 0);
-    }
-
-    fn config(ids: &[&str], rounds: u32, stop_on: StopOn) -> RunConfig {
-        serde_json::from_value(json!({
-            "schema_version": SCHEMA_VERSION,
-            "run_id": "t",
-            "retrace_version": "0",
-            "created": "now",
-            "out_dir": "x",
-            "suite": "s",
-            "selection": {"limit_tasks": null, "sample": null, "seed": 0},
-            "task_ids": ids,
-            "rounds": rounds,
-            "stop_on": stop_on,
-            "concurrency": 1,
-            "model": "m",
-            "synthetic_model": false,
-            "generation": {"temperature": 0.0, "max_tokens": 1, "request_timeout": 1.0, "max_retries": 0},
-            "strategy": "fat",
-            "image_lock_hash": "h",
-            "limits": SandboxLimits::default(),
-            "sandbox": {"confined": true, "mode": "test", "notes": []},
-            "feedback_budget": 100
-        }))
-        .unwrap()
-    }
-
-    /// How one round went, in shorthand.
-    #[derive(Clone, Copy)]
-    enum R {
-        /// Ran cleanly with a right answer.
-        Right,
-        /// Ran cleanly with a wrong (but readable) answer.
-        Wrong,
-        /// Raised this exception; the earlier answer is carried.
-        Raised(&'static str),
-        /// Killed with this verdict.
-        Killed(Verdict),
-        /// No code in the reply.
-        NoCode,
-        /// Kept the earlier answer after a review prompt.
-        Kept,
-        /// The endpoint failed.
-        Infra,
-    }
-
-    fn outcome(verdict: Verdict, ename: Option<&str>) -> Outcome {
-        serde_json::from_value(json!({
-            "status": if verdict == Verdict::Ok { "ok" } else { "error" },
-            "verdict": verdict,
-            "flags": [],
-            "execution_count": 1,
-            "stdout": "",
-            "stderr": "",
-            "results": [],
-            "displays": [],
-            "error": ename.map(|e| json!({"ename": e, "evalue": "", "traceback": []})),
-            "answer": null,
-            "artifacts": [],
-            "truncated": false,
-            "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
-            "timings_ms": {"total": 5.0},
-            "state_lost": false
-        }))
-        .unwrap()
-    }
-
-    fn checked(correct: bool) -> Check {
-        Check {
-            correct,
-            parsed: true,
-            extracted: Some("1".into()),
-            normalized: Some("1".into()),
-            rule: "number:abs_tol".into(),
-            tolerance: Some(1e-6),
-            parts: Vec::new(),
-        }
-    }
-
-    /// The records of one task as the harness writes them, `rounds` being
-    /// how each round went; the last one carries the stop reason.
-    fn task(id: &str, rounds: &[R], stop_on: StopOn, k: u32) -> Vec<AttemptRecord> {
-        let mut carried: Option<Check> = None;
-        let mut out: Vec<AttemptRecord> = Vec::new();
-        for (i, how) in rounds.iter().enumerate() {
-            let mut rec: AttemptRecord = serde_json::from_value(json!({
-                "schema_version": SCHEMA_VERSION, "run_id": "t", "task_id": id,
-                "round": i, "model": "m", "synthetic_model": false, "strategy": "fat",
-                "stop_on": stop_on, "feedback": "parsed", "kind": "attempt",
-                "prompt": [], "reply": "r", "extraction": null, "code": "x = 1",
-                "outcome": null, "check": null, "correct": false, "answered": false,
-                "stop": null, "infra_error": null,
-                "timings_ms": {"model": 10.0, "exec": 5.0, "total": 16.0},
-                "tokens": {"prompt_tokens": 100, "completion_tokens": 20}
-            }))
-            .unwrap();
-            match how {
-                R::Right | R::Wrong => {
-                    rec.outcome = Some(outcome(Verdict::Ok, None));
-                    rec.answered = true;
-                    carried = Some(checked(matches!(how, R::Right)));
-                }
-                R::Raised(e) => rec.outcome = Some(outcome(Verdict::Error, Some(e))),
-                R::Killed(v) => rec.outcome = Some(outcome(*v, None)),
-                R::NoCode => rec.code = None,
-                R::Kept => {
-                    rec.code = None;
-                    rec.kept_answer = true;
-                }
-                R::Infra => {
-                    rec.kind = RecordKind::InfraError;
-                    rec.code = None;
-                    rec.infra_error = Some("endpoint down".into());
-                    rec.stop = Some(StopReason::InfraError);
-                }
-            }
-            rec.check = carried.clone();
-            rec.correct = carried.as_ref().is_some_and(|c| c.correct);
-            rec.parsed = carried.is_some();
-            out.push(rec);
-        }
-        let n = out.len();
-        for (i, rec) in out.iter_mut().enumerate() {
-            let next = rounds.get(i + 1);
-            rec.feedback_kind = match next {
-                None => None,
-                Some(_) if rec.answered || rec.kept_answer => Some(FeedbackKind::Review),
-                Some(_) if rec.outcome.is_none() => Some(FeedbackKind::NoCode),
-                Some(_) => Some(FeedbackKind::Error),
-            };
-            if i + 1 == n && rec.stop.is_none() {
-                rec.stop = Some(if rec.round == k {
-                    StopReason::RoundsExhausted
-                } else {
-                    StopReason::Clean
-                });
-            }
-        }
-        out
     }
 
     #[test]

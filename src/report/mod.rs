@@ -2,14 +2,22 @@
 //! format behind one small trait; [`write_all`] loops over them.
 
 mod csv;
+pub mod environment;
+pub mod installs;
 mod json;
 pub mod junit;
 mod markdown;
 pub mod metrics;
+pub mod strategies;
+mod task_rounds;
+#[cfg(test)]
+mod testing;
 
 use std::path::{Path, PathBuf};
 
+pub use installs::InstallMetrics;
 pub use metrics::{summarize, Summary};
+pub use strategies::{ArmComparison, McNemar, StrategyComparison};
 
 /// One output format of a run summary.
 pub trait Exporter {

@@ -1,0 +1,261 @@
+//! Package strategies side by side: each non-baseline arm against the
+//! baseline (the first `--strategy`) on the tasks both finished, with
+//! McNemar's exact test on the paired final correctness.
+
+use serde::{Deserialize, Serialize};
+
+use super::metrics::Rate;
+use super::task_rounds::TaskRounds;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyComparison {
+    /// The first strategy of the run.
+    pub baseline: String,
+    /// One per other arm, in `--strategy` order.
+    pub arms: Vec<ArmComparison>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmComparison {
+    pub strategy: String,
+    /// Tasks finished in both arms (an interrupted task is not paired).
+    pub shared_tasks: u64,
+    /// Acc@K of the baseline on the shared tasks.
+    pub baseline_accuracy: Option<Rate>,
+    /// Acc@K of this arm on the shared tasks.
+    pub accuracy: Option<Rate>,
+    /// Acc@r of both arms on the shared tasks, r = 0..=K (empty when no
+    /// task is shared).
+    pub accuracy_by_round: Vec<PairedAccuracy>,
+    pub mcnemar: McNemar,
+}
+
+/// Acc@r of the baseline and of the arm on the same tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairedAccuracy {
+    pub round: u32,
+    pub baseline: Rate,
+    pub arm: Rate,
+}
+
+/// McNemar's exact test on the discordant pairs of final correctness.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct McNemar {
+    /// Baseline right, arm wrong.
+    pub b: u64,
+    /// Baseline wrong, arm right.
+    pub c: u64,
+    /// Two-sided exact binomial p-value: min(1, 2·P[X ≤ min(b, c)]) with
+    /// X ~ Bin(b + c, ½); 1 when there is no discordant pair.
+    pub p_value: f64,
+}
+
+impl McNemar {
+    pub fn new(b: u64, c: u64) -> McNemar {
+        McNemar {
+            b,
+            c,
+            p_value: exact_p(b, c),
+        }
+    }
+}
+
+/// min(1, 2·P[X ≤ min(b, c)]), X ~ Bin(b + c, ½). Terms are summed in log
+/// space so that large counts neither overflow nor underflow.
+fn exact_p(b: u64, c: u64) -> f64 {
+    let n = b + c;
+    if n == 0 {
+        return 1.0;
+    }
+    let n_f = n as f64;
+    // ln(C(n, i) / 2^n), from i = 0 upward.
+    let mut ln_term = -n_f * std::f64::consts::LN_2;
+    let mut tail = 0.0;
+    for i in 0..=b.min(c) {
+        if i > 0 {
+            ln_term += ((n - i + 1) as f64 / i as f64).ln();
+        }
+        tail += ln_term.exp();
+    }
+    (2.0 * tail).min(1.0)
+}
+
+/// Each arm after the first against the first. `arms` are in `--strategy`
+/// order, each arm's tasks in the run's `task_ids` order.
+pub(super) fn compare(k: usize, arms: &[(String, Vec<TaskRounds>)]) -> StrategyComparison {
+    let (baseline_name, baseline) = &arms[0];
+    let compared = arms[1..]
+        .iter()
+        .map(|(name, tasks)| {
+            let shared: Vec<(&TaskRounds, &TaskRounds)> = baseline
+                .iter()
+                .zip(tasks)
+                .filter(|(a, b)| a.finished() && b.finished())
+                .collect();
+            let n = shared.len() as u64;
+            let count = |pick: &dyn Fn(&TaskRounds, &TaskRounds) -> bool| {
+                shared.iter().filter(|(a, o)| pick(a, o)).count() as u64
+            };
+            let base_at = |r: usize| count(&|a, _| a.correct_at(r));
+            let arm_at = |r: usize| count(&|_, o| o.correct_at(r));
+            let accuracy_by_round = if n == 0 {
+                Vec::new()
+            } else {
+                (0..=k)
+                    .map(|r| PairedAccuracy {
+                        round: r as u32,
+                        baseline: Rate::new(base_at(r), n).expect("n > 0"),
+                        arm: Rate::new(arm_at(r), n).expect("n > 0"),
+                    })
+                    .collect()
+            };
+            let b = count(&|a, o| a.correct_at(k) && !o.correct_at(k));
+            let c = count(&|a, o| !a.correct_at(k) && o.correct_at(k));
+            ArmComparison {
+                strategy: name.clone(),
+                shared_tasks: n,
+                baseline_accuracy: Rate::new(base_at(k), n),
+                accuracy: Rate::new(arm_at(k), n),
+                accuracy_by_round,
+                mcnemar: McNemar::new(b, c),
+            }
+        })
+        .collect();
+    StrategyComparison {
+        baseline: baseline_name.clone(),
+        arms: compared,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{config, task, two_arms, R};
+    use super::*;
+    use crate::record::StopOn;
+    use crate::report::summarize;
+
+    #[test]
+    fn two_arms_are_split_and_the_baseline_is_the_top_level() {
+        let (cfg, records) = two_arms();
+        let s = summarize(&cfg, &records);
+        assert_eq!(s.strategy, "fat");
+        let names: Vec<&str> = s.arms.iter().map(|a| a.strategy.as_str()).collect();
+        assert_eq!(names, ["fat", "dynamic"]);
+        // The top level is the baseline arm, over its own records only.
+        let finals = |m: &crate::report::Summary| -> Vec<u64> {
+            m.accuracy_by_round.iter().map(|r| r.successes).collect()
+        };
+        assert_eq!(finals(&s), [3, 4]); // a b f | a b d f
+        assert_eq!(s.executions, 7);
+        assert_eq!(s.tasks, 6);
+        assert_eq!(s.tasks_finished, 6);
+        let mut baseline = s.clone();
+        baseline.arms.clear();
+        baseline.comparison = None;
+        assert_eq!(s.arms[0], baseline);
+        let dynamic = &s.arms[1];
+        assert_eq!(finals(dynamic), [3, 5]); // a c f | a c d e f
+        assert_eq!(dynamic.executions, 9);
+        assert_eq!(dynamic.tasks_finished, 5);
+        assert_eq!(dynamic.round0_failures["ModuleNotFoundError"].tasks, 1);
+        assert!(dynamic.arms.is_empty() && dynamic.comparison.is_none());
+        assert_eq!(s.image_bytes, Some(3 << 30));
+        assert_eq!(dynamic.image_bytes, Some(200 << 20));
+        // b twice and e once, of 9 executed rounds; none in the fat arm.
+        let env = dynamic.environment_error_rounds.unwrap();
+        assert_eq!((env.successes, env.n), (3, 9));
+        let env = s.environment_error_rounds.unwrap();
+        assert_eq!((env.successes, env.n), (0, 7));
+        // The dynamic arm reports its (empty) installs, the fat arm none.
+        assert_eq!(dynamic.installs.as_ref().unwrap().steps, 0);
+        assert!(s.installs.is_none());
+    }
+
+    #[test]
+    fn the_comparison_pairs_the_tasks_both_arms_finished() {
+        let (cfg, records) = two_arms();
+        let c = summarize(&cfg, &records).comparison.unwrap();
+        assert_eq!(c.baseline, "fat");
+        assert_eq!(c.arms.len(), 1);
+        let a = &c.arms[0];
+        assert_eq!(a.strategy, "dynamic");
+        // f was interrupted in the dynamic arm.
+        assert_eq!(a.shared_tasks, 5);
+        let base = a.baseline_accuracy.unwrap();
+        let arm = a.accuracy.unwrap();
+        assert_eq!((base.successes, base.n), (3, 5)); // a b d
+        assert_eq!((arm.successes, arm.n), (4, 5)); // a c d e
+        let by_round: Vec<(u32, u64, u64)> = a
+            .accuracy_by_round
+            .iter()
+            .map(|p| (p.round, p.baseline.successes, p.arm.successes))
+            .collect();
+        assert_eq!(by_round, [(0, 2, 2), (1, 3, 4)]);
+        // b: baseline right, arm wrong (b); c: the reverse (c, e).
+        assert_eq!((a.mcnemar.b, a.mcnemar.c), (1, 2));
+        // 2 · P[X ≤ 1], X ~ Bin(3, ½) = 2 · 4/8, capped at 1.
+        assert_eq!(a.mcnemar.p_value, 1.0);
+    }
+
+    #[test]
+    fn one_arm_has_no_arms_and_no_comparison() {
+        let k = 1;
+        let mut cfg = config(&["a"], k, StopOn::Clean);
+        cfg.strategy = " dynamic ".into();
+        // A record naming another strategy still counts: one arm takes all.
+        let records = task("a", &[R::Right], StopOn::Clean, k);
+        let s = summarize(&cfg, &records);
+        assert_eq!(s.strategy, "dynamic");
+        assert_eq!(s.accuracy_by_round[0].successes, 1);
+        assert!(s.arms.is_empty() && s.comparison.is_none());
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json.get("arms").is_none() && json.get("comparison").is_none());
+        assert!(json.get("environment_error_rounds").is_some());
+    }
+
+    #[test]
+    fn three_arms_compare_each_with_the_first() {
+        let (mut cfg, mut records) = two_arms();
+        cfg.strategy = "fat,dynamic,slim".into();
+        // The slim arm: everything fails on a missing module.
+        for id in ["a", "b", "c", "d", "e", "f"] {
+            let mut t = task(id, &[R::Raised("ModuleNotFoundError")], StopOn::Clean, 0);
+            t[0].strategy = "slim".into();
+            records.extend(t);
+        }
+        let s = summarize(&cfg, &records);
+        let c = s.comparison.unwrap();
+        let names: Vec<&str> = c.arms.iter().map(|a| a.strategy.as_str()).collect();
+        assert_eq!(names, ["dynamic", "slim"]);
+        let slim = &c.arms[1];
+        assert_eq!(slim.shared_tasks, 6);
+        // Baseline right on a b d f, slim right on none.
+        assert_eq!((slim.mcnemar.b, slim.mcnemar.c), (4, 0));
+        assert!((slim.mcnemar.p_value - 0.125).abs() < 1e-12);
+        assert!(s.arms[2].installs.is_none());
+    }
+
+    #[test]
+    fn exact_p_values() {
+        let close = |b, c, want: f64| {
+            let p = McNemar::new(b, c).p_value;
+            assert!((p - want).abs() < 1e-12, "b={b} c={c}: {p} ≠ {want}");
+        };
+        // 2 · (1/64)
+        close(0, 6, 0.031_25);
+        close(6, 0, 0.031_25);
+        // 2 · (1 + 10 + 45) / 1024
+        close(2, 8, 0.109_375);
+        // 2 · (1 + 5) / 32
+        close(1, 4, 0.375);
+        close(0, 0, 1.0);
+        // Symmetric and capped at 1.
+        close(5, 5, 1.0);
+        close(3, 4, 1.0);
+        // Large counts stay finite: 2·P[X ≤ 0] with n = 2000 underflows to 0.
+        let p = McNemar::new(0, 2000).p_value;
+        assert!((0.0..1e-300).contains(&p), "{p}");
+        let p = McNemar::new(900, 1100).p_value;
+        assert!(p > 0.0 && p < 1e-5, "{p}");
+    }
+}
