@@ -533,5 +533,20 @@ async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(config.strategy, "fat,dynamic");
     assert!(config.images["fat"].bytes > config.images["dynamic"].bytes);
-    let _ = result;
+    assert_eq!(result.summary.strategy, "fat");
+    assert_eq!(result.summary.arms.len(), 2);
+    let comparison = result.summary.comparison.as_ref().expect("a comparison");
+    assert_eq!(comparison.baseline, "fat");
+    assert_eq!(comparison.arms[0].strategy, "dynamic");
+    assert_eq!(comparison.arms[0].shared_tasks as usize, tasks);
+    assert_eq!(
+        comparison.arms[0].mcnemar.b + comparison.arms[0].mcnemar.c,
+        0
+    );
+    let dynamic_arm = &result.summary.arms[1];
+    let installs = dynamic_arm.installs.as_ref().expect("install metrics");
+    assert!(installs.installs_per_task >= 1.0);
+    assert_eq!(installs.denials, 0);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("Strategies"), "{report}");
 }

@@ -256,6 +256,29 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
         println!("** {label} **");
     }
     println!("report: {}", out.join("report.md").display());
+    if s.arms.is_empty() {
+        print_arm(s);
+    }
+    for arm in &s.arms {
+        print!("[{}] ", arm.strategy);
+        print_arm(arm);
+    }
+    if let Some(c) = &s.comparison {
+        for arm in &c.arms {
+            println!(
+                "{} vs {} on {} shared tasks: McNemar b={} c={} p={:.3}",
+                arm.strategy,
+                c.baseline,
+                arm.shared_tasks,
+                arm.mcnemar.b,
+                arm.mcnemar.c,
+                arm.mcnemar.p_value
+            );
+        }
+    }
+}
+
+fn print_arm(s: &report::Summary) {
     let accs: Vec<String> = s
         .accuracy_by_round
         .iter()
@@ -270,4 +293,10 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
         report::percent(s.kill_rate.total.as_ref()),
         report::percent(s.infra_error_rate.as_ref()),
     );
+    if let Some(i) = &s.installs {
+        println!(
+            "installs {} ({} from the store, {} downloaded)  denials {}  failures {}",
+            i.steps, i.store_hits, i.downloads, i.denials, i.failures
+        );
+    }
 }

@@ -30,12 +30,14 @@ pub struct InstallMetrics {
     /// Latency of the installs that reached the kernel, with a download.
     pub latency_ms_download: Percentiles,
     /// Allowed installs that did not reach the kernel (installer error,
-    /// time limit, refused content).
+    /// time limit, no index).
     pub failures: u64,
-    /// Denied requests (one step may deny several).
+    /// Denied requests (one step may deny several), and installs the
+    /// installer refused after fetching them.
     pub denials: u64,
-    /// Denied requests by reason (`not_allowlisted`, `likely_typosquat`,
-    /// `sdist_only`, `version_not_allowed`, `unsupported_spec`).
+    /// Denials by reason (`not_allowlisted`, `likely_typosquat`,
+    /// `sdist_only`, `version_not_allowed`, `unsupported_spec`,
+    /// `refused_by_installer`: a hash mismatch or content that runs code).
     pub denials_by_reason: BTreeMap<String, u64>,
     /// Installed size of the distinct wheels (name and sha256) the arm used.
     pub store_bytes: u64,
@@ -86,6 +88,13 @@ impl InstallMetrics {
                     *m.denials_by_reason.entry(reason(denial)).or_default() += 1;
                 }
             }
+            // The installer refused what it fetched (hash, content).
+            if step.refused.is_some() {
+                m.denials += 1;
+                *m.denials_by_reason
+                    .entry("refused_by_installer".into())
+                    .or_default() += 1;
+            }
             for w in &step.wheels {
                 wheels.insert((w.name.as_str(), w.sha256.as_str()), w.bytes);
             }
@@ -103,7 +112,7 @@ impl InstallMetrics {
             }
             // A failed install never gave the kernel a package: it is in
             // `failures`, not in the latencies.
-            if !step.failed() {
+            if !step.failed() && !step.denied() {
                 if hit {
                     hit_ms.push(step.ms);
                 } else {
