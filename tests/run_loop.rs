@@ -314,6 +314,32 @@ fn every_builtin_reference_validates() {
     }
 }
 
+/// The packages suite's references in slim kernels that get what they
+/// import through the dynamic strategy (store hits after the first).
+#[test]
+fn packages_references_validate_with_dynamic_installs() {
+    let o = retrace(&[
+        "tasks",
+        "validate",
+        "packages",
+        "--strategy",
+        "dynamic",
+        "--jobs",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("references check correct"));
+    // Every reference imports something the slim image lacks.
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ok ")).collect();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|l| l.contains("[installed ")), "{stdout}");
+}
+
 fn tiny_suite(dir: &Path, ids: &[&str]) -> String {
     let lines: Vec<String> = ids
         .iter()

@@ -53,20 +53,20 @@ fn kind(e: &Expected) -> &'static str {
     }
 }
 
-/// `[installed scipy, numpy (store)] ` for a dynamic validation.
+/// `[installed numpy, scipy: store] ` for a dynamic validation.
 fn installed(steps: &[InstallStep]) -> String {
-    let wheels: Vec<String> = steps
-        .iter()
-        .flat_map(|s| &s.wheels)
-        .map(|w| {
-            let from = if w.store_hit { "store" } else { "download" };
-            format!("{} ({from})", w.name)
-        })
-        .collect();
-    if wheels.is_empty() {
-        String::new()
-    } else {
-        format!("[installed {}] ", wheels.join(", "))
+    let mut names: Vec<&str> = Vec::new();
+    let mut downloaded = 0;
+    for w in steps.iter().flat_map(|s| &s.wheels) {
+        if !names.contains(&w.name.as_str()) {
+            names.push(&w.name);
+        }
+        downloaded += usize::from(!w.store_hit);
+    }
+    match (names.is_empty(), downloaded) {
+        (true, _) => String::new(),
+        (false, 0) => format!("[installed {}: store] ", names.join(", ")),
+        (false, n) => format!("[installed {}: {n} downloaded] ", names.join(", ")),
     }
 }
 

@@ -496,7 +496,10 @@ mod tests {
                 "{name}"
             );
         }
-        let system = t.render(TemplateName::System, &[]).unwrap();
+        let system = t
+            .render(TemplateName::System, &[("packages_policy", "POLICY")])
+            .unwrap();
+        assert!(system.contains("POLICY"));
         assert!(system.contains("```python") && system.contains("`answer`"));
         // Answer formats belong to the tasks that need them.
         assert!(!system.contains("@name[value]"));
