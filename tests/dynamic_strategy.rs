@@ -288,3 +288,34 @@ async fn a_wheel_refused_after_download_ends_as_policy_denied() {
     assert!(policy.contains("demo-pkg"), "{policy}");
     k.shutdown().await;
 }
+
+/// A kernel restarted after a crash is a fresh interpreter: what was
+/// installed is given to it again (from the store).
+#[tokio::test]
+async fn a_restarted_kernel_gets_its_packages_again() {
+    let arm = arm();
+    let packages = arm.packages.clone().unwrap();
+    let mut k = kernel(&arm).await;
+    let mut activated = Activated::default();
+    let exec = common::exec_opts(60);
+    let first = packages
+        .run_cell(&mut k, &mut activated, "import sympy\nanswer = 1", &exec)
+        .await;
+    assert!(first.outcome.succeeded());
+    let crash = packages
+        .run_cell(
+            &mut k,
+            &mut activated,
+            "import os\nos.kill(os.getpid(), 9)",
+            &exec,
+        )
+        .await;
+    assert!(crash.outcome.state_lost, "{:?}", crash.outcome.verdict);
+    assert_eq!(k.restarts(), 1);
+    let again = packages
+        .run_cell(&mut k, &mut activated, "import sympy\nanswer = 2", &exec)
+        .await;
+    assert!(again.outcome.succeeded(), "{:?}", again.outcome.error);
+    assert!(again.steps.iter().all(|s| s.store_hit && s.rerun));
+    k.shutdown().await;
+}

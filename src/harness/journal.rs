@@ -193,6 +193,13 @@ mod tests {
             .map(|r| (r.task_id, r.round))
             .collect();
         assert_eq!(kept, [("a".into(), 0), ("a".into(), 1), ("c".into(), 0)]);
+        // The same task in another arm is another unit of work.
+        let mut other = record("a", 0, false);
+        other.strategy = "dynamic".into();
+        Journal::open(&path).unwrap().append(&other).unwrap();
+        let finished_now = compact_for_resume(&path).unwrap();
+        assert!(!finished_now.contains(&ArmTask::of(&other)));
+        assert_eq!(finished_now, finished);
         // Compacting again changes nothing.
         assert_eq!(compact_for_resume(&path).unwrap(), finished);
         assert_eq!(read(&path).unwrap().len(), 3);

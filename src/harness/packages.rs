@@ -44,6 +44,20 @@ pub struct Activated {
     dirs: BTreeSet<PathBuf>,
     /// Distributions whose closure is on the kernel's path.
     distributions: BTreeSet<String>,
+    /// The kernel's restart count when these were given: a restarted
+    /// kernel (after a kill) is a fresh interpreter without them.
+    restarts: u32,
+}
+
+impl Activated {
+    fn follow(&mut self, kernel: &Kernel) {
+        if kernel.restarts() != self.restarts {
+            *self = Activated {
+                restarts: kernel.restarts(),
+                ..Activated::default()
+            };
+        }
+    }
 }
 
 /// A cell run with its install steps.
@@ -61,6 +75,7 @@ impl Packages {
         code: &str,
         exec: &ExecOptions,
     ) -> CellRun {
+        activated.follow(kernel);
         let mut steps = Vec::new();
         let mut code = code.to_string();
         if self.install_on.explicit() && might_install(&code) {
@@ -216,6 +231,7 @@ impl Packages {
                         bytes: w.entry.bytes,
                     })
                     .collect();
+                activated.follow(kernel);
                 let new: Vec<PathBuf> = installed
                     .wheels
                     .iter()

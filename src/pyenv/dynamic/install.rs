@@ -155,6 +155,8 @@ impl Installer {
         store
             .create()
             .map_err(|e| InstallError::io(format!("creating {}", store.root().display()), e))?;
+        // Older than any installer may run: its retrace is gone.
+        store.reclaim_work(timeout * 4);
         let limits = SandboxLimits {
             memory_bytes: 2 << 30,
             pids: 64,

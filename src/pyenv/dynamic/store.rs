@@ -59,6 +59,25 @@ impl PackageStore {
         fs::set_permissions(self.work_dir(), fs::Permissions::from_mode(0o711))
     }
 
+    /// Removes work directories that no installer can still be using
+    /// (left by a retrace that was killed mid-install).
+    pub fn reclaim_work(&self, older_than: std::time::Duration) {
+        let Ok(entries) = fs::read_dir(self.work_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let stale = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > older_than);
+            if stale {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+
     /// Where installers build entries before they are published.
     pub fn work_dir(&self) -> PathBuf {
         self.root.join(WORK_DIR)
