@@ -359,9 +359,7 @@ pub fn write_reports(
     dir: &Path,
 ) -> Result<(Summary, Vec<PathBuf>), HarnessError> {
     let records = journal::read(&dir.join("results.jsonl"))?;
-    let summary = report::summarize(config, &records);
-    let files = report::write_all(&summary, dir)?;
-    Ok((summary, files))
+    Ok(report::write_all(config, &records, dir)?)
 }
 
 /// A watch that turns true on the first Ctrl-C.

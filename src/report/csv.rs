@@ -8,7 +8,7 @@
 //! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm.
 
 use super::metrics::Rate;
-use super::{Exporter, RenderError, Summary};
+use super::{Exporter, RenderError, RunView, Summary};
 
 pub struct CsvExporter;
 
@@ -19,7 +19,8 @@ impl Exporter for CsvExporter {
         "summary.csv"
     }
 
-    fn render(&self, s: &Summary) -> Result<String, RenderError> {
+    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+        let s = run.summary;
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([
             "metric", "round", "value", "ci_low", "ci_high", "n", "stop_on", "feedback", "arm",
@@ -197,10 +198,10 @@ impl Rows<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::render;
     use super::super::testing::{config, task, two_arms, R};
     use super::*;
     use crate::record::StopOn;
-    use crate::report::summarize;
 
     fn rows(text: &str) -> Vec<Vec<String>> {
         let mut r = csv::Reader::from_reader(text.as_bytes());
@@ -213,9 +214,7 @@ mod tests {
     fn one_arm_rows_name_their_arm() {
         let (k, s) = (0, StopOn::Clean);
         let records = task("a", &[R::Right], s, k);
-        let text = CsvExporter
-            .render(&summarize(&config(&["a"], k, s), &records))
-            .unwrap();
+        let text = render(&CsvExporter, &config(&["a"], k, s), &records).unwrap();
         assert!(text.starts_with("metric,round,value,ci_low,ci_high,n,stop_on,feedback,arm\n"));
         let rows = rows(&text);
         assert!(rows.iter().all(|r| r[8] == "fat"));
@@ -225,7 +224,7 @@ mod tests {
     #[test]
     fn every_arm_has_its_rows_and_the_comparison_follows() {
         let (cfg, records) = two_arms();
-        let rows = rows(&CsvExporter.render(&summarize(&cfg, &records)).unwrap());
+        let rows = rows(&render(&CsvExporter, &cfg, &records).unwrap());
         let find = |metric: &str, round: &str, arm: &str| -> String {
             rows.iter()
                 .find(|r| r[0] == metric && r[1] == round && r[8] == arm)

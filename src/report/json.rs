@@ -1,6 +1,6 @@
 //! `summary.json`: the whole summary; its schema is documented in the README.
 
-use super::{Exporter, RenderError, Summary};
+use super::{Exporter, RenderError, RunView};
 
 pub struct JsonExporter;
 
@@ -9,7 +9,7 @@ impl Exporter for JsonExporter {
         "summary.json"
     }
 
-    fn render(&self, summary: &Summary) -> Result<String, RenderError> {
-        Ok(serde_json::to_string_pretty(summary)?)
+    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+        Ok(serde_json::to_string_pretty(run.summary)?)
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::installs::InstallMetrics;
 use super::metrics::Percentiles;
 use super::strategies::StrategyComparison;
-use super::{labels, percent, Exporter, RenderError, Summary};
+use super::{labels, percent, Exporter, RenderError, RunView, Summary};
 
 pub struct MarkdownExporter;
 
@@ -14,7 +14,8 @@ impl Exporter for MarkdownExporter {
         "report.md"
     }
 
-    fn render(&self, s: &Summary) -> Result<String, RenderError> {
+    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+        let s = run.summary;
         let mut md = String::new();
         let w = &mut md;
         let _ = writeln!(w, "# retrace run `{}`\n", s.run_id);
@@ -352,15 +353,15 @@ fn size(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::render;
     use super::super::testing::{allowed, config, step, task, two_arms, wheel, R};
     use super::*;
     use crate::record::StopOn;
-    use crate::report::summarize;
 
     #[test]
     fn two_arms_get_the_strategies_table_and_the_paired_test() {
         let (cfg, records) = two_arms();
-        let md = MarkdownExporter.render(&summarize(&cfg, &records)).unwrap();
+        let md = render(&MarkdownExporter, &cfg, &records).unwrap();
         assert!(
             md.contains("strategies `fat`, `dynamic` (baseline `fat`)"),
             "{md}"
@@ -410,7 +411,7 @@ mod tests {
             812.0,
             None,
         )];
-        let md = MarkdownExporter.render(&summarize(&cfg, &records)).unwrap();
+        let md = render(&MarkdownExporter, &cfg, &records).unwrap();
         assert!(!md.contains("## Strategies"));
         assert!(md.contains("strategy `dynamic`"));
         let installs = md

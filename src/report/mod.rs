@@ -8,6 +8,7 @@ mod json;
 pub mod junit;
 mod markdown;
 pub mod metrics;
+pub mod plots;
 pub mod strategies;
 mod task_rounds;
 #[cfg(test)]
@@ -15,15 +16,27 @@ mod testing;
 
 use std::path::{Path, PathBuf};
 
+use crate::record::{AttemptRecord, RunConfig};
+
 pub use installs::InstallMetrics;
 pub use metrics::{summarize, Summary};
+pub use plots::Plot;
 pub use strategies::{ArmComparison, McNemar, StrategyComparison};
 
-/// One output format of a run summary.
+/// Everything a report is made from: the run's configuration, its
+/// journal, the metrics and the plots already drawn into the run directory.
+pub struct RunView<'a> {
+    pub config: &'a RunConfig,
+    pub records: &'a [AttemptRecord],
+    pub summary: &'a Summary,
+    pub plots: &'a [Plot],
+}
+
+/// One output format of a run.
 pub trait Exporter {
     /// File name inside the run directory.
     fn file_name(&self) -> &'static str;
-    fn render(&self, summary: &Summary) -> Result<String, RenderError>;
+    fn render(&self, run: &RunView) -> Result<String, RenderError>;
 }
 
 /// Why an exporter could not render (a serializer's own error).
@@ -54,14 +67,28 @@ pub fn exporters() -> Vec<Box<dyn Exporter>> {
     ]
 }
 
-/// Writes every report file into `dir`; returns their paths.
-pub fn write_all(summary: &Summary, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
-    let mut written = Vec::new();
+/// Summarises the journal and writes every report file (plots first,
+/// since the documents embed them) into `dir`; returns the summary and the
+/// paths written.
+pub fn write_all(
+    config: &RunConfig,
+    records: &[AttemptRecord],
+    dir: &Path,
+) -> Result<(Summary, Vec<PathBuf>), ReportError> {
+    let summary = summarize(config, records);
+    let plots = plots::draw(&summary, records, dir)?;
+    let mut written: Vec<PathBuf> = plots.iter().flat_map(|p| p.files.clone()).collect();
+    let view = RunView {
+        config,
+        records,
+        summary: &summary,
+        plots: &plots,
+    };
     for exporter in exporters() {
         let file = exporter.file_name();
         let path = dir.join(file);
         let text = exporter
-            .render(summary)
+            .render(&view)
             .map_err(|source| ReportError::Render { file, source })?;
         std::fs::write(&path, text).map_err(|source| ReportError::Write {
             path: path.clone(),
@@ -69,7 +96,7 @@ pub fn write_all(summary: &Summary, dir: &Path) -> Result<Vec<PathBuf>, ReportEr
         })?;
         written.push(path);
     }
-    Ok(written)
+    Ok((summary, written))
 }
 
 /// A proportion as a percentage with its interval, for humans.

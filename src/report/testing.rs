@@ -248,3 +248,18 @@ pub fn step(
     }))
     .unwrap()
 }
+
+/// What an exporter writes for `records` (no plots).
+pub fn render(
+    exporter: &dyn super::Exporter,
+    config: &RunConfig,
+    records: &[AttemptRecord],
+) -> Result<String, super::RenderError> {
+    let summary = super::summarize(config, records);
+    exporter.render(&super::RunView {
+        config,
+        records,
+        summary: &summary,
+        plots: &[],
+    })
+}
