@@ -10,7 +10,7 @@
     ["recovered", "recovered", (t) => !t.first && t.last],
     ["regressed", "regressed", (t) => t.first && !t.last],
   ];
-  const state = { filter: "all", tag: "", arm: "", q: "" };
+  const state = { filter: "all", tag: "", arm: "", q: "", open: "" };
   const $ = (id) => document.getElementById(id);
   const list = $("tasks");
 
@@ -30,6 +30,7 @@
     state.tag = params.get("tag") || "";
     state.arm = params.get("arm") || "";
     state.q = params.get("q") || "";
+    state.open = params.get("open") || "";
   }
 
   function writeHash() {
@@ -38,6 +39,7 @@
     if (state.tag) params.set("tag", state.tag);
     if (state.arm) params.set("arm", state.arm);
     if (state.q) params.set("q", state.q);
+    if (state.open) params.set("open", state.open);
     const hash = params.toString();
     history.replaceState(null, "", hash ? "#" + hash : location.pathname + location.search);
   }
@@ -172,16 +174,31 @@
     return h + "</div>";
   }
 
-  list.addEventListener("toggle", (e) => {
-    const d = e.target;
-    if (!d.classList || !d.classList.contains("task-row") || !d.open || d.dataset.rendered) return;
+  function showRounds(d) {
+    if (d.dataset.rendered) return;
     const t = DATA.tasks[Number(d.dataset.index)];
     const div = document.createElement("div");
     div.className = "rounds";
     div.innerHTML = t.rounds.length ? t.rounds.map(roundHtml).join("") : '<p class="empty">No round recorded.</p>';
     d.appendChild(div);
     d.dataset.rendered = "1";
+  }
+
+  list.addEventListener("toggle", (e) => {
+    const d = e.target;
+    if (d.classList && d.classList.contains("task-row") && d.open) showRounds(d);
   }, true);
+
+  // `#open=<task id>` opens that task's rows (every arm), rounds shown.
+  function openFromHash() {
+    if (!state.open) return;
+    for (const d of list.querySelectorAll(".task-row")) {
+      if (DATA.tasks[Number(d.dataset.index)].id === state.open) {
+        showRounds(d);
+        d.open = true;
+      }
+    }
+  }
 
   const filters = $("filters");
   for (const [key, label] of FILTERS) {
@@ -200,8 +217,9 @@
   $("tag").addEventListener("change", (e) => { state.tag = e.target.value; writeHash(); render(); });
   $("arm").addEventListener("change", (e) => { state.arm = e.target.value; writeHash(); render(); });
   $("search").addEventListener("input", (e) => { state.q = e.target.value; writeHash(); render(); });
-  window.addEventListener("hashchange", () => { readHash(); render(); });
+  window.addEventListener("hashchange", () => { readHash(); render(); openFromHash(); });
   readHash();
   render();
+  openFromHash();
   document.body.dataset.ready = "1";
 })();
