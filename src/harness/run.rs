@@ -139,6 +139,10 @@ impl Run {
             selection: opts.selection.clone(),
             task_ids: tasks.iter().map(|t| t.id.clone()).collect(),
             task_hashes: tasks.iter().map(|t| (t.id.clone(), task_hash(t))).collect(),
+            task_tags: tasks
+                .iter()
+                .map(|t| (t.id.clone(), t.tags.clone()))
+                .collect(),
             rounds: opts.rounds,
             stop_on: opts.stop_on,
             feedback: opts.feedback,

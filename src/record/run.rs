@@ -96,6 +96,9 @@ pub struct RunConfig {
     /// expected, reference): a resume refuses a changed dataset.
     #[serde(default)]
     pub task_hashes: BTreeMap<String, String>,
+    /// Each selected task's tags, so reports can filter by them.
+    #[serde(default)]
+    pub task_tags: BTreeMap<String, Vec<String>>,
     /// Rounds are 0..=rounds.
     pub rounds: u32,
     pub stop_on: StopOn,

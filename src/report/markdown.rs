@@ -313,14 +313,14 @@ fn installs(w: &mut String, m: &InstallMetrics) {
 }
 
 /// A rate with its counts: `12.5% [..] (1 of 8)`.
-fn counted(r: Option<&super::metrics::Rate>) -> String {
+pub(super) fn counted(r: Option<&super::metrics::Rate>) -> String {
     match r {
         Some(r) => format!("{} ({} of {})", percent(Some(r)), r.successes, r.n),
         None => "n/a".into(),
     }
 }
 
-fn p50_p95(p: &Percentiles) -> String {
+pub(super) fn p50_p95(p: &Percentiles) -> String {
     if p.n == 0 {
         "n/a".into()
     } else {
@@ -328,7 +328,7 @@ fn p50_p95(p: &Percentiles) -> String {
     }
 }
 
-fn denials(m: &InstallMetrics) -> String {
+pub(super) fn denials(m: &InstallMetrics) -> String {
     if m.denials_by_reason.is_empty() {
         return m.denials.to_string();
     }
@@ -341,7 +341,7 @@ fn denials(m: &InstallMetrics) -> String {
 }
 
 /// Bytes for people, in binary units.
-fn size(bytes: u64) -> String {
+pub(super) fn size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (unit, scale) in UNITS {
         if bytes >= scale {

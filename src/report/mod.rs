@@ -3,6 +3,7 @@
 
 mod csv;
 pub mod environment;
+mod html;
 pub mod installs;
 mod json;
 pub mod junit;
@@ -26,6 +27,9 @@ pub use strategies::{ArmComparison, McNemar, StrategyComparison};
 /// Everything a report is made from: the run's configuration, its
 /// journal, the metrics and the plots already drawn into the run directory.
 pub struct RunView<'a> {
+    /// The run directory (where artifacts are read from); `config.out_dir`
+    /// is where the run was created and may be stale for a moved run.
+    pub dir: &'a Path,
     pub config: &'a RunConfig,
     pub records: &'a [AttemptRecord],
     pub summary: &'a Summary,
@@ -64,6 +68,7 @@ pub fn exporters() -> Vec<Box<dyn Exporter>> {
         Box::new(json::JsonExporter),
         Box::new(csv::CsvExporter),
         Box::new(markdown::MarkdownExporter),
+        Box::new(html::HtmlExporter),
     ]
 }
 
@@ -79,6 +84,7 @@ pub fn write_all(
     let plots = plots::draw(&summary, records, dir)?;
     let mut written: Vec<PathBuf> = plots.iter().flat_map(|p| p.files.clone()).collect();
     let view = RunView {
+        dir,
         config,
         records,
         summary: &summary,

@@ -257,6 +257,7 @@ pub fn render(
 ) -> Result<String, super::RenderError> {
     let summary = super::summarize(config, records);
     exporter.render(&super::RunView {
+        dir: std::path::Path::new(""),
         config,
         records,
         summary: &summary,

@@ -1,0 +1,315 @@
+//! The top of `report.html`: labels, what ran, and the headline numbers
+//! with their intervals (the same numbers as `report.md`).
+
+use std::fmt::Write;
+
+use super::super::markdown::{counted, denials, p50_p95, size};
+use super::super::metrics::Rate;
+use super::super::{labels, percent, RunView, Summary};
+use super::escape;
+
+/// The header and the summary sections, as HTML.
+pub fn render(run: &RunView) -> String {
+    let s = run.summary;
+    let mut h = String::new();
+    let w = &mut h;
+    let _ = writeln!(
+        w,
+        "<header>\n<h1>retrace run <code>{}</code></h1>",
+        escape(&s.run_id)
+    );
+    for label in labels(s) {
+        let _ = writeln!(w, "<p class=\"label\">{}</p>", escape(label));
+    }
+    let strategy = if s.arms.is_empty() {
+        format!("strategy <code>{}</code>", escape(&s.strategy))
+    } else {
+        let names: Vec<String> = s
+            .arms
+            .iter()
+            .map(|a| format!("<code>{}</code>", escape(&a.strategy)))
+            .collect();
+        format!(
+            "strategies {} (baseline <code>{}</code>)",
+            names.join(", "),
+            escape(&s.strategy)
+        )
+    };
+    let _ = writeln!(
+        w,
+        "<p class=\"meta\">Suite <code>{}</code>, model <code>{}</code>, {strategy}, {} tasks \
+         ({} finished), rounds 0..={}, stop rule <code>{}</code>, feedback <code>{}</code>. \
+         Limits: {}.</p>\n</header>",
+        escape(&s.suite),
+        escape(&s.model),
+        s.tasks,
+        s.tasks_finished,
+        s.rounds,
+        escape(&s.stop_on),
+        escape(&s.feedback),
+        escape(&s.limits.describe())
+    );
+    let _ = writeln!(w, "<section id=\"headline\">");
+    cards(w, s);
+    if s.arms.len() > 1 {
+        strategies(w, s);
+    }
+    accuracy(w, s);
+    executions(w, s);
+    let _ = writeln!(w, "</section>");
+    h
+}
+
+/// The few numbers people look for first.
+fn cards(w: &mut String, s: &Summary) {
+    let _ = writeln!(w, "<div class=\"cards\">");
+    let mut card = |name: &str, value: String| {
+        let _ = writeln!(
+            w,
+            "<div class=\"card\"><div class=\"name\">{}</div><div class=\"value\">{}</div></div>",
+            escape(name),
+            escape(&value)
+        );
+    };
+    if let Some(a) = s.accuracy_by_round.first() {
+        card("Acc@0", percent(Some(a)));
+    }
+    if let Some(a) = s.accuracy_by_round.last() {
+        card(&format!("Acc@{}", s.rounds), percent(Some(a)));
+    }
+    card("recovery rate", percent(s.recovery_rate.as_ref()));
+    card("regression rate", percent(s.regression_rate.as_ref()));
+    card("kill rate", percent(s.kill_rate.total.as_ref()));
+    card("infra-error tasks", percent(s.infra_error_rate.as_ref()));
+    let _ = writeln!(w, "</div>");
+}
+
+/// Every arm side by side, and the paired test of each against the baseline.
+fn strategies(w: &mut String, s: &Summary) {
+    let _ = writeln!(
+        w,
+        "<h2>Strategies</h2>\n<table class=\"strategies\">\n<thead><tr><th></th>"
+    );
+    let baseline = s.comparison.as_ref().map(|c| c.baseline.as_str());
+    for a in &s.arms {
+        let mark = if Some(a.strategy.as_str()) == baseline {
+            " (baseline)"
+        } else {
+            ""
+        };
+        let _ = write!(w, "<th>{}{mark}</th>", escape(&a.strategy));
+    }
+    let _ = writeln!(w, "</tr></thead>\n<tbody>");
+    let mut row = |name: &str, cell: &dyn Fn(&Summary) -> String| {
+        let _ = write!(w, "<tr><th>{}</th>", escape(name));
+        for a in &s.arms {
+            let _ = write!(w, "<td>{}</td>", escape(&cell(a)));
+        }
+        let _ = writeln!(w, "</tr>");
+    };
+    for r in 0..=s.rounds as usize {
+        row(&format!("Acc@{r}"), &|a| {
+            percent(a.accuracy_by_round.get(r))
+        });
+    }
+    row("recovery rate", &|a| percent(a.recovery_rate.as_ref()));
+    row("regression rate", &|a| percent(a.regression_rate.as_ref()));
+    row("kill rate", &|a| percent(a.kill_rate.total.as_ref()));
+    row("environment-error rounds", &|a| {
+        counted(a.environment_error_rounds.as_ref())
+    });
+    row("installs per task", &|a| {
+        a.installs
+            .as_ref()
+            .map_or_else(|| "—".into(), |m| format!("{:.2}", m.installs_per_task))
+    });
+    row("install p50 / p95, download (ms)", &|a| {
+        a.installs
+            .as_ref()
+            .map_or_else(|| "—".into(), |m| p50_p95(&m.latency_ms_download))
+    });
+    row("denials", &|a| {
+        a.installs.as_ref().map_or_else(|| "—".into(), denials)
+    });
+    row("image size", &|a| {
+        a.image_bytes.map_or_else(|| "n/a".into(), size)
+    });
+    let _ = writeln!(w, "</tbody>\n</table>");
+    if let Some(c) = &s.comparison {
+        let _ = writeln!(
+            w,
+            "<p>Paired on the tasks both arms finished, final round (McNemar, exact; b = baseline \
+             right and arm wrong, c = baseline wrong and arm right):</p>\n<ul>"
+        );
+        for a in &c.arms {
+            let _ = writeln!(
+                w,
+                "<li><code>{}</code> vs <code>{}</code>: {} shared tasks, Acc@{} {} vs {}; \
+                 b = {}, c = {}, p = {:.4}</li>",
+                escape(&a.strategy),
+                escape(&c.baseline),
+                a.shared_tasks,
+                s.rounds,
+                escape(&percent(a.accuracy.as_ref())),
+                escape(&percent(a.baseline_accuracy.as_ref())),
+                a.mcnemar.b,
+                a.mcnemar.c,
+                a.mcnemar.p_value
+            );
+        }
+        let _ = writeln!(
+            w,
+            "</ul>\n<p>The numbers below are the baseline's (<code>{}</code>).</p>",
+            escape(&c.baseline)
+        );
+    }
+}
+
+fn accuracy(w: &mut String, s: &Summary) {
+    let _ = writeln!(
+        w,
+        "<h2>Accuracy by round</h2>\n<table class=\"accuracy\">\n<thead><tr><th>round</th>\
+         <th>Acc@r (95% CI)</th><th>Δ</th><th>solved ≤ r</th><th>exec-success</th><th>parse</th>\
+         </tr></thead>\n<tbody>"
+    );
+    for (r, acc) in s.accuracy_by_round.iter().enumerate() {
+        let _ = writeln!(
+            w,
+            "<tr><td>{r}</td><td>{}</td><td>{:+.1}</td><td>{:.1}%</td><td>{}</td><td>{}</td></tr>",
+            percent(Some(acc)),
+            100.0 * s.delta_by_round.get(r).copied().unwrap_or(0.0),
+            100.0 * s.solved_by_round.get(r).copied().unwrap_or(0.0),
+            percent(s.exec_success_by_round.get(r)),
+            percent(s.parse_by_round.get(r)),
+        );
+    }
+    let _ = writeln!(w, "</tbody>\n</table>\n<ul class=\"facts\">");
+    let mut item = |name: &str, r: Option<&Rate>| {
+        let _ = writeln!(w, "<li>{}: {}</li>", escape(name), escape(&counted(r)));
+    };
+    item(
+        "recovery rate (over tasks wrong at round 0)",
+        s.recovery_rate.as_ref(),
+    );
+    item(
+        "recovery rate (over tasks wrong at round 0 that got a repair round)",
+        s.recovery_rate_repaired.as_ref(),
+    );
+    item(
+        "regression rate (over tasks right at round 0)",
+        s.regression_rate.as_ref(),
+    );
+    if s.resent_code.is_some() {
+        item(
+            "repair rounds that resent the previous code unchanged",
+            s.resent_code.as_ref(),
+        );
+    }
+    let _ = writeln!(
+        w,
+        "<li>rounds used per task: {:.2}</li>\n</ul>",
+        s.rounds_used_mean
+    );
+    if !s.round0_failures.is_empty() {
+        let _ = writeln!(
+            w,
+            "<h3>Round-0 failures and their fate by round {}</h3>\n<table>\n<thead><tr>\
+             <th>round-0 failure</th><th>tasks</th><th>correct at K</th><th>ran cleanly later</th>\
+             </tr></thead>\n<tbody>",
+            s.rounds
+        );
+        for (kind, f) in &s.round0_failures {
+            let _ = writeln!(
+                w,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(kind),
+                f.tasks,
+                f.fixed,
+                f.ran_clean_later
+            );
+        }
+        let _ = writeln!(w, "</tbody>\n</table>");
+    }
+    if !s.accuracy_by_fault.is_empty() {
+        let _ = writeln!(
+            w,
+            "<h3>Accuracy by injected fault (synthetic)</h3>\n<table>\n<thead><tr><th>fault</th>\
+             <th>tasks</th><th>Acc@0</th><th>Acc@K</th></tr></thead>\n<tbody>"
+        );
+        for (fault, a) in &s.accuracy_by_fault {
+            let _ = writeln!(
+                w,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(fault),
+                a.tasks,
+                percent(a.round0.as_ref()),
+                percent(a.final_round.as_ref())
+            );
+        }
+        let _ = writeln!(w, "</tbody>\n</table>");
+    }
+}
+
+fn executions(w: &mut String, s: &Summary) {
+    let _ = writeln!(
+        w,
+        "<h2>Executions</h2>\n<ul class=\"facts\">\n<li>{} executions, kill rate {}",
+        s.executions,
+        escape(&counted(s.kill_rate.total.as_ref()))
+    );
+    if !s.kill_rate.counts.is_empty() {
+        let reasons: Vec<String> = s
+            .kill_rate
+            .counts
+            .iter()
+            .map(|(k, n)| format!("{} {n}", escape(k)))
+            .collect();
+        let _ = write!(w, " ({})", reasons.join(", "));
+    }
+    let verdicts: Vec<String> = s
+        .verdicts
+        .iter()
+        .map(|(k, v)| format!("{} {v}", escape(k)))
+        .collect();
+    let _ = writeln!(w, "</li>\n<li>verdicts: {}</li>", verdicts.join(", "));
+    let _ = writeln!(
+        w,
+        "<li>infrastructure errors (tasks): {}</li>",
+        escape(&counted(s.infra_error_rate.as_ref()))
+    );
+    if let Some(m) = &s.installs {
+        let _ = writeln!(
+            w,
+            "<li>installs: {} steps, {:.2} per task, store hits {}, downloads {}, failures {}, \
+             denials {}</li>",
+            m.steps,
+            m.installs_per_task,
+            m.store_hits,
+            m.downloads,
+            m.failures,
+            escape(&denials(m))
+        );
+    }
+    let _ = writeln!(
+        w,
+        "</ul>\n<table class=\"latency\">\n<thead><tr><th>latency (ms)</th><th>p50</th>\
+         <th>p95</th></tr></thead>\n<tbody>"
+    );
+    for (name, p) in [
+        ("model", &s.latency_ms.model),
+        ("exec", &s.latency_ms.exec),
+        ("total", &s.latency_ms.total),
+    ] {
+        let _ = writeln!(
+            w,
+            "<tr><td>{name}</td><td>{:.1}</td><td>{:.1}</td></tr>",
+            p.p50, p.p95
+        );
+    }
+    let _ = writeln!(
+        w,
+        "</tbody>\n</table>\n<p>Tokens: {} prompt, {} completion, {:.0} per task, {:.1} \
+         completion tokens/s (p50).</p>",
+        s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean, s.tokens.per_second.p50
+    );
+}
