@@ -7,6 +7,7 @@ mod image;
 mod limits;
 mod logging;
 mod model;
+mod report;
 mod run;
 mod sandbox;
 mod tasks;
@@ -46,6 +47,9 @@ enum Command {
     /// Prepare and inspect the local model (`--model local`).
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Write a run's reports again from its journal (`--rescore`: re-check
+    /// every answer with the current checker first).
+    Report(report::ReportArgs),
 }
 
 /// Errors at the CLI edge carry the exit code they map to.
@@ -97,6 +101,7 @@ pub fn main() -> i32 {
             Command::Exec(args) => exec::run(args).await,
             Command::Image(cmd) => image::run(cmd).await,
             Command::Model(cmd) => model::run(cmd).await,
+            Command::Report(args) => report::run(args).await,
         }
     });
     match result {

@@ -9,6 +9,7 @@ pub mod junit;
 mod markdown;
 pub mod metrics;
 pub mod plots;
+pub mod rescore;
 pub mod strategies;
 mod task_rounds;
 #[cfg(test)]

@@ -30,9 +30,6 @@ pub fn draw(
 
 /// The chart of `retrace compare`: accuracy by round of each run with its
 /// 95% band, `runs` being (label, summary) pairs, written into `dir`.
-pub fn draw_comparison(
-    _runs: &[(&str, &Summary)],
-    _dir: &Path,
-) -> Result<Vec<Plot>, ReportError> {
+pub fn draw_comparison(_runs: &[(&str, &Summary)], _dir: &Path) -> Result<Vec<Plot>, ReportError> {
     Ok(Vec::new())
 }
