@@ -2,6 +2,7 @@
 //! Exit codes: 0 success, 1 the code under test failed, 2 usage error,
 //! 3 the harness itself could not do its job (no image, no kernel, no cgroup).
 
+mod compare;
 mod exec;
 mod image;
 mod limits;
@@ -50,6 +51,9 @@ enum Command {
     /// Write a run's reports again from its journal (`--rescore`: re-check
     /// every answer with the current checker first).
     Report(report::ReportArgs),
+    /// Compare two runs (or two arms) on their shared tasks; exit 1 when NEW
+    /// is worse than BASE beyond the thresholds.
+    Compare(compare::CompareArgs),
 }
 
 /// Errors at the CLI edge carry the exit code they map to.
@@ -102,6 +106,7 @@ pub fn main() -> i32 {
             Command::Image(cmd) => image::run(cmd).await,
             Command::Model(cmd) => model::run(cmd).await,
             Command::Report(args) => report::run(args).await,
+            Command::Compare(args) => compare::run(args).await,
         }
     });
     match result {

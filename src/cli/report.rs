@@ -1,13 +1,13 @@
 //! `retrace report DIR [--rescore]`: every report file of a run written
 //! again from its journal, optionally after re-checking every answer.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use retrace::harness::{read_config, rescore_run, write_reports, HarnessError};
+use retrace::harness::{journal, read_config, rescore_run, run_tasks, write_reports, HarnessError};
 use retrace::record::StopOn;
 use retrace::report::rescore::RescoreChanges;
-use retrace::report::Summary;
+use retrace::report::{task_cases, Summary};
 use retrace::task::load::datasets_dir;
 
 use super::Failure;
@@ -44,6 +44,19 @@ pub async fn run(args: ReportArgs) -> Result<i32, Failure> {
         eprintln!("wrote {}", f.display());
     }
     Ok(0)
+}
+
+/// The run in `dir` as JUnit XML in `path` (`retrace run --junit`).
+pub fn write_junit(dir: &Path, path: &Path) -> Result<(), Failure> {
+    let config = read_config(dir).map_err(failure)?;
+    let records = journal::read(&dir.join("results.jsonl")).map_err(failure)?;
+    // Expected answers name what a wrong task should have answered; a
+    // suite that cannot be read any more only loses that detail.
+    let tasks = run_tasks(&config, &datasets_dir()).unwrap_or_default();
+    std::fs::write(path, task_cases::render(&config, &records, &tasks))
+        .map_err(|e| Failure::infra(anyhow::anyhow!("writing {}: {e}", path.display())))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }
 
 fn print_changes(c: &RescoreChanges) {

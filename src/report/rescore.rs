@@ -83,7 +83,7 @@ pub fn rescore(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) ->
                     Some(a) => Some(check(
                         &task.expected,
                         Some(&a.value),
-                        &rec.outcome.as_ref().map_or("", |o| o.stdout.as_str()),
+                        rec.outcome.as_ref().map_or("", |o| o.stdout.as_str()),
                     )),
                     // An answered round always records its value; should
                     // one not, its old check is the best there is.
