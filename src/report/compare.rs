@@ -440,6 +440,15 @@ fn pp(x: f64) -> String {
     format!("{:+.1}", 100.0 * x)
 }
 
+/// `p50 / p95`, or a dash when the round had no such time.
+fn p50_p95(p: &Percentiles, unit: &str) -> String {
+    if p.n == 0 {
+        "–".into()
+    } else {
+        format!("{:.0} / {:.0}{unit}", p.p50, p.p95)
+    }
+}
+
 fn ids(list: &[String]) -> String {
     if list.is_empty() {
         "none".into()
@@ -555,7 +564,7 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
             "\n| round | model p50 / p95 BASE (ms) | NEW | exec p50 / p95 BASE (ms) | NEW |\n|---|---|---|---|---|"
         );
         for l in &c.latency_by_round {
-            let f = |p: &Percentiles| format!("{:.0} / {:.0}", p.p50, p.p95);
+            let f = |p: &Percentiles| p50_p95(p, "");
             let _ = writeln!(
                 w,
                 "| {} | {} | {} | {} | {} |",
@@ -665,7 +674,7 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
             );
         }
         for l in &c.latency_by_round {
-            let f = |p: &Percentiles| format!("{:.0} / {:.0} ms", p.p50, p.p95);
+            let f = |p: &Percentiles| p50_p95(p, " ms");
             row(
                 &mut w,
                 &format!("round {} model p50 / p95", l.round),
