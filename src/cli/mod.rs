@@ -2,11 +2,13 @@
 //! Exit codes: 0 success, 1 the code under test failed, 2 usage error,
 //! 3 the harness itself could not do its job (no image, no kernel, no cgroup).
 
+mod compare;
 mod exec;
 mod image;
 mod limits;
 mod logging;
 mod model;
+mod report;
 mod run;
 mod sandbox;
 mod tasks;
@@ -46,6 +48,12 @@ enum Command {
     /// Prepare and inspect the local model (`--model local`).
     #[command(subcommand)]
     Model(model::ModelCommand),
+    /// Write a run's reports again from its journal (`--rescore`: re-check
+    /// every answer with the current checker first).
+    Report(report::ReportArgs),
+    /// Compare two runs (or two arms) on their shared tasks; exit 1 when NEW
+    /// is worse than BASE beyond the thresholds.
+    Compare(compare::CompareArgs),
 }
 
 /// Errors at the CLI edge carry the exit code they map to.
@@ -97,6 +105,8 @@ pub fn main() -> i32 {
             Command::Exec(args) => exec::run(args).await,
             Command::Image(cmd) => image::run(cmd).await,
             Command::Model(cmd) => model::run(cmd).await,
+            Command::Report(args) => report::run(args).await,
+            Command::Compare(args) => compare::run(args).await,
         }
     });
     match result {

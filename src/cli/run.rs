@@ -107,6 +107,10 @@ pub struct RunArgs {
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[arg(long, default_value_t = 4)]
     pub max_retries: u32,
+    /// Also write the run as JUnit XML to FILE (one test case per task,
+    /// per arm with several strategies), for CI dashboards.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -195,6 +199,9 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     );
     let result = run.execute(cancel_on_ctrl_c()).await.map_err(failure)?;
     print_summary(&result.summary, &result.dir);
+    if let Some(path) = &args.junit {
+        super::report::write_junit(&result.dir, path)?;
+    }
     for f in &result.files {
         eprintln!("wrote {}", f.display());
     }

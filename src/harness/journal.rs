@@ -101,13 +101,21 @@ pub fn compact_for_resume(path: &Path) -> Result<HashSet<ArmTask>, HarnessError>
         .filter(|r| r.is_final())
         .map(ArmTask::of)
         .collect();
+    let kept: Vec<AttemptRecord> = records
+        .into_iter()
+        .filter(|r| finished.contains(&ArmTask::of(r)))
+        .collect();
+    rewrite(path, &kept)?;
+    Ok(finished)
+}
+
+/// Replaces the journal with `records`, atomically (a temporary file
+/// renamed over it), so a crash leaves either journal whole.
+pub fn rewrite(path: &Path, records: &[AttemptRecord]) -> Result<(), HarnessError> {
     let tmp = path.with_extension("jsonl.tmp");
     let mut out = File::create(&tmp)
         .map_err(|e| HarnessError::io(format!("writing {}", tmp.display()), e))?;
-    for r in records
-        .iter()
-        .filter(|r| finished.contains(&ArmTask::of(r)))
-    {
+    for r in records {
         let mut line = serde_json::to_vec(r)
             .map_err(|e| HarnessError::Journal(format!("encoding a record: {e}")))?;
         line.push(b'\n');
@@ -116,9 +124,7 @@ pub fn compact_for_resume(path: &Path) -> Result<HashSet<ArmTask>, HarnessError>
     }
     out.sync_all()
         .map_err(|e| HarnessError::io(format!("writing {}", tmp.display()), e))?;
-    fs::rename(&tmp, path)
-        .map_err(|e| HarnessError::io(format!("replacing {}", path.display()), e))?;
-    Ok(finished)
+    fs::rename(&tmp, path).map_err(|e| HarnessError::io(format!("replacing {}", path.display()), e))
 }
 
 #[cfg(test)]

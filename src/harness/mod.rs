@@ -7,11 +7,16 @@ mod episode;
 pub mod journal;
 pub mod packages;
 pub mod progress;
+pub mod rescore;
 mod run;
 pub mod runner;
 pub mod validate;
 
-pub use run::{cancel_on_ctrl_c, write_reports, ResumeOptions, Run, RunOptions, RunResult};
+pub use rescore::{rescore_run, RescoreResult};
+pub use run::{
+    cancel_on_ctrl_c, read_config, run_tasks, write_reports, ResumeOptions, Run, RunOptions,
+    RunResult,
+};
 pub use runner::{Arm, Runner};
 
 #[derive(Debug, thiserror::Error)]

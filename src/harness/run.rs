@@ -193,23 +193,12 @@ impl Run {
     /// shapes it): finished tasks are kept, unfinished ones are redone from
     /// round 0. A changed dataset, selection or prompt set is refused.
     pub async fn resume(dir: &Path, opts: ResumeOptions) -> Result<Run, HarnessError> {
-        let path = dir.join("run.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            HarnessError::Config(format!(
-                "{}: {e}; --resume needs a run directory made by `retrace run`",
-                path.display()
-            ))
-        })?;
-        let mut config: RunConfig = serde_json::from_str(&text)
-            .map_err(|e| HarnessError::Config(format!("{}: {e}", path.display())))?;
+        let mut config = read_config(dir)?;
         // The directory given wins over where the run was made: a moved run
         // continues where it is.
         config.out_dir = dir.to_path_buf();
 
-        let all = load_suite(&config.suite, &opts.datasets)
-            .map_err(|e| HarnessError::Config(e.to_string()))?;
-        let s = &config.selection;
-        let tasks = select(all, s.limit_tasks, s.sample, s.seed);
+        let tasks = run_tasks(&config, &opts.datasets)?;
         same_tasks(&config, &tasks)?;
         let templates = match &config.prompts_dir {
             Some(dir) => Templates::from_dir(dir)?,
@@ -355,6 +344,28 @@ impl Run {
             infra_tasks,
         })
     }
+}
+
+/// The configuration of the run in `dir` (its `run.json`).
+pub fn read_config(dir: &Path) -> Result<RunConfig, HarnessError> {
+    let path = dir.join("run.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        HarnessError::Config(format!(
+            "{}: {e}; expected a run directory made by `retrace run`",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| HarnessError::Config(format!("{}: {e}", path.display())))
+}
+
+/// The run's tasks as its suite gives them now: the suite loaded again and
+/// the run's selection applied (what resume and re-scoring see).
+pub fn run_tasks(config: &RunConfig, datasets: &Path) -> Result<Vec<Task>, HarnessError> {
+    let all =
+        load_suite(&config.suite, datasets).map_err(|e| HarnessError::Config(e.to_string()))?;
+    let s = &config.selection;
+    Ok(select(all, s.limit_tasks, s.sample, s.seed))
 }
 
 /// Rewrites every report of the run in `dir` from its journal.

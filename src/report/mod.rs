@@ -1,6 +1,7 @@
 //! Reports of a run: metrics from the journal, and one exporter per output
 //! format behind one small trait; [`write_all`] loops over them.
 
+pub mod compare;
 mod csv;
 pub mod environment;
 mod html;
@@ -10,7 +11,9 @@ pub mod junit;
 mod markdown;
 pub mod metrics;
 pub mod plots;
+pub mod rescore;
 pub mod strategies;
+pub mod task_cases;
 mod task_rounds;
 #[cfg(test)]
 mod testing;

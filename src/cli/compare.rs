@@ -1,0 +1,179 @@
+//! `retrace compare BASE NEW`: two runs paired on their shared tasks; exit
+//! 1 when NEW is worse than BASE beyond the thresholds (a CI gate).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use clap::Args;
+use retrace::harness::{journal, read_config, HarnessError};
+use retrace::record::{AttemptRecord, RunConfig};
+use retrace::report::compare::{self, pair_arms, regressions, Judged, Side, Thresholds};
+use retrace::report::metrics::arm_names;
+
+use super::Failure;
+
+#[derive(Args)]
+pub struct CompareArgs {
+    /// The reference run directory; `DIR:ARM` picks one strategy arm.
+    pub base: String,
+    /// The run under test; `DIR:ARM` picks one arm (`RUN:fat RUN:dynamic`
+    /// compares two arms of one run).
+    pub new: String,
+    /// Where compare.md, compare.html and compare.json go [default:
+    /// NEW/compare-<base run id>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Compare this arm of both runs (else every arm both have).
+    #[arg(long)]
+    pub arm: Option<String>,
+    /// Fail when last-round accuracy drops more than X percentage points
+    /// (replaces the default: fail on a significant drop, McNemar p < 0.05).
+    #[arg(long, value_name = "X")]
+    pub max_acc_drop: Option<f64>,
+    /// Fail when the kill rate rises more than X percentage points.
+    #[arg(long, value_name = "X")]
+    pub max_kill_rate_rise: Option<f64>,
+    /// Fail when the p50 round time rises more than X times BASE's (0.2:
+    /// 20% slower).
+    #[arg(long, value_name = "X")]
+    pub max_latency_rise: Option<f64>,
+}
+
+struct Loaded {
+    dir: PathBuf,
+    arm: Option<String>,
+    config: RunConfig,
+    records: Vec<AttemptRecord>,
+}
+
+pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
+    let base = load(&args.base, args.arm.as_deref())?;
+    let new = load(&args.new, args.arm.as_deref())?;
+    let pairs = pair_arms(
+        &arm_names(&base.config),
+        &arm_names(&new.config),
+        base.arm.as_deref(),
+        new.arm.as_deref(),
+    )
+    .map_err(|e| Failure::usage(anyhow!(e)))?;
+    let thresholds = Thresholds {
+        max_acc_drop: args.max_acc_drop,
+        max_kill_rate_rise: args.max_kill_rate_rise,
+        max_latency_rise: args.max_latency_rise,
+        ..Thresholds::default()
+    };
+    let mut judged = Vec::new();
+    for (b, n) in &pairs {
+        let bs = Side::new("BASE", &base.config, &base.records, b);
+        let ns = Side::new("NEW", &new.config, &new.records, n);
+        let Some(c) = compare::compare(&bs, &ns) else {
+            return Err(Failure::usage(anyhow!(
+                "{} and {} share no finished task",
+                bs.label,
+                ns.label
+            )));
+        };
+        judged.push(Judged {
+            regressions: regressions(&c, &thresholds),
+            comparison: c,
+        });
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        let mut name = format!("compare-{}", base.config.run_id);
+        if base.arm.is_some() || new.arm.is_some() {
+            for (b, n) in &pairs {
+                name.push_str(&format!("-{b}-{n}"));
+            }
+        }
+        new.dir.join(name)
+    });
+    let files = compare::write(&out, &judged).map_err(Failure::infra)?;
+    for j in &judged {
+        print(j);
+    }
+    for f in &files {
+        eprintln!("wrote {}", f.display());
+    }
+    let worse = judged.iter().any(|j| !j.regressions.is_empty());
+    println!(
+        "{}",
+        if worse {
+            "FAIL: NEW is worse than BASE"
+        } else {
+            "ok: NEW is not worse than BASE beyond the thresholds"
+        }
+    );
+    Ok(i32::from(worse))
+}
+
+fn print(j: &Judged) {
+    let c = &j.comparison;
+    let last = c.last();
+    println!(
+        "{} -> {} on {} shared tasks: Acc@{} {:.1}% -> {:.1}% ({:+.1} points, 95% CI [{:+.1}, {:+.1}]), McNemar b={} c={} p={:.4}",
+        c.base,
+        c.new,
+        c.shared_tasks.len(),
+        last.round,
+        100.0 * last.base.value,
+        100.0 * last.new.value,
+        100.0 * last.difference,
+        100.0 * last.difference_ci.0,
+        100.0 * last.difference_ci.1,
+        last.mcnemar.b,
+        last.mcnemar.c,
+        last.mcnemar.p_value
+    );
+    let kill = |k: &retrace::report::metrics::KillRate| k.total.map_or(0.0, |r| 100.0 * r.value);
+    println!(
+        "kill rate {:.1}% -> {:.1}%  round time p50 {:.0} ms -> {:.0} ms",
+        kill(&c.base_kill_rate),
+        kill(&c.new_kill_rate),
+        c.base_latency_total.p50,
+        c.new_latency_total.p50
+    );
+    if !c.now_wrong.is_empty() {
+        println!("right in BASE, wrong in NEW: {}", c.now_wrong.join(", "));
+    }
+    if !c.now_right.is_empty() {
+        println!("wrong in BASE, right in NEW: {}", c.now_right.join(", "));
+    }
+    for r in &j.regressions {
+        println!("regression: {r}");
+    }
+}
+
+/// `DIR` or `DIR:ARM` (a directory whose own name holds a `:` still works:
+/// the whole text is tried as a directory first).
+fn split_spec(spec: &str) -> (PathBuf, Option<String>) {
+    let whole = Path::new(spec);
+    if whole.join("run.json").exists() {
+        return (whole.to_path_buf(), None);
+    }
+    match spec.rsplit_once(':') {
+        Some((dir, arm)) if !arm.is_empty() && !arm.contains('/') => {
+            (PathBuf::from(dir), Some(arm.to_string()))
+        }
+        _ => (whole.to_path_buf(), None),
+    }
+}
+
+fn load(spec: &str, arm: Option<&str>) -> Result<Loaded, Failure> {
+    let (dir, own) = split_spec(spec);
+    let config = read_config(&dir).map_err(failure)?;
+    let records = journal::read(&dir.join("results.jsonl")).map_err(failure)?;
+    Ok(Loaded {
+        dir,
+        arm: own.or(arm.map(str::to_owned)),
+        config,
+        records,
+    })
+}
+
+fn failure(e: HarnessError) -> Failure {
+    if e.is_usage() {
+        Failure::usage(e)
+    } else {
+        Failure::infra(e)
+    }
+}

@@ -1,0 +1,116 @@
+//! `retrace report DIR [--rescore]`: every report file of a run written
+//! again from its journal, optionally after re-checking every answer.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use retrace::harness::{journal, read_config, rescore_run, run_tasks, write_reports, HarnessError};
+use retrace::record::StopOn;
+use retrace::report::rescore::RescoreChanges;
+use retrace::report::{task_cases, Summary};
+use retrace::task::load::datasets_dir;
+
+use super::Failure;
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The run directory (holds run.json and results.jsonl).
+    pub dir: PathBuf,
+    /// Check every recorded answer again with the current checker and the
+    /// suite's current expected answers (nothing is run again). The run's
+    /// own journal is kept as results.jsonl.orig.
+    #[arg(long)]
+    pub rescore: bool,
+}
+
+pub async fn run(args: ReportArgs) -> Result<i32, Failure> {
+    let (summary, files) = if args.rescore {
+        let done = rescore_run(&args.dir, &datasets_dir()).map_err(failure)?;
+        if done.config.stop_on == StopOn::Correct {
+            eprintln!(
+                "note: this run stopped on correct answers (--stop-on correct); \
+                 its rounds were steered by the old checks, only the scores change"
+            );
+        }
+        print_changes(&done.changes);
+        eprintln!("original journal kept as {}", done.original.display());
+        (done.summary, done.files)
+    } else {
+        let config = read_config(&args.dir).map_err(failure)?;
+        write_reports(&config, &args.dir).map_err(failure)?
+    };
+    print_accuracy(&summary);
+    for f in &files {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(0)
+}
+
+/// The run in `dir` as JUnit XML in `path` (`retrace run --junit`).
+pub fn write_junit(dir: &Path, path: &Path) -> Result<(), Failure> {
+    let config = read_config(dir).map_err(failure)?;
+    let records = journal::read(&dir.join("results.jsonl")).map_err(failure)?;
+    // Expected answers name what a wrong task should have answered; a
+    // suite that cannot be read any more only loses that detail.
+    let tasks = run_tasks(&config, &datasets_dir()).unwrap_or_default();
+    std::fs::write(path, task_cases::render(&config, &records, &tasks))
+        .map_err(|e| Failure::infra(anyhow::anyhow!("writing {}: {e}", path.display())))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn print_changes(c: &RescoreChanges) {
+    for id in &c.missing_tasks {
+        println!("not in the suite any more, left as recorded: {id}");
+    }
+    println!("re-scored: {} record(s) changed", c.records_changed);
+    for r in &c.by_round {
+        if r.correct_before != r.correct_after {
+            println!(
+                "[{}] Acc@{}: {}/{} -> {}/{}",
+                r.strategy, r.round, r.correct_before, r.tasks, r.correct_after, r.tasks
+            );
+        }
+    }
+    if c.flipped.is_empty() {
+        println!("no task changed its final correctness");
+    }
+    for f in &c.flipped {
+        let how = if f.now_correct {
+            "wrong -> right"
+        } else {
+            "right -> wrong"
+        };
+        println!("[{}] {}: {how}", f.strategy, f.task_id);
+    }
+}
+
+fn print_accuracy(s: &Summary) {
+    let arms: Vec<&Summary> = if s.arms.is_empty() {
+        vec![s]
+    } else {
+        s.arms.iter().collect()
+    };
+    for arm in arms {
+        let accs: Vec<String> = arm
+            .accuracy_by_round
+            .iter()
+            .enumerate()
+            .map(|(r, a)| format!("Acc@{r} {:.1}%", 100.0 * a.value))
+            .collect();
+        println!(
+            "[{}] {} tasks: {}",
+            arm.strategy,
+            arm.tasks,
+            accs.join("  ")
+        );
+    }
+}
+
+fn failure(e: HarnessError) -> Failure {
+    if e.is_usage() {
+        Failure::usage(e)
+    } else {
+        Failure::infra(e)
+    }
+}

@@ -1,0 +1,60 @@
+//! Re-scoring a run directory in place: the journal's answers checked
+//! again against the suite as it is now, the original journal kept as
+//! `results.jsonl.orig`, every report rewritten.
+
+use std::path::{Path, PathBuf};
+
+use super::journal;
+use super::run::{read_config, run_tasks, write_reports};
+use super::HarnessError;
+use crate::record::RunConfig;
+use crate::report::rescore::{rescore, RescoreChanges};
+use crate::report::Summary;
+
+/// What re-scoring a run did.
+#[derive(Debug)]
+pub struct RescoreResult {
+    pub config: RunConfig,
+    pub changes: RescoreChanges,
+    pub summary: Summary,
+    /// The report files written.
+    pub files: Vec<PathBuf>,
+    /// Where the journal as the run wrote it is kept.
+    pub original: PathBuf,
+}
+
+/// The name the original journal is kept under.
+pub const ORIGINAL_JOURNAL: &str = "results.jsonl.orig";
+
+/// Re-scores the run in `dir` with the suite found under `datasets`. The
+/// first re-score moves the run's own journal to `results.jsonl.orig`;
+/// later ones leave that file alone, so the journal as the run wrote it is
+/// never lost. `results.jsonl` then holds the re-scored records, which
+/// every report, `--resume` and `retrace compare` read.
+pub fn rescore_run(dir: &Path, datasets: &Path) -> Result<RescoreResult, HarnessError> {
+    let config = read_config(dir)?;
+    let path = dir.join("results.jsonl");
+    let records = journal::read(&path)?;
+    if records.is_empty() {
+        return Err(HarnessError::Config(format!(
+            "{}: no records to re-score",
+            path.display()
+        )));
+    }
+    let tasks = run_tasks(&config, datasets)?;
+    let rescored = rescore(&config, &records, &tasks);
+    let original = dir.join(ORIGINAL_JOURNAL);
+    if !original.exists() {
+        std::fs::copy(&path, &original)
+            .map_err(|e| HarnessError::io(format!("keeping {}", original.display()), e))?;
+    }
+    journal::rewrite(&path, &rescored.records)?;
+    let (summary, files) = write_reports(&config, dir)?;
+    Ok(RescoreResult {
+        config,
+        changes: rescored.changes,
+        summary,
+        files,
+        original,
+    })
+}

@@ -1,0 +1,263 @@
+//! A run as JUnit test cases (`retrace run --junit FILE`): one case per
+//! task (per arm when the run has several), failing with why the task
+//! ended wrong: the final round's error or kill, or the wrong answer.
+
+use std::collections::HashMap;
+
+use super::junit::{self, TestCase};
+use super::metrics::arm_names;
+use crate::record::{AttemptRecord, RunConfig};
+use crate::repair::traceback::kill_message;
+use crate::sandbox::Verdict;
+use crate::task::{Expected, Task};
+
+/// The JUnit document of a run. `tasks` give the expected answers named in
+/// failures (a task missing from them is named without one).
+pub fn render(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> String {
+    junit::render(
+        &format!("retrace run {}", config.run_id),
+        &cases(config, records, tasks),
+    )
+}
+
+/// One case per task of `config.task_ids`, arm by arm.
+pub fn cases(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> Vec<TestCase> {
+    let expected: HashMap<&str, &Expected> =
+        tasks.iter().map(|t| (t.id.as_str(), &t.expected)).collect();
+    let arms = arm_names(config);
+    let mut out = Vec::new();
+    for arm in &arms {
+        for id in &config.task_ids {
+            let mut mine: Vec<&AttemptRecord> = records
+                .iter()
+                .filter(|r| &r.task_id == id && (arms.len() == 1 || &r.strategy == arm))
+                .collect();
+            mine.sort_by_key(|r| r.round);
+            let classname = if arms.len() == 1 {
+                config.suite.clone()
+            } else {
+                arm.clone()
+            };
+            let time_secs = mine.iter().map(|r| r.timings_ms.total).sum::<f64>() / 1e3;
+            let failure =
+                failure(config, &mine, expected.get(id.as_str()).copied()).map(|message| {
+                    let details = match mine.last() {
+                        Some(r) => format!(
+                            "{message}\n(round {} of 0..={}, {})",
+                            r.round,
+                            config.rounds,
+                            r.check
+                                .as_ref()
+                                .map_or("no answer checked".into(), |c| format!(
+                                    "check rule {}",
+                                    c.rule
+                                ))
+                        ),
+                        None => message.clone(),
+                    };
+                    (message, details)
+                });
+            out.push(TestCase {
+                classname,
+                name: id.clone(),
+                time_secs,
+                failure,
+                system_out: None,
+            });
+        }
+    }
+    out
+}
+
+/// Why the task ended wrong; `None` when it ended right.
+fn failure(
+    config: &RunConfig,
+    records: &[&AttemptRecord],
+    expected: Option<&Expected>,
+) -> Option<String> {
+    let Some(last) = records.last() else {
+        return Some("not run: the run was interrupted before this task started".into());
+    };
+    if !last.is_final() {
+        return Some("unfinished: the run was interrupted during this task".into());
+    }
+    if last.correct {
+        return None;
+    }
+    if let Some(why) = &last.infra_error {
+        return Some(format!("infrastructure error: {why}"));
+    }
+    let wrong = || {
+        let got = last
+            .check
+            .as_ref()
+            .and_then(|c| c.extracted.clone())
+            .unwrap_or_else(|| "nothing readable".into());
+        match expected {
+            Some(e) => format!("wrong answer: got {got}, expected {}", expected_text(e)),
+            None => format!("wrong answer: got {got}"),
+        }
+    };
+    let Some(outcome) = &last.outcome else {
+        return Some(if last.kept_answer {
+            wrong()
+        } else {
+            "no code in the final reply".into()
+        });
+    };
+    match outcome.verdict {
+        Verdict::Ok if last.check.is_some() => Some(wrong()),
+        Verdict::Ok => Some("the code ran but left no answer value".into()),
+        Verdict::Error => Some(match &outcome.error {
+            Some(e) if e.evalue.is_empty() => e.ename.clone(),
+            Some(e) => format!("{}: {}", e.ename, e.evalue),
+            None => "error".into(),
+        }),
+        other => Some(
+            kill_message(outcome, &config.limits)
+                .map(|m| format!("{other}: {m}"))
+                .unwrap_or_else(|| other.to_string()),
+        ),
+    }
+}
+
+/// The expected answer as people write it.
+pub fn expected_text(e: &Expected) -> String {
+    match e {
+        Expected::Number { exact: Some(x), .. } => x.clone(),
+        Expected::Number { value, .. } => format!("{value}"),
+        Expected::Text { value, .. } => format!("{value:?}"),
+        Expected::List {
+            values, ordered, ..
+        } => {
+            let list = serde_json::to_string(values).unwrap_or_default();
+            if *ordered {
+                list
+            } else {
+                format!("{list} (any order)")
+            }
+        }
+        Expected::Multi { answers } => answers
+            .iter()
+            .map(|(name, e)| format!("@{name}[{}]", expected_text(e)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{config, task, two_arms, R};
+    use super::*;
+    use crate::record::StopOn;
+
+    fn number(id: &str, value: f64) -> Task {
+        Task {
+            id: id.into(),
+            question: "q".into(),
+            files: Vec::new(),
+            expected: Expected::Number {
+                value,
+                abs_tol: None,
+                rel_tol: None,
+                allow_percent: false,
+                exact: None,
+            },
+            reference: None,
+            packages: Vec::new(),
+            tags: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn one_case_per_task_failing_with_the_final_rounds_story() {
+        use R::*;
+        let (k, s) = (1, StopOn::Clean);
+        let mut records = task("right", &[Raised("KeyError"), Right], s, k);
+        records.extend(task("wrong", &[Wrong], s, k));
+        let mut raised = task("raised", &[Raised("KeyError"), Raised("ValueError")], s, k);
+        raised[1]
+            .outcome
+            .as_mut()
+            .unwrap()
+            .error
+            .as_mut()
+            .unwrap()
+            .evalue = "bad <x>".into();
+        records.extend(raised);
+        records.extend(task(
+            "killed",
+            &[NoCode, Killed(Verdict::TimeoutWall)],
+            s,
+            k,
+        ));
+        records.extend(task("infra", &[Infra], s, k));
+        let ids = ["right", "wrong", "raised", "killed", "infra", "never"];
+        let cfg = config(&ids, k, s);
+        let cases = cases(&cfg, &records, &[number("wrong", 42.0)]);
+        let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ids);
+        assert!(cases.iter().all(|c| c.classname == "s"));
+        let msg = |i: usize| cases[i].failure.as_ref().map(|f| f.0.as_str());
+        assert_eq!(msg(0), None);
+        assert_eq!(msg(1), Some("wrong answer: got 1, expected 42"));
+        assert_eq!(msg(2), Some("ValueError: bad <x>"));
+        assert!(
+            msg(3)
+                .unwrap()
+                .starts_with("timeout_wall: Your code did not finish"),
+            "{:?}",
+            msg(3)
+        );
+        assert_eq!(msg(4), Some("infrastructure error: endpoint down"));
+        assert!(msg(5).unwrap().starts_with("not run"));
+        // 16 ms per round, two rounds.
+        assert!((cases[0].time_secs - 0.032).abs() < 1e-9);
+        let details = &cases[1].failure.as_ref().unwrap().1;
+        assert!(
+            details.contains("round 0 of 0..=1, check rule number:abs_tol"),
+            "{details}"
+        );
+        let xml = render(&cfg, &records, &[]);
+        assert!(xml.contains("tests=\"6\" failures=\"5\""), "{xml}");
+        assert!(xml.contains("message=\"wrong answer: got 1\""), "{xml}");
+        assert!(xml.contains("bad &lt;x&gt;"));
+    }
+
+    #[test]
+    fn arms_are_cases_of_their_own_class() {
+        let (cfg, records) = two_arms();
+        let cases = cases(&cfg, &records, &[]);
+        assert_eq!(cases.len(), 12);
+        let fat: Vec<&TestCase> = cases.iter().filter(|c| c.classname == "fat").collect();
+        assert_eq!(fat.len(), 6);
+        // dynamic: b failed (ModuleNotFoundError), f was interrupted.
+        let failing: Vec<&str> = cases
+            .iter()
+            .filter(|c| c.classname == "dynamic" && c.failure.is_some())
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(failing, ["b", "f"]);
+    }
+
+    #[test]
+    fn expected_answers_read_as_written() {
+        assert_eq!(expected_text(&number("a", 481.0).expected), "481");
+        assert_eq!(expected_text(&number("a", 0.5).expected), "0.5");
+        let text = Expected::Text {
+            value: "Paris".into(),
+            case_sensitive: false,
+        };
+        assert_eq!(expected_text(&text), "\"Paris\"");
+        let list = Expected::List {
+            values: vec![1.into(), 2.into()],
+            ordered: false,
+            abs_tol: None,
+        };
+        assert_eq!(expected_text(&list), "[1,2] (any order)");
+        let multi = Expected::Multi {
+            answers: [("a".to_string(), number("a", 1.0).expected)].into(),
+        };
+        assert_eq!(expected_text(&multi), "@a[1]");
+    }
+}
