@@ -172,6 +172,13 @@ impl Exporter for MarkdownExporter {
             "\nTokens: {} prompt, {} completion, {:.0} per task, {:.1} completion tokens/s (p50).",
             s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean, s.tokens.per_second.p50
         );
+        if !run.plots.is_empty() {
+            let _ = writeln!(w, "\n## Plots\n");
+            for p in run.plots {
+                // The SVG beside this file (`plots/`); the PNG has the same stem.
+                let _ = writeln!(w, "![{}](plots/{}.svg)\n", p.title, p.name);
+            }
+        }
         Ok(md)
     }
 }
@@ -397,6 +404,36 @@ mod tests {
         assert!(table.contains("### Installs (`dynamic`)"));
         // The baseline's own sections follow, once.
         assert_eq!(md.matches("## Accuracy by round").count(), 1);
+    }
+
+    #[test]
+    fn plots_are_embedded_last_and_only_when_drawn() {
+        let (k, s) = (0, StopOn::Clean);
+        let cfg = config(&["a"], k, s);
+        let records = task("a", &[R::Right], s, k);
+        let md = render(&MarkdownExporter, &cfg, &records).unwrap();
+        assert!(!md.contains("## Plots"), "{md}");
+        let summary = crate::report::summarize(&cfg, &records);
+        let plot = |name: &str, title: &str| crate::report::Plot {
+            name: name.into(),
+            title: title.into(),
+            svg: String::new(),
+            files: Vec::new(),
+        };
+        let plots = [plot("recovery", "Recovery"), plot("latency", "Latency")];
+        let view = RunView {
+            dir: std::path::Path::new("."),
+            config: &cfg,
+            records: &records,
+            summary: &summary,
+            plots: &plots,
+        };
+        let md = MarkdownExporter.render(&view).unwrap();
+        let section = md.split("\n## Plots\n").nth(1).expect("a Plots section");
+        assert_eq!(
+            section.trim(),
+            "![Recovery](plots/recovery.svg)\n\n![Latency](plots/latency.svg)"
+        );
     }
 
     #[test]

@@ -57,6 +57,12 @@ pub enum ReportError {
         #[source]
         source: RenderError,
     },
+    #[error("drawing plot {name}")]
+    Plot {
+        name: &'static str,
+        #[source]
+        source: RenderError,
+    },
     #[error("writing {}", path.display())]
     Write {
         path: PathBuf,

@@ -47,30 +47,46 @@ impl<'a> TaskRounds<'a> {
     /// How round 0 went wrong, when it did.
     pub(super) fn round0_failure(&self) -> Option<String> {
         let r = self.records.first().filter(|r| r.round == 0)?;
-        if r.correct {
-            return None;
-        }
-        if r.infra_error.is_some() {
-            return Some("infra_error".into());
-        }
-        let Some(o) = &r.outcome else {
-            return Some("no_code".into());
-        };
-        Some(match o.verdict {
-            Verdict::Error => o
-                .error
-                .as_ref()
-                .map(|e| e.ename.clone())
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "error".into()),
-            Verdict::Ok if r.answered => "wrong_answer".into(),
-            Verdict::Ok if r.feedback_kind == Some(FeedbackKind::Unsupported) => {
-                "unsupported_answer".into()
-            }
-            Verdict::Ok => "no_answer".into(),
-            other => other.to_string(),
-        })
+        failure(r)
     }
+
+    /// How the state in force at round r is wrong, when it is (the same
+    /// kinds as [`Self::round0_failure`]).
+    pub(super) fn failure_at(&self, round: usize) -> Option<String> {
+        failure(self.at(round)?)
+    }
+}
+
+/// How a round's state is wrong: exception name, kill verdict, `no_code`,
+/// `no_answer`, `unsupported_answer`, `wrong_answer`, `infra_error`.
+fn failure(r: &AttemptRecord) -> Option<String> {
+    if r.correct {
+        return None;
+    }
+    // A kept answer ran nothing: it is the earlier (wrong) answer.
+    if r.kept_answer {
+        return Some("wrong_answer".into());
+    }
+    if r.infra_error.is_some() {
+        return Some("infra_error".into());
+    }
+    let Some(o) = &r.outcome else {
+        return Some("no_code".into());
+    };
+    Some(match o.verdict {
+        Verdict::Error => o
+            .error
+            .as_ref()
+            .map(|e| e.ename.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "error".into()),
+        Verdict::Ok if r.answered => "wrong_answer".into(),
+        Verdict::Ok if r.feedback_kind == Some(FeedbackKind::Unsupported) => {
+            "unsupported_answer".into()
+        }
+        Verdict::Ok => "no_answer".into(),
+        other => other.to_string(),
+    })
 }
 
 impl TaskRounds<'_> {

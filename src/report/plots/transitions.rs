@@ -1,0 +1,189 @@
+//! Error transitions: each round-0 failure kind against the task's state
+//! at round K (fixed, the same failure, another failure), as a matrix of
+//! task counts shaded by their share of the row.
+
+use std::collections::BTreeMap;
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::theme::{self, Area, Drawn};
+use super::{arm_groups, Chart, Summary};
+use crate::record::AttemptRecord;
+use crate::report::task_rounds::TaskRounds;
+
+const STATES: [&str; 3] = ["fixed", "same failure", "other failure"];
+/// Rows beyond this are merged into one, so labels stay readable.
+const MAX_ROWS: usize = 14;
+
+struct Row {
+    label: String,
+    /// Tasks by state, in [`STATES`] order.
+    counts: [u64; 3],
+}
+
+impl Row {
+    fn tasks(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+pub(super) struct Transitions {
+    k: u32,
+    rows: Vec<Row>,
+}
+
+impl Transitions {
+    /// None when no task failed at round 0.
+    pub(super) fn of(
+        summary: &Summary,
+        arms: &[String],
+        records: &[AttemptRecord],
+    ) -> Option<Transitions> {
+        let k = summary.rounds;
+        let mut rows = Vec::new();
+        for (arm, recs) in arm_groups(arms, records) {
+            let mut kinds: BTreeMap<String, [u64; 3]> = BTreeMap::new();
+            for task in by_task(&recs) {
+                let Some(kind) = task.round0_failure() else {
+                    continue;
+                };
+                let state = if task.correct_at(k as usize) {
+                    0
+                } else if task.failure_at(k as usize).as_deref() == Some(kind.as_str()) {
+                    1
+                } else {
+                    2
+                };
+                kinds.entry(kind).or_default()[state] += 1;
+            }
+            let mut arm_rows: Vec<Row> = kinds
+                .into_iter()
+                .map(|(kind, counts)| Row {
+                    label: match arm {
+                        Some(a) => format!("{}: {kind}", theme::short(a, 9)),
+                        None => kind,
+                    },
+                    counts,
+                })
+                .collect();
+            // Most frequent first; ties keep the name order.
+            arm_rows.sort_by_key(|r| std::cmp::Reverse(r.tasks()));
+            rows.extend(arm_rows);
+        }
+        if rows.is_empty() {
+            return None;
+        }
+        if rows.len() > MAX_ROWS {
+            let rest = rows.split_off(MAX_ROWS - 1);
+            let mut counts = [0; 3];
+            for r in &rest {
+                for (c, add) in counts.iter_mut().zip(r.counts) {
+                    *c += add;
+                }
+            }
+            let label = format!("{} other kinds", rest.len());
+            rows.push(Row { label, counts });
+        }
+        Some(Transitions { k, rows })
+    }
+
+    /// (label, tasks by state) per row, top to bottom.
+    #[cfg(test)]
+    pub(super) fn rows(&self) -> impl Iterator<Item = (String, [u64; 3])> + '_ {
+        self.rows.iter().map(|r| (r.label.clone(), r.counts))
+    }
+}
+
+/// `records` (one arm's) grouped by task, each in round order.
+fn by_task<'a>(records: &[&'a AttemptRecord]) -> Vec<TaskRounds<'a>> {
+    let mut tasks: BTreeMap<&str, Vec<&AttemptRecord>> = BTreeMap::new();
+    for r in records {
+        tasks.entry(r.task_id.as_str()).or_default().push(r);
+    }
+    tasks
+        .into_values()
+        .map(|mut records| {
+            records.sort_by_key(|r| r.round);
+            TaskRounds { records }
+        })
+        .collect()
+}
+
+/// White to the palette's blue as `share` goes from 0 to 1.
+fn shade(share: f64) -> RGBColor {
+    let to = theme::color(0);
+    let mix = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * share * 0.9) as u8;
+    RGBColor(mix(246, to.0), mix(248, to.1), mix(250, to.2))
+}
+
+impl Chart for Transitions {
+    fn name(&self) -> &'static str {
+        "transitions"
+    }
+
+    fn title(&self) -> String {
+        format!("Round-0 failures and their state at round {}", self.k)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Drawn<DB> {
+        let area = theme::titled(root, &self.title())?;
+        let widest = self.rows.iter().map(|r| r.label.chars().count() + 8);
+        let left = (widest.max().unwrap_or(10) as u32 * 8 + 20).clamp(100, 320);
+        let n = self.rows.len() as f64;
+        let mut chart = theme::frame(&area, 0.0..3.0, 0.0..n, 52, left)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_labels(0)
+            .y_labels(0)
+            .x_desc(format!(
+                "state at round {} (cell: tasks, share of the row)",
+                self.k
+            ))
+            .y_desc("round-0 failure (tasks)")
+            .label_style(theme::text(13))
+            .axis_desc_style(theme::text(14))
+            .axis_style(theme::MUTED)
+            .draw()?;
+
+        let centre = Pos::new(HPos::Center, VPos::Center);
+        for (i, row) in self.rows.iter().enumerate() {
+            let y1 = n - i as f64;
+            let y0 = y1 - 1.0;
+            let tasks = row.tasks().max(1) as f64;
+            for (j, count) in row.counts.iter().enumerate() {
+                let share = *count as f64 / tasks;
+                let (x0, x1) = (j as f64, j as f64 + 1.0);
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(x0, y0), (x1, y1)],
+                    shade(share).filled(),
+                )))?;
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(x0, y0), (x1, y1)],
+                    theme::BACKGROUND.stroke_width(2),
+                )))?;
+                let ink = if share > 0.55 {
+                    theme::BACKGROUND
+                } else {
+                    theme::TEXT
+                };
+                let label = if *count == 0 {
+                    "0".to_owned()
+                } else {
+                    format!("{count} ({:.0}%)", 100.0 * share)
+                };
+                let (px, py) = chart.backend_coord(&(j as f64 + 0.5, y0 + 0.5));
+                let (bx, by) = area.get_base_pixel();
+                let style = (theme::FONT, 13).into_font().color(&ink).pos(centre);
+                area.draw(&Text::new(label, (px - bx, py - by), style))?;
+            }
+            let label = format!("{} ({})", row.label, row.tasks());
+            theme::label_left(&area, &chart, y0 + 0.5, 0, &label, &theme::text(13))?;
+        }
+        for (j, state) in STATES.iter().enumerate() {
+            theme::label_below(&area, &chart, j as f64 + 0.5, 6, state, &theme::text(13))?;
+        }
+        Ok(())
+    }
+}
