@@ -199,43 +199,9 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
         .collect();
     let _ = writeln!(w, "| | {} |", head.join(" | "));
     let _ = writeln!(w, "|---|{}", "---|".repeat(s.arms.len()));
-    let mut row = |name: &str, cell: &dyn Fn(&Summary) -> String| {
-        let cells: Vec<String> = s.arms.iter().map(cell).collect();
+    for (name, cells) in strategy_rows(s) {
         let _ = writeln!(w, "| {name} | {} |", cells.join(" | "));
-    };
-    for r in 0..=s.rounds as usize {
-        row(&format!("Acc@{r}"), &|a| {
-            percent(a.accuracy_by_round.get(r))
-        });
     }
-    row("recovery rate", &|a| percent(a.recovery_rate.as_ref()));
-    row("environment-error rounds", &|a| {
-        counted(a.environment_error_rounds.as_ref())
-    });
-    row("installs per task", &|a| {
-        installed(a, |m| format!("{:.2}", m.installs_per_task))
-    });
-    row("install p50 / p95, store hit (ms)", &|a| {
-        installed(a, |m| p50_p95(&m.latency_ms_store_hit))
-    });
-    row("install p50 / p95, download (ms)", &|a| {
-        installed(a, |m| p50_p95(&m.latency_ms_download))
-    });
-    row("install failures", &|a| {
-        installed(a, |m| m.failures.to_string())
-    });
-    row("denials", &|a| installed(a, denials));
-    row("kernel start p50 (ms)", &|a| {
-        a.kernel_start_ms
-            .map_or_else(|| "n/a".into(), |p| format!("{:.0}", p.p50))
-    });
-    row("memory peak per kernel p50", &|a| {
-        a.memory_peak_bytes
-            .map_or_else(|| "n/a".into(), |m| size(m.p50))
-    });
-    row("image size", &|a| {
-        a.image_bytes.map_or_else(|| "n/a".into(), size)
-    });
     let _ = writeln!(
         w,
         "\nPaired on the tasks both arms finished, final round (McNemar, exact; \
@@ -270,6 +236,51 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
 }
 
 /// An install metric of an arm, `—` for an arm that does not install.
+/// The rows of the side-by-side strategies table (name, one cell per
+/// arm), shared by the Markdown and HTML reports.
+pub(super) fn strategy_rows(s: &Summary) -> Vec<(String, Vec<String>)> {
+    let mut rows = Vec::new();
+    let mut row = |name: &str, cell: &dyn Fn(&Summary) -> String| {
+        rows.push((name.to_string(), s.arms.iter().map(cell).collect()));
+    };
+    for r in 0..=s.rounds as usize {
+        row(&format!("Acc@{r}"), &|a| {
+            percent(a.accuracy_by_round.get(r))
+        });
+    }
+    row("recovery rate", &|a| percent(a.recovery_rate.as_ref()));
+    row("regression rate", &|a| percent(a.regression_rate.as_ref()));
+    row("kill rate", &|a| percent(a.kill_rate.total.as_ref()));
+    row("environment-error rounds", &|a| {
+        counted(a.environment_error_rounds.as_ref())
+    });
+    row("installs per task", &|a| {
+        installed(a, |m| format!("{:.2}", m.installs_per_task))
+    });
+    row("install p50 / p95, store hit (ms)", &|a| {
+        installed(a, |m| p50_p95(&m.latency_ms_store_hit))
+    });
+    row("install p50 / p95, download (ms)", &|a| {
+        installed(a, |m| p50_p95(&m.latency_ms_download))
+    });
+    row("install failures", &|a| {
+        installed(a, |m| m.failures.to_string())
+    });
+    row("denials", &|a| installed(a, denials));
+    row("kernel start p50 (ms)", &|a| {
+        a.kernel_start_ms
+            .map_or_else(|| "n/a".into(), |p| format!("{:.0}", p.p50))
+    });
+    row("memory peak per kernel p50", &|a| {
+        a.memory_peak_bytes
+            .map_or_else(|| "n/a".into(), |m| size(m.p50))
+    });
+    row("image size", &|a| {
+        a.image_bytes.map_or_else(|| "n/a".into(), size)
+    });
+    rows
+}
+
 fn installed(a: &Summary, f: impl Fn(&InstallMetrics) -> String) -> String {
     a.installs.as_ref().map_or_else(|| "—".into(), f)
 }
@@ -327,7 +338,7 @@ pub(super) fn counted(r: Option<&super::metrics::Rate>) -> String {
     }
 }
 
-pub(super) fn p50_p95(p: &Percentiles) -> String {
+fn p50_p95(p: &Percentiles) -> String {
     if p.n == 0 {
         "n/a".into()
     } else {
@@ -348,7 +359,7 @@ pub(super) fn denials(m: &InstallMetrics) -> String {
 }
 
 /// Bytes for people, in binary units.
-pub(super) fn size(bytes: u64) -> String {
+fn size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (unit, scale) in UNITS {
         if bytes >= scale {

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::super::markdown::{counted, denials, p50_p95, size};
+use super::super::markdown::{counted, denials, strategy_rows};
 use super::super::metrics::Rate;
 use super::super::{labels, percent, RunView, Summary};
 use super::escape;
@@ -100,40 +100,13 @@ fn strategies(w: &mut String, s: &Summary) {
         let _ = write!(w, "<th>{}{mark}</th>", escape(&a.strategy));
     }
     let _ = writeln!(w, "</tr></thead>\n<tbody>");
-    let mut row = |name: &str, cell: &dyn Fn(&Summary) -> String| {
-        let _ = write!(w, "<tr><th>{}</th>", escape(name));
-        for a in &s.arms {
-            let _ = write!(w, "<td>{}</td>", escape(&cell(a)));
+    for (name, cells) in strategy_rows(s) {
+        let _ = write!(w, "<tr><th>{}</th>", escape(&name));
+        for cell in cells {
+            let _ = write!(w, "<td>{}</td>", escape(&cell));
         }
         let _ = writeln!(w, "</tr>");
-    };
-    for r in 0..=s.rounds as usize {
-        row(&format!("Acc@{r}"), &|a| {
-            percent(a.accuracy_by_round.get(r))
-        });
     }
-    row("recovery rate", &|a| percent(a.recovery_rate.as_ref()));
-    row("regression rate", &|a| percent(a.regression_rate.as_ref()));
-    row("kill rate", &|a| percent(a.kill_rate.total.as_ref()));
-    row("environment-error rounds", &|a| {
-        counted(a.environment_error_rounds.as_ref())
-    });
-    row("installs per task", &|a| {
-        a.installs
-            .as_ref()
-            .map_or_else(|| "—".into(), |m| format!("{:.2}", m.installs_per_task))
-    });
-    row("install p50 / p95, download (ms)", &|a| {
-        a.installs
-            .as_ref()
-            .map_or_else(|| "—".into(), |m| p50_p95(&m.latency_ms_download))
-    });
-    row("denials", &|a| {
-        a.installs.as_ref().map_or_else(|| "—".into(), denials)
-    });
-    row("image size", &|a| {
-        a.image_bytes.map_or_else(|| "n/a".into(), size)
-    });
     let _ = writeln!(w, "</tbody>\n</table>");
     if let Some(c) = &s.comparison {
         let _ = writeln!(
