@@ -407,10 +407,12 @@ pub fn write(dir: &Path, judged: &[Judged]) -> Result<Vec<PathBuf>, ReportError>
     let runs: Vec<(String, &Summary)> = judged
         .iter()
         .flat_map(|j| {
+            // Short legend labels (run ids are long): side, model, arm.
             let c = &j.comparison;
+            let (b, n) = (&c.summaries.0, &c.summaries.1);
             [
-                (c.base.clone(), &c.summaries.0),
-                (c.new.clone(), &c.summaries.1),
+                (format!("BASE {} ({})", c.base_model, b.strategy), b),
+                (format!("NEW {} ({})", c.new_model, n.strategy), n),
             ]
         })
         .collect();
