@@ -150,28 +150,9 @@ fn round_changes(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{config, task, R};
+    use super::super::testing::{config, number, task, R};
     use super::*;
     use crate::record::StopOn;
-    use crate::task::Expected;
-
-    fn number(id: &str, value: f64) -> Task {
-        Task {
-            id: id.into(),
-            question: "q".into(),
-            files: Vec::new(),
-            expected: Expected::Number {
-                value,
-                abs_tol: None,
-                rel_tol: None,
-                allow_percent: false,
-                exact: None,
-            },
-            reference: None,
-            packages: Vec::new(),
-            tags: Vec::new(),
-        }
-    }
 
     /// Gives every answered round of `records` the answer value `value`.
     fn answering(mut records: Vec<AttemptRecord>, value: &str) -> Vec<AttemptRecord> {

@@ -147,27 +147,9 @@ pub fn expected_text(e: &Expected) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{config, task, two_arms, R};
+    use super::super::testing::{config, number, task, two_arms, R};
     use super::*;
     use crate::record::StopOn;
-
-    fn number(id: &str, value: f64) -> Task {
-        Task {
-            id: id.into(),
-            question: "q".into(),
-            files: Vec::new(),
-            expected: Expected::Number {
-                value,
-                abs_tol: None,
-                rel_tol: None,
-                allow_percent: false,
-                exact: None,
-            },
-            reference: None,
-            packages: Vec::new(),
-            tags: Vec::new(),
-        }
-    }
 
     #[test]
     fn one_case_per_task_failing_with_the_final_rounds_story() {

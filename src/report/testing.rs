@@ -264,3 +264,22 @@ pub fn render(
         plots: &[],
     })
 }
+
+/// A task expecting `value`, with default tolerances.
+pub fn number(id: &str, value: f64) -> crate::task::Task {
+    crate::task::Task {
+        id: id.into(),
+        question: "q".into(),
+        files: Vec::new(),
+        expected: crate::task::Expected::Number {
+            value,
+            abs_tol: None,
+            rel_tol: None,
+            allow_percent: false,
+            exact: None,
+        },
+        reference: None,
+        packages: Vec::new(),
+        tags: Vec::new(),
+    }
+}
