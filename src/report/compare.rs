@@ -438,6 +438,19 @@ pub fn write(dir: &Path, judged: &[Judged]) -> Result<Vec<PathBuf>, ReportError>
     Ok(written)
 }
 
+/// One round of the comparison table, cell by cell (Markdown and HTML).
+fn round_cells(r: &RoundComparison) -> [String; 7] {
+    [
+        r.round.to_string(),
+        percent(Some(&r.base)),
+        percent(Some(&r.new)),
+        pp(r.difference),
+        format!("[{}, {}]", pp(r.difference_ci.0), pp(r.difference_ci.1)),
+        format!("{} / {}", r.mcnemar.b, r.mcnemar.c),
+        format!("{:.4}", r.mcnemar.p_value),
+    ]
+}
+
 fn pp(x: f64) -> String {
     format!("{:+.1}", 100.0 * x)
 }
@@ -523,19 +536,7 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
         );
         let _ = writeln!(w, "|---|---|---|---|---|---|---|");
         for r in &c.rounds {
-            let _ = writeln!(
-                w,
-                "| {} | {} | {} | {} | [{}, {}] | {} / {} | {:.4} |",
-                r.round,
-                percent(Some(&r.base)),
-                percent(Some(&r.new)),
-                pp(r.difference),
-                pp(r.difference_ci.0),
-                pp(r.difference_ci.1),
-                r.mcnemar.b,
-                r.mcnemar.c,
-                r.mcnemar.p_value
-            );
+            let _ = writeln!(w, "| {} |", round_cells(r).join(" | "));
         }
         let _ = writeln!(w, "\n| metric | BASE | NEW |\n|---|---|---|");
         let _ = writeln!(
@@ -631,19 +632,7 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
              <th>95% CI of Δ</th><th>McNemar b / c</th><th>p</th></tr>\n",
         );
         for r in &c.rounds {
-            let _ = writeln!(
-                w,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>[{}, {}]</td><td>{} / {}</td><td>{:.4}</td></tr>",
-                r.round,
-                percent(Some(&r.base)),
-                percent(Some(&r.new)),
-                pp(r.difference),
-                pp(r.difference_ci.0),
-                pp(r.difference_ci.1),
-                r.mcnemar.b,
-                r.mcnemar.c,
-                r.mcnemar.p_value
-            );
+            let _ = writeln!(w, "<tr><td>{}</td></tr>", round_cells(r).join("</td><td>"));
         }
         w.push_str("</table>\n<table><tr><th>metric</th><th>BASE</th><th>NEW</th></tr>\n");
         let row = |w: &mut String, m: &str, b: String, n: String| {
