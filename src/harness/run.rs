@@ -420,17 +420,10 @@ async fn ensure_images(strategies: &[Strategy]) -> Result<Vec<Image>, HarnessErr
 }
 
 fn arm_image(image: &Image) -> ArmImage {
-    let bytes = walkdir::WalkDir::new(&image.dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.metadata().ok())
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .sum();
     ArmImage {
         name: image.name.to_string(),
         lock_hash: image.lock_hash.clone(),
-        bytes,
+        bytes: crate::pyenv::disk_usage(&image.dir),
     }
 }
 

@@ -37,6 +37,7 @@ use strum::IntoEnumIterator;
 
 pub use interpreter::Interpreter;
 pub use lock::{normalize, Lock, LockEntry};
+pub(crate) use store::disk_usage;
 pub use store::ImageStore;
 pub use strategy::Strategy;
 

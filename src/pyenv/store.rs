@@ -222,7 +222,7 @@ pub(crate) fn image_hash(lock_text: &str, kernel_config: &str, python: &Interpre
 
 /// `du -s` in bytes, without following symlinks (the venv's python points at
 /// the base interpreter).
-fn disk_usage(root: &Path) -> u64 {
+pub(crate) fn disk_usage(root: &Path) -> u64 {
     WalkDir::new(root)
         .follow_root_links(false)
         .into_iter()
