@@ -141,7 +141,8 @@ async fn sleep_is_interrupted_and_the_kernel_lives_on() {
     assert_eq!(o.verdict, Verdict::TimeoutWall);
     assert_eq!(o.error.as_ref().unwrap().ename, "KeyboardInterrupt");
     assert!(!o.state_lost);
-    assert!(o.timings_ms.total < 10_000.0);
+    // Not a speed goal: only that the 100 s sleep was cut short.
+    assert!(o.timings_ms.total < 60_000.0, "{o:?}");
     let after = k.execute("print(keep)", &opts(10)).await;
     assert_eq!(after.stdout, "me\n");
     assert_eq!(k.pid(), pid, "no restart was needed");
@@ -161,10 +162,12 @@ async fn a_kernel_killed_from_outside_is_reported_dead() {
         .unwrap();
     });
     let started = std::time::Instant::now();
-    let o = k.execute("import time\ntime.sleep(60)", &opts(60)).await;
+    let o = k.execute("import time\ntime.sleep(600)", &opts(600)).await;
     killer.await.unwrap();
+    // Not a speed goal: only that the death ended the execution before its
+    // 600 s deadline (the time includes the restart, slow on a busy machine).
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < Duration::from_secs(300),
         "waited for the deadline"
     );
     assert_eq!(o.verdict, Verdict::Crash, "{o:?}");

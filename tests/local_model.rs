@@ -439,7 +439,6 @@ fn a_server_that_cannot_load_fails_fast_with_its_log() {
         .enable_all()
         .build()
         .unwrap();
-    let started = Instant::now();
     let err = runtime
         .block_on(LocalServer::start(
             &broken,
@@ -448,11 +447,8 @@ fn a_server_that_cannot_load_fails_fast_with_its_log() {
         ))
         .unwrap_err();
     let message = err.to_string();
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "took {:?}",
-        started.elapsed()
-    );
+    // "Fast" means on the server's exit, not at the startup timeout, which
+    // says "did not answer within"; the message tells them apart, no clock.
     assert!(message.contains("exited during startup"), "{message}");
     assert!(
         message.contains("--- last lines of the log ---"),

@@ -160,10 +160,12 @@ fn hostile_replies_are_killed_classified_and_repaired() {
         "256M",
         "--pids",
         "64",
+        // The wall limit far above the CPU limit, so that the busy loop
+        // ends on CPU time even when it gets a fraction of a core.
         "--cpu-time",
         "2s",
         "--timeout",
-        "6s",
+        "60s",
         "--concurrency",
         "1",
         "--out",

@@ -51,6 +51,12 @@ pub fn sandbox() -> Arc<dyn Sandbox> {
     }
 }
 
+/// [`sandbox`], or `None` when the test is skipped because it lacks root
+/// (see [`host::lacks`]): `let Some(sandbox) = common::confined() else { return };`
+pub fn confined() -> Option<Arc<dyn Sandbox>> {
+    (!host::lacks(&[host::Need::Root])).then(sandbox)
+}
+
 /// Processes whose command line mentions `needle` (a kernel id appears in
 /// its connection-file path).
 pub fn processes_mentioning(needle: &str) -> Vec<i32> {
