@@ -166,6 +166,30 @@ fn probe_this_machine() {
     );
 }
 
+/// A v2 host's own files for one group, read back from the kernel: the
+/// limits as written, no swap, and the whole group OOM-killed together.
+/// Runs only on a v2 host (the v2 job); elsewhere it is skipped visibly.
+#[test]
+fn v2_group_files_hold_every_limit() {
+    let Some(host) = ready(&[Need::CgroupV2]) else {
+        return;
+    };
+    let group = host.create(&id("v2files"), &limits()).unwrap();
+    let dir = group.path();
+    let read = |file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("memory.max"), (64u64 << 20).to_string());
+    assert_eq!(read("memory.swap.max"), "0");
+    assert_eq!(read("memory.oom.group"), "1");
+    assert_eq!(read("pids.max"), "16");
+    assert_eq!(read("cpu.max"), "50000 100000");
+    remove_and_check(&group);
+}
+
 #[test]
 fn process_is_confined_before_exec_and_limits_read_back() {
     let Some(host) = ready(&[]) else {

@@ -9,17 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use common::host::Need;
 use retrace::conformance::check::{self, CheckConfig};
 use retrace::conformance::corpus;
 use retrace::pyenv::ImageName;
 use retrace::sandbox::SandboxLimits;
 use strum::IntoEnumIterator;
-
-/// `true` when this test is skipped: the corpus runs in confined kernels.
-fn lacks_root() -> bool {
-    common::host::lacks(&[Need::Root])
-}
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile")
@@ -55,7 +49,7 @@ fn corpus_files_all_parse_and_cover_every_category() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn whole_corpus_passes() {
-    if lacks_root() {
+    if common::lacks_root() {
         return;
     }
     let cases = corpus::load_dirs(&[corpus_dir()]).expect("the shipped corpus loads");
@@ -115,7 +109,7 @@ code = "x = 1"
 
 #[test]
 fn user_corpus_with_filter_json_and_junit() {
-    if lacks_root() {
+    if common::lacks_root() {
         return;
     }
     common::image(ImageName::Fat);
@@ -201,7 +195,7 @@ timeout = "5s"
 
 #[test]
 fn a_missing_stdout_marker_fails_the_case() {
-    if lacks_root() {
+    if common::lacks_root() {
         return;
     }
     common::image(ImageName::Fat);

@@ -51,10 +51,17 @@ pub fn sandbox() -> Arc<dyn Sandbox> {
     }
 }
 
+/// Whether this test is skipped for want of root (confined kernels need
+/// it); in strict runs (CI) it fails instead. First thing in a test:
+/// `if common::lacks_root() { return; }`
+pub fn lacks_root() -> bool {
+    host::lacks(&[host::Need::Root])
+}
+
 /// [`sandbox`], or `None` when the test is skipped because it lacks root
 /// (see [`host::lacks`]): `let Some(sandbox) = common::confined() else { return };`
 pub fn confined() -> Option<Arc<dyn Sandbox>> {
-    (!host::lacks(&[host::Need::Root])).then(sandbox)
+    (!lacks_root()).then(sandbox)
 }
 
 /// Processes whose command line mentions `needle` (a kernel id appears in
