@@ -115,31 +115,34 @@ pub fn lacks(needs: &[Need]) -> bool {
         );
     }
     for need in needs {
-        let (missing, must_fail, why) = match need {
+        let (missing, must_fail, why, strict_with) = match need {
             Need::Root => (
                 !nix::unistd::geteuid().is_root(),
                 strict(),
                 "needs root (namespaces, the kernel user, cgroup writes): run the tests as root, \
                  as CI does"
                     .to_string(),
+                "RETRACE_REQUIRE_ROOT=1",
             ),
             Need::CgroupV1 => (
                 !matches!(layout, Layout::V1 | Layout::Hybrid),
                 strict() && declared != Some(Layout::V2),
                 format!(
                     "needs a cgroup v1 or hybrid host, this one is {}; on a v2 host run the v2 \
-                     job instead (`RETRACE_CGROUP=v2`, see the README's Testing section)",
+                     job instead (`.ci/run v2`, README: Testing)",
                     layout.name()
                 ),
+                "RETRACE_REQUIRE_ROOT=1",
             ),
             Need::CgroupV2 => (
                 layout != Layout::V2,
                 declared == Some(Layout::V2),
                 format!(
                     "needs a cgroup v2 host, this one is {}; the v2 job runs it on one \
-                     (`RETRACE_CGROUP=v2 .ci/run v2`)",
+                     (`.ci/run v2`)",
                     layout.name()
                 ),
+                "RETRACE_CGROUP=v2",
             ),
         };
         if !missing {
@@ -150,7 +153,10 @@ pub fn lacks(needs: &[Need]) -> bool {
             !must_fail,
             "{test} {why} (this run requires it: RETRACE_REQUIRE_ROOT=1, CI or RETRACE_CGROUP)"
         );
-        skip(&test, &why);
+        skip(
+            &test,
+            &format!("{why} [{strict_with} makes this a failure]"),
+        );
         return true;
     }
     false
@@ -198,8 +204,7 @@ extern "C" fn summary() {
         .unwrap_or_default();
     let _ = writeln!(
         std::io::stderr(),
-        "SKIPPED {} test(s) of {binary} (counted as passed above): {}; \
-         RETRACE_REQUIRE_ROOT=1 makes them fail instead",
+        "SKIPPED {} test(s) of {binary} (counted as passed above, why in the SKIPPED lines): {}",
         skipped.len(),
         skipped.join(", ")
     );
