@@ -182,6 +182,16 @@ pub struct Outcome {
     /// refused or failed install, strategy `dynamic`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// Every limit whose evidence shows it fired in this execution, the
+    /// verdict included when it is a limit (children OOM-killed while the
+    /// cell ran into the wall timeout: `[oom_killed, timeout_wall]`);
+    /// sorted by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fired: Vec<Verdict>,
+    /// The limit the error's text claims when no OS evidence confirms it:
+    /// the verdict is then `error` with flag `unverified_claim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested: Option<Verdict>,
 }
 
 impl Outcome {
@@ -217,6 +227,8 @@ impl Outcome {
             state_lost: false,
             memory_peak_bytes: None,
             policy: None,
+            fired: Vec::new(),
+            suggested: None,
         }
     }
 }
