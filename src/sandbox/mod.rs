@@ -9,9 +9,11 @@
 pub mod cgroup;
 mod confined;
 pub mod evidence;
+mod identity;
 pub mod init;
 mod isolate;
 mod limits;
+pub mod seccomp;
 pub mod unconfined;
 pub mod verdict;
 
@@ -123,6 +125,8 @@ pub trait Jail: Send + Sync {
     fn live_processes(&self) -> Vec<i32>;
     /// Removes what the jail created. Only called once nothing is alive.
     fn release(&self) -> Result<(), SandboxError>;
+    /// The uid the kernel runs as (`None` unconfined).
+    fn uid(&self) -> Option<u32>;
 }
 
 /// The sandbox; fails closed: without `unconfined` it is confinement or an
