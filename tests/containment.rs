@@ -406,7 +406,7 @@ fn kernels_die_with_the_harness() {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let kernel_tree = loop {
         let tree = descendants(harness_pid);
-        if tree.iter().any(|(_, cmd)| cmd.starts_with("sleep\0607")) {
+        if tree.iter().any(|(_, cmd)| cmd.starts_with("sleep\x00607")) {
             break tree;
         }
         assert!(
