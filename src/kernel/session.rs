@@ -535,6 +535,7 @@ impl Kernel {
             memory_peak_bytes,
             kernel_uid: self.jail.uid(),
             policy: None,
+            fired: Vec::new(),
         }
     }
 
