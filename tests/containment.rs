@@ -138,7 +138,9 @@ async fn memory_and_process_limits_are_named() {
         memory_bytes: 1 << 30,
         ..limits()
     };
-    let sandbox = common::sandbox();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
     let mut k = start(&sandbox, &l).await;
     let o = k
         .execute("import os\nwhile True:\n    os.fork()", &exec(&l))
@@ -222,4 +224,265 @@ async fn nothing_leaks_after_100_confined_kernels() {
         let found = check::cgroup_dirs_named(id);
         assert!(found.is_empty(), "cgroup left: {found:?}");
     }
+}
+
+/// Two live kernels run as different uids (each its own, from the reserved
+/// range), recorded in their outcomes; the sockets a kernel creates in its
+/// runtime directory are its uid's. Keyrings are per uid: with `add_key`
+/// denied by the syscall filter, the uid difference is what keeps them apart.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_kernels_have_their_own_uids() {
+    let l = limits();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    let (mut a, mut b) = tokio::join!(start(&sandbox, &l), start(&sandbox, &l));
+    let code = r#"
+import ctypes, getpass, os
+libc = ctypes.CDLL(None, use_errno=True)
+# add_key("user", "k", "v", 1, KEY_SPEC_USER_KEYRING)
+r = libc.syscall(248, b"user", b"k", b"v", 1, -4)
+print("uid", os.getuid(), os.getgid(), getpass.getuser())
+print("add_key", r, ctypes.get_errno())
+"#;
+    let e = exec(&l);
+    let (oa, ob) = tokio::join!(a.execute(code, &e), b.execute(code, &e));
+    for (o, k) in [(&oa, &a), (&ob, &b)] {
+        assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+        let uid = o.kernel_uid.expect("a confined kernel records its uid");
+        assert!(
+            o.stdout
+                .contains(&format!("uid {uid} {uid} retrace-kernel\n")),
+            "{}",
+            o.stdout
+        );
+        assert!(o.stdout.contains("add_key -1 1\n"), "{}", o.stdout);
+        use std::os::unix::fs::MetadataExt;
+        let sockets: Vec<u32> = std::fs::read_dir(&k.layout().runtime_dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_type().is_ok_and(|t| {
+                    use std::os::unix::fs::FileTypeExt;
+                    t.is_socket()
+                })
+            })
+            .map(|e| e.metadata().unwrap().uid())
+            .collect();
+        assert!(!sockets.is_empty(), "no socket in the runtime dir");
+        assert!(sockets.iter().all(|u| *u == uid), "{sockets:?} vs {uid}");
+    }
+    assert_ne!(oa.kernel_uid, ob.kernel_uid, "two live kernels share a uid");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The syscall filter answers EPERM (clone3: ENOSYS) and leaves what
+/// libraries need working: fork, threads, subprocesses, numpy.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_syscall_filter_refuses_without_killing() {
+    let l = limits();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    let mut k = start(&sandbox, &l).await;
+    let code = r#"
+import ctypes, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    r = libc.syscall(nr, *args)
+    return (r, ctypes.get_errno() if r < 0 else 0)
+seen = {
+    "ptrace_attach_1": call(101, 16, 1, 0, 0),
+    "unshare_user": call(272, 0x10000000),
+    "keyctl": call(250, 0, -4, 0, 0),
+    "bpf": call(321, 0, 0, 0),
+    "perf_event_open": call(298, 0, 0, -1, -1, 0),
+    "userfaultfd": call(323, 0),
+    "io_uring_setup": call(425, 1, 0),
+    "kexec_load": call(246, 0, 0, 0, 0),
+    "mount": call(165, b"none", b"/tmp", b"tmpfs", 0, 0),
+    "clone3": call(435, 0, 0),
+    "clone_newns": call(56, 0x20000 | 17, 0, 0, 0, 0),
+    "personality_norandom": call(135, 0x0040000),
+}
+for name, got in sorted(seen.items()):
+    print(name, got)
+status = open("/proc/self/status").read()
+print("seccomp", [l.split()[1] for l in status.splitlines() if l.startswith("Seccomp:")])
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print("fork", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+print("subprocess", subprocess.run(["true"]).returncode)
+import numpy
+print("numpy", int(numpy.arange(4).sum()))
+"#;
+    let o = k.execute(code, &exec(&l)).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    for expected in [
+        "ptrace_attach_1 (-1, 1)",
+        "unshare_user (-1, 1)",
+        "keyctl (-1, 1)",
+        "bpf (-1, 1)",
+        "perf_event_open (-1, 1)",
+        "userfaultfd (-1, 1)",
+        "io_uring_setup (-1, 1)",
+        "kexec_load (-1, 1)",
+        "mount (-1, 1)",
+        "clone3 (-1, 38)",
+        "clone_newns (-1, 1)",
+        "personality_norandom (-1, 1)",
+        "seccomp ['2']",
+        "fork 7",
+        "subprocess 0",
+        "numpy 6",
+    ] {
+        assert!(o.stdout.contains(expected), "{expected}: {}", o.stdout);
+    }
+    k.shutdown().await;
+}
+
+/// The harness's environment never reaches a kernel; host credential files
+/// are empty in its view; its cgroup namespace hides the host's cgroup path.
+#[tokio::test(flavor = "multi_thread")]
+async fn harness_secrets_and_host_paths_stay_out() {
+    let l = limits();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    // A planted secret: the kernel's environment is built from scratch.
+    // (Edition 2021: set_var is safe; no other test reads these names.)
+    std::env::set_var("OPENAI_API_KEY", "sk-planted-by-the-containment-test");
+    std::env::set_var("RETRACE_PLANTED_SECRET", "planted-value-7f3a");
+    let mut k = start(&sandbox, &l).await;
+    let code = r#"
+import os
+def environ_of(path):
+    try:
+        return open(path, "rb").read().decode(errors="replace")
+    except OSError as e:
+        return "unreadable " + type(e).__name__
+env = repr(dict(os.environ))
+env += environ_of("/proc/self/environ") + environ_of("/proc/1/environ")
+env += environ_of("/proc/%d/environ" % os.getppid())
+print("secret_seen", "sk-planted" in env or "planted-value-7f3a" in env or "OPENAI_API_KEY" in env)
+for path in ["/etc/pip.conf", "/etc/netrc", "/etc/environment", "/etc/gitconfig"]:
+    if os.path.exists(path):
+        print("masked", path, repr(open(path).read()))
+print("cgroup", sorted(set(l.rsplit(":", 1)[1] for l in open("/proc/self/cgroup").read().splitlines())))
+print("retrace_subtree_in_cgroup", "retrace/" in open("/proc/self/cgroup").read())
+"#;
+    let o = k.execute(code, &exec(&l)).await;
+    std::env::remove_var("OPENAI_API_KEY");
+    std::env::remove_var("RETRACE_PLANTED_SECRET");
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    assert!(o.stdout.contains("secret_seen False\n"), "{}", o.stdout);
+    for line in o.stdout.lines().filter(|l| l.starts_with("masked ")) {
+        assert!(line.ends_with(" ''"), "a host file is visible: {line}");
+    }
+    if std::path::Path::new("/etc/pip.conf").exists() {
+        assert!(o.stdout.contains("masked /etc/pip.conf ''"), "{}", o.stdout);
+    }
+    assert!(o.stdout.contains("cgroup ['/']\n"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("retrace_subtree_in_cgroup False\n"),
+        "{}",
+        o.stdout
+    );
+    k.shutdown().await;
+}
+
+/// `kill -9` of `retrace exec` in the middle of a long cell: within a few
+/// seconds no process of its kernel is left (the relay sees the harness go
+/// and kills the kernel's PID 1, which takes its namespace with it). The
+/// cgroup directory may stay until the next retrace start reclaims it.
+#[test]
+fn kernels_die_with_the_harness() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(ImageName::Slim);
+    let mut harness = std::process::Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(["exec", "--image", "slim", "--timeout", "600s", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = harness.stdin.take().unwrap();
+        stdin
+            .write_all(
+                b"import subprocess, time\nsubprocess.Popen(['sleep', '607'])\ntime.sleep(600)\n",
+            )
+            .unwrap();
+    }
+    let harness_pid = harness.id() as i32;
+    // Wait for the cell's child: then the kernel runs the long cell.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let kernel_tree = loop {
+        let tree = descendants(harness_pid);
+        if tree.iter().any(|(_, cmd)| cmd.starts_with("sleep\x00607")) {
+            break tree;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the long cell did not start: {tree:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        kernel_tree.len() >= 4,
+        "relay, init, kernel, sleep: {kernel_tree:?}"
+    );
+    harness.kill().unwrap();
+    harness.wait().unwrap();
+    // A generous bound: on a loaded machine the kill takes more than the
+    // second it takes idle; any survivor past it is a leak, not slowness.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: Vec<_> = kernel_tree.iter().filter(|(pid, _)| alive(*pid)).collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kernel outlived its harness: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every descendant of `root` (pid, command line with NUL separators).
+fn descendants(root: i32) -> Vec<(i32, String)> {
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = Default::default();
+    let mut cmdlines = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Some(stat) = retrace::util::proc::stat(pid) else {
+            continue;
+        };
+        children.entry(stat.ppid).or_default().push(pid);
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        cmdlines.insert(pid, String::from_utf8_lossy(&cmd).into_owned());
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for child in children.get(&pid).into_iter().flatten() {
+            found.push((*child, cmdlines.get(child).cloned().unwrap_or_default()));
+            queue.push(*child);
+        }
+    }
+    found
+}
+
+/// Alive and not a zombie waiting for its reaper.
+fn alive(pid: i32) -> bool {
+    retrace::util::proc::stat(pid).is_some_and(|s| s.state != 'Z')
 }

@@ -178,6 +178,10 @@ pub struct Outcome {
     /// this execution alone), when the cgroup reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_peak_bytes: Option<u64>,
+    /// The uid the kernel ran as (each live confined kernel has its own;
+    /// `None` unconfined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_uid: Option<u32>,
     /// What the package policy told the model about this execution (a
     /// refused or failed install, strategy `dynamic`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,6 +230,7 @@ impl Outcome {
             exit: None,
             state_lost: false,
             memory_peak_bytes: None,
+            kernel_uid: None,
             policy: None,
             fired: Vec::new(),
             suggested: None,

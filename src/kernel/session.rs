@@ -554,6 +554,7 @@ impl Kernel {
             exit,
             state_lost,
             memory_peak_bytes,
+            kernel_uid: self.jail.uid(),
             policy: None,
             fired,
             suggested,

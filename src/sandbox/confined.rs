@@ -1,7 +1,8 @@
 //! Confinement for real: a leaf cgroup per kernel, created and limited
 //! before the process exists and joined by the child before it execs; new
-//! mount, PID, network, IPC and UTS namespaces; the kernel as an unprivileged
-//! user with its own filesystem view (see `isolate.rs` and `init.rs`).
+//! mount, PID, network, IPC, UTS and cgroup namespaces; each kernel as its
+//! own unprivileged uid (see `identity.rs`) with its own filesystem view and
+//! a syscall filter (see `isolate.rs`, `seccomp.rs` and `init.rs`).
 
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -9,8 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::cgroup::{CgroupHost, CgroupLimits, KernelCgroup, Probe};
+use super::identity::{IdRange, Identity};
 use super::init::INIT_ARG;
-use super::isolate::{ensure_kernel_user, IsolateSpec, PrivateDir, Rlimits};
+use super::isolate::{IsolateSpec, PrivateDir, Rlimits};
 use super::{
     fdtable, netns, tmpfs, Counters, Jail, KernelLayout, KillReport, LaunchCommand, Sandbox,
     SandboxError, SandboxInfo, SandboxLimits, Traces,
@@ -29,15 +31,13 @@ pub struct Confined {
     host: CgroupHost,
     probe: Probe,
     init_exe: PathBuf,
-    uid: u32,
-    gid: u32,
+    ids: IdRange,
 }
 
 impl Confined {
     /// Probes the host and sets up confinement, in this order: root check,
     /// cgroup detection and probe, reclaiming groups left by a retrace that
-    /// crashed, the harness's own OOM score, and the kernel user (created
-    /// if missing). Fails closed with a message that says why and how to
+    /// crashed, the harness's own OOM score, and the range of kernel ids. Fails closed with a message that says why and how to
     /// fix it. `init_exe` is the retrace binary (re-executed as the
     /// kernel's init).
     pub fn open(init_exe: PathBuf) -> Result<Self, SandboxError> {
@@ -64,13 +64,12 @@ impl Confined {
         host.reclaim_stale();
         // The harness must never be the OOM victim; kernels get 1000.
         let _ = fs::write("/proc/self/oom_score_adj", "-500");
-        let (uid, gid) = ensure_kernel_user();
+        let ids = IdRange::from_env()?;
         Ok(Self {
             host,
             probe,
             init_exe,
-            uid,
-            gid,
+            ids,
         })
     }
 }
@@ -87,6 +86,8 @@ impl Sandbox for Confined {
         layout: &KernelLayout,
         limits: &SandboxLimits,
     ) -> Result<Box<dyn Jail>, SandboxError> {
+        let identity = self.ids.claim()?;
+        let (uid, gid) = (identity.uid, identity.gid);
         let cgroup = self.host.create(
             &layout.id,
             &CgroupLimits {
@@ -100,16 +101,17 @@ impl Sandbox for Confined {
             mounts: private_mounts(layout),
             limits: *limits,
             init_exe: self.init_exe.clone(),
-            uid: self.uid,
-            gid: self.gid,
+            uid,
+            gid,
+            identity: std::sync::Mutex::new(Some(identity)),
         };
         // The kernel user creates its sockets here; the harness (root) still
         // reaches them.
         let chown = |p: &Path| {
             nix::unistd::chown(
                 p,
-                Some(nix::unistd::Uid::from_raw(self.uid)),
-                Some(nix::unistd::Gid::from_raw(self.gid)),
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
             )
             .map_err(|e| SandboxError::io(format!("chown {}", p.display()), e.into()))
         };
@@ -131,7 +133,14 @@ impl Sandbox for Confined {
                 }
             ),
             format!("controllers: {}", self.probe.controllers.join(",")),
-            format!("kernel uid: {}", self.uid),
+            format!(
+                "kernel uids: range {}, one per live kernel",
+                self.ids.describe()
+            ),
+            format!(
+                "syscall filter: seccomp deny list of {} entries, EPERM (clone3: ENOSYS)",
+                super::seccomp::denied_names().len()
+            ),
         ];
         if !self.probe.host_has_swap {
             notes.push("host has no swap".into());
@@ -152,6 +161,8 @@ struct ConfinedJail {
     init_exe: PathBuf,
     uid: u32,
     gid: u32,
+    /// The claim on `uid`; dropped when the jail is released.
+    identity: std::sync::Mutex<Option<Identity>>,
 }
 
 impl ConfinedJail {
@@ -206,6 +217,8 @@ impl ConfinedJail {
                 cpu_secs: self.limits.cpu_backstop_secs(),
             },
             oom_score_adj: 1000,
+            harness_pid: std::process::id(),
+            mask_host_files: !launch.network,
         }
     }
 }
@@ -291,11 +304,14 @@ impl Jail for ConfinedJail {
         } else {
             libc::CLONE_NEWNET
         };
+        // The cgroup namespace is created after the cgroup is joined, so the
+        // kernel's `/proc/self/cgroup` shows `/`, not the host's path.
         let flags = libc::CLONE_NEWNS
             | libc::CLONE_NEWPID
             | network
             | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
+            | libc::CLONE_NEWUTS
+            | libc::CLONE_NEWCGROUP;
         // SAFETY: the closure runs between fork and exec and only makes the
         // async-signal-safe calls write(2) and unshare(2).
         unsafe {
@@ -351,6 +367,15 @@ impl Jail for ConfinedJail {
     }
 
     fn release(&self) -> Result<(), SandboxError> {
-        self.cgroup.remove()
+        let removed = self.cgroup.remove();
+        // Nothing of the kernel is alive: its ids may go to the next one.
+        if let Ok(mut identity) = self.identity.lock() {
+            identity.take();
+        }
+        removed
+    }
+
+    fn uid(&self) -> Option<u32> {
+        Some(self.uid)
     }
 }

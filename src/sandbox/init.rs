@@ -3,12 +3,19 @@
 //! cgroup and new mount/network/IPC/UTS namespaces:
 //!
 //! ```text
-//! relay (caller's PID namespace; mirrors PID 1's end as its own)
-//!  └─ PID 1: builds the filesystem view, reaps orphans, forwards SIGINT/TERM
-//!      └─ kernel: own session, rlimits, kernel user, no_new_privs, exec python
+//! relay (caller's PID namespace; mirrors PID 1's end as its own; kills
+//!  │     PID 1 when the harness dies)
+//!  └─ PID 1: builds the filesystem view, reaps orphans, forwards SIGINT/TERM;
+//!      │     dies with the relay (parent-death signal)
+//!      └─ kernel: own session, rlimits, kernel user, no_new_privs, syscall
+//!                 filter, exec python
 //! ```
 //!
-//! When PID 1 exits the kernel kills everything left in the namespace.
+//! When PID 1 exits the kernel kills everything left in the namespace. The
+//! relay watches the harness through a pidfd rather than a parent-death
+//! signal: that signal follows the *thread* that forked, and the harness
+//! forks from whichever tokio thread happens to run the launch (a blocking
+//! pool thread ends after a while idle).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -46,11 +53,77 @@ pub fn main(spec_path: &Path) -> ! {
     };
     // SAFETY: single-threaded at this point (called first thing in main).
     match unsafe { fork() } {
-        Ok(ForkResult::Child) => std::process::exit(pid1(&spec)),
-        Ok(ForkResult::Parent { child }) => relay(child),
+        Ok(ForkResult::Child) => {
+            // The relay is single-threaded, so this follows the relay itself.
+            // (Were the relay gone already, it would have killed us first:
+            // it only exits after PID 1 has ended or been killed.)
+            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+            std::process::exit(pid1(&spec))
+        }
+        Ok(ForkResult::Parent { child }) => {
+            watch_harness(child, spec.harness_pid);
+            relay(child)
+        }
         Err(e) => {
             eprintln!("retrace-init: fork: {e}");
             std::process::exit(EXIT_SPEC);
+        }
+    }
+}
+
+/// Until PID 1 ends: kills it (and with it the whole namespace) as soon as
+/// the harness process is gone. Single-threaded: after `unshare(CLONE_NEWPID)`
+/// the relay cannot start threads. `harness` 0 (an older spec) watches
+/// nothing; without pidfds (Linux < 5.3) only a harness already gone is seen.
+fn watch_harness(pid1: Pid, harness: u32) {
+    if harness == 0 {
+        return;
+    }
+    let is_parent = || nix::unistd::getppid().as_raw() as u32 == harness;
+    let harness_fd = pidfd_open(harness);
+    // The pidfd names the harness only if it was still our parent after it
+    // was opened (otherwise the pid may have been reused).
+    if !is_parent() {
+        let _ = signal::kill(pid1, Signal::SIGKILL);
+        return;
+    }
+    let (Some(harness_fd), Some(pid1_fd)) = (harness_fd, pidfd_open(pid1.as_raw() as u32)) else {
+        return;
+    };
+    if first_to_exit(&harness_fd, &pid1_fd) == Some(0) {
+        let _ = signal::kill(pid1, Signal::SIGKILL);
+    }
+}
+
+// pidfd_open(2) and poll(2) have no safe wrapper; each block says why it is sound.
+#[allow(unsafe_code)]
+fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a plain syscall with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a non-negative result is a new descriptor that we own.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Blocks until one of two processes has exited: its index, or `None` when
+/// polling fails (then nothing is known and nothing is killed).
+#[allow(unsafe_code)]
+fn first_to_exit(a: &std::os::fd::OwnedFd, b: &std::os::fd::OwnedFd) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let entry = |fd: &std::os::fd::OwnedFd| libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut fds = [entry(a), entry(b)];
+    loop {
+        // SAFETY: a valid array of pollfd and its length.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n > 0 {
+            return fds.iter().position(|p| p.revents != 0);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
         }
     }
 }

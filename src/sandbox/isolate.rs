@@ -2,7 +2,8 @@
 //! read-only binds of the system directories, the interpreter and the image;
 //! private size-limited `/tmp`, `/dev/shm`, working directory and HOME; the
 //! runtime directory (ipc sockets) bound read-write; nothing of `/root` or
-//! `/home`. Also the kernel user and its rlimits.
+//! `/home`; host files that may hold credentials masked; the kernel's own
+//! uid named in its `/etc/passwd`. Also the kernel's rlimits.
 //!
 //! Built by the init process (see `init.rs`) inside new mount, PID, network,
 //! IPC and UTS namespaces, so none of it is visible on the host.
@@ -37,6 +38,13 @@ pub struct IsolateSpec {
     pub rlimits: Rlimits,
     /// `oom_score_adj` of the kernel: it, not the harness, is the OOM victim.
     pub oom_score_adj: i32,
+    /// The harness's pid: the relay kills the kernel when it is gone.
+    #[serde(default)]
+    pub harness_pid: u32,
+    /// Cover [`MASKED`] host files. Kernels: yes; retrace's own package
+    /// installer keeps the host's pip configuration (its index and CA settings).
+    #[serde(default)]
+    pub mask_host_files: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -61,39 +69,29 @@ pub const SYSTEM_DIRS: [&str; 8] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc",
 ];
 
+/// Host files and directories that may hold credentials and are often
+/// world-readable: the kernel sees an empty file or directory in their place.
+/// (`/root` and `/home` are not in its view at all.)
+pub const MASKED: [&str; 15] = [
+    "/etc/pip.conf",
+    "/etc/xdg/pip",
+    "/etc/pypirc",
+    "/etc/netrc",
+    "/etc/.netrc",
+    "/etc/apt/auth.conf",
+    "/etc/apt/auth.conf.d",
+    "/etc/boto.cfg",
+    "/etc/gitconfig",
+    "/etc/npmrc",
+    "/etc/wgetrc",
+    "/etc/environment",
+    "/etc/docker",
+    "/etc/containers/auth.json",
+    "/etc/rclone",
+];
+
 /// Device nodes bound into the private `/dev`.
 const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
-
-/// The unprivileged user kernels run as: `retrace-kernel`, created if
-/// missing (a setup step of [`super::Confined::open`]), else `nobody`.
-pub fn ensure_kernel_user() -> (u32, u32) {
-    let lookup = |name: &str| nix::unistd::User::from_name(name).ok().flatten();
-    if let Some(user) = lookup("retrace-kernel") {
-        return (user.uid.as_raw(), user.gid.as_raw());
-    }
-    if nix::unistd::geteuid().is_root() {
-        let _ = std::process::Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--home-dir",
-                "/nonexistent",
-                "--shell",
-                "/usr/sbin/nologin",
-                "--user-group",
-                "retrace-kernel",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-        if let Some(user) = lookup("retrace-kernel") {
-            return (user.uid.as_raw(), user.gid.as_raw());
-        }
-    }
-    lookup("nobody")
-        .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
-        .unwrap_or((65534, 65534))
-}
 
 /// A step of building the kernel's filesystem view or process failed.
 /// Printed by the init to its stderr, which the harness shows when a
@@ -148,6 +146,14 @@ pub fn build_root(spec: &IsolateSpec) -> Result<(), IsolateError> {
         bind(root, dir, Access::ReadOnly)?;
         bound.push(dir);
     }
+    if spec.mask_host_files {
+        for path in MASKED {
+            mask(root, Path::new(path))?;
+        }
+        // The binds keep the empty file; its own name is not needed.
+        let _ = fs::remove_file(root.join(".masked"));
+    }
+    name_kernel_ids(root, spec)?;
     make_dev(root)?;
     // Shallow mounts first: the runtime dir and working directory may live
     // under /tmp, which is itself a private tmpfs.
@@ -248,6 +254,101 @@ fn bind(root: &Path, host: &Path, access: Access) -> Result<(), IsolateError> {
     Ok(())
 }
 
+/// Where a host path appears under `root`: symlinks resolved on the host
+/// (the system directories are bound at the same paths), so a mount never
+/// follows a link out of the new root. `None` when the path does not exist
+/// or is outside the bound system directories.
+fn covered_target(root: &Path, host: &Path) -> Option<PathBuf> {
+    let real = fs::canonicalize(host).ok()?;
+    SYSTEM_DIRS
+        .iter()
+        .any(|d| real.starts_with(d))
+        .then(|| inside(root, &real))
+}
+
+/// Covers a host file with an empty read-only file, a directory with an
+/// empty read-only tmpfs.
+fn mask(root: &Path, host: &Path) -> Result<(), IsolateError> {
+    let Some(target) = covered_target(root, host) else {
+        return Ok(());
+    };
+    let ro = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY;
+    if target.is_dir() {
+        mount(
+            Some("tmpfs"),
+            &target,
+            Some("tmpfs"),
+            ro,
+            Some("size=4k,mode=0755"),
+        )
+        .map_err(|e| err(format!("masking {}", host.display()), e))?;
+        return Ok(());
+    }
+    let empty = root.join(".masked");
+    if !empty.exists() {
+        fs::write(&empty, b"").map_err(|e| err(empty.display(), e))?;
+        fs::set_permissions(&empty, fs::Permissions::from_mode(0o444))
+            .map_err(|e| err(empty.display(), e))?;
+    }
+    cover_file(&empty, &target).map_err(|e| err(format!("masking {}", host.display()), e))
+}
+
+/// Binds `source` over the file `target`, read-only.
+fn cover_file(source: &Path, target: &Path) -> Result<(), nix::Error> {
+    let none: Option<&str> = None;
+    mount(Some(source), target, none, MsFlags::MS_BIND, none)?;
+    let flags = MsFlags::MS_REMOUNT
+        | MsFlags::MS_BIND
+        | MsFlags::MS_RDONLY
+        | MsFlags::MS_NOSUID
+        | MsFlags::MS_NODEV
+        | MsFlags::MS_NOEXEC;
+    mount(none, target, none, flags, none)
+}
+
+/// The kernel's uid and gid get the name `retrace-kernel` in its view of
+/// `/etc/passwd` and `/etc/group` (they are in no host database).
+fn name_kernel_ids(root: &Path, spec: &IsolateSpec) -> Result<(), IsolateError> {
+    let home = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/nonexistent");
+    let entries = [
+        (
+            "/etc/passwd",
+            format!(
+                "retrace-kernel:x:{}:{}:retrace kernel:{home}:/usr/sbin/nologin",
+                spec.uid, spec.gid
+            ),
+        ),
+        ("/etc/group", format!("retrace-kernel:x:{}:", spec.gid)),
+    ];
+    let dir = root.join(".ids");
+    fs::create_dir_all(&dir).map_err(|e| err(dir.display(), e))?;
+    for (host, line) in entries {
+        let Some(target) = covered_target(root, Path::new(host)) else {
+            continue;
+        };
+        let mut text = fs::read_to_string(host).unwrap_or_default();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&line);
+        text.push('\n');
+        let source = dir.join(Path::new(host).file_name().unwrap_or_default());
+        fs::write(&source, text).map_err(|e| err(source.display(), e))?;
+        fs::set_permissions(&source, fs::Permissions::from_mode(0o644))
+            .map_err(|e| err(source.display(), e))?;
+        cover_file(&source, &target).map_err(|e| err(format!("covering {host}"), e))?;
+        // The bind keeps the file; its name in the new root is not needed.
+        let _ = fs::remove_file(&source);
+    }
+    let _ = fs::remove_dir(&dir);
+    Ok(())
+}
+
 fn make_dev(root: &Path) -> Result<(), IsolateError> {
     let dev = inside(root, Path::new("/dev"));
     fs::create_dir_all(&dev).map_err(|e| err("creating /dev", e))?;
@@ -321,7 +422,8 @@ fn copy_tree(from: &Path, to: &Path, uid: u32, gid: u32) -> Result<(), IsolateEr
 
 /// In the kernel's process, before exec: its own session (so ipykernel's
 /// interrupt, which signals its process group, reaches only the kernel and
-/// its children), the OOM score, rlimits, then the drop to the kernel user.
+/// its children), the OOM score, rlimits, the drop to the kernel user, then
+/// the syscall filter.
 pub fn become_kernel(spec: &IsolateSpec) -> Result<(), IsolateError> {
     nix::unistd::setsid().map_err(|e| err("setsid", e))?;
     fs::write("/proc/self/oom_score_adj", spec.oom_score_adj.to_string())
@@ -341,7 +443,17 @@ pub fn become_kernel(spec: &IsolateSpec) -> Result<(), IsolateError> {
     nix::unistd::setuid(nix::unistd::Uid::from_raw(spec.uid)).map_err(|e| err("setuid", e))?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| err("no_new_privs", e))?;
     nix::unistd::chdir(&spec.cwd).map_err(|e| err(format!("chdir {}", spec.cwd.display()), e))?;
+    // Last: from here on the denied syscalls fail with EPERM, for the
+    // kernel and everything it starts.
+    let programs =
+        super::seccomp::programs().map_err(|e| err("building the syscall filter", other(e)))?;
+    super::seccomp::install(&programs)
+        .map_err(|e| err("installing the syscall filter", other(e)))?;
     Ok(())
+}
+
+fn other(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
 }
 
 /// Replaces the process with the kernel program.

@@ -10,10 +10,12 @@ pub mod cgroup;
 mod confined;
 pub mod evidence;
 mod fdtable;
+mod identity;
 pub mod init;
 mod isolate;
 mod limits;
 mod netns;
+pub mod seccomp;
 mod tmpfs;
 pub mod unconfined;
 pub mod verdict;
@@ -133,6 +135,8 @@ pub trait Jail: Send + Sync {
     fn live_processes(&self) -> Vec<i32>;
     /// Removes what the jail created. Only called once nothing is alive.
     fn release(&self) -> Result<(), SandboxError>;
+    /// The uid the kernel runs as (`None` unconfined).
+    fn uid(&self) -> Option<u32>;
 }
 
 /// The sandbox; fails closed: without `unconfined` it is confinement or an

@@ -81,4 +81,8 @@ impl Jail for UnconfinedJail {
     fn release(&self) -> Result<(), SandboxError> {
         Ok(())
     }
+
+    fn uid(&self) -> Option<u32> {
+        None
+    }
 }
