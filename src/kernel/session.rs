@@ -21,8 +21,8 @@ use super::artifact;
 use super::capture::{Capture, OutputCap, Stream};
 use super::client::{parent_id, wait_for_sockets, Channels};
 use super::launch::{
-    connection_info, create_layout, launch_command, socket_paths, write_connection_file,
-    KernelProcess, KernelSpec,
+    connection_info, create_layout, launch_command, renew_layout, socket_paths,
+    write_connection_file, KernelProcess, KernelSpec,
 };
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
@@ -661,12 +661,16 @@ impl Kernel {
     }
 
     /// Kills the kernel's processes and starts a fresh kernel in the same
-    /// jail and working directory. All variables are lost.
+    /// jail, with a layout as good as new (see `renew_layout`): nothing the
+    /// old kernel wrote (startup files, configuration, changed task files,
+    /// links in its runtime directory) reaches the new one. All variables
+    /// are lost.
     pub async fn restart(&mut self) -> Result<(), KernelError> {
         tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
         if self.process.exited().is_none() {
             self.kill_processes().await;
         }
+        renew_layout(&self.spec, &self.layout)?;
         let (process, channels, banner) = launch(
             &self.spec,
             &self.layout,
@@ -768,6 +772,8 @@ async fn wait_exit(exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox
     let _ = exit.wait_for(|e| e.is_some()).await;
 }
 
+/// Removes the kernel's directories; std's `remove_dir_all` removes a
+/// symlink planted inside, never what it points to.
 fn remove_layout(spec: &KernelSpec, layout: &KernelLayout) {
     let _ = std::fs::remove_dir_all(spec.root.join(&layout.id));
 }
