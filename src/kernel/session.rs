@@ -237,6 +237,9 @@ impl Kernel {
         let mut run = Run::new(self.options.output_cap);
         let mut ending = self.collect(&mut run, sent, exec.timeout, &before).await;
         self.settle_requested_exit(&run, &mut ending).await;
+        if !ending.lost() {
+            run.settle_error();
+        }
         let mut judged = self.judge(&run, &mut ending, &before).await;
         if lost_before {
             judged.flags.push(crate::sandbox::Flag::Restarted);
@@ -1012,6 +1015,23 @@ impl Run {
         }
     }
 
+    /// A cell the kernel replied `ok` to raised nothing of its own: an
+    /// `error` message on IOPub then came from elsewhere (a failing event
+    /// callback an earlier cell registered, or code publishing one) and is
+    /// kept as a line of stderr, not as the cell's error.
+    fn settle_error(&mut self) {
+        if self.reply != Some(ReplyStatus::Ok) || self.reason.is_some() {
+            return;
+        }
+        if let Some(e) = self.error.take() {
+            let line = format!(
+                "[retrace] error output the cell did not raise: {}: {}\n",
+                e.ename, e.evalue
+            );
+            self.capture.push_stream(Stream::Stderr, &line);
+        }
+    }
+
     fn busy_span_ms(&self) -> Option<f64> {
         let span = self.idle_at? - self.busy_at?;
         span.num_microseconds().map(|us| us as f64 / 1e3)
@@ -1045,7 +1065,9 @@ impl Run {
                 let bundle = self.take_images(media_map(&result.data));
                 self.results.push(bundle);
             }
-            JupyterMessageContent::ErrorOutput(error) => {
+            // The first one: the cell's own traceback comes before anything
+            // a post-run callback of an earlier cell shows.
+            JupyterMessageContent::ErrorOutput(error) if self.error.is_none() => {
                 self.error = Some(ErrorInfo {
                     ename: error.ename,
                     evalue: strip_ansi_codes(&error.evalue).into_owned(),
@@ -1100,18 +1122,27 @@ impl Run {
                     });
                 }
             }
-            if reply.status != ReplyStatus::Ok && self.error.is_none() {
+            if reply.status != ReplyStatus::Ok {
                 if let Some(e) = reply.error {
-                    self.error = Some(ErrorInfo {
-                        ename: e.ename,
-                        evalue: strip_ansi_codes(&e.evalue).into_owned(),
-                        traceback: e
-                            .traceback
-                            .iter()
-                            .map(|l| strip_ansi_codes(l).into_owned())
-                            .collect(),
-                    });
-                } else if reply.status == ReplyStatus::Aborted {
+                    // The reply names the exception the cell raised; an
+                    // error message on IOPub may be another one's.
+                    let evalue = strip_ansi_codes(&e.evalue).into_owned();
+                    let same = self
+                        .error
+                        .as_ref()
+                        .is_some_and(|have| have.ename == e.ename && have.evalue == evalue);
+                    if !same {
+                        self.error = Some(ErrorInfo {
+                            ename: e.ename,
+                            evalue,
+                            traceback: e
+                                .traceback
+                                .iter()
+                                .map(|l| strip_ansi_codes(l).into_owned())
+                                .collect(),
+                        });
+                    }
+                } else if reply.status == ReplyStatus::Aborted && self.error.is_none() {
                     self.error = Some(ErrorInfo {
                         ename: "Aborted".into(),
                         evalue: "the kernel aborted the execution".into(),
