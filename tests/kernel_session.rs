@@ -265,3 +265,44 @@ async fn state_an_earlier_cell_left_does_not_change_how_the_next_is_read() {
     assert!(o.answer.is_none());
     k.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_package_store_is_read_only_to_kernels() {
+    // The store of the `dynamic` strategy, bound into the kernel as the
+    // harness binds it; a file planted there would reach every later kernel.
+    let dir = common::outside_tmp();
+    let store = retrace::pyenv::dynamic::PackageStore::new(dir.path().join("packages"));
+    store.create().unwrap();
+    let site = store.root().join("demo-1.0-0123456789abcdef").join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("demo.py"), "VALUE = 1\n").unwrap();
+    let mut spec = (*common::spec(retrace::pyenv::ImageName::Fat)).clone();
+    spec.ro_binds.push(store.root().to_path_buf());
+    let sandbox = common::sandbox();
+    let mut k = Kernel::start(
+        std::sync::Arc::new(spec),
+        sandbox.as_ref(),
+        Default::default(),
+    )
+    .await
+    .expect("kernel starts");
+    let code = format!(
+        "import os\nsite = {site:?}\n\
+         def attempt(label, fn):\n    try:\n        fn()\n        print(label, 'written')\n    except OSError as e:\n        print(label, e.errno)\n\
+         attempt('pth', lambda: open(os.path.join(site, 'planted.pth'), 'w').close())\n\
+         attempt('entry', lambda: os.mkdir(os.path.join(os.path.dirname(os.path.dirname(site)), 'evil-1.0')))\n\
+         attempt('module', lambda: open(os.path.join(site, 'demo.py'), 'a').close())\n\
+         print(open(os.path.join(site, 'demo.py')).read().strip())",
+        site = site.display().to_string()
+    );
+    let o = k.execute(&code, &opts(20)).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    // A new name is refused by the read-only mount (30); the existing
+    // root-owned file by its permissions first (13), and stays as it was.
+    assert_eq!(
+        o.stdout, "pth 30\nentry 30\nmodule 13\nVALUE = 1\n",
+        "{o:?}"
+    );
+    k.shutdown().await;
+    assert!(!site.join("planted.pth").exists());
+}
