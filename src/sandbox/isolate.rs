@@ -361,3 +361,50 @@ pub fn exec_kernel(spec: &IsolateSpec) -> IsolateError {
         Err(e) => err(format!("exec {}", spec.program.display()), e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_copied_without_their_links() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        fs::write(&secret, "host data").unwrap();
+        let seed = tempfile::tempdir().unwrap();
+        fs::write(seed.path().join("input.csv"), "a,b\n").unwrap();
+        fs::create_dir(seed.path().join("sub")).unwrap();
+        fs::write(seed.path().join("sub").join("kept"), "kept").unwrap();
+        symlink(&secret, seed.path().join("file-link")).unwrap();
+        symlink(outside.path(), seed.path().join("dir-link")).unwrap();
+        symlink(&secret, seed.path().join("sub").join("file-link")).unwrap();
+        nix::unistd::mkfifo(
+            &seed.path().join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+
+        let dest = tempfile::tempdir().unwrap();
+        let (uid, gid) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        copy_tree(seed.path(), dest.path(), uid, gid).unwrap();
+        let mut names: Vec<String> = WalkDir::new(dest.path())
+            .min_depth(1)
+            .into_iter()
+            .map(|e| {
+                let e = e.unwrap();
+                let relative = e.path().strip_prefix(dest.path()).unwrap();
+                relative.display().to_string()
+            })
+            .collect();
+        names.sort();
+        assert_eq!(names, ["input.csv", "sub", "sub/kept"]);
+        assert_eq!(
+            fs::read_to_string(dest.path().join("input.csv")).unwrap(),
+            "a,b\n"
+        );
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "host data");
+    }
+}
