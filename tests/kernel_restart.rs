@@ -52,9 +52,14 @@ for d in (cwd, home):
 planted += [cwd / 'ipykernel_launcher.py', cwd / 'traitlets.py']
 user_site = pathlib.Path(site.getusersitepackages())
 user_site.mkdir(parents=True, exist_ok=True)
-planted += [user_site / 'planted.pth', rt / 'planted.py']
+planted += [user_site / 'planted.pth']
 for p in planted:
     p.write_text(effect)
+try:
+    # A confined kernel's runtime directory is the harness's once it started.
+    (rt / 'planted.py').write_text(effect)
+except PermissionError:
+    pass
 (cwd / 'input.csv').write_text('tampered\n')
 extra = [pathlib.Path(p) for p in EXTRA]
 for p in extra:
@@ -192,23 +197,41 @@ from ipykernel.connect import get_connection_file
 conn = pathlib.Path(get_connection_file())
 rt = conn.parent
 file, tree = {file:?}, {tree:?}
-os.remove(conn)
-os.symlink(file, conn)
-for d in (rt, pathlib.Path.cwd(), pathlib.Path(os.environ['HOME'])):
+def plant(d):
     os.symlink(file, d / 'file-link')
     os.symlink(tree, d / 'dir-link')
     (d / 'sub').mkdir(exist_ok=True)
     os.symlink(tree, d / 'sub' / 'dir-link')
-print('links planted')
+for d in (pathlib.Path.cwd(), pathlib.Path(os.environ['HOME'])):
+    plant(d)
+try:
+    os.remove(conn)
+    os.symlink(file, conn)
+    plant(rt)
+    print('links planted')
+except PermissionError:
+    print('links planted; runtime dir refused')
 "#,
         file = target.file.display().to_string(),
         tree = target.tree.display().to_string(),
     )
 }
 
-async fn links_then_restart(k: &mut Kernel, target: &HostTarget) {
+/// Links a kernel whose runtime directory was still its own could have
+/// planted there (the harness writes and chowns there at every start):
+/// planted from the host, so the harness's side is tested in both modes.
+fn plant_in_runtime_dir(rt: &Path, target: &HostTarget) {
+    let conn = rt.join("kernel.json");
+    std::fs::remove_file(&conn).unwrap();
+    symlink(&target.file, &conn).unwrap();
+    symlink(&target.file, rt.join("host-file-link")).unwrap();
+    symlink(&target.tree, rt.join("host-dir-link")).unwrap();
+}
+
+async fn links_then_restart(k: &mut Kernel, target: &HostTarget, planted: &str) {
     let o = k.execute(&plant_links(target), &opts(30)).await;
-    assert_eq!(o.stdout, "links planted\n", "{o:?}");
+    assert_eq!(o.stdout, planted, "{o:?}");
+    plant_in_runtime_dir(&k.layout().runtime_dir.clone(), target);
     let killed = k
         .execute("import os\nos.kill(os.getpid(), 9)", &opts(30))
         .await;
@@ -220,7 +243,13 @@ async fn links_then_restart(k: &mut Kernel, target: &HostTarget) {
     let rt = k.layout().runtime_dir.clone();
     let conn = std::fs::symlink_metadata(rt.join("kernel.json")).unwrap();
     assert!(conn.file_type().is_file());
-    for name in ["file-link", "dir-link", "sub"] {
+    for name in [
+        "file-link",
+        "dir-link",
+        "sub",
+        "host-file-link",
+        "host-dir-link",
+    ] {
         assert!(
             std::fs::symlink_metadata(rt.join(name)).is_err(),
             "{name} is gone"
@@ -233,10 +262,12 @@ async fn links_in_a_confined_runtime_dir_do_not_reach_the_host() {
     let target = HostTarget::new();
     let mut k = common::fat_kernel(KernelOptions::default()).await;
     let root = k.layout().runtime_dir.parent().unwrap().to_path_buf();
-    links_then_restart(&mut k, &target).await;
+    let refused = "links planted; runtime dir refused\n";
+    links_then_restart(&mut k, &target, refused).await;
     // Links planted again, then the teardown removes the layout.
     let o = k.execute(&plant_links(&target), &opts(30)).await;
-    assert_eq!(o.stdout, "links planted\n", "{o:?}");
+    assert_eq!(o.stdout, refused, "{o:?}");
+    plant_in_runtime_dir(&k.layout().runtime_dir.clone(), &target);
     k.shutdown().await;
     assert!(!root.exists(), "the layout is gone");
     target.assert_untouched();
@@ -262,7 +293,7 @@ async fn links_in_an_unconfined_layout_do_not_reach_the_host() {
     );
     let o = k.execute(&replace, &opts(30)).await;
     assert_eq!(o.stdout, "replaced\n", "{o:?}");
-    links_then_restart(&mut k, &target).await;
+    links_then_restart(&mut k, &target, "links planted\n").await;
     let o = k
         .execute("print(open('input.csv').read())", &opts(30))
         .await;

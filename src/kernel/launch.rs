@@ -119,6 +119,18 @@ pub fn renew_layout(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), Kern
     seed(spec, layout)
 }
 
+/// Once the kernel has bound its sockets, its runtime directory becomes the
+/// harness's and read-only to everyone else: the kernel can no longer swap a
+/// socket for a link the harness's client would reconnect through, nor plant
+/// anything there. For a restart the jail hands it back to the kernel user.
+pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
+    let rt = &layout.runtime_dir;
+    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    std::os::unix::fs::lchown(rt, Some(uid.as_raw()), Some(gid.as_raw()))
+        .and_then(|()| fs::set_permissions(rt, fs::Permissions::from_mode(0o711)))
+        .map_err(|e| KernelError::io(format!("locking {}", rt.display()), e))
+}
+
 /// Copies the task files into the working directory and the image's
 /// matplotlib cache into HOME.
 fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {

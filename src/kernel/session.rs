@@ -21,7 +21,7 @@ use super::artifact;
 use super::capture::{Capture, OutputCap, Stream};
 use super::client::{parent_id, wait_for_sockets, Channels};
 use super::launch::{
-    connection_info, create_layout, launch_command, renew_layout, socket_paths,
+    connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
     write_connection_file, KernelProcess, KernelSpec,
 };
 use super::outcome::{
@@ -809,6 +809,7 @@ async fn launch(
         wait_for_sockets(&socket_paths(&info)).await;
         let mut channels = Channels::connect(&info).await?;
         let banner = handshake(&mut channels).await?;
+        lock_runtime_dir(layout)?;
         install_probe(&mut channels).await?;
         Ok::<_, KernelError>((channels, banner))
     };

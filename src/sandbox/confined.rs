@@ -228,6 +228,10 @@ impl Jail for ConfinedJail {
         layout: &KernelLayout,
     ) -> Result<tokio::process::Command, SandboxError> {
         let spec = self.spec(launch, layout);
+        // The kernel binds its sockets here; the harness took the directory
+        // back after the last start (see `lock_runtime_dir`).
+        std::os::unix::fs::lchown(&layout.runtime_dir, Some(self.uid), Some(self.gid))
+            .map_err(|e| SandboxError::io(format!("chown {}", layout.runtime_dir.display()), e))?;
         // The connection file is written after the jail exists; the kernel
         // user must be able to read it. `lchown`: a link the kernel planted
         // here must not hand it the file the link points to.
