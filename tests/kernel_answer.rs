@@ -512,12 +512,13 @@ async fn state_inspection_times_out_behind_a_busy_kernel() {
         return;
     }
     let mut k = kernel().await;
-    // Code that replaces retrace's inspector (deliberately hostile) can make
+    // Code that patches a genuine class the inspector reads (deliberately
+    // hostile; a rebound inspector would be put back by the reader) can make
     // it hang; the query still ends at its deadline.
     let o = k
         .execute(
-            "import time\ndef hog():\n    import builtins\n    builtins.__retrace_inspect__ = lambda q: time.sleep(3600)\nhog()",
-            &opts(10),
+            "import time, pandas as pd\nx = pd.DataFrame({'a': [1]})\npd.DataFrame.shape = property(lambda self: time.sleep(3600))",
+            &opts(20),
         )
         .await;
     assert_eq!(o.verdict, Verdict::Ok);

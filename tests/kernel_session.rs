@@ -249,3 +249,90 @@ async fn restart_loses_state_and_shutdown_leaves_nothing() {
     k.shutdown().await;
     assert!(common::wait_gone(&id, 5).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn state_an_earlier_cell_left_does_not_change_how_the_next_is_read() {
+    let mut k = kernel().await;
+    // Round 0 patches what prints and displays, removes the reader's hooks,
+    // rebinds its entry point and leaves a post-run callback that fails.
+    let setup = "import builtins, sys\n\
+        builtins.repr = lambda o: '99'\n\
+        builtins.__retrace_answer__ = lambda: 'retrace:{\"armed\":true,\"variable\":{\"ok\":true,\"type\":\"int\",\"text\":\"99\",\"json\":99}}'\n\
+        sys.displayhook = lambda v: None\n\
+        ip = get_ipython()\n\
+        for hooks in ip.events.callbacks.values():\n    hooks.clear()\n\
+        def broken(result):\n    raise RuntimeError('callback of round 0')\n\
+        ip.events.register('post_run_cell', broken)\n\
+        print('patched')";
+    let o = k.execute(setup, &opts(20)).await;
+    assert_eq!(o.stdout, "patched\n", "{o:?}");
+    let o = k.execute("answer = 6 * 7\nprint('done')", &opts(20)).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    assert!(o.error.is_none(), "{o:?}");
+    assert!(
+        o.stderr
+            .contains("did not raise: RuntimeError: callback of round 0"),
+        "{o:?}"
+    );
+    let a = o.answer.unwrap();
+    assert_eq!(
+        (a.value.as_str(), a.rule),
+        ("42", AnswerRule::AnswerVariable)
+    );
+    let o = k.execute("print(7)", &opts(20)).await;
+    assert_eq!(o.stdout, "7\n", "{o:?}");
+    assert_eq!(o.answer.unwrap().value, "7");
+    let o = k.execute("6 * 7", &opts(20)).await;
+    let a = o.answer.unwrap();
+    assert_eq!((a.value.as_str(), a.rule), ("42", AnswerRule::LastResult));
+    let o = k.execute("x = 1\n1 / 0", &opts(20)).await;
+    assert_eq!(o.verdict, Verdict::Error);
+    let e = o.error.unwrap();
+    assert_eq!(
+        (e.ename.as_str(), e.evalue.as_str()),
+        ("ZeroDivisionError", "division by zero")
+    );
+    assert!(o.answer.is_none());
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_package_store_is_read_only_to_kernels() {
+    // The store of the `dynamic` strategy, bound into the kernel as the
+    // harness binds it; a file planted there would reach every later kernel.
+    let dir = common::outside_tmp();
+    let store = retrace::pyenv::dynamic::PackageStore::new(dir.path().join("packages"));
+    store.create().unwrap();
+    let site = store.root().join("demo-1.0-0123456789abcdef").join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("demo.py"), "VALUE = 1\n").unwrap();
+    let mut spec = (*common::spec(retrace::pyenv::ImageName::Fat)).clone();
+    spec.ro_binds.push(store.root().to_path_buf());
+    let sandbox = common::sandbox();
+    let mut k = Kernel::start(
+        std::sync::Arc::new(spec),
+        sandbox.as_ref(),
+        Default::default(),
+    )
+    .await
+    .expect("kernel starts");
+    let code = format!(
+        "import os\nsite = {site:?}\n\
+         def attempt(label, fn):\n    try:\n        fn()\n        print(label, 'written')\n    except OSError as e:\n        print(label, e.errno)\n\
+         attempt('pth', lambda: open(os.path.join(site, 'planted.pth'), 'w').close())\n\
+         attempt('entry', lambda: os.mkdir(os.path.join(os.path.dirname(os.path.dirname(site)), 'evil-1.0')))\n\
+         attempt('module', lambda: open(os.path.join(site, 'demo.py'), 'a').close())\n\
+         print(open(os.path.join(site, 'demo.py')).read().strip())",
+        site = site.display().to_string()
+    );
+    let o = k.execute(&code, &opts(20)).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    // A new name is refused by the read-only mount (30); the existing
+    // root-owned file by its permissions first (13), and stays as it was.
+    assert_eq!(
+        o.stdout, "pth 30\nentry 30\nmodule 13\nVALUE = 1\n",
+        "{o:?}"
+    );
+    k.shutdown().await;
+    assert!(!site.join("planted.pth").exists());
+}

@@ -2,12 +2,14 @@
 //! directory; the relative path is the artifact's URI.
 
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 
 use base64::Engine;
 
 use super::outcome::Artifact;
 use super::KernelError;
+use crate::util::nofollow;
 
 /// MIME types saved as artifacts, with their file extension.
 pub const IMAGE_TYPES: [(&str, &str); 2] = [("image/png", "png"), ("image/svg+xml", "svg")];
@@ -31,7 +33,10 @@ pub fn save(dir: &Path, stem: &str, mime: &str, payload: &str) -> Result<Artifac
         .map_err(|e| KernelError::io(format!("creating artifact dir {}", dir.display()), e))?;
     let name = format!("{stem}.{ext}");
     let path = dir.join(&name);
-    fs::write(&path, &bytes)
+    // Replaced, not opened: a link with this name is never written through.
+    nofollow::remove_entry(&path)
+        .and_then(|()| nofollow::create_new(&path, 0o644))
+        .and_then(|mut file| file.write_all(&bytes))
         .map_err(|e| KernelError::io(format!("writing artifact {}", path.display()), e))?;
     let base64 = match mime {
         "image/svg+xml" => base64::engine::general_purpose::STANDARD.encode(&bytes),

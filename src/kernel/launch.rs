@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs;
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use walkdir::WalkDir;
 use super::KernelError;
 use crate::pyenv::Image;
 use crate::sandbox::{ExitInfo, Jail, KernelLayout, LaunchCommand};
+use crate::util::nofollow;
 
 /// How many lines of the kernel's own stderr are kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
@@ -84,19 +86,74 @@ pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, Kernel
     for dir in [&layout.runtime_dir, &layout.work_dir, &layout.home_dir] {
         mkdir_private(dir)?;
     }
+    seed(spec, &layout)?;
+    Ok(layout)
+}
+
+/// Makes the layout of a dead kernel as good as new before its restart, so
+/// nothing the old kernel left can reach the new one: the working directory
+/// and HOME (with `$IPYTHONDIR`) are recreated with the task files copied
+/// anew; the runtime directory, which the kernel user owns and writes
+/// (connection file, sockets), is emptied in place so its owner stays.
+/// Nothing a planted symlink points to is touched. A confined kernel never
+/// wrote the host's working directory or HOME (it had private copies), an
+/// unconfined one did.
+pub fn renew_layout(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
+    let rt = &layout.runtime_dir;
+    match fs::symlink_metadata(rt) {
+        Ok(meta) if meta.is_dir() => nofollow::empty_dir(rt)
+            .map_err(|e| KernelError::io(format!("emptying {}", rt.display()), e))?,
+        _ => {
+            nofollow::remove_entry(rt)
+                .map_err(|e| KernelError::io(format!("removing {}", rt.display()), e))?;
+            mkdir_private(rt)?;
+        }
+    }
+    fs::set_permissions(rt, fs::Permissions::from_mode(0o700))
+        .map_err(|e| KernelError::io(format!("chmod {}", rt.display()), e))?;
+    for dir in [&layout.work_dir, &layout.home_dir] {
+        nofollow::remove_entry(dir)
+            .map_err(|e| KernelError::io(format!("removing {}", dir.display()), e))?;
+        mkdir_private(dir)?;
+    }
+    seed(spec, layout)
+}
+
+/// Once the kernel has bound its sockets, its runtime directory becomes the
+/// harness's and read-only to everyone else: the kernel can no longer swap a
+/// socket for a link the harness's client would reconnect through, nor plant
+/// anything there. For a restart the jail hands it back to the kernel user.
+pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
+    let rt = &layout.runtime_dir;
+    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    std::os::unix::fs::lchown(rt, Some(uid.as_raw()), Some(gid.as_raw()))
+        .and_then(|()| fs::set_permissions(rt, fs::Permissions::from_mode(0o711)))
+        .map_err(|e| KernelError::io(format!("locking {}", rt.display()), e))
+}
+
+/// Copies the task files into the working directory and the image's
+/// matplotlib cache into HOME.
+fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
     for file in &spec.files {
         let name = file.file_name().ok_or_else(|| {
             KernelError::Launch(format!("task file {} has no file name", file.display()))
         })?;
-        fs::copy(file, layout.work_dir.join(name))
-            .map_err(|e| KernelError::io(format!("copying task file {}", file.display()), e))?;
+        // The task file itself may be a link (it is the user's input); the
+        // copy is a new file that nothing else holds.
+        let dest = layout.work_dir.join(name);
+        let copied = fs::File::open(file).and_then(|mut from| {
+            let mut to = nofollow::create_new(&dest, 0o644)?;
+            std::io::copy(&mut from, &mut to)
+        });
+        copied.map_err(|e| KernelError::io(format!("copying task file {}", file.display()), e))?;
     }
     if let Some(cache) = spec.image.mpl_cache() {
         copy_dir(&cache, &layout.home_dir.join(".mplconfig"))?;
     }
-    Ok(layout)
+    Ok(())
 }
 
+/// Copies a directory tree; links and special files are left out.
 fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
     for entry in WalkDir::new(from) {
         let entry = entry.map_err(|e| {
@@ -105,11 +162,12 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
         })?;
         let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
         let target = to.join(relative);
-        if entry.file_type().is_dir() {
+        let kind = entry.file_type();
+        if kind.is_dir() {
             fs::create_dir_all(&target)
                 .map_err(|e| KernelError::io(format!("creating {}", target.display()), e))?;
-        } else {
-            fs::copy(entry.path(), &target)
+        } else if kind.is_file() {
+            nofollow::copy(entry.path(), &target, 0o644)
                 .map_err(|e| KernelError::io(format!("copying {}", target.display()), e))?;
         }
     }
@@ -297,7 +355,9 @@ async fn drain<R: AsyncRead + Unpin>(pipe: R, tail: Arc<Mutex<VecDeque<String>>>
     }
 }
 
-/// Writes the connection file, readable only by its owner.
+/// Writes the connection file, readable only by its owner. The kernel user
+/// can write the runtime directory: whatever has the file's name there (a
+/// planted symlink to a host file) is removed, never written through.
 pub fn write_connection_file(
     layout: &KernelLayout,
     info: &ConnectionInfo,
@@ -305,9 +365,9 @@ pub fn write_connection_file(
     let path = layout.runtime_dir.join("kernel.json");
     let text = serde_json::to_string_pretty(info)
         .map_err(|e| KernelError::Launch(format!("encoding connection file: {e}")))?;
-    fs::write(&path, text)
+    nofollow::remove_entry(&path)
+        .and_then(|()| nofollow::create_new(&path, 0o600))
+        .and_then(|mut file| file.write_all(text.as_bytes()))
         .map_err(|e| KernelError::io(format!("writing {}", path.display()), e))?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
-        .map_err(|e| KernelError::io(format!("chmod {}", path.display()), e))?;
     Ok(path)
 }

@@ -8,7 +8,9 @@
 # slots are read through descriptors of `type` and `object` captured now.
 #
 # Entry points are two names in the builtins module (not in the user's
-# namespace, so the task's variables stay exactly what its code made):
+# namespace, so the task's variables stay exactly what its code made); a
+# cell that rebinds them or removes the reader's hooks has them put back
+# after it (see `_rearm`):
 #   __retrace_answer__()        -> envelope with this cell's answer
 #   __retrace_inspect__(hexq)   -> envelope with a compact view of the state
 # An envelope's repr is "retrace:" + JSON; the harness reads its text/plain.
@@ -480,6 +482,7 @@ def _pre_run_cell(*_args):
 
 def _post_run_cell(result=None, *_args):
     ns = _shell.user_ns
+    _rearm()
     old = _state["stash"]
     _state["stash"] = _MISSING
     if _dict_get(_builtins_dict, "answer", _MISSING) is old and old is not _MISSING:
@@ -505,6 +508,13 @@ def _post_run_cell(result=None, *_args):
 
 
 def __retrace_answer__():
+    if _state["in_cell"]:
+        # post_run_cell did not run: the cell removed or replaced the hooks.
+        # Its namespace is put right, its answer is not read (what it printed
+        # still is); _rearm below makes the next cell read as usual.
+        _post_run_cell(None)
+        _state["done"] = False
+    _rearm()
     if not _state["done"]:
         return _envelope('{"armed":false}')
     _state["done"] = False
@@ -688,6 +698,7 @@ def _matches(word, candidates):
 
 
 def __retrace_inspect__(hexquery):
+    _rearm()
     q = _parse_query(_bytes_decode(_from_hex(hexquery), "utf-8"))
     ns = _shell.user_ns
     out_vars = []
@@ -771,7 +782,70 @@ import json as _json_mod  # noqa: E402
 
 _json_loads = _json_mod.JSONDecoder().decode
 
-_shell.events.register("pre_run_cell", _pre_run_cell)
-_shell.events.register("post_run_cell", _post_run_cell)
-_builtins_dict["__retrace_answer__"] = __retrace_answer__
-_builtins_dict["__retrace_inspect__"] = __retrace_inspect__
+# ------------------------------------------------------------ installation
+
+# What the reader depends on, captured now: a later cell that replaces the
+# shell's event manager, its `trigger`, the callback table, this reader's
+# callbacks or its entry points has them put back after the cell, by
+# whichever of three paths still works: post_run_cell, the shell's
+# user_expressions (which evaluates the answer request) and the answer
+# entry point itself.
+# Entry points shadowed in the user's namespace are removed: the names are
+# retrace's.
+_events = _shell.events
+_EventManager = _type(_events)
+_trigger = _mappingproxy_get(_class_dict_of(_EventManager), "trigger")
+_callbacks = _events.callbacks
+_shell_dict = _obj_getattribute(_shell, "__dict__")
+_events_dict = _obj_getattribute(_events, "__dict__")
+_type_setattr = type.__setattr__
+# A failing callback an earlier cell registered must not print IPython's
+# "Error in callback" header into the next cell's stdout, where it would be
+# the last line (the answer); its traceback still comes as an error message.
+if _dict_contains(_events_dict, "print_on_error"):
+    _dict_setitem(_events_dict, "print_on_error", False)
+_ENTRY_POINTS = ("__retrace_answer__", "__retrace_inspect__")
+_user_expressions = _obj_getattribute(_shell, "user_expressions")
+
+
+def _user_expressions_rearmed(expressions):
+    # The harness's answer request is a user expression: put everything
+    # back before it is evaluated, in case the cell also broke the hooks
+    # that would have done so.
+    _rearm()
+    return _user_expressions(expressions)
+
+
+
+def _rearm():
+    try:
+        if _dict_get(_shell_dict, "user_expressions", _MISSING) is not _user_expressions_rearmed:
+            _dict_setitem(_shell_dict, "user_expressions", _user_expressions_rearmed)
+        if _dict_get(_shell_dict, "events", _MISSING) is not _events:
+            _dict_setitem(_shell_dict, "events", _events)
+        _dict_pop(_events_dict, "trigger", None)
+        if _mappingproxy_get(_class_dict_of(_EventManager), "trigger") is not _trigger:
+            _type_setattr(_EventManager, "trigger", _trigger)
+        if _dict_get(_events_dict, "callbacks", _MISSING) is not _callbacks:
+            _dict_setitem(_events_dict, "callbacks", _callbacks)
+        for event, fn in (("pre_run_cell", _pre_run_cell), ("post_run_cell", _post_run_cell)):
+            hooks = _dict_get(_callbacks, event)
+            if _type(hooks) is not _list:
+                hooks = []
+                _dict_setitem(_callbacks, event, hooks)
+            present = False
+            for f in hooks:
+                if f is fn:
+                    present = True
+            if not present:
+                _list_append(hooks, fn)
+        ns = _shell.user_ns
+        for name, fn in ((_ENTRY_POINTS[0], __retrace_answer__), (_ENTRY_POINTS[1], __retrace_inspect__)):
+            _dict_setitem(_builtins_dict, name, fn)
+            if _type(ns) is _dict:
+                _dict_pop(ns, name, None)
+    except Exception:
+        pass
+
+
+_rearm()

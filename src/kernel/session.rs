@@ -21,8 +21,8 @@ use super::artifact;
 use super::capture::{Capture, OutputCap, Stream};
 use super::client::{parent_id, wait_for_sockets, Channels};
 use super::launch::{
-    connection_info, create_layout, launch_command, socket_paths, write_connection_file,
-    KernelProcess, KernelSpec,
+    connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
+    write_connection_file, KernelProcess, KernelSpec,
 };
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
@@ -239,6 +239,9 @@ impl Kernel {
         let mut run = Run::new(self.options.output_cap);
         let mut ending = self.collect(&mut run, sent, exec.timeout, &before).await;
         self.settle_requested_exit(&run, &mut ending).await;
+        if !ending.lost() {
+            run.settle_error();
+        }
         let mut judged = self.judge(&run, &mut ending, &before, &traces_before).await;
         if lost_before {
             judged.flags.push(crate::sandbox::Flag::Restarted);
@@ -685,12 +688,16 @@ impl Kernel {
     }
 
     /// Kills the kernel's processes and starts a fresh kernel in the same
-    /// jail and working directory. All variables are lost.
+    /// jail, with a layout as good as new (see `renew_layout`): nothing the
+    /// old kernel wrote (startup files, configuration, changed task files,
+    /// links in its runtime directory) reaches the new one. All variables
+    /// are lost.
     pub async fn restart(&mut self) -> Result<(), KernelError> {
         tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
         if self.process.exited().is_none() {
             self.kill_processes().await;
         }
+        renew_layout(&self.spec, &self.layout)?;
         let (process, channels, banner) = launch(
             &self.spec,
             &self.layout,
@@ -792,6 +799,8 @@ async fn wait_exit(exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox
     let _ = exit.wait_for(|e| e.is_some()).await;
 }
 
+/// Removes the kernel's directories; std's `remove_dir_all` removes a
+/// symlink planted inside, never what it points to.
 fn remove_layout(spec: &KernelSpec, layout: &KernelLayout) {
     let _ = std::fs::remove_dir_all(spec.root.join(&layout.id));
 }
@@ -823,6 +832,7 @@ async fn launch(
         wait_for_sockets(&socket_paths(&info)).await;
         let mut channels = Channels::connect(&info).await?;
         let banner = handshake(&mut channels).await?;
+        lock_runtime_dir(layout)?;
         install_probe(&mut channels).await?;
         Ok::<_, KernelError>((channels, banner))
     };
@@ -1032,6 +1042,23 @@ impl Run {
         }
     }
 
+    /// A cell the kernel replied `ok` to raised nothing of its own: an
+    /// `error` message on IOPub then came from elsewhere (a failing event
+    /// callback an earlier cell registered, or code publishing one) and is
+    /// kept as a line of stderr, not as the cell's error.
+    fn settle_error(&mut self) {
+        if self.reply != Some(ReplyStatus::Ok) || self.reason.is_some() {
+            return;
+        }
+        if let Some(e) = self.error.take() {
+            let line = format!(
+                "[retrace] error output the cell did not raise: {}: {}\n",
+                e.ename, e.evalue
+            );
+            self.capture.push_stream(Stream::Stderr, &line);
+        }
+    }
+
     fn busy_span_ms(&self) -> Option<f64> {
         let span = self.idle_at? - self.busy_at?;
         span.num_microseconds().map(|us| us as f64 / 1e3)
@@ -1065,7 +1092,9 @@ impl Run {
                 let bundle = self.take_images(media_map(&result.data));
                 self.results.push(bundle);
             }
-            JupyterMessageContent::ErrorOutput(error) => {
+            // The first one: the cell's own traceback comes before anything
+            // a post-run callback of an earlier cell shows.
+            JupyterMessageContent::ErrorOutput(error) if self.error.is_none() => {
                 self.error = Some(ErrorInfo {
                     ename: error.ename,
                     evalue: strip_ansi_codes(&error.evalue).into_owned(),
@@ -1120,18 +1149,27 @@ impl Run {
                     });
                 }
             }
-            if reply.status != ReplyStatus::Ok && self.error.is_none() {
+            if reply.status != ReplyStatus::Ok {
                 if let Some(e) = reply.error {
-                    self.error = Some(ErrorInfo {
-                        ename: e.ename,
-                        evalue: strip_ansi_codes(&e.evalue).into_owned(),
-                        traceback: e
-                            .traceback
-                            .iter()
-                            .map(|l| strip_ansi_codes(l).into_owned())
-                            .collect(),
-                    });
-                } else if reply.status == ReplyStatus::Aborted {
+                    // The reply names the exception the cell raised; an
+                    // error message on IOPub may be another one's.
+                    let evalue = strip_ansi_codes(&e.evalue).into_owned();
+                    let same = self
+                        .error
+                        .as_ref()
+                        .is_some_and(|have| have.ename == e.ename && have.evalue == evalue);
+                    if !same {
+                        self.error = Some(ErrorInfo {
+                            ename: e.ename,
+                            evalue,
+                            traceback: e
+                                .traceback
+                                .iter()
+                                .map(|l| strip_ansi_codes(l).into_owned())
+                                .collect(),
+                        });
+                    }
+                } else if reply.status == ReplyStatus::Aborted && self.error.is_none() {
                     self.error = Some(ErrorInfo {
                         ename: "Aborted".into(),
                         evalue: "the kernel aborted the execution".into(),

@@ -257,17 +257,18 @@ impl Jail for ConfinedJail {
         layout: &KernelLayout,
     ) -> Result<tokio::process::Command, SandboxError> {
         let spec = self.spec(launch, layout);
+        // The kernel binds its sockets here; the harness took the directory
+        // back after the last start (see `lock_runtime_dir`).
+        std::os::unix::fs::lchown(&layout.runtime_dir, Some(self.uid), Some(self.gid))
+            .map_err(|e| SandboxError::io(format!("chown {}", layout.runtime_dir.display()), e))?;
         // The connection file is written after the jail exists; the kernel
-        // user must be able to read it.
+        // user must be able to read it. `lchown`: a link the kernel planted
+        // here must not hand it the file the link points to.
         for entry in fs::read_dir(&layout.runtime_dir)
             .map_err(|e| SandboxError::io(format!("reading {}", layout.runtime_dir.display()), e))?
             .flatten()
         {
-            let _ = nix::unistd::chown(
-                &entry.path(),
-                Some(nix::unistd::Uid::from_raw(self.uid)),
-                Some(nix::unistd::Gid::from_raw(self.gid)),
-            );
+            let _ = std::os::unix::fs::lchown(entry.path(), Some(self.uid), Some(self.gid));
         }
         let spec_path = layout
             .runtime_dir

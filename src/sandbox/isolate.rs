@@ -18,6 +18,8 @@ use nix::sys::resource::{setrlimit, Resource};
 use serde::{Deserialize, Serialize};
 use walkdir::WalkDir;
 
+use crate::util::nofollow;
+
 /// Everything the init needs, written by the harness as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IsolateSpec {
@@ -398,23 +400,22 @@ fn private_tmpfs(root: &Path, dir: &PrivateDir, uid: u32, gid: u32) -> Result<()
 
 /// Copies what of `from` is readable (parents before children), owned by the
 /// kernel user; an unreadable directory is skipped, a failed write is an error.
+/// Symlinks and special files are left out and files are opened without
+/// following links, so a link in a seed never copies a host file in.
 fn copy_tree(from: &Path, to: &Path, uid: u32, gid: u32) -> Result<(), IsolateError> {
+    let owner = (Some(uid), Some(gid));
     for entry in WalkDir::new(from).min_depth(1).into_iter().flatten() {
         let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
         let dest = to.join(relative);
-        let is_dir = entry.file_type().is_dir();
-        if is_dir {
+        let kind = entry.file_type();
+        if kind.is_dir() {
             fs::create_dir_all(&dest).map_err(|e| err(dest.display(), e))?;
-        } else {
-            fs::copy(entry.path(), &dest).map_err(|e| err(dest.display(), e))?;
-        }
-        let _ = nix::unistd::chown(
-            &dest,
-            Some(nix::unistd::Uid::from_raw(uid)),
-            Some(nix::unistd::Gid::from_raw(gid)),
-        );
-        if !is_dir {
-            let _ = fs::set_permissions(&dest, fs::Permissions::from_mode(0o644));
+            let _ = std::os::unix::fs::lchown(&dest, owner.0, owner.1);
+        } else if kind.is_file() {
+            let file =
+                nofollow::copy(entry.path(), &dest, 0o644).map_err(|e| err(dest.display(), e))?;
+            let _ = std::os::unix::fs::fchown(&file, owner.0, owner.1);
+            let _ = file.set_permissions(fs::Permissions::from_mode(0o644));
         }
     }
     Ok(())
@@ -470,5 +471,52 @@ pub fn exec_kernel(spec: &IsolateSpec) -> IsolateError {
     match nix::unistd::execve(&program, &argv, &envp) {
         Ok(never) => match never {},
         Err(e) => err(format!("exec {}", spec.program.display()), e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_are_copied_without_their_links() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        fs::write(&secret, "host data").unwrap();
+        let seed = tempfile::tempdir().unwrap();
+        fs::write(seed.path().join("input.csv"), "a,b\n").unwrap();
+        fs::create_dir(seed.path().join("sub")).unwrap();
+        fs::write(seed.path().join("sub").join("kept"), "kept").unwrap();
+        symlink(&secret, seed.path().join("file-link")).unwrap();
+        symlink(outside.path(), seed.path().join("dir-link")).unwrap();
+        symlink(&secret, seed.path().join("sub").join("file-link")).unwrap();
+        nix::unistd::mkfifo(
+            &seed.path().join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+
+        let dest = tempfile::tempdir().unwrap();
+        let (uid, gid) = (
+            nix::unistd::getuid().as_raw(),
+            nix::unistd::getgid().as_raw(),
+        );
+        copy_tree(seed.path(), dest.path(), uid, gid).unwrap();
+        let mut names: Vec<String> = WalkDir::new(dest.path())
+            .min_depth(1)
+            .into_iter()
+            .map(|e| {
+                let e = e.unwrap();
+                let relative = e.path().strip_prefix(dest.path()).unwrap();
+                relative.display().to_string()
+            })
+            .collect();
+        names.sort();
+        assert_eq!(names, ["input.csv", "sub", "sub/kept"]);
+        assert_eq!(
+            fs::read_to_string(dest.path().join("input.csv")).unwrap(),
+            "a,b\n"
+        );
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "host data");
     }
 }
