@@ -10,8 +10,11 @@ use super::layout::Tree;
 use super::{freezer, fs, unified, KernelCgroup};
 use crate::sandbox::KillReport;
 
-/// How long a kill may take before survivors are reported.
-const KILL_BUDGET: Duration = Duration::from_secs(2);
+/// How long a kill may take before survivors are reported (and the
+/// execution becomes `internal_error`). Generous: killed processes still
+/// exit under the group's CPU quota, and a fork bomb's hundred exits on a
+/// loaded machine can take seconds. Kill latency is measured, not bounded here.
+const KILL_BUDGET: Duration = Duration::from_secs(10);
 
 /// Kill again if a group is not empty after this long.
 const REKILL_EVERY: Duration = Duration::from_millis(50);
@@ -56,7 +59,7 @@ impl KernelCgroup {
             })
     }
 
-    /// Kills every process of the group and waits (up to 2 s) until none is
+    /// Kills every process of the group and waits (up to 10 s) until none is
     /// left. `extra_pid`, the namespace init, also gets SIGCONT and SIGKILL
     /// (a stopped namespaced process may ignore a lone SIGKILL); it must not
     /// have been reaped yet.
