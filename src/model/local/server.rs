@@ -349,7 +349,9 @@ impl LocalServer {
     }
 
     async fn wait_ready(&self) -> Result<(), NotReady> {
-        let deadline = Instant::now() + self.options.startup_timeout;
+        let deadline = Instant::now()
+            .checked_add(self.options.startup_timeout)
+            .unwrap_or_else(|| Instant::now() + crate::util::units::MAX_DURATION);
         let client = plain_client(&self.base_url, self.api_key.as_deref().unwrap_or("none"));
         loop {
             if let Some(status) = self.exit_status() {
