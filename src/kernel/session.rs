@@ -139,6 +139,10 @@ const ANSWER_KEY: &str = "retrace";
 /// How long installing `probe.py` into a fresh kernel may take.
 const PROBE_INSTALL_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a kernel stopped by a limit may take to drain its output
+/// before it is killed and replaced.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often the CPU counter is read during an execution.
 const CPU_POLL: Duration = Duration::from_millis(50);
 
@@ -237,6 +241,7 @@ impl Kernel {
         let mut run = Run::new(self.options.output_cap);
         let mut ending = self.collect(&mut run, sent, exec.timeout, &before).await;
         self.settle_requested_exit(&run, &mut ending).await;
+        self.settle_after_stop(&run, &mut ending).await;
         let mut judged = self.judge(&run, &mut ending, &before).await;
         if lost_before {
             judged.flags.push(crate::sandbox::Flag::Restarted);
@@ -272,7 +277,9 @@ impl Kernel {
             // One request at a time: nothing queued may be aborted after an error.
             stop_on_error: false,
         };
-        let msg_id = self.channels.send_shell(request.into()).await?;
+        // Watched: from here on only this cell's IOPub messages are queued;
+        // anything left from before (a thread still printing) is dropped.
+        let msg_id = self.channels.send_shell_watched(request.into()).await?;
 
         // The shell handles requests one at a time, so the reply to this
         // probe cannot come before the cell has really finished: code in the
@@ -306,7 +313,7 @@ impl Kernel {
             mut probe_id,
         } = sent;
         let mut deadline = Deadline {
-            at: tokio::time::Instant::now() + timeout,
+            at: deadline_after(timeout),
             interrupted: false,
         };
         let mut exit = self.process.exit.clone();
@@ -368,7 +375,57 @@ impl Kernel {
                 self.interrupt_for_limit(&mut deadline).await;
             }
         }
+        // Output the cell's threads print from now on is not this cell's
+        // (nor any later cell's): the reader drops it as it arrives.
+        self.channels.unwatch_iopub();
         ending
+    }
+
+    /// After a limit stopped a cell, the kernel may still be pushing what
+    /// the cell wrote (one 64 MiB write is one message) through IOPub, and
+    /// the next cell would wait behind it. IOPub is ordered: once the idle
+    /// of a marker request sent now has arrived, everything published
+    /// before it has gone by. A kernel that does not get there within
+    /// [`SETTLE_TIMEOUT`] is killed, so the next cell runs promptly in a
+    /// fresh kernel and this outcome says the state was lost.
+    async fn settle_after_stop(&mut self, run: &Run, ending: &mut Ending) {
+        if run.reason.is_none() || ending.lost() {
+            return;
+        }
+        let channels = &mut self.channels;
+        let settled = async {
+            let marker = channels
+                .send_shell_watched(KernelInfoRequest {}.into())
+                .await
+                .ok()?;
+            while let Some(msg) = channels.iopub_rx.recv().await {
+                let idle = matches!(
+                    &msg.content,
+                    JupyterMessageContent::Status(s) if s.execution_state == ExecutionState::Idle
+                );
+                if idle && parent_id(&msg) == Some(marker.as_str()) {
+                    return Some(());
+                }
+            }
+            None
+        };
+        let mut exit = self.process.exit.clone();
+        let done = tokio::select! {
+            r = tokio::time::timeout(SETTLE_TIMEOUT, settled) => matches!(r, Ok(Some(()))),
+            _ = wait_exit(&mut exit) => false,
+        };
+        self.channels.unwatch_iopub();
+        if !done {
+            tracing::info!(
+                kernel = %self.layout.id,
+                "the kernel did not drain its output after the stop; killing it"
+            );
+            if self.process.exited().is_some() {
+                ending.died = true;
+            } else {
+                ending.kill_needed = true;
+            }
+        }
     }
 
     /// A limit was hit: interrupt the cell and give it `interrupt_grace` to
@@ -763,6 +820,13 @@ fn media_map(data: &Media) -> Map<String, Value> {
     }
 }
 
+/// `now + d`, saturated: a huge timeout from a caller must not overflow.
+fn deadline_after(d: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + crate::util::units::MAX_DURATION)
+}
+
 /// Resolves once the process has exited (or its waiter is gone).
 async fn wait_exit(exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox::ExitInfo>>) {
     let _ = exit.wait_for(|e| e.is_some()).await;
@@ -856,6 +920,7 @@ async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError>
                         tokio::time::timeout(Duration::from_millis(5), channels.iopub_rx.recv())
                             .await
                     {}
+                    channels.unwatch_iopub();
                     return Ok(b);
                 }
             }
