@@ -17,7 +17,20 @@ use jupyter_zmq_client::{
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::wire_cap::{Oversize, Relay};
 use super::KernelError;
+
+/// Oversize reports queued; more are dropped (one is enough to end a cell).
+const OVERSIZE_QUEUE: usize = 16;
+
+/// Where the relays that cap a kernel's messages listen, and the cap.
+#[derive(Debug, Clone)]
+pub struct WireCap {
+    /// A directory only the harness can reach.
+    pub dir: PathBuf,
+    /// Largest message the kernel may send, in bytes.
+    pub max_message: u64,
+}
 
 /// IOPub messages of the watched request queued for the session; past
 /// this the reader waits, stops reading the socket, and the kernel's PUB
@@ -91,7 +104,10 @@ pub struct Channels {
     control_pending: Pending,
     /// IOPub messages dropped because no request was watching them.
     iopub_dropped: Arc<AtomicU64>,
+    /// Messages the relays dropped for being larger than the cap.
+    pub oversize_rx: mpsc::Receiver<Oversize>,
     readers: Vec<JoinHandle<()>>,
+    _relays: Vec<Relay>,
 }
 
 impl Drop for Channels {
@@ -110,7 +126,29 @@ pub async fn wait_for_sockets(paths: &[PathBuf]) {
 }
 
 impl Channels {
-    pub async fn connect(info: &ConnectionInfo) -> Result<Self, KernelError> {
+    /// Connects to the kernel of `info` through relays in `wire.dir` that
+    /// drop any message larger than `wire.max_message`.
+    pub async fn connect(info: &ConnectionInfo, wire: &WireCap) -> Result<Self, KernelError> {
+        let (oversize_send, oversize_rx) = mpsc::channel(OVERSIZE_QUEUE);
+        let relayed = ConnectionInfo {
+            // Fresh names per connection: the relays of a kernel being
+            // replaced still own (and remove) theirs.
+            ip: wire
+                .dir
+                .join(&uuid::Uuid::new_v4().simple().to_string()[..8])
+                .to_string_lossy()
+                .into_owned(),
+            ..info.clone()
+        };
+        let mut relays = Vec::new();
+        for port in [info.iopub_port, info.shell_port, info.control_port] {
+            let kernel = PathBuf::from(format!("{}-{port}", info.ip));
+            let listen = PathBuf::from(format!("{}-{port}", relayed.ip));
+            let relay = Relay::start(&listen, &kernel, wire.max_message, oversize_send.clone())
+                .map_err(|e| KernelError::io(format!("relaying {}", kernel.display()), e))?;
+            relays.push(relay);
+        }
+        let info = &relayed;
         let session = uuid::Uuid::new_v4().to_string();
         let zmq = |e: jupyter_zmq_client::RuntimeError| KernelError::Protocol(e.to_string());
         let identity = peer_identity_for_session(&session).map_err(zmq)?;
@@ -193,7 +231,9 @@ impl Channels {
             shell_pending,
             control_pending,
             iopub_dropped,
+            oversize_rx,
             readers: vec![iopub_reader, shell_reader, control_reader],
+            _relays: relays,
         })
     }
 
@@ -229,6 +269,9 @@ impl Channels {
             stale += 1;
         }
         while self.shell_rx.try_recv().is_ok() {
+            stale += 1;
+        }
+        while self.oversize_rx.try_recv().is_ok() {
             stale += 1;
         }
         let dropped = self.iopub_dropped.swap(0, Ordering::Relaxed);

@@ -5,6 +5,7 @@
 //! kill every process of the kernel, confirm, restart, report state lost.
 
 use std::collections::HashMap;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use tokio::time::sleep_until;
 
 use super::artifact;
 use super::capture::{Capture, OutputCap, Stream};
-use super::client::{parent_id, wait_for_sockets, Channels};
+use super::client::{parent_id, wait_for_sockets, Channels, WireCap};
 use super::launch::{
     connection_info, create_layout, launch_command, socket_paths, write_connection_file,
     KernelProcess, KernelSpec,
@@ -163,7 +164,7 @@ impl Kernel {
             }
         };
         let started = Instant::now();
-        match launch(&spec, &layout, jail.as_ref(), options.startup_timeout).await {
+        match launch(&spec, &layout, jail.as_ref(), &options).await {
             Ok((process, channels, banner)) => {
                 tracing::info!(
                     kernel = %id,
@@ -360,6 +361,13 @@ impl Kernel {
                             ending.kill_needed = true;
                             break;
                         }
+                    }
+                }
+                Some(big) = self.channels.oversize_rx.recv() => {
+                    // A message whose parent header could not be read is
+                    // counted against the cell that is running.
+                    if big.parent.as_deref().is_none_or(|p| p == msg_id) {
+                        run.capture.drop_oversize(big.bytes);
                     }
                 }
                 Some(msg) = self.channels.shell_rx.recv() => {
@@ -724,13 +732,8 @@ impl Kernel {
         if self.process.exited().is_none() {
             self.kill_processes().await;
         }
-        let (process, channels, banner) = launch(
-            &self.spec,
-            &self.layout,
-            self.jail.as_ref(),
-            self.options.startup_timeout,
-        )
-        .await?;
+        let (process, channels, banner) =
+            launch(&self.spec, &self.layout, self.jail.as_ref(), &self.options).await?;
         self.process = process;
         self.channels = channels;
         self.banner = banner;
@@ -849,8 +852,10 @@ async fn launch(
     spec: &KernelSpec,
     layout: &KernelLayout,
     jail: &dyn Jail,
-    timeout: Duration,
+    options: &KernelOptions,
 ) -> Result<(KernelProcess, Channels, KernelBanner), KernelError> {
+    let timeout = options.startup_timeout;
+    let wire = wire_cap(spec, layout, &options.output_cap)?;
     let info = connection_info(layout);
     for path in socket_paths(&info) {
         let _ = std::fs::remove_file(path);
@@ -861,7 +866,7 @@ async fn launch(
     let mut exit = process.exit.clone();
     let handshake = async {
         wait_for_sockets(&socket_paths(&info)).await;
-        let mut channels = Channels::connect(&info).await?;
+        let mut channels = Channels::connect(&info, &wire).await?;
         let banner = handshake(&mut channels).await?;
         install_probe(&mut channels).await?;
         Ok::<_, KernelError>((channels, banner))
@@ -890,6 +895,28 @@ async fn launch(
             Err(e)
         }
     }
+}
+
+/// The relays of a kernel listen in a directory of the harness beside the
+/// kernel's own (which is not bound into the kernel's view), and let no
+/// message through that is larger than the output cap (with room for the
+/// envelope) or 4 MiB, whichever is more: anything larger would exceed the
+/// cap anyway.
+fn wire_cap(
+    spec: &KernelSpec,
+    layout: &KernelLayout,
+    cap: &OutputCap,
+) -> Result<WireCap, KernelError> {
+    let dir = spec.root.join(&layout.id).join("wire");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| KernelError::io(format!("creating {}", dir.display()), e))?;
+    Ok(WireCap {
+        dir,
+        max_message: cap.bytes.saturating_add(64 * 1024).max(4 << 20),
+    })
 }
 
 /// Sends `kernel_info_request` until the reply and an IOPub message have both
