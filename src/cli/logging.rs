@@ -17,10 +17,12 @@ fn filter(verbose: u8, env: Option<&str>) -> Result<EnvFilter, String> {
         return EnvFilter::try_new(directives)
             .map_err(|e| format!("{LOG_ENV}=`{directives}`: {e}"));
     }
+    // zeromq warns of every reconnect while a kernel is still binding its
+    // sockets: expected during each start, noise to a user.
     Ok(EnvFilter::new(match verbose {
-        0 => "warn",
-        1 => "warn,retrace=info",
-        _ => "warn,retrace=debug",
+        0 => "warn,zeromq=error",
+        1 => "warn,zeromq=error,retrace=info",
+        _ => "warn,zeromq=error,retrace=debug",
     }))
 }
 
@@ -45,11 +47,14 @@ mod tests {
 
     #[test]
     fn env_wins_and_verbosity_sets_retrace_level() {
-        assert_eq!(filter(0, None).unwrap().to_string(), "warn");
-        assert_eq!(filter(1, None).unwrap().to_string(), "retrace=info,warn");
+        assert_eq!(filter(0, None).unwrap().to_string(), "zeromq=error,warn");
+        assert_eq!(
+            filter(1, None).unwrap().to_string(),
+            "retrace=info,zeromq=error,warn"
+        );
         assert_eq!(
             filter(2, Some("  ")).unwrap().to_string(),
-            "retrace=debug,warn"
+            "retrace=debug,zeromq=error,warn"
         );
         assert_eq!(
             filter(2, Some("retrace=trace")).unwrap().to_string(),

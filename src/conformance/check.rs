@@ -1,9 +1,13 @@
 //! Runs the hostile corpus through the real confined executor and checks,
 //! case by case, what the reference asks of a sandbox:
 //!
-//! * the verdict is the expected one and the expected flags are present;
-//! * the cell printed what the case expects it to print, if anything;
-//! * the next cell in the same (possibly restarted) kernel works;
+//! * a setup cell, when the case has one, runs first in the same kernel
+//!   (round 0 leaving hostile state), optionally followed by a restart;
+//! * the verdict is the expected one and the outcome meets the case's other
+//!   expectations (flags, limits that fired, exception, errno, text printed
+//!   or not printed, answer);
+//! * the next cell in the same (possibly restarted) kernel prints exactly
+//!   what it should, promptly;
 //! * after `shutdown()` no process of that kernel is left (by command line,
 //!   by cgroup membership and by PID namespace) and no cgroup directory
 //!   named after it remains in any hierarchy;
@@ -23,7 +27,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use walkdir::WalkDir;
 
-use super::corpus::{Case, Category};
+use super::corpus::{Case, Category, Setup};
+use super::expectation::head;
+use super::Expectation;
 use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome};
 use crate::report::junit::{render as render_junit, TestCase};
 use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
@@ -57,9 +63,8 @@ pub struct CaseResult {
     pub id: String,
     pub category: Category,
     pub expected: Verdict,
-    pub expected_flags: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub expected_stdout: Vec<String>,
+    #[serde(skip_serializing_if = "is_empty")]
+    pub expectation: Expectation,
     /// `None` when the case never ran (the kernel did not start).
     pub got: Option<Verdict>,
     pub flags: Vec<String>,
@@ -77,6 +82,10 @@ pub struct CaseResult {
     /// Everything the executor reported (image payloads removed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
+}
+
+fn is_empty(e: &Expectation) -> bool {
+    *e == Expectation::default()
 }
 
 /// A whole run.
@@ -220,8 +229,7 @@ impl CaseResult {
             id: case.id.clone(),
             category: case.category,
             expected: case.expect,
-            expected_flags: case.flags.iter().map(|f| f.as_str().to_string()).collect(),
-            expected_stdout: case.stdout_contains.clone(),
+            expectation: case.expectation.clone(),
             got: None,
             flags: Vec::new(),
             kill_ms: None,
@@ -279,6 +287,11 @@ async fn run_case_into(
     let mut namespaces = PidNamespaces::default();
     namespaces.record(&kernel);
 
+    if let Some(setup) = &case.setup {
+        run_setup(&mut kernel, setup, &case.id, result).await;
+        namespaces.record(&kernel);
+    }
+
     // The hostile cell.
     let exec = ExecOptions {
         timeout: limits.timeout,
@@ -303,22 +316,8 @@ async fn run_case_into(
                     describe(&outcome)
                 ));
             }
-            for flag in &case.flags {
-                if !outcome.flags.iter().any(|f| f == flag.as_str()) {
-                    result.fail(format!(
-                        "expected flag {} (flags: [{}])",
-                        flag.as_str(),
-                        outcome.flags.join(", ")
-                    ));
-                }
-            }
-            for text in &case.stdout_contains {
-                if !outcome.stdout.contains(text.as_str()) {
-                    result.fail(format!(
-                        "expected stdout to contain {text:?} (stdout: {:?})",
-                        head(&outcome.stdout, 400)
-                    ));
-                }
+            for reason in case.expectation.failures(&outcome) {
+                result.fail(reason);
             }
             result.outcome = Some(outcome);
         }
@@ -330,7 +329,7 @@ async fn run_case_into(
     namespaces.record(&kernel);
 
     // The next cell in the same (possibly restarted) kernel.
-    if let Err(reason) = probe_print(&mut kernel).await {
+    if let Err(reason) = probe(&mut kernel, &case.next_code, &case.next_stdout).await {
         result.fail(format!("next cell in the same kernel: {reason}"));
     }
     namespaces.record(&kernel);
@@ -360,7 +359,7 @@ async fn run_case_into(
             let fresh_id = fresh.id().to_string();
             let mut fresh_ns = PidNamespaces::default();
             fresh_ns.record(&fresh);
-            if let Err(reason) = probe_print(&mut fresh).await {
+            if let Err(reason) = probe(&mut fresh, "print(1)", "1\n").await {
                 result.fail(format!("fresh kernel: {reason}"));
             }
             fresh.shutdown().await;
@@ -393,15 +392,6 @@ fn describe(o: &Outcome) -> String {
     s
 }
 
-/// The first `max` bytes of `text`, every line kept.
-fn head(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        text.to_string()
-    } else {
-        format!("{}…", &text[..text.floor_char_boundary(max)])
-    }
-}
-
 fn shorten(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or("");
     if line.len() <= max {
@@ -411,26 +401,58 @@ fn shorten(text: &str, max: usize) -> String {
     }
 }
 
-async fn probe_print(kernel: &mut Kernel) -> Result<(), String> {
+/// Runs the case's setup cell (and the restart after it, if asked).
+async fn run_setup(kernel: &mut Kernel, setup: &Setup, id: &str, result: &mut CaseResult) {
+    let exec = ExecOptions {
+        timeout: PROBE_TIMEOUT,
+        artifact_dir: None,
+        artifact_prefix: format!("{id}-setup"),
+    };
+    match tokio::time::timeout(
+        PROBE_TIMEOUT + EXECUTOR_SLACK,
+        kernel.execute(&setup.code, &exec),
+    )
+    .await
+    {
+        Ok(outcome) => {
+            if let Some(want) = setup.expect.filter(|v| *v != outcome.verdict) {
+                result.fail(format!(
+                    "setup cell: expected verdict {want} but got {}{}",
+                    outcome.verdict,
+                    describe(&outcome)
+                ));
+            }
+        }
+        Err(_) => result.fail("the setup cell did not return".into()),
+    }
+    if setup.restart_before {
+        if let Err(e) = kernel.restart().await {
+            result.fail(format!("restart after the setup cell: {e}"));
+        }
+    }
+}
+
+/// Runs `code` and requires exactly `stdout` from it, with verdict `ok`.
+async fn probe(kernel: &mut Kernel, code: &str, stdout: &str) -> Result<(), String> {
     let exec = ExecOptions {
         timeout: PROBE_TIMEOUT,
         artifact_dir: None,
         artifact_prefix: "probe".into(),
     };
-    let outcome = match tokio::time::timeout(
-        PROBE_TIMEOUT + EXECUTOR_SLACK,
-        kernel.execute("print(1)", &exec),
-    )
-    .await
-    {
-        Ok(o) => o,
-        Err(_) => return Err("print(1) did not return".into()),
-    };
-    if outcome.verdict != Verdict::Ok || outcome.stdout != "1\n" {
+    let outcome =
+        match tokio::time::timeout(PROBE_TIMEOUT + EXECUTOR_SLACK, kernel.execute(code, &exec))
+            .await
+        {
+            Ok(o) => o,
+            Err(_) => return Err(format!("{} did not return", shorten(code, 60))),
+        };
+    if outcome.verdict != Verdict::Ok || outcome.stdout != stdout {
         return Err(format!(
-            "print(1) gave {} with stdout {:?}{}",
+            "{} gave {} with stdout {:?} (expected {:?}){}",
+            shorten(code, 60),
             outcome.verdict,
-            shorten(&outcome.stdout, 80),
+            head(&outcome.stdout, 200),
+            stdout,
             describe(&outcome)
         ));
     }

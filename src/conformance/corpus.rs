@@ -8,12 +8,25 @@
 //! category = "cpu_time"
 //! description = "Pure-Python busy loop."
 //! expect = "timeout_cpu"
-//! flags = []                      # flags that must be present
-//! stdout_contains = []            # text the cell must print (optional)
 //! code = '''
 //! while True:
 //!     pass
 //! '''
+//! # All optional, besides the verdict:
+//! flags = []                      # flags that must be present
+//! fired = []                      # limits that must be among those that fired
+//! exception = "PermissionError"   # the error's exception name
+//! errno = 1                       # the error's text starts with `[Errno 1]`
+//! stdout_contains = []            # text the cell must (not) print
+//! stdout_lacks = []
+//! stderr_contains = []
+//! stderr_lacks = []
+//! answer = "42"                   # the answer read from the cell
+//! setup = '''...'''               # a cell run first in the same kernel
+//! setup_expect = "ok"             # its verdict, when it matters
+//! restart_before = false          # restart the kernel between setup and code
+//! next_code = "print(1)"          # the follow-up cell in the same kernel
+//! next_stdout = "1\n"             # exactly what it must print
 //! [limits]                        # all optional
 //! timeout = "3s"
 //! cpu_time = "2s"
@@ -26,6 +39,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
 
+use super::Expectation;
 use crate::sandbox::{Flag, SandboxLimits, Verdict};
 use crate::util::units::{duration_from_secs, parse_bytes, parse_duration};
 
@@ -127,14 +141,27 @@ pub struct Case {
     pub description: String,
     pub code: String,
     pub expect: Verdict,
-    /// Flags that must be present (others may be too).
-    pub flags: Vec<Flag>,
-    /// Text the cell's stdout must contain: facts a cell that handled the
-    /// blocked operation itself reports, which the verdict alone cannot show.
-    pub stdout_contains: Vec<String>,
+    /// What the outcome must show besides its verdict.
+    pub expectation: Expectation,
+    /// Round 0 in the same kernel: a cell that leaves (hostile) state.
+    pub setup: Option<Setup>,
+    /// The follow-up cell and exactly what it must print.
+    pub next_code: String,
+    pub next_stdout: String,
     pub limits: LimitOverrides,
     /// The file the case was read from.
     pub source: PathBuf,
+}
+
+/// A cell run before the case's code, in the same kernel.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Setup {
+    pub code: String,
+    /// Its verdict, when the case depends on it.
+    pub expect: Option<Verdict>,
+    /// Restart the kernel after it (kill and fresh start), so the case's
+    /// code runs in a kernel that nothing of the setup may influence.
+    pub restart_before: bool,
 }
 
 impl Case {
@@ -241,7 +268,24 @@ struct RawCase {
     #[serde(default)]
     flags: Vec<String>,
     #[serde(default)]
+    fired: Vec<String>,
+    exception: Option<String>,
+    errno: Option<i32>,
+    #[serde(default)]
     stdout_contains: Vec<String>,
+    #[serde(default)]
+    stdout_lacks: Vec<String>,
+    #[serde(default)]
+    stderr_contains: Vec<String>,
+    #[serde(default)]
+    stderr_lacks: Vec<String>,
+    answer: Option<String>,
+    setup: Option<String>,
+    setup_expect: Option<String>,
+    #[serde(default)]
+    restart_before: bool,
+    next_code: Option<String>,
+    next_stdout: Option<String>,
     #[serde(default)]
     limits: RawLimits,
 }
@@ -316,6 +360,12 @@ impl RawCase {
             .iter()
             .map(|f| f.parse::<Flag>())
             .collect::<Result<Vec<_>, _>>()?;
+        let fired = self
+            .fired
+            .iter()
+            .map(|v| v.parse::<Verdict>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("fired: {e}"))?;
         let l = &self.limits;
         let limits = LimitOverrides {
             memory_bytes: l.memory.as_ref().map(|s| s.bytes("memory")).transpose()?,
@@ -339,10 +389,36 @@ impl RawCase {
             output_cap_messages: l.output_messages,
             disk_bytes: l.disk.as_ref().map(|s| s.bytes("disk")).transpose()?,
         };
-        if self.stdout_contains.iter().any(|s| s.is_empty()) {
-            return Err(format!(
-                "case `{id}`: stdout_contains holds an empty string"
-            ));
+        for (key, texts) in [
+            ("stdout_contains", &self.stdout_contains),
+            ("stdout_lacks", &self.stdout_lacks),
+            ("stderr_contains", &self.stderr_contains),
+            ("stderr_lacks", &self.stderr_lacks),
+        ] {
+            if texts.iter().any(|s| s.is_empty()) {
+                return Err(format!("case `{id}`: {key} holds an empty string"));
+            }
+        }
+        let setup = match (self.setup, self.setup_expect, self.restart_before) {
+            (Some(code), expect, restart_before) => Some(Setup {
+                code,
+                expect: expect
+                    .map(|v| {
+                        v.parse::<Verdict>()
+                            .map_err(|e| format!("setup_expect: {e}"))
+                    })
+                    .transpose()?,
+                restart_before,
+            }),
+            (None, None, false) => None,
+            (None, _, _) => {
+                return Err(format!(
+                    "case `{id}`: setup_expect and restart_before need a setup cell"
+                ))
+            }
+        };
+        if self.next_stdout.is_some() && self.next_code.is_none() {
+            return Err(format!("case `{id}`: next_stdout needs next_code"));
         }
         if limits.memory_bytes == Some(0) || limits.pids == Some(0) {
             return Err("limits.memory and limits.pids must be positive".into());
@@ -356,8 +432,20 @@ impl RawCase {
             description: self.description.trim().to_string(),
             code: self.code,
             expect,
-            flags,
-            stdout_contains: self.stdout_contains,
+            expectation: Expectation {
+                flags,
+                fired,
+                exception: self.exception,
+                errno: self.errno,
+                stdout_contains: self.stdout_contains,
+                stdout_lacks: self.stdout_lacks,
+                stderr_contains: self.stderr_contains,
+                stderr_lacks: self.stderr_lacks,
+                answer: self.answer,
+            },
+            setup,
+            next_code: self.next_code.unwrap_or_else(|| "print(1)".into()),
+            next_stdout: self.next_stdout.unwrap_or_else(|| "1\n".into()),
             limits,
             source: source.to_path_buf(),
         })
@@ -405,8 +493,13 @@ disk = 1048576
         assert_eq!(case.id, "busy");
         assert_eq!(case.category, Category::CpuTime);
         assert_eq!(case.expect, Verdict::TimeoutCpu);
-        assert_eq!(case.flags, vec![Flag::Restarted]);
-        assert!(case.stdout_contains.is_empty());
+        assert_eq!(case.expectation.flags, vec![Flag::Restarted]);
+        assert!(case.expectation.stdout_contains.is_empty());
+        assert_eq!(case.setup, None);
+        assert_eq!(
+            (case.next_code.as_str(), case.next_stdout.as_str()),
+            ("print(1)", "1\n")
+        );
         assert!(case.code.contains("while True"));
         let l = case.limits.apply(&SandboxLimits::default());
         assert_eq!(l.memory_bytes, 256 << 20);
@@ -430,9 +523,53 @@ disk = 1048576
         );
         let case = Case::parse(&text, Path::new("x.toml")).unwrap();
         assert_eq!(
-            case.stdout_contains,
+            case.expectation.stdout_contains,
             ["pip_failed True", "connect_failed True"]
         );
+    }
+
+    #[test]
+    fn parses_the_full_schema() {
+        let text = GOOD.replace(
+            "flags = [\"restarted\"]",
+            r#"flags = []
+fired = ["oom_killed", "timeout_wall"]
+exception = "PermissionError"
+errno = 1
+stdout_lacks = ["escaped"]
+stderr_contains = ["warn"]
+stderr_lacks = ["secret"]
+answer = "42"
+setup = "import builtins; builtins.print = None"
+setup_expect = "ok"
+restart_before = true
+next_code = "print(2)"
+next_stdout = "2\n""#,
+        );
+        let case = Case::parse(&text, Path::new("x.toml")).unwrap();
+        let e = &case.expectation;
+        assert_eq!(e.fired, [Verdict::OomKilled, Verdict::TimeoutWall]);
+        assert_eq!(e.exception.as_deref(), Some("PermissionError"));
+        assert_eq!(e.errno, Some(1));
+        assert_eq!(e.stdout_lacks, ["escaped"]);
+        assert_eq!(e.stderr_contains, ["warn"]);
+        assert_eq!(e.stderr_lacks, ["secret"]);
+        assert_eq!(e.answer.as_deref(), Some("42"));
+        let setup = case.setup.unwrap();
+        assert!(setup.code.contains("builtins.print"));
+        assert_eq!(setup.expect, Some(Verdict::Ok));
+        assert!(setup.restart_before);
+        assert_eq!(
+            (case.next_code.as_str(), case.next_stdout.as_str()),
+            ("print(2)", "2\n")
+        );
+
+        let orphan = GOOD.replace("flags = [\"restarted\"]", "restart_before = true");
+        let err = Case::parse(&orphan, Path::new("x.toml")).unwrap_err();
+        assert!(err.contains("need a setup cell"), "{err}");
+        let bad_fired = GOOD.replace("flags = [\"restarted\"]", "fired = [\"boom\"]");
+        let err = Case::parse(&bad_fired, Path::new("x.toml")).unwrap_err();
+        assert!(err.contains("fired"), "{err}");
     }
 
     #[test]

@@ -5,3 +5,6 @@
 
 pub mod check;
 pub mod corpus;
+mod expectation;
+
+pub use expectation::Expectation;

@@ -182,6 +182,11 @@ pub struct Outcome {
     /// refused or failed install, strategy `dynamic`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// Every limit whose evidence shows it fired in this execution, the
+    /// verdict's own included when it is a limit (children OOM-killed
+    /// while the cell ran into the wall timeout: both).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fired: Vec<Verdict>,
 }
 
 impl Outcome {
@@ -217,6 +222,7 @@ impl Outcome {
             state_lost: false,
             memory_peak_bytes: None,
             policy: None,
+            fired: Vec::new(),
         }
     }
 }

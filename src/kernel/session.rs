@@ -599,6 +599,7 @@ impl Kernel {
             state_lost,
             memory_peak_bytes,
             policy: None,
+            fired: Vec::new(),
         }
     }
 
