@@ -515,3 +515,77 @@ fn a_killed_retrace_takes_its_server_along() {
         "server {server} outlived its retrace: {left:?}"
     );
 }
+
+/// A server that dies mid-run is started again, at most
+/// `MAX_SERVER_RESTARTS` times (counted in the model's info, which run.json
+/// records), and the request that found it dead is answered by the new one;
+/// past the last restart the model is unavailable, with a message that
+/// says why.
+#[test]
+fn a_dead_server_is_started_again_a_bounded_number_of_times() {
+    use retrace::model::local::{LocalModel, MAX_SERVER_RESTARTS};
+    use retrace::model::{ChatRequest, Generation, Message, ModelClient, ModelError, Role};
+
+    let _serial = serial();
+    let _ = prepared();
+    let kill = |pid: u32| {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let generation = Generation {
+            max_tokens: 8,
+            max_retries: 0,
+            ..Generation::default()
+        };
+        let model = LocalModel::start_with(
+            ModelStore::from_env(),
+            choice(SMALL),
+            generation,
+            ServerOptions::default(),
+            false,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let request = ChatRequest {
+            messages: vec![Message::text(Role::User, "Say hi.")],
+            round: 0,
+        };
+        model
+            .chat(&request)
+            .await
+            .expect("the first server answers");
+        assert_eq!(model.info()["model_restarts"], 0);
+        for round in 1..=MAX_SERVER_RESTARTS {
+            let pid = model.server_pid();
+            kill(pid);
+            model
+                .chat(&request)
+                .await
+                .unwrap_or_else(|e| panic!("after kill {round}: {e}"));
+            assert_ne!(model.server_pid(), pid, "a new server answered");
+            assert_eq!(model.restarts(), round);
+            assert_eq!(model.info()["model_restarts"], round);
+            // The dead one was reaped, not left a zombie.
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "server {pid} remains"
+            );
+        }
+        kill(model.server_pid());
+        let err = model.chat(&request).await.unwrap_err();
+        assert!(
+            matches!(&err, ModelError::Unavailable(m) if m.contains("already restarted")),
+            "{err}"
+        );
+        assert_eq!(model.restarts(), MAX_SERVER_RESTARTS);
+    });
+}

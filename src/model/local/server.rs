@@ -428,6 +428,19 @@ impl LocalServer {
         self.exit_status().is_none()
     }
 
+    /// Whether the server has exited, or does so within `wait` (its
+    /// waiter may not have reaped it yet when a request fails).
+    pub async fn died_within(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while self.is_running() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        true
+    }
+
     /// Stops the server now (dropping it does the same).
     pub fn stop(mut self) {
         self.kill();
