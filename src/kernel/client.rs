@@ -2,7 +2,7 @@
 //! shell replies delivered through queues by reader tasks (a queue receive is
 //! cancel-safe, a socket read inside `select!` might not be).
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -64,30 +64,38 @@ impl IopubWatch {
     }
 }
 
-/// Request ids sent on a channel whose reply has not arrived yet: the
-/// reader passes on only messages answering one of them, so code that
-/// holds the key cannot flood the harness with forged replies.
+/// The ids of the latest requests sent on a channel: the reader passes on
+/// only messages answering one of them, so code that holds the key cannot
+/// flood the harness with replies to nothing. Every reply to a recent
+/// request passes (a forged one must not hide the genuine one after it);
+/// the oldest ids are forgotten past [`PENDING_KEPT`].
 #[derive(Debug, Default, Clone)]
-struct Pending(Arc<Mutex<HashSet<String>>>);
+struct Pending(Arc<Mutex<PendingIds>>);
+
+#[derive(Debug, Default)]
+struct PendingIds {
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+}
+
+/// Requests remembered per channel (a cell sends two).
+const PENDING_KEPT: usize = 256;
 
 impl Pending {
     fn add(&self, id: &str) {
-        self.0.lock().unwrap().insert(id.to_string());
+        let mut pending = self.0.lock().unwrap();
+        if pending.order.len() == PENDING_KEPT {
+            if let Some(old) = pending.order.pop_front() {
+                pending.ids.remove(&old);
+            }
+        }
+        pending.order.push_back(id.to_string());
+        pending.ids.insert(id.to_string());
     }
 
-    /// Whether `msg` answers a pending request; a reply settles it.
+    /// Whether `msg` answers a recent request.
     fn admits(&self, msg: &JupyterMessage) -> bool {
-        let Some(parent) = parent_id(msg) else {
-            return false;
-        };
-        let mut pending = self.0.lock().unwrap();
-        if !pending.contains(parent) {
-            return false;
-        }
-        if msg.header.msg_type.ends_with("_reply") {
-            pending.remove(parent);
-        }
-        true
+        parent_id(msg).is_some_and(|parent| self.0.lock().unwrap().ids.contains(parent))
     }
 }
 
@@ -302,6 +310,8 @@ impl Channels {
         &mut self,
         content: JupyterMessageContent,
     ) -> Result<(), KernelError> {
+        // Replies to earlier requests are never read now: room for this one's.
+        while self.control_rx.try_recv().is_ok() {}
         let msg = JupyterMessage::new(content, None);
         self.control_pending.add(&msg.header.msg_id);
         self.control
@@ -345,7 +355,7 @@ mod tests {
     }
 
     #[test]
-    fn pending_passes_replies_to_own_requests_once() {
+    fn pending_passes_replies_to_recent_own_requests_only() {
         let pending = Pending::default();
         let sent = JupyterMessage::new(KernelInfoRequest {}, None);
         let never = JupyterMessage::new(ExecuteRequest::new("1".into()), None);
@@ -356,8 +366,14 @@ mod tests {
             Some(&never)
         )));
         assert!(!pending.admits(&JupyterMessage::new(InterruptReply::default(), None)));
+        // A forged reply and the genuine one after it both pass.
         assert!(pending.admits(&reply));
-        // The reply settled the request: a forged second reply is dropped.
+        assert!(pending.admits(&reply));
+        // Old requests are forgotten: the set stays bounded.
+        for _ in 0..PENDING_KEPT {
+            pending.add(&uuid::Uuid::new_v4().to_string());
+        }
         assert!(!pending.admits(&reply));
+        assert_eq!(pending.0.lock().unwrap().ids.len(), PENDING_KEPT);
     }
 }
