@@ -1,6 +1,12 @@
-//! Real cgroups on this machine (cgroup v1, or v1 hybrid): limits, counters
-//! and kills against live processes. Needs root and the v1 memory hierarchy;
-//! otherwise every test prints why and passes without checking anything.
+//! Real cgroups on this machine (cgroup v1, v1 hybrid or v2): limits,
+//! counters and kills against live processes, through the layout retrace
+//! detects. Needs root; the plain-v1 freezer test also needs the v1
+//! hierarchies. Without them a test fails in strict runs (CI,
+//! `RETRACE_REQUIRE_ROOT=1`) and is skipped visibly elsewhere (see
+//! `common::host`). The v2 job runs this file on a v2 host with
+//! `RETRACE_CGROUP=v2`.
+
+mod common;
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -10,25 +16,41 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use common::host::{Layout, Need};
 use retrace::sandbox::cgroup::{CgroupHost, CgroupLimits, CgroupMode, KernelCgroup, KillMethod};
 
 const ROOT: &str = "/sys/fs/cgroup";
 
-fn require_host() {
-    // Never pass silently: these tests exist to exercise real cgroups.
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "real cgroup tests need root: run `cargo test` as root (CI does)"
-    );
-    assert!(
-        Path::new(ROOT).join("memory").is_dir(),
-        "real cgroup tests need a cgroup v1/hybrid host: no memory hierarchy at {ROOT}/memory \
-         (the v2 code path is covered by the fixture tests in src/sandbox/cgroup/tests.rs)"
-    );
+/// How long a test waits for something that must happen (a process to
+/// start, exit or be refused a fork): only a bound on "it happened at all",
+/// far above what a loaded machine needs; never a speed goal.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The detected host, or `None` when this test is skipped (root and the
+/// layout `needs` names are missing, outside strict runs).
+fn ready(needs: &[Need]) -> Option<CgroupHost> {
+    if common::host::lacks(&[&[Need::Root][..], needs].concat()) {
+        return None;
+    }
+    let host = CgroupHost::detect().unwrap_or_else(|e| panic!("detect: {e}"));
+    let expected = match common::host::declared_layout() {
+        Some(Layout::V1) => Some(CgroupMode::V1),
+        Some(Layout::Hybrid) => Some(CgroupMode::Hybrid),
+        Some(Layout::V2) => Some(CgroupMode::V2),
+        Some(Layout::None) | None => None,
+    };
+    if let Some(mode) = expected {
+        assert_eq!(host.mode(), mode, "RETRACE_CGROUP declares another layout");
+    }
+    Some(host)
 }
 
-fn host() -> CgroupHost {
-    CgroupHost::detect().unwrap_or_else(|e| panic!("detect: {e}"))
+/// Where the hierarchy holding `group.path()` is mounted.
+fn primary_mount(host: &CgroupHost) -> PathBuf {
+    match host.mode() {
+        CgroupMode::V2 => PathBuf::from(ROOT),
+        CgroupMode::V1 | CgroupMode::Hybrid => Path::new(ROOT).join("memory"),
+    }
 }
 
 fn limits() -> CgroupLimits {
@@ -136,11 +158,12 @@ fn remove_and_check(group: &KernelCgroup) {
 
 #[test]
 fn probe_this_machine() {
-    require_host();
-    let host = host();
+    let Some(host) = ready(&[]) else {
+        return;
+    };
     let probe = host.probe();
     eprintln!("{probe:#?}");
-    assert!(matches!(probe.mode, CgroupMode::V1 | CgroupMode::Hybrid));
+    assert_eq!(probe.mode, host.mode(), "{probe:?}");
     assert!(probe.writable, "{probe:?}");
     assert!(
         probe.host_has_swap || probe.problems.is_empty(),
@@ -148,10 +171,35 @@ fn probe_this_machine() {
     );
 }
 
+/// A v2 host's own files for one group, read back from the kernel: the
+/// limits as written, no swap, and the whole group OOM-killed together.
+/// Runs only on a v2 host (the v2 job); elsewhere it is skipped visibly.
+#[test]
+fn v2_group_files_hold_every_limit() {
+    let Some(host) = ready(&[Need::CgroupV2]) else {
+        return;
+    };
+    let group = host.create(&id("v2files"), &limits()).unwrap();
+    let dir = group.path();
+    let read = |file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("memory.max"), (64u64 << 20).to_string());
+    assert_eq!(read("memory.swap.max"), "0");
+    assert_eq!(read("memory.oom.group"), "1");
+    assert_eq!(read("pids.max"), "16");
+    assert_eq!(read("cpu.max"), "50000 100000");
+    remove_and_check(&group);
+}
+
 #[test]
 fn process_is_confined_before_exec_and_limits_read_back() {
-    require_host();
-    let host = host();
+    let Some(host) = ready(&[]) else {
+        return;
+    };
     let group = host.create(&id("place"), &limits()).unwrap();
     assert_eq!(group.limits_read_back(), limits());
     let mut child = spawn_in(&group, &["sleep", "30"]);
@@ -161,7 +209,7 @@ fn process_is_confined_before_exec_and_limits_read_back() {
     let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let rel = group
         .path()
-        .strip_prefix(Path::new(ROOT).join("memory"))
+        .strip_prefix(primary_mount(&host))
         .unwrap()
         .to_path_buf();
     let rel = format!("/{}", rel.display());
@@ -183,10 +231,7 @@ fn process_is_confined_before_exec_and_limits_read_back() {
     }
     let report = group.kill_all(Some(pid));
     assert_eq!(report.survivors, 0);
-    assert_eq!(
-        wait_timeout(&mut child, Duration::from_secs(5)).signal(),
-        Some(9)
-    );
+    assert_eq!(wait_timeout(&mut child, DEADLINE).signal(), Some(9));
     remove_and_check(&group);
     // Idempotent.
     group.remove().unwrap();
@@ -194,13 +239,14 @@ fn process_is_confined_before_exec_and_limits_read_back() {
 
 #[test]
 fn fork_bomb_hits_pids_max() {
-    require_host();
-    let host = host();
+    let Some(host) = ready(&[]) else {
+        return;
+    };
     let group = host.create(&id("forkbomb"), &limits()).unwrap();
     let before = group.counters();
     let bomb = "import os\nwhile True:\n  try: os.fork()\n  except OSError: pass";
     let mut child = spawn_in(&group, &[python(), "-c", bomb]);
-    wait_for("refused forks", Duration::from_secs(10), || {
+    wait_for("refused forks", DEADLINE, || {
         group.counters().since(&before).pids_max_events > 0
     });
     std::thread::sleep(Duration::from_millis(300));
@@ -212,19 +258,20 @@ fn fork_bomb_hits_pids_max() {
     assert!(alive <= 16, "{alive} processes under pids.max=16");
     assert_eq!(report.survivors, 0, "{report:?}");
     assert!(group.pids().is_empty());
-    let status = wait_timeout(&mut child, Duration::from_secs(5));
+    let status = wait_timeout(&mut child, DEADLINE);
     assert_eq!(status.signal(), Some(9), "{status:?}");
     remove_and_check(&group);
 }
 
 #[test]
 fn memory_hog_is_oom_killed() {
-    require_host();
-    let host = host();
+    let Some(host) = ready(&[]) else {
+        return;
+    };
     let group = host.create(&id("hog"), &limits()).unwrap();
     let before = group.counters();
     let mut child = spawn_in(&group, &[python(), "-c", "b=bytearray(200*2**20)"]);
-    let status = wait_timeout(&mut child, Duration::from_secs(30));
+    let status = wait_timeout(&mut child, DEADLINE);
     let delta = group.counters().since(&before);
     eprintln!("hog: {status:?}, {delta:?}, peak {:?}", group.memory_peak());
     assert_eq!(status.signal(), Some(9), "{status:?}");
@@ -236,14 +283,21 @@ fn memory_hog_is_oom_killed() {
 
 #[test]
 fn busy_loop_accrues_throttled_cpu() {
-    require_host();
-    let host = host();
+    let Some(host) = ready(&[]) else {
+        return;
+    };
     let group = host.create(&id("busy"), &limits()).unwrap();
     let before = group.counters();
     let start = Instant::now();
     let mut child = spawn_in(&group, &[python(), "-c", "while True: pass"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    let delta = group.counters().since(&before);
+    // Until it has used 300 ms and been throttled: on a loaded machine that
+    // takes longer, and the quota check below holds whatever the wait. The
+    // deadline only says the loop ran at all.
+    let mut delta = group.counters().since(&before);
+    wait_for("300 ms of CPU and a throttled period", DEADLINE, || {
+        delta = group.counters().since(&before);
+        delta.cpu_usage_usec > 300_000 && delta.nr_throttled > 0
+    });
     let wall = start.elapsed();
     // Both sources of CPU time, for comparison.
     let dirs = group_dirs(&group);
@@ -260,9 +314,8 @@ fn busy_loop_accrues_throttled_cpu() {
     );
     let report = group.kill_all(Some(child.id() as i32));
     assert_eq!(report.survivors, 0);
-    wait_timeout(&mut child, Duration::from_secs(5));
-    // 0.5 cpu for ~1.5 s: about 750 ms, never much more.
-    assert!(delta.cpu_usage_usec > 300_000, "{delta:?}");
+    wait_timeout(&mut child, DEADLINE);
+    // 0.5 cpu: never more than half the wall time (plus one period's slack).
     let cap = (wall.as_micros() as u64) / 2 + 200_000;
     assert!(delta.cpu_usage_usec < cap, "{delta:?} above the quota");
     assert!(delta.nr_throttled > 0, "{delta:?}");
@@ -295,7 +348,7 @@ fn kill_daemon(host: &CgroupHost, name: &str, method: KillMethod) {
     let pid = child.id() as i32;
     // The grandchild, in the session its exited parent created.
     let mut daemon = 0;
-    wait_for("the daemon", Duration::from_secs(10), || {
+    wait_for("the daemon", DEADLINE, || {
         let own = session(pid);
         daemon = group
             .pids()
@@ -308,12 +361,10 @@ fn kill_daemon(host: &CgroupHost, name: &str, method: KillMethod) {
     eprintln!("{name}: {report:?}");
     assert_eq!(report.method, method.to_string());
     assert_eq!(report.survivors, 0, "{report:?}");
-    assert!(report.kill_ms < 2000.0, "{report:?}");
+    // No bound on `kill_ms`: `survivors == 0` is the evidence, and kill
+    // latency is a speed goal (benches, `sandbox check`'s table).
     assert!(group.pids().is_empty());
-    assert_eq!(
-        wait_timeout(&mut child, Duration::from_secs(5)).signal(),
-        Some(9)
-    );
+    assert_eq!(wait_timeout(&mut child, DEADLINE).signal(), Some(9));
     // Not in the group, and not running (at most an unreaped zombie).
     assert!(!matches!(state(daemon), Some('R' | 'S' | 'D' | 'T')));
     remove_and_check(&group);
@@ -330,19 +381,22 @@ fn state(pid: i32) -> Option<char> {
 
 #[test]
 fn kill_all_gets_a_setsid_double_forked_daemon() {
-    require_host();
-    let host = host();
-    let method = if host.mode() == CgroupMode::Hybrid {
-        KillMethod::CgroupKill
-    } else {
-        KillMethod::Freezer
+    let Some(host) = ready(&[]) else {
+        return;
+    };
+    // `cgroup.kill` needs Linux 5.14; CI's hosts and the v2 runners have it.
+    let method = match host.mode() {
+        CgroupMode::V1 => KillMethod::Freezer,
+        CgroupMode::Hybrid | CgroupMode::V2 => KillMethod::CgroupKill,
     };
     kill_daemon(&host, "daemon", method);
 }
 
 #[test]
 fn plain_v1_freezer_kill_on_the_real_hierarchies() {
-    require_host();
+    if ready(&[Need::CgroupV1]).is_none() {
+        return;
+    }
     // The v1 view of this host (no unified tree) exercises the freezer.
     let host = CgroupHost::at(CgroupMode::V1, Path::new(ROOT));
     kill_daemon(&host, "freezer", KillMethod::Freezer);
@@ -350,8 +404,9 @@ fn plain_v1_freezer_kill_on_the_real_hierarchies() {
 
 #[test]
 fn reclaim_stale_removes_groups_of_a_dead_harness() {
-    require_host();
-    let host = host();
+    let Some(host) = ready(&[]) else {
+        return;
+    };
     let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .unwrap()
         .trim()
@@ -359,20 +414,13 @@ fn reclaim_stale_removes_groups_of_a_dead_harness() {
         .unwrap();
     // Above pid_max: no process can ever have this pid.
     let dead = (pid_max + std::process::id()).to_string();
-    let hierarchies = [
-        "memory",
-        "pids",
-        "cpu",
-        "cpuacct",
-        "cpu,cpuacct",
-        "freezer",
-        "unified",
-    ];
-    let stale: Vec<PathBuf> = hierarchies
+    let ours = host.create(&id("kept"), &limits()).unwrap();
+    // `<hierarchy>/…/retrace/<pid>/<id>`: the same place for the dead
+    // harness in every hierarchy this layout uses.
+    let subtree = |dir: &Path| dir.parent().unwrap().parent().unwrap().to_path_buf();
+    let stale: Vec<PathBuf> = group_dirs(&ours)
         .iter()
-        .map(|h| Path::new(ROOT).join(h).join("retrace"))
-        .filter(|d| d.is_dir())
-        .map(|d| d.join(&dead).join("k-stale"))
+        .map(|d| subtree(d).join(&dead).join("k-stale"))
         .collect();
     for dir in &stale {
         std::fs::create_dir_all(dir).unwrap();
@@ -380,20 +428,11 @@ fn reclaim_stale_removes_groups_of_a_dead_harness() {
     // A leftover process of the dead harness, still confined.
     let procs: Vec<PathBuf> = stale.iter().map(|d| d.join("cgroup.procs")).collect();
     let mut leftover = spawn_into(&procs, &["sleep", "60"]);
-    let ours = host.create(&id("kept"), &limits()).unwrap();
 
     let reclaimed = host.reclaim_stale();
     eprintln!("reclaimed {reclaimed:?}");
-    assert!(reclaimed.contains(
-        &Path::new(ROOT)
-            .join("memory/retrace")
-            .join(&dead)
-            .join("k-stale")
-    ));
-    assert_eq!(
-        wait_timeout(&mut leftover, Duration::from_secs(5)).signal(),
-        Some(9)
-    );
+    assert!(reclaimed.contains(&subtree(&ours.path()).join(&dead).join("k-stale")));
+    assert_eq!(wait_timeout(&mut leftover, DEADLINE).signal(), Some(9));
     for dir in &stale {
         assert!(!dir.parent().unwrap().exists(), "{} left", dir.display());
     }

@@ -33,6 +33,9 @@ fn retrace(args: &[&str], stdin: &str) -> (i32, String, String) {
 
 #[test]
 fn json_has_one_outcome_per_cell() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let art = dir.path().to_string_lossy().to_string();
     let src = "x = 2\nprint('hi')\n# %%\nx * 21\n# %%\nundefined_name\n";
@@ -78,6 +81,9 @@ fn json_has_one_outcome_per_cell() {
 
 #[test]
 fn exit_codes() {
+    if common::lacks_root() {
+        return;
+    }
     let (code, stdout, _) = retrace(&["exec", "--image", "slim", "-"], "print(6 * 7)\n");
     assert_eq!(code, 0);
     assert!(stdout.contains("42"), "{stdout}");
@@ -91,6 +97,9 @@ fn exit_codes() {
 /// Logs go to stderr only: stdout stays the JSON that scripts parse.
 #[test]
 fn logs_go_to_stderr_and_stdout_stays_clean() {
+    if common::lacks_root() {
+        return;
+    }
     common::image(ImageName::Slim);
     let run = |env: Option<&str>, flag: Option<&str>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_retrace"));

@@ -1,11 +1,13 @@
 //! Confined kernels: limits end executions with the right verdict, kills
-//! restart the kernel and say so, and nothing leaks.
+//! restart the kernel and say so, and nothing leaks. Needs root: without it
+//! a test fails in strict runs (CI) and is skipped visibly elsewhere.
 
 mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use retrace::conformance::check;
 use retrace::kernel::{ExecOptions, Kernel, KernelOptions};
 use retrace::pyenv::ImageName;
 use retrace::sandbox::{Sandbox, SandboxLimits, Verdict};
@@ -45,7 +47,9 @@ async fn start(sandbox: &Arc<dyn Sandbox>, l: &SandboxLimits) -> Kernel {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_kernel_sees_its_own_world() {
     let l = limits();
-    let sandbox = common::sandbox();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
     let mut k = start(&sandbox, &l).await;
     let code = r#"
 import os, socket
@@ -79,8 +83,15 @@ answer = sorted(k for k, ok in checks.items() if not ok)
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interruptible_cpu_loop_keeps_the_kernel_and_its_variables() {
-    let l = limits();
-    let sandbox = common::sandbox();
+    // The wall timeout far above the CPU limit: on a loaded machine the loop
+    // gets a fraction of a core, and must still end on CPU time.
+    let l = SandboxLimits {
+        timeout: Duration::from_secs(120),
+        ..limits()
+    };
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
     let mut k = start(&sandbox, &l).await;
     k.execute("precious = 41", &exec(&l)).await;
     let o = k.execute("while True:\n    pass", &exec(&l)).await;
@@ -94,7 +105,9 @@ async fn an_interruptible_cpu_loop_keeps_the_kernel_and_its_variables() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kernel_that_ignores_the_interrupt_is_killed_and_restarted() {
     let l = limits();
-    let sandbox = common::sandbox();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
     let mut k = start(&sandbox, &l).await;
     k.execute("precious = 1", &exec(&l)).await;
     let code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)";
@@ -112,7 +125,9 @@ async fn a_kernel_that_ignores_the_interrupt_is_killed_and_restarted() {
 #[tokio::test(flavor = "multi_thread")]
 async fn memory_and_process_limits_are_named() {
     let l = limits();
-    let sandbox = common::sandbox();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
     let mut k = start(&sandbox, &l).await;
     let o = k.execute("x = bytearray(600 * 2**20)", &exec(&l)).await;
     assert_eq!(o.verdict, Verdict::OomKilled, "{o:?}");
@@ -143,7 +158,9 @@ async fn memory_and_process_limits_are_named() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_memory_peak_of_a_kernel_is_reported() {
     let l = limits();
-    let sandbox = common::sandbox();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
     let mut k = start(&sandbox, &l).await;
     // Bytes written, not a calloc'd bytearray whose pages stay untouched.
     let o = k
@@ -162,8 +179,10 @@ async fn the_memory_peak_of_a_kernel_is_reported() {
 async fn nothing_leaks_after_100_confined_kernels() {
     let root = tempfile::tempdir().unwrap();
     let root_name = root.path().to_string_lossy().to_string();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
     let spec = common::spec_in(ImageName::Slim, root.path());
-    let sandbox = common::sandbox();
     let mut ids = Vec::new();
     for batch in 0..25 {
         let mut starting = tokio::task::JoinSet::new();
@@ -197,21 +216,10 @@ async fn nothing_leaks_after_100_confined_kernels() {
     );
     let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().flatten().collect();
     assert!(left.is_empty(), "kernel directories left: {left:?}");
+    // Every mounted hierarchy, v1 controllers and the v2 tree (hybrid's
+    // `unified` included), searched as `sandbox check` searches them.
     for id in &ids {
-        for tree in ["memory", "pids", "cpu", "freezer", "unified"] {
-            let found = find_dir(std::path::Path::new("/sys/fs/cgroup").join(tree), id, 4);
-            assert!(found.is_none(), "cgroup left: {found:?}");
-        }
+        let found = check::cgroup_dirs_named(id);
+        assert!(found.is_empty(), "cgroup left: {found:?}");
     }
-}
-
-/// The first directory named `name` at most `depth` levels below `dir`.
-fn find_dir(dir: std::path::PathBuf, name: &str, depth: usize) -> Option<std::path::PathBuf> {
-    walkdir::WalkDir::new(dir)
-        .min_depth(1)
-        .max_depth(depth)
-        .into_iter()
-        .flatten()
-        .find(|e| e.file_type().is_dir() && e.file_name() == name)
-        .map(walkdir::DirEntry::into_path)
 }

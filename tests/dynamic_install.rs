@@ -29,6 +29,9 @@ fn installer(store: &Path) -> Installer {
 
 #[tokio::test]
 async fn a_locked_closure_is_installed_once_then_served_from_the_store() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = outside_tmp();
     let installer = installer(&dir.path().join("packages"));
     let closure = Allowlist::embedded().unwrap().closure("sympy").unwrap();
@@ -57,6 +60,9 @@ async fn a_locked_closure_is_installed_once_then_served_from_the_store() {
 
 #[tokio::test]
 async fn a_wheel_with_a_pth_that_runs_code_is_refused_and_not_published() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = outside_tmp();
     let wheels = dir.path().join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();
@@ -92,6 +98,9 @@ async fn a_wheel_with_a_pth_that_runs_code_is_refused_and_not_published() {
 
 #[tokio::test]
 async fn a_clean_local_wheel_is_published_and_a_wrong_hash_is_not() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = outside_tmp();
     let wheels = dir.path().join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();

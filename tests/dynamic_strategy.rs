@@ -51,6 +51,9 @@ fn answer(run: &CellRun) -> String {
 
 #[tokio::test]
 async fn a_missing_import_is_installed_into_the_live_kernel_and_the_cell_rerun() {
+    if common::lacks_root() {
+        return;
+    }
     let arm = arm();
     let packages = arm.packages.clone().expect("a dynamic arm installs");
     let mut k = kernel(&arm).await;
@@ -125,6 +128,9 @@ async fn a_missing_import_is_installed_into_the_live_kernel_and_the_cell_rerun()
 
 #[tokio::test]
 async fn pip_install_lines_are_intercepted_and_never_run_in_the_kernel() {
+    if common::lacks_root() {
+        return;
+    }
     let arm = arm();
     let packages = arm.packages.clone().unwrap();
     let mut k = kernel(&arm).await;
@@ -158,6 +164,9 @@ async fn pip_install_lines_are_intercepted_and_never_run_in_the_kernel() {
 
 #[tokio::test]
 async fn refused_requests_end_with_policy_denied_and_name_what_is_available() {
+    if common::lacks_root() {
+        return;
+    }
     let arm = arm();
     let packages = arm.packages.clone().unwrap();
     let mut k = kernel(&arm).await;
@@ -228,6 +237,9 @@ async fn refused_requests_end_with_policy_denied_and_name_what_is_available() {
 
 #[tokio::test]
 async fn install_on_explicit_leaves_missing_imports_alone() {
+    if common::lacks_root() {
+        return;
+    }
     let arm = arm();
     let base = arm.packages.clone().unwrap();
     let explicit_only = Arc::new(Packages {
@@ -248,6 +260,9 @@ async fn install_on_explicit_leaves_missing_imports_alone() {
 /// execution ends as `policy_denied` naming what was found.
 #[tokio::test]
 async fn a_wheel_refused_after_download_ends_as_policy_denied() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = common::outside_tmp();
     let wheels = dir.path().join("wheels");
     std::fs::create_dir_all(&wheels).unwrap();
@@ -293,6 +308,9 @@ async fn a_wheel_refused_after_download_ends_as_policy_denied() {
 /// installed is given to it again (from the store).
 #[tokio::test]
 async fn a_restarted_kernel_gets_its_packages_again() {
+    if common::lacks_root() {
+        return;
+    }
     let arm = arm();
     let packages = arm.packages.clone().unwrap();
     let mut k = kernel(&arm).await;

@@ -36,6 +36,9 @@ fn unsupported(a: &Answer) -> (&str, &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_answer_is_not_read_again() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     let a = answer_of(&mut k, "answer = 5").await;
     assert_eq!(
@@ -116,6 +119,9 @@ async fn a_stale_answer_is_not_read_again() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_values_are_unsupported_without_running_their_code() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     let a = answer_of(
         &mut k,
@@ -194,6 +200,9 @@ async fn hostile_values_are_unsupported_without_running_their_code() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn plain_values_are_read_whole() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     let a = answer_of(&mut k, "answer = [i / 7 for i in range(300)]").await;
     let values = a.json.as_ref().unwrap().as_array().unwrap();
@@ -324,6 +333,9 @@ async fn plain_values_are_read_whole() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn monkeypatched_state_does_not_fool_the_reader() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     // Names shadowed in the namespace and builtins replaced in the module.
     let o = k
@@ -360,6 +372,9 @@ async fn names_in(k: &mut Kernel) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_view_after_a_key_error_shows_the_columns() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     let o = k
         .execute(
@@ -406,6 +421,9 @@ async fn state_view_after_a_key_error_shows_the_columns() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_view_offers_close_names_and_attributes() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     let o = k
         .execute(
@@ -454,6 +472,9 @@ async fn state_view_offers_close_names_and_attributes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_view_of_hostile_objects_returns_promptly() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     let o = k
         .execute(
@@ -487,6 +508,9 @@ async fn state_view_of_hostile_objects_returns_promptly() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_inspection_times_out_behind_a_busy_kernel() {
+    if common::lacks_root() {
+        return;
+    }
     let mut k = kernel().await;
     // Code that replaces retrace's inspector (deliberately hostile) can make
     // it hang; the query still ends at its deadline.

@@ -11,6 +11,9 @@ use retrace::sandbox::Verdict;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn acquire_refill_shutdown_leaves_no_process() {
+    if common::lacks_root() {
+        return;
+    }
     let root = tempfile::tempdir().unwrap();
     let root_name = root.path().to_string_lossy().to_string();
     let pool = KernelPool::start(

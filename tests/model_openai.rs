@@ -134,7 +134,7 @@ async fn garbage_body_is_an_invalid_reply() {
 
 #[tokio::test]
 async fn stalls_are_retried_then_reported() {
-    let stall = Act::Stall(Duration::from_secs(3));
+    let stall = Act::Stall(Duration::from_secs(600));
     let server = Server::start(vec![stall.clone(), stall.clone(), stall]).await;
     let started = Instant::now();
     let err = client(server.base_url(), 2, false)
@@ -151,7 +151,8 @@ async fn stalls_are_retried_then_reported() {
     }
     assert_eq!(server.requests().len(), 3);
     assert!(elapsed >= TIMEOUT * 3, "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    // Not a speed goal: only that no attempt waited for its 600 s stall.
+    assert!(elapsed < Duration::from_secs(120), "{elapsed:?}");
 }
 
 #[tokio::test]
@@ -260,9 +261,10 @@ async fn retry_after_is_honoured_and_capped() {
         .unwrap();
     let elapsed = started.elapsed();
     assert_eq!(reply.attempts, 3);
-    // 150 ms as asked, then 3600 s capped at 400 ms.
+    // 150 ms as asked, then 3600 s capped at 400 ms. The upper bound is not
+    // a speed goal: only that the 3600 s were not waited.
     assert!(elapsed >= Duration::from_millis(550), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(120), "{elapsed:?}");
 }
 
 #[tokio::test]

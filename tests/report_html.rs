@@ -200,6 +200,9 @@ fn expected(records: &[AttemptRecord]) -> BTreeMap<(String, String), (bool, bool
 
 #[test]
 fn an_oracle_run_opens_filters_and_draws_in_chromium() {
+    if common::lacks_root() {
+        return;
+    }
     common::image(ImageName::Fat);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");

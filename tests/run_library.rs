@@ -102,6 +102,9 @@ fn replay(dir: &Path, replies: &[(&str, u32, &str)]) -> String {
 /// no expected value, no task id reaches the wire.
 #[tokio::test(flavor = "multi_thread")]
 async fn no_ground_truth_reaches_the_endpoint() {
+    if common::lacks_root() {
+        return;
+    }
     let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
     let dir = tempfile::tempdir().unwrap();
     let mut opts = options("math", "openai:captured", &dir.path().join("run"));
@@ -152,6 +155,9 @@ async fn no_ground_truth_reaches_the_endpoint() {
 /// seed fixed by its conversation; `run.json` records the setting.
 #[tokio::test(flavor = "multi_thread")]
 async fn repair_rounds_use_their_temperature_and_a_seed_per_conversation() {
+    if common::lacks_root() {
+        return;
+    }
     let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
@@ -196,6 +202,9 @@ async fn repair_rounds_use_their_temperature_and_a_seed_per_conversation() {
 /// round 1 and breaks it at round 2 regresses; every round runs.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_right_answer_is_a_regression() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let suite = two_tasks(dir.path());
     let model = replay(
@@ -235,6 +244,9 @@ async fn a_broken_right_answer_is_a_regression() {
 /// this round's answer.
 #[tokio::test(flavor = "multi_thread")]
 async fn clean_stops_on_any_value_and_answers_are_per_round() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let suite = two_tasks(dir.path());
     let model = replay(
@@ -266,6 +278,9 @@ async fn clean_stops_on_any_value_and_answers_are_per_round() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_directory() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let suite = two_tasks(dir.path());
     let model = replay(
@@ -335,6 +350,9 @@ fn limited(mut opts: RunOptions, n: usize) -> RunOptions {
 /// under `correct` (oracle feedback) it is told the answer is wrong.
 #[tokio::test(flavor = "multi_thread")]
 async fn clean_but_wrong_answers_under_each_stop_rule() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut results = Vec::new();
     for stop_on in [StopOn::Never, StopOn::Clean, StopOn::Correct] {
@@ -388,6 +406,9 @@ async fn clean_but_wrong_answers_under_each_stop_rule() {
 /// feedback budget it cannot, and accuracy drops; faults are recorded.
 #[tokio::test(flavor = "multi_thread")]
 async fn broken_feedback_lowers_oracle_faults_accuracy() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let full = run(limited(
         options("math", "oracle:faults", &dir.path().join("full")),
@@ -448,6 +469,9 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
 /// shows the DataFrame's real columns, read from the live kernel.
 #[tokio::test(flavor = "multi_thread")]
 async fn parsed_state_feedback_shows_the_real_columns() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("countries.csv"),
@@ -496,6 +520,9 @@ async fn parsed_state_feedback_shows_the_real_columns() {
 /// import (recorded per round) and both reach 100%.
 #[tokio::test]
 async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
+    if common::lacks_root() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut opts = options("packages", "oracle", &out);

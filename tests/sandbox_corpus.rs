@@ -1,6 +1,7 @@
 //! The hostile-code corpus against the real confined executor: this is how
 //! CI checks that no sandbox limit has regressed. Needs root (cgroups and
-//! namespaces); without it the confined tests print why and pass.
+//! namespaces); without it the confined tests fail in strict runs (CI,
+//! `RETRACE_REQUIRE_ROOT=1`) and are skipped visibly elsewhere.
 
 mod common;
 
@@ -13,14 +14,6 @@ use retrace::conformance::corpus;
 use retrace::pyenv::ImageName;
 use retrace::sandbox::SandboxLimits;
 use strum::IntoEnumIterator;
-
-fn require_host() {
-    // Never pass silently: the corpus must run in confined kernels.
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the hostile corpus runs in confined kernels, which need root: run `cargo test` as root (CI does)"
-    );
-}
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile")
@@ -56,7 +49,9 @@ fn corpus_files_all_parse_and_cover_every_category() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn whole_corpus_passes() {
-    require_host();
+    if common::lacks_root() {
+        return;
+    }
     let cases = corpus::load_dirs(&[corpus_dir()]).expect("the shipped corpus loads");
     let config = CheckConfig {
         limits: SandboxLimits::default(),
@@ -114,7 +109,9 @@ code = "x = 1"
 
 #[test]
 fn user_corpus_with_filter_json_and_junit() {
-    require_host();
+    if common::lacks_root() {
+        return;
+    }
     common::image(ImageName::Fat);
     let dir = tempfile::tempdir().unwrap();
     let cases = dir.path().join("cases");
@@ -198,7 +195,9 @@ timeout = "5s"
 
 #[test]
 fn a_missing_stdout_marker_fails_the_case() {
-    require_host();
+    if common::lacks_root() {
+        return;
+    }
     common::image(ImageName::Fat);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("user_marker.toml"), STDOUT_CASE).unwrap();

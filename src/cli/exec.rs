@@ -162,6 +162,13 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
     if !o.flags.is_empty() {
         println!("flags: {}", o.flags.join(", "));
     }
+    if !o.fired.is_empty() {
+        let fired: Vec<&str> = o.fired.iter().map(|v| v.as_str()).collect();
+        println!("limits fired: {}", fired.join(", "));
+    }
+    if let Some(s) = o.suggested {
+        println!("the error claims {s}, which no OS evidence confirms");
+    }
     if o.truncated {
         println!(
             "output truncated: {} bytes and {} messages dropped",

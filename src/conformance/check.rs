@@ -570,22 +570,29 @@ fn in_group(line: &str, group: &str) -> bool {
     path.ends_with(group) || path.contains(&format!("{group}/"))
 }
 
-/// Every directory named `id` in any mounted cgroup hierarchy.
+/// Every directory named `id` in any mounted cgroup hierarchy: the v1
+/// controllers, the v2 tree, and hybrid's (controller-less) `unified` tree.
 pub fn cgroup_dirs_named(id: &str) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    dirs_named_below(&cgroup_mounts(&text), id)
+}
+
+/// Every directory named `id` below any of `mounts`, sorted.
+fn dirs_named_below(mounts: &[PathBuf], id: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    for mount in cgroup_mounts() {
-        found.extend(find_dirs(&mount, id));
+    for mount in mounts {
+        found.extend(find_dirs(mount, id));
     }
     found.sort();
     found.dedup();
     found
 }
 
-/// Mount points of cgroup (v1) and cgroup2 filesystems.
-fn cgroup_mounts() -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+/// Mount points of cgroup (v1) and cgroup2 filesystems in a mountinfo
+/// text (`id parent maj:min root point opts [optional...] - fstype ...`).
+fn cgroup_mounts(mountinfo: &str) -> Vec<PathBuf> {
     let mut mounts = Vec::new();
-    for line in text.lines() {
+    for line in mountinfo.lines() {
         let Some((pre, post)) = line.split_once(" - ") else {
             continue;
         };
@@ -594,13 +601,40 @@ fn cgroup_mounts() -> Vec<PathBuf> {
             continue;
         }
         if let Some(mount) = pre.split_whitespace().nth(4) {
-            let path = PathBuf::from(mount.replace("\\040", " "));
+            let path = PathBuf::from(unescape_mount_point(mount));
             if !mounts.contains(&path) {
                 mounts.push(path);
             }
         }
     }
     mounts
+}
+
+/// Undoes mountinfo's octal escapes (`\\040` space, `\\011` tab, `\\012`
+/// newline, `\\134` backslash).
+fn unescape_mount_point(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let digits = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        let value = digits.and_then(|d| {
+            u8::try_from(d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'))).ok()
+        });
+        match value {
+            Some(v) => {
+                out.push(v);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Directories named `name` below `dir`, not looking inside a match. The walk
@@ -754,6 +788,43 @@ mod tests {
         std::fs::create_dir_all(tree.path().join("other/x")).unwrap();
         assert_eq!(find_dirs(tree.path(), &id), vec![deep]);
         assert!(cgroup_dirs_named(&id).is_empty());
+    }
+
+    /// The leak search covers every layout: v1 controllers, hybrid's empty
+    /// `unified` v2 tree, a pure v2 tree with retrace deep under a
+    /// delegated service, and escaped mount points; never a non-cgroup mount.
+    #[test]
+    fn leak_search_covers_v1_hybrid_unified_and_v2_trees() {
+        let id = "kleak";
+        let tree = tempfile::tempdir().unwrap();
+        let root = tree.path();
+        let group = |base: &str| root.join(base).join("retrace/4242").join(id);
+        let v1_memory = group("hybrid/memory");
+        let v1_pids = group("hybrid/pids");
+        let unified = group("hybrid/unified");
+        let v2 = group("v2/system.slice/ci.service");
+        let spaced = group("my cg");
+        let not_cgroup = group("tmpfs");
+        for dir in [&v1_memory, &v1_pids, &unified, &v2, &spaced, &not_cgroup] {
+            std::fs::create_dir_all(dir.join("child")).unwrap();
+        }
+        let r = root.display();
+        let mountinfo = format!(
+            "31 23 0:28 / {r}/hybrid rw,relatime - tmpfs tmpfs rw,mode=755\n\
+             35 31 0:32 / {r}/hybrid/memory rw,relatime - cgroup cgroup rw,memory\n\
+             39 31 0:36 / {r}/hybrid/pids rw,relatime - cgroup cgroup rw,pids\n\
+             41 31 0:38 / {r}/hybrid/unified rw,relatime - cgroup2 cgroup2 rw\n\
+             50 24 0:40 / {r}/v2 rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n\
+             51 24 0:41 / {r}/my\\040cg rw - cgroup2 none rw\n\
+             52 24 0:42 / {r}/tmpfs rw - tmpfs tmpfs rw\n"
+        );
+        let mounts = cgroup_mounts(&mountinfo);
+        assert_eq!(mounts.len(), 5, "{mounts:?}");
+        assert!(mounts.contains(&root.join("hybrid/unified")), "{mounts:?}");
+        assert!(mounts.contains(&root.join("my cg")), "{mounts:?}");
+        let mut want = vec![v1_memory, v1_pids, unified, v2, spaced];
+        want.sort();
+        assert_eq!(dirs_named_below(&mounts, id), want);
     }
 
     #[test]

@@ -130,6 +130,9 @@ impl Packages {
                 .await;
             if step.denied() {
                 outcome.verdict = Verdict::PolicyDenied;
+                outcome.fired.push(Verdict::PolicyDenied);
+                outcome.fired.sort_by_key(|v| v.as_str());
+                outcome.fired.dedup();
                 outcome.policy = Some(denial_text(&step, &self.allowlist));
                 steps.push(step);
                 break;
@@ -292,6 +295,7 @@ fn policy_denied(step: &InstallStep, allowlist: &Allowlist) -> Outcome {
         "the cell was not run: an install request was refused".into(),
     );
     outcome.policy = Some(denial_text(step, allowlist));
+    outcome.fired = vec![Verdict::PolicyDenied];
     outcome
 }
 
@@ -358,6 +362,7 @@ mod tests {
         assert!(step.denied());
         let outcome = policy_denied(&step, &allowlist);
         assert_eq!(outcome.verdict, Verdict::PolicyDenied);
+        assert_eq!(outcome.fired, vec![Verdict::PolicyDenied]);
         let text = outcome.policy.unwrap();
         assert!(text.contains("scipyy"), "{text}");
         assert!(!step.failed());

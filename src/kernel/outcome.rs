@@ -183,10 +183,15 @@ pub struct Outcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
     /// Every limit whose evidence shows it fired in this execution, the
-    /// verdict's own included when it is a limit (children OOM-killed
-    /// while the cell ran into the wall timeout: both).
+    /// verdict included when it is a limit (children OOM-killed while the
+    /// cell ran into the wall timeout: `[oom_killed, timeout_wall]`);
+    /// sorted by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fired: Vec<Verdict>,
+    /// The limit the error's text claims when no OS evidence confirms it:
+    /// the verdict is then `error` with flag `unverified_claim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested: Option<Verdict>,
 }
 
 impl Outcome {
@@ -223,6 +228,7 @@ impl Outcome {
             memory_peak_bytes: None,
             policy: None,
             fired: Vec::new(),
+            suggested: None,
         }
     }
 }

@@ -31,7 +31,8 @@ use super::outcome::{
 use super::state::{StateQuery, StateView};
 use super::KernelError;
 use crate::sandbox::{
-    classify, Counters, Evidence, HarnessReason, Jail, KernelLayout, Sandbox, SandboxLimits,
+    classify, Classification, Counters, Evidence, HarnessReason, Jail, KernelLayout, Sandbox,
+    SandboxLimits, Traces,
 };
 
 /// Session-wide settings.
@@ -235,6 +236,7 @@ impl Kernel {
             Err(message) => return internal_error(message),
         };
         let before = self.jail.counters();
+        let traces_before = self.jail.traces();
         let sent = match self.send_cell(code).await {
             Ok(sent) => sent,
             Err(e) => return internal_error(e.to_string()),
@@ -243,7 +245,7 @@ impl Kernel {
         let mut ending = self.collect(&mut run, sent, exec.timeout, &before).await;
         self.settle_requested_exit(&run, &mut ending).await;
         self.settle_after_stop(&run, &mut ending).await;
-        let mut judged = self.judge(&run, &mut ending, &before).await;
+        let mut judged = self.judge(&run, &mut ending, &before, &traces_before).await;
         if lost_before {
             judged.flags.push(crate::sandbox::Flag::Restarted);
         }
@@ -463,8 +465,18 @@ impl Kernel {
     /// Kills the kernel if it has to go, gathers the evidence and
     /// classifies it. A kernel left with processes it must not keep is
     /// killed afterwards too (`ending.kill_needed` is then set).
-    async fn judge(&mut self, run: &Run, ending: &mut Ending, before: &Counters) -> Judgement {
-        let mut evidence = Evidence::default();
+    async fn judge(
+        &mut self,
+        run: &Run,
+        ending: &mut Ending,
+        before: &Counters,
+        traces_before: &Traces,
+    ) -> Judgement {
+        let mut evidence = Evidence {
+            // Read before any kill: the namespaces go with the processes.
+            traces: self.jail.traces().since(traces_before),
+            ..Evidence::default()
+        };
         let mut kill = None;
         if ending.kill_needed {
             let report = self.kill_processes().await;
@@ -495,7 +507,12 @@ impl Kernel {
             .error
             .as_ref()
             .map(|e| (e.ename.clone(), e.evalue.clone()));
-        let (verdict, mut flags) = classify(&evidence);
+        let Classification {
+            verdict,
+            mut flags,
+            fired,
+            suggested,
+        } = classify(&evidence);
         // A fork bomb leaves copies of the kernel behind (they share its
         // sockets); only a fresh kernel is trustworthy after one.
         let interrupted_with_children = run.reason.is_some() && evidence.leftover_procs > 0;
@@ -512,6 +529,8 @@ impl Kernel {
             exit: evidence.exit,
             kill,
             memory_peak_bytes: evidence.delta.memory_peak_bytes,
+            fired,
+            suggested,
         }
     }
 
@@ -541,6 +560,8 @@ impl Kernel {
             exit,
             kill,
             memory_peak_bytes,
+            fired,
+            suggested,
         } = judged;
         let artifacts = self.save_artifacts(&mut run, exec);
         let status = if verdict == crate::sandbox::Verdict::Ok {
@@ -599,7 +620,8 @@ impl Kernel {
             state_lost,
             memory_peak_bytes,
             policy: None,
-            fired: Vec::new(),
+            fired,
+            suggested,
         }
     }
 
@@ -1057,6 +1079,8 @@ struct Judgement {
     kill: Option<crate::sandbox::KillReport>,
     /// From the same counter read as the verdict's deltas.
     memory_peak_bytes: Option<u64>,
+    fired: Vec<crate::sandbox::Verdict>,
+    suggested: Option<crate::sandbox::Verdict>,
 }
 
 /// The state of one execution while its messages arrive.

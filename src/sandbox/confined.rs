@@ -12,9 +12,12 @@ use super::cgroup::{CgroupHost, CgroupLimits, KernelCgroup, Probe};
 use super::init::INIT_ARG;
 use super::isolate::{ensure_kernel_user, IsolateSpec, PrivateDir, Rlimits};
 use super::{
-    Counters, Jail, KernelLayout, KillReport, LaunchCommand, Sandbox, SandboxError, SandboxInfo,
-    SandboxLimits,
+    fdtable, netns, tmpfs, Counters, Jail, KernelLayout, KillReport, LaunchCommand, Sandbox,
+    SandboxError, SandboxInfo, SandboxLimits, Traces,
 };
+
+/// RLIMIT_NOFILE of every kernel process.
+const NOFILE: u64 = 1024;
 
 const FIX_ROOT: &str = "run retrace as root (e.g. `sudo retrace ...`, or in a delegated scope: \
      `sudo systemd-run --scope -p Delegate=yes retrace ...`), or pass --unsafe-no-sandbox to run \
@@ -94,6 +97,7 @@ impl Sandbox for Confined {
         )?;
         let jail = ConfinedJail {
             cgroup,
+            mounts: private_mounts(layout),
             limits: *limits,
             init_exe: self.init_exe.clone(),
             uid: self.uid,
@@ -142,6 +146,8 @@ impl Sandbox for Confined {
 
 struct ConfinedJail {
     cgroup: KernelCgroup,
+    /// The private tmpfs mounts, as paths in the kernel's view.
+    mounts: Vec<PathBuf>,
     limits: SandboxLimits,
     init_exe: PathBuf,
     uid: u32,
@@ -195,13 +201,23 @@ impl ConfinedJail {
             ],
             cwd: layout.work_dir.clone(),
             rlimits: Rlimits {
-                nofile: 1024,
+                nofile: NOFILE,
                 fsize: disk,
                 cpu_secs: self.limits.cpu_backstop_secs(),
             },
             oom_score_adj: 1000,
         }
     }
+}
+
+/// The kernel's private tmpfs mounts (the order of `IsolateSpec::private_dirs`).
+fn private_mounts(layout: &KernelLayout) -> Vec<PathBuf> {
+    vec![
+        layout.work_dir.clone(),
+        layout.home_dir.clone(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/dev/shm"),
+    ]
 }
 
 /// The base interpreter's prefix when it lives outside the system
@@ -301,6 +317,29 @@ impl Jail for ConfinedJail {
 
     fn counters(&self) -> Counters {
         self.cgroup.counters()
+    }
+
+    /// Read through the kernel's own processes: every one of them is in its
+    /// namespaces (the relay too for the network; only those below the
+    /// init see its root).
+    fn traces(&self) -> Traces {
+        let pids = self.cgroup.pids();
+        let full_fd_tables = pids
+            .iter()
+            .filter(|&&pid| fdtable::size(pid).is_some_and(|n| n >= NOFILE))
+            .count() as u64;
+        Traces {
+            net_refusals: pids
+                .iter()
+                .find_map(|&pid| netns::refusals(pid))
+                .unwrap_or(0),
+            full_fd_tables,
+            full_mounts: pids
+                .iter()
+                .find_map(|&pid| tmpfs::full_mounts(pid, &self.mounts))
+                .unwrap_or(0),
+            filled_mounts: 0,
+        }
     }
 
     fn kill_all(&self, pid: Option<i32>) -> KillReport {

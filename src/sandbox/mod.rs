@@ -9,9 +9,12 @@
 pub mod cgroup;
 mod confined;
 pub mod evidence;
+mod fdtable;
 pub mod init;
 mod isolate;
 mod limits;
+mod netns;
+mod tmpfs;
 pub mod unconfined;
 pub mod verdict;
 
@@ -21,7 +24,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use confined::Confined;
-pub use evidence::{classify, Counters, Evidence, ExitInfo, HarnessReason};
+pub use evidence::{classify, Classification, Counters, Evidence, ExitInfo, HarnessReason, Traces};
 pub use limits::SandboxLimits;
 pub use unconfined::Unconfined;
 pub use verdict::{Flag, Verdict};
@@ -115,7 +118,14 @@ pub trait Jail: Send + Sync {
         layout: &KernelLayout,
     ) -> Result<tokio::process::Command, SandboxError>;
     /// Current cumulative counters; verdicts use per-execution deltas.
+    /// Cheap: polled during an execution.
     fn counters(&self) -> Counters;
+    /// What the kernel's namespaces show (network refusals, full tmpfs
+    /// mounts, full descriptor tables), read once before and once after
+    /// an execution. Nothing without confinement.
+    fn traces(&self) -> Traces {
+        Traces::default()
+    }
     /// Kills every process of the kernel and waits until none is left.
     /// `pid` is the launched process.
     fn kill_all(&self, pid: Option<i32>) -> KillReport;

@@ -1,6 +1,7 @@
 //! How an execution ended, named from OS evidence (wait status, cgroup
-//! counter deltas, the harness's own timers), never from what the kernel says
-//! about itself.
+//! counter deltas, the kernel's network-namespace counters, tmpfs and
+//! descriptor-table levels, the harness's own timers and policy), never from
+//! what the kernel says about itself.
 
 use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
@@ -52,6 +53,24 @@ pub enum Verdict {
 impl Verdict {
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Verdicts that name a limit of the confinement or the harness: the
+    /// ones `Outcome.fired` lists.
+    pub fn is_limit(self) -> bool {
+        matches!(
+            self,
+            Verdict::TimeoutWall
+                | Verdict::TimeoutCpu
+                | Verdict::OomKilled
+                | Verdict::MemoryError
+                | Verdict::PidsLimit
+                | Verdict::OutputLimit
+                | Verdict::DiskLimit
+                | Verdict::FdLimit
+                | Verdict::NetworkBlocked
+                | Verdict::PolicyDenied
+        )
     }
 
     /// Executions that ended with the harness or the OS killing something.
@@ -111,6 +130,9 @@ pub enum Flag {
     Throttled,
     /// The kernel ran without confinement (`--unsafe-no-sandbox`).
     Unconfined,
+    /// The error's text claims a limit (`Outcome.suggested`) that no OS
+    /// evidence confirms; the verdict stays `error`.
+    UnverifiedClaim,
 }
 
 impl Flag {

@@ -1,6 +1,7 @@
 //! Shared setup for integration tests: real images, real kernels.
 #![allow(dead_code)]
 
+pub mod host;
 pub mod scripted_http;
 
 use std::path::{Path, PathBuf};
@@ -48,6 +49,19 @@ pub fn sandbox() -> Arc<dyn Sandbox> {
         Ok(sandbox) => Arc::new(sandbox),
         Err(e) => panic!("these tests run confined kernels and need root: {e}"),
     }
+}
+
+/// Whether this test is skipped for want of root (confined kernels need
+/// it); in strict runs (CI) it fails instead. First thing in a test:
+/// `if common::lacks_root() { return; }`
+pub fn lacks_root() -> bool {
+    host::lacks(&[host::Need::Root])
+}
+
+/// [`sandbox`], or `None` when the test is skipped because it lacks root
+/// (see [`host::lacks`]): `let Some(sandbox) = common::confined() else { return };`
+pub fn confined() -> Option<Arc<dyn Sandbox>> {
+    (!lacks_root()).then(sandbox)
 }
 
 /// Processes whose command line mentions `needle` (a kernel id appears in

@@ -22,8 +22,9 @@ pub const STATE_LOST: &str =
     "The kernel was restarted; your variables are gone — redefine everything you need.";
 
 /// A plain statement of why an execution was ended, for the verdicts that
-/// are not a plain exception. `None` for `ok` and `error` unless the kernel
-/// was restarted (then only the restart sentence).
+/// are not a plain exception, and of every other limit that fired in it.
+/// `None` for `ok` and `error` unless a limit fired or the kernel was
+/// restarted (then only those sentences).
 pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String> {
     let mem = format_bytes(limits.memory_bytes);
     let message = match outcome.verdict {
@@ -114,11 +115,50 @@ pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String>
         (Some(policy), None) => Some(policy.clone()),
         (None, m) => m,
     };
+    let message = match (message, also_reached(outcome)) {
+        (Some(m), Some(also)) => Some(format!("{m}\n{also}")),
+        (m, also) => m.or(also),
+    };
     match (message, outcome.state_lost) {
         (Some(m), true) => Some(format!("{m}\n{STATE_LOST}")),
         (Some(m), false) => Some(m),
         (None, true) => Some(STATE_LOST.to_string()),
         (None, false) => None,
+    }
+}
+
+/// The limits that fired besides the verdict, in words.
+fn also_reached(outcome: &Outcome) -> Option<String> {
+    let others: Vec<&str> = outcome
+        .fired
+        .iter()
+        .filter(|&&v| v != outcome.verdict)
+        .map(|&v| limit_words(v))
+        .collect();
+    if others.is_empty() {
+        return None;
+    }
+    let lead = if outcome.verdict.is_limit() {
+        "Also reached"
+    } else {
+        "Limits reached"
+    };
+    Some(format!("{lead}: {}.", others.join(", ")))
+}
+
+fn limit_words(v: Verdict) -> &'static str {
+    match v {
+        Verdict::TimeoutWall => "the wall-time limit",
+        Verdict::TimeoutCpu => "the CPU-time limit",
+        Verdict::OomKilled => "the memory limit (a process was killed)",
+        Verdict::MemoryError => "the memory limit",
+        Verdict::PidsLimit => "the process and thread limit",
+        Verdict::OutputLimit => "the output limit",
+        Verdict::DiskLimit => "the disk limit",
+        Verdict::FdLimit => "the open-file limit",
+        Verdict::NetworkBlocked => "the network block (there is no network)",
+        Verdict::PolicyDenied => "the package policy",
+        _ => v.as_str(),
     }
 }
 
@@ -185,5 +225,11 @@ mod tests {
         };
         o.verdict = Verdict::TimeoutWall;
         assert!(kill_message(&o, &custom).unwrap().contains("within 2.5s"));
+        // Children OOM-killed while the cell ran into the wall timeout.
+        o.fired = vec![Verdict::OomKilled, Verdict::TimeoutWall];
+        assert!(msg(&o).ends_with("Also reached: the memory limit (a process was killed)."));
+        o.verdict = Verdict::Ok;
+        o.fired = vec![Verdict::DiskLimit];
+        assert_eq!(msg(&o), "Limits reached: the disk limit.");
     }
 }

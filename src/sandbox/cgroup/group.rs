@@ -83,6 +83,7 @@ impl KernelCgroup {
                 let dir = self.dirs.dir(Tree::V2);
                 Counters {
                     oom_kills: memory::oom_kills_v2(dir),
+                    memory_limit_hits: memory::limit_hits_v2(dir),
                     pids_max_events: pids::max_events(dir),
                     cpu_usage_usec: cpu::usage_usec_v2(dir).unwrap_or(0),
                     nr_throttled: cpu::nr_throttled(dir),
@@ -99,6 +100,7 @@ impl KernelCgroup {
                     .unwrap_or_else(|| cpu::usage_usec_v1(self.dirs.dir(Tree::Cpuacct)));
                 Counters {
                     oom_kills: memory::oom_kills_v1(self.dirs.dir(Tree::Memory)),
+                    memory_limit_hits: memory::limit_hits_v1(self.dirs.dir(Tree::Memory)),
                     pids_max_events: pids::max_events(self.dirs.dir(Tree::Pids)),
                     cpu_usage_usec: usage,
                     nr_throttled: cpu::nr_throttled(self.dirs.dir(Tree::Cpu)),

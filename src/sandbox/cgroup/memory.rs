@@ -1,5 +1,5 @@
-//! The memory controller: hard limit, no swap, group OOM kill, OOM counters
-//! and peak usage, in its v1 and v2 spellings.
+//! The memory controller: hard limit, no swap, group OOM kill, OOM counters,
+//! limit hits and peak usage, in its v1 and v2 spellings.
 
 use std::io;
 use std::path::Path;
@@ -14,6 +14,8 @@ pub(super) const V1_MEMSW: &str = "memory.memsw.limit_in_bytes";
 /// v1 OOM switch and counter (`oom_kill_disable`, `under_oom`, `oom_kill`).
 pub(super) const V1_OOM_CONTROL: &str = "memory.oom_control";
 pub(super) const V1_PEAK: &str = "memory.max_usage_in_bytes";
+/// v1 count of charges that hit the limit (each one reclaims or OOM-kills).
+pub(super) const V1_FAILCNT: &str = "memory.failcnt";
 
 pub(super) const V2_MAX: &str = "memory.max";
 /// v2 swap limit (swap only, not memory+swap like v1 memsw).
@@ -102,6 +104,17 @@ pub(super) fn oom_kills_v2(dir: &Path) -> u64 {
     let kills = fs::keyed(&text, "oom_kill").unwrap_or(0);
     let group = fs::keyed(&text, "oom_group_kill").unwrap_or(0);
     kills.max(group)
+}
+
+/// Times the group's usage reached its limit: evidence that an allocation
+/// could have failed because of it (page cache reclaim counts too).
+pub(super) fn limit_hits_v1(dir: &Path) -> u64 {
+    fs::read_u64(&dir.join(V1_FAILCNT)).unwrap_or(0)
+}
+
+/// The `max` line of `memory.events`: the v2 spelling of `failcnt`.
+pub(super) fn limit_hits_v2(dir: &Path) -> u64 {
+    fs::read_keyed(&dir.join(V2_EVENTS), "max")
 }
 
 pub(super) fn peak_v1(dir: &Path) -> Option<u64> {
@@ -250,14 +263,19 @@ mod tests {
                     "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 1\n",
                 ),
                 (V1_PEAK, "1234\n"),
+                (V1_FAILCNT, "17\n"),
             ],
         );
         assert_eq!(oom_kills_v1(d.path()), 2);
         assert_eq!(oom_kills_v2(d.path()), 1);
+        assert_eq!(limit_hits_v1(d.path()), 17);
+        assert_eq!(limit_hits_v2(d.path()), 3);
         assert_eq!(peak_v1(d.path()), Some(1234));
         assert_eq!(peak_v2(d.path()), None);
         let empty = tempfile::tempdir().unwrap();
         assert_eq!(oom_kills_v1(empty.path()), 0);
         assert_eq!(oom_kills_v2(empty.path()), 0);
+        assert_eq!(limit_hits_v1(empty.path()), 0);
+        assert_eq!(limit_hits_v2(empty.path()), 0);
     }
 }

@@ -46,6 +46,7 @@ impl FakeKernfs {
                 "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
             ),
             (memory::V1_PEAK, "0\n"),
+            (memory::V1_FAILCNT, "0\n"),
         ];
         let pids = [(pids::MAX, "max\n"), (pids::EVENTS, "max 0\n")];
         let cpu_v1 = [
@@ -431,11 +432,14 @@ fn v1_counters_and_deltas() {
     write(&d(Tree::Cpu).join("cpu.stat"), stat);
     let peak = d(Tree::Memory).join("memory.max_usage_in_bytes");
     write(&peak, "3000000\n");
+    let failcnt = d(Tree::Memory).join("memory.failcnt");
+    write(&failcnt, "4\n");
     let before = group.counters();
     assert_eq!(
         before,
         Counters {
             oom_kills: 1,
+            memory_limit_hits: 4,
             pids_max_events: 3,
             cpu_usage_usec: 2500,
             nr_throttled: 2,
@@ -448,11 +452,13 @@ fn v1_counters_and_deltas() {
     let stat = "nr_periods 9\nnr_throttled 4\nthrottled_time 300\n";
     write(&d(Tree::Cpu).join("cpu.stat"), stat);
     write(&peak, "5000000\n");
+    write(&failcnt, "9\n");
     // The peak is a level: the delta carries the later reading.
     assert_eq!(
         group.counters().since(&before),
         Counters {
             oom_kills: 1,
+            memory_limit_hits: 5,
             pids_max_events: 7,
             cpu_usage_usec: 7500,
             nr_throttled: 2,
@@ -500,6 +506,7 @@ fn v2_counters_and_missing_files() {
         group.counters(),
         Counters {
             oom_kills: 1,
+            memory_limit_hits: 3,
             pids_max_events: 5,
             cpu_usage_usec: 1000,
             nr_throttled: 1,
