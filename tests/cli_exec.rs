@@ -144,3 +144,63 @@ fn logs_go_to_stderr_and_stdout_stays_clean() {
     let quiet = run(None, None);
     assert!(!quiet.contains("kernel started"), "{quiet}");
 }
+
+/// Terminal escapes printed by kernel code (OSC 52 clipboard, title, cursor
+/// moves, CSI via C1) and invalid UTF-8 on fd 1 never reach the user's
+/// terminal raw: no ESC, BEL, C1 or other control byte but `\n` and `\t`.
+#[test]
+fn exec_passes_no_terminal_escape_through() {
+    let src = concat!(
+        "import os, sys\n",
+        "print('\\x1b]52;c;aGVsbG8=\\x07clip')\n",
+        "print('\\x1b]0;owned\\x1b\\\\title')\n",
+        "print('\\x1b[2J\\x1b[H\\x1b[31mred\\x9b1A\\r\\x00end')\n",
+        "sys.stdout.flush()\n",
+        "os.write(1, b'raw\\xff\\xfe\\x1b[6n\\n')\n",
+        "sys.stderr.write('\\x1b]8;;http://x\\x1b\\\\link\\n')\n",
+        "# %%\n",
+        "raise ValueError('\\x1b[5mblink')\n",
+        "# %%\n",
+        "'\\x1b[1mresult'\n",
+    );
+    let (code, stdout, stderr) = retrace(&["exec", "--image", "slim", "-"], src);
+    assert_eq!(code, 1, "the second cell fails: {stderr}");
+    let bad: Vec<char> = stdout
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect();
+    assert!(bad.is_empty(), "control characters {bad:?} in:\n{stdout}");
+    // The text around the escapes is still shown.
+    for shown in [
+        "clip",
+        "title",
+        "red",
+        "end",
+        "ValueError",
+        "blink",
+        "result",
+    ] {
+        assert!(stdout.contains(shown), "{shown} missing from:\n{stdout}");
+    }
+}
+
+/// `retrace … | head`: a reader that has gone ends retrace quietly, the way
+/// other Unix tools end (SIGPIPE), never with a panic.
+#[test]
+fn closed_stdout_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    // Closed before the child starts: its first write meets EPIPE.
+    drop(read_end);
+    let out = Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(["tasks", "list", "math"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "not quiet: {stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}

@@ -526,3 +526,137 @@ fn a_killed_retrace_takes_its_server_along() {
         "server {server} outlived its retrace: {left:?}"
     );
 }
+
+/// A server that dies mid-run is started again, at most
+/// `MAX_SERVER_RESTARTS` times (counted in the model's info, which run.json
+/// records), and the request that found it dead is answered by the new one;
+/// past the last restart the model is unavailable, with a message that
+/// says why.
+#[test]
+fn a_dead_server_is_started_again_a_bounded_number_of_times() {
+    use retrace::model::local::{LocalModel, MAX_SERVER_RESTARTS};
+    use retrace::model::{ChatRequest, Generation, Message, ModelClient, ModelError, Role};
+
+    let _serial = serial();
+    let _ = prepared();
+    let kill = |pid: u32| {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let generation = Generation {
+            max_tokens: 8,
+            max_retries: 0,
+            ..Generation::default()
+        };
+        let model = LocalModel::start_with(
+            ModelStore::from_env(),
+            choice(SMALL),
+            generation,
+            ServerOptions::default(),
+            false,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let request = ChatRequest {
+            messages: vec![Message::text(Role::User, "Say hi.")],
+            round: 0,
+        };
+        model
+            .chat(&request)
+            .await
+            .expect("the first server answers");
+        assert_eq!(model.info()["model_restarts"], 0);
+        for round in 1..=MAX_SERVER_RESTARTS {
+            let pid = model.server_pid();
+            kill(pid);
+            model
+                .chat(&request)
+                .await
+                .unwrap_or_else(|e| panic!("after kill {round}: {e}"));
+            assert_ne!(model.server_pid(), pid, "a new server answered");
+            assert_eq!(model.restarts(), round);
+            assert_eq!(model.info()["model_restarts"], round);
+            // The dead one was reaped, not left a zombie.
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "server {pid} remains"
+            );
+        }
+        kill(model.server_pid());
+        let err = model.chat(&request).await.unwrap_err();
+        assert!(
+            matches!(&err, ModelError::Unavailable(m) if m.contains("already restarted")),
+            "{err}"
+        );
+        assert_eq!(model.restarts(), MAX_SERVER_RESTARTS);
+    });
+}
+
+/// `retrace run` whose llama server is killed after the first task ended:
+/// the server is started again, the run completes, and run.json records
+/// the restart.
+#[test]
+fn a_run_goes_on_when_its_server_is_killed() {
+    let _serial = serial();
+    let p = prepared();
+    let before = llama_servers(&p.model.path);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let tasks = 6;
+    common::image(ImageName::Fat);
+    let child = Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(["run", "--suite", "math", "--limit-tasks"])
+        .arg(tasks.to_string())
+        .arg("--rounds")
+        .arg(ROUNDS.to_string())
+        .args(["--concurrency", "2", "--model", SMALL, "--out"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("retrace runs");
+    // Mid-run: once a task has ended, while others are still to come.
+    let results = dir.join("results.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let killed = loop {
+        let ended = std::fs::read_to_string(&results)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        let servers: Vec<i32> = llama_servers(&p.model.path)
+            .difference(&before)
+            .copied()
+            .collect();
+        if ended >= 1 && servers.len() == 1 {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(servers[0]),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            break servers[0];
+        }
+        assert!(Instant::now() < deadline, "no task ended within 10 minutes");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let output = child.wait_with_output().unwrap();
+    assert_complete_run_n(&dir, SMALL, tasks, &output);
+    let run = read_json(&dir.join("run.json"));
+    assert_eq!(
+        run["model_info"]["model_restarts"], 1,
+        "{}",
+        run["model_info"]
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("starting it again"), "{stderr}");
+    assert!(!llama_servers(&p.model.path).contains(&killed));
+    let left = new_servers_after(&before, &p.model.path, 10);
+    assert!(left.is_empty(), "llama servers left running: {left:?}");
+}

@@ -126,34 +126,37 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
         "── cell {n}{count} ── {} ({:.1} ms)",
         o.verdict, o.timings_ms.total
     );
+    // Kernel output is the code's: shown with its control characters made
+    // visible, so it cannot drive the user's terminal (the record keeps it).
     if !o.stdout.is_empty() {
-        print!("{}", o.stdout);
-        if !o.stdout.ends_with('\n') {
+        let stdout = for_terminal(&o.stdout);
+        print!("{stdout}");
+        if !stdout.ends_with('\n') {
             println!();
         }
     }
     if !o.stderr.is_empty() {
         for line in o.stderr.lines() {
-            println!("stderr: {line}");
+            println!("stderr: {}", for_terminal(line));
         }
     }
     for result in &o.results {
         if let Some(text) = result.text() {
-            println!("=> {text}");
+            println!("=> {}", for_terminal(text));
         }
     }
     if let Some(e) = &o.error {
         if e.traceback.is_empty() {
-            println!("{}: {}", e.ename, e.evalue);
+            println!("{}: {}", for_terminal(&e.ename), for_terminal(&e.evalue));
         } else {
-            println!("{}", e.traceback.join("\n"));
+            println!("{}", for_terminal(&e.traceback.join("\n")));
         }
     }
     for a in &o.artifacts {
         println!(
             "artifact: {} ({})",
-            artifact_dir.join(&a.path).display(),
-            a.mime
+            for_terminal(&artifact_dir.join(&a.path).display().to_string()),
+            for_terminal(&a.mime)
         );
     }
     if !o.flags.is_empty() {
@@ -174,13 +177,33 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
     }
     if let Some(a) = &o.answer {
         match &a.unsupported {
-            Some(u) => println!("answer: {} ({:?})", u.message(), a.rule),
-            None => println!("answer: {} ({:?})", a.value, a.rule),
+            Some(u) => println!("answer: {} ({:?})", for_terminal(&u.message()), a.rule),
+            None => println!("answer: {} ({:?})", for_terminal(&a.value), a.rule),
         }
     }
     if o.state_lost {
         println!("the kernel was restarted; its variables are gone");
     }
+}
+
+/// Text from a kernel made safe for a terminal: every C0 control but `\n`
+/// and `\t`, DEL and every C1 control (ESC, CSI, OSC, BEL, `\r`, …) is
+/// written as a visible `\u{..}` escape, so nothing the code printed is
+/// interpreted by the terminal.
+pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -196,5 +219,19 @@ mod tests {
         );
         assert_eq!(split_cells("x = 1"), vec!["x = 1"]);
         assert!(split_cells("# %%\n").is_empty());
+    }
+
+    #[test]
+    fn terminal_text_has_no_control_characters() {
+        let hostile =
+            "a\u{1b}]52;c;aGk=\u{7}b\u{1b}[2J\u{1b}]0;title\u{1b}\\\r\u{9b}31m\u{7f}\u{0}c";
+        let shown = for_terminal(hostile);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
+        assert!(shown.starts_with("a\\u{1b}]52;c;aGk=\\u{7}b"), "{shown}");
+        assert_eq!(for_terminal("x\ty\n"), "x\ty\n");
+        assert!(matches!(
+            for_terminal("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

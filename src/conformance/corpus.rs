@@ -41,7 +41,7 @@ use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
 
 use super::Expectation;
 use crate::sandbox::{Flag, SandboxLimits, Verdict};
-use crate::util::units::{parse_bytes, parse_duration};
+use crate::util::units::{duration_from_secs, parse_bytes, parse_duration};
 
 /// What a case attacks (the reference's §3 sections, plus guards).
 #[derive(
@@ -331,8 +331,7 @@ impl Size {
 impl Span {
     fn duration(&self, key: &str) -> Result<Duration, String> {
         match self {
-            Span::Secs(s) if s.is_finite() && *s >= 0.0 => Ok(Duration::from_secs_f64(*s)),
-            Span::Secs(s) => Err(format!("limits.{key}: `{s}` is not a duration")),
+            Span::Secs(s) => duration_from_secs(*s).map_err(|e| format!("limits.{key}: {e}")),
             Span::Text(t) => parse_duration(t).map_err(|e| format!("limits.{key}: {e}")),
         }
     }
@@ -584,6 +583,10 @@ next_stdout = "2\n""#,
         assert!(bad("\"busy\"", "\"has space\"").contains("id"));
         assert!(bad("pids = 64", "pid = 64").contains("pid"));
         assert!(bad("\"256M\"", "\"lots\"").contains("limits.memory"));
+        // Huge numbers are refused with the key's name, never a panic.
+        assert!(bad("cpu_time = 2", "cpu_time = 1e300").contains("limits.cpu_time"));
+        assert!(bad("\"3s\"", "\"1e300s\"").contains("limits.timeout"));
+        assert!(bad("\"256M\"", "\"1e300G\"").contains("limits.memory"));
         let empty_marker = "flags = [\"restarted\"]\nstdout_contains = [\"\"]";
         assert!(bad("flags = [\"restarted\"]", empty_marker).contains("stdout_contains"));
         assert!(Case::parse("id = 1", Path::new("x.toml")).is_err());

@@ -334,6 +334,7 @@ impl Run {
             Err(e) => return Err(e),
         };
         let dir = runner.out_dir.clone();
+        record_model_restarts(&runner.config, runner.model.as_ref(), &dir)?;
         let (summary, files) = write_reports(&runner.config, &dir)?;
         let infra_tasks = summary.infra_error_rate.map_or(0, |r| r.successes as usize);
         Ok(RunResult {
@@ -344,6 +345,36 @@ impl Run {
             infra_tasks,
         })
     }
+}
+
+/// A model that restarted its server during this session (the local
+/// model's `model_restarts`) says so in `run.json`, added to what an
+/// earlier session of the same run recorded.
+fn record_model_restarts(
+    config: &RunConfig,
+    model: &dyn ModelClient,
+    dir: &Path,
+) -> Result<(), HarnessError> {
+    let key = "model_restarts";
+    let now = model.info().get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+    if now == 0 {
+        return Ok(());
+    }
+    tracing::warn!(
+        restarts = now,
+        "the model's server was restarted during the run"
+    );
+    let mut config = config.clone();
+    let Some(info) = config.model_info.as_object_mut() else {
+        return Ok(());
+    };
+    let before = info.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+    info.insert(key.into(), (before + now).into());
+    let path = dir.join("run.json");
+    let text = serde_json::to_string_pretty(&config)
+        .map_err(|e| HarnessError::Journal(format!("encoding run.json: {e}")))?;
+    std::fs::write(&path, text)
+        .map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))
 }
 
 /// The configuration of the run in `dir` (its `run.json`).

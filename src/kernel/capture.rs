@@ -131,6 +131,18 @@ impl Capture {
         }
     }
 
+    /// Counts a message that was dropped on the wire for being larger than
+    /// the cap (see `wire_cap`): the execution has exceeded its output.
+    pub fn drop_oversize(&mut self, bytes: u64) {
+        self.seen_messages += 1;
+        self.seen_bytes = self.seen_bytes.saturating_add(bytes);
+        self.dropped_messages += 1;
+        if self.seen_bytes <= self.cap.bytes {
+            // A cap of more than the message itself still counts it as over.
+            self.seen_bytes = self.cap.bytes.saturating_add(1);
+        }
+    }
+
     /// Counts a display message; returns whether it fits under the cap.
     pub fn admit_display(&mut self, size: usize) -> bool {
         self.seen_messages += 1;
@@ -216,6 +228,18 @@ mod tests {
         assert!(c.exceeded());
         assert_eq!(c.truncation().dropped_messages, 2);
         assert!(!c.admit_display(10));
+    }
+
+    #[test]
+    fn a_message_dropped_on_the_wire_exceeds_the_cap() {
+        let mut c = Capture::new(OutputCap::default());
+        c.push_stream(Stream::Stdout, "before\n");
+        c.drop_oversize(64 << 20);
+        assert!(c.exceeded());
+        let t = c.truncation();
+        assert!(t.truncated);
+        assert_eq!(t.dropped_messages, 1);
+        assert_eq!(c.stdout(), "before\n");
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! shell replies delivered through queues by reader tasks (a queue receive is
 //! cancel-safe, a socket read inside `select!` might not be).
 
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jupyter_protocol::connection_info::ConnectionInfo;
@@ -14,17 +17,105 @@ use jupyter_zmq_client::{
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::wire_cap::{Oversize, Relay};
 use super::KernelError;
+
+/// Oversize reports queued; more are dropped (one is enough to end a cell).
+const OVERSIZE_QUEUE: usize = 16;
+
+/// Where the relays that cap a kernel's messages listen, and the cap.
+#[derive(Debug, Clone)]
+pub struct WireCap {
+    /// A directory only the harness can reach.
+    pub dir: PathBuf,
+    /// Largest message the kernel may send, in bytes.
+    pub max_message: u64,
+}
+
+/// IOPub messages of the watched request queued for the session; past
+/// this the reader waits, stops reading the socket, and the kernel's PUB
+/// socket drops at its high-water mark: the harness never holds more.
+const IOPUB_QUEUE: usize = 256;
+/// Shell replies queued (only replies to requests this client sent).
+const SHELL_QUEUE: usize = 64;
+/// Control replies queued; they are read lazily, so the surplus is dropped.
+const CONTROL_QUEUE: usize = 16;
+
+/// Which IOPub messages the reader passes on. Everything else is dropped
+/// (and counted) as it arrives, so output a kernel produces between cells,
+/// or for another request, costs no memory and never reaches a cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum IopubWatch {
+    /// Every message (the handshake only checks that IOPub is live).
+    All,
+    /// Messages whose parent is this request.
+    Only(String),
+    /// No message: no request is being watched.
+    Nothing,
+}
+
+impl IopubWatch {
+    fn admits(&self, msg: &JupyterMessage) -> bool {
+        match self {
+            IopubWatch::All => true,
+            IopubWatch::Only(id) => parent_id(msg) == Some(id.as_str()),
+            IopubWatch::Nothing => false,
+        }
+    }
+}
+
+/// The ids of the latest requests sent on a channel: the reader passes on
+/// only messages answering one of them, so code that holds the key cannot
+/// flood the harness with replies to nothing. Every reply to a recent
+/// request passes (a forged one must not hide the genuine one after it);
+/// the oldest ids are forgotten past [`PENDING_KEPT`].
+#[derive(Debug, Default, Clone)]
+struct Pending(Arc<Mutex<PendingIds>>);
+
+#[derive(Debug, Default)]
+struct PendingIds {
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+}
+
+/// Requests remembered per channel (a cell sends two).
+const PENDING_KEPT: usize = 256;
+
+impl Pending {
+    fn add(&self, id: &str) {
+        let mut pending = self.0.lock().unwrap();
+        if pending.order.len() == PENDING_KEPT {
+            if let Some(old) = pending.order.pop_front() {
+                pending.ids.remove(&old);
+            }
+        }
+        pending.order.push_back(id.to_string());
+        pending.ids.insert(id.to_string());
+    }
+
+    /// Whether `msg` answers a recent request.
+    fn admits(&self, msg: &JupyterMessage) -> bool {
+        parent_id(msg).is_some_and(|parent| self.0.lock().unwrap().ids.contains(parent))
+    }
+}
 
 /// Open channels to one kernel.
 pub struct Channels {
     shell: DealerSendConnection,
     control: DealerSendConnection,
-    pub iopub_rx: mpsc::UnboundedReceiver<JupyterMessage>,
-    pub shell_rx: mpsc::UnboundedReceiver<JupyterMessage>,
+    pub iopub_rx: mpsc::Receiver<JupyterMessage>,
+    pub shell_rx: mpsc::Receiver<JupyterMessage>,
     /// Replies on control (interrupt, shutdown).
-    pub control_rx: mpsc::UnboundedReceiver<JupyterMessage>,
+    pub control_rx: mpsc::Receiver<JupyterMessage>,
+    iopub_watch: Arc<Mutex<IopubWatch>>,
+    shell_pending: Pending,
+    control_pending: Pending,
+    /// IOPub messages dropped because no request was watching them.
+    iopub_dropped: Arc<AtomicU64>,
+    /// Messages the relays dropped for being larger than the cap.
+    pub oversize_rx: mpsc::Receiver<Oversize>,
     readers: Vec<JoinHandle<()>>,
+    _relays: Vec<Relay>,
 }
 
 impl Drop for Channels {
@@ -43,11 +134,33 @@ pub async fn wait_for_sockets(paths: &[PathBuf]) {
 }
 
 impl Channels {
-    pub async fn connect(info: &ConnectionInfo) -> Result<Self, KernelError> {
+    /// Connects to the kernel of `info` through relays in `wire.dir` that
+    /// drop any message larger than `wire.max_message`.
+    pub async fn connect(info: &ConnectionInfo, wire: &WireCap) -> Result<Self, KernelError> {
+        let (oversize_send, oversize_rx) = mpsc::channel(OVERSIZE_QUEUE);
+        let relayed = ConnectionInfo {
+            // Fresh names per connection: the relays of a kernel being
+            // replaced still own (and remove) theirs.
+            ip: wire
+                .dir
+                .join(&uuid::Uuid::new_v4().simple().to_string()[..8])
+                .to_string_lossy()
+                .into_owned(),
+            ..info.clone()
+        };
+        let mut relays = Vec::new();
+        for port in [info.iopub_port, info.shell_port, info.control_port] {
+            let kernel = PathBuf::from(format!("{}-{port}", info.ip));
+            let listen = PathBuf::from(format!("{}-{port}", relayed.ip));
+            let relay = Relay::start(&listen, &kernel, wire.max_message, oversize_send.clone())
+                .map_err(|e| KernelError::io(format!("relaying {}", kernel.display()), e))?;
+            relays.push(relay);
+        }
+        let info = &relayed;
         let session = uuid::Uuid::new_v4().to_string();
         let zmq = |e: jupyter_zmq_client::RuntimeError| KernelError::Protocol(e.to_string());
         let identity = peer_identity_for_session(&session).map_err(zmq)?;
-        let iopub = create_client_iopub_connection(info, "", &session)
+        let mut iopub = create_client_iopub_connection(info, "", &session)
             .await
             .map_err(zmq)?;
         let shell = create_client_shell_connection_with_identity(info, &session, identity)
@@ -56,14 +169,20 @@ impl Channels {
         let control = create_client_control_connection(info, &session)
             .await
             .map_err(zmq)?;
-        let (shell_tx, shell_rx_half) = shell.split();
+        let (shell_tx, mut shell_rx_half) = shell.split();
         let (control_tx, mut control_rx) = control.split();
-        let (control_send, control_replies) = mpsc::unbounded_channel();
+
+        let control_pending = Pending::default();
+        let (control_send, control_replies) = mpsc::channel(CONTROL_QUEUE);
+        let admit = control_pending.clone();
         let control_reader = tokio::spawn(async move {
             loop {
                 match control_rx.read().await {
                     Ok(msg) => {
-                        let _ = control_send.send(msg);
+                        if admit.admits(&msg) {
+                            // Read lazily: a full queue drops the surplus.
+                            let _ = control_send.try_send(msg);
+                        }
                     }
                     Err(e) if is_fatal(&e) => break,
                     Err(_) => continue,
@@ -71,16 +190,20 @@ impl Channels {
             }
         });
 
-        let (iopub_send, iopub_rx) = mpsc::unbounded_channel();
-        let (shell_send, shell_rx) = mpsc::unbounded_channel();
-        let mut iopub = iopub;
+        let iopub_watch = Arc::new(Mutex::new(IopubWatch::All));
+        let iopub_dropped = Arc::new(AtomicU64::new(0));
+        let (iopub_send, iopub_rx) = mpsc::channel(IOPUB_QUEUE);
+        let (watch, dropped) = (iopub_watch.clone(), iopub_dropped.clone());
         let iopub_reader = tokio::spawn(async move {
             // A message that fails to parse or verify is dropped, not fatal:
             // code in the kernel can write garbage to its own sockets.
             loop {
                 match iopub.read().await {
                     Ok(msg) => {
-                        if iopub_send.send(msg).is_err() {
+                        let admitted = watch.lock().unwrap().admits(&msg);
+                        if !admitted {
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                        } else if iopub_send.send(msg).await.is_err() {
                             break;
                         }
                     }
@@ -89,12 +212,15 @@ impl Channels {
                 }
             }
         });
-        let mut shell_rx_half = shell_rx_half;
+
+        let shell_pending = Pending::default();
+        let (shell_send, shell_rx) = mpsc::channel(SHELL_QUEUE);
+        let admit = shell_pending.clone();
         let shell_reader = tokio::spawn(async move {
             loop {
                 match shell_rx_half.read().await {
                     Ok(msg) => {
-                        if shell_send.send(msg).is_err() {
+                        if admit.admits(&msg) && shell_send.send(msg).await.is_err() {
                             break;
                         }
                     }
@@ -109,7 +235,13 @@ impl Channels {
             iopub_rx,
             shell_rx,
             control_rx: control_replies,
+            iopub_watch,
+            shell_pending,
+            control_pending,
+            iopub_dropped,
+            oversize_rx,
             readers: vec![iopub_reader, shell_reader, control_reader],
+            _relays: relays,
         })
     }
 
@@ -120,11 +252,56 @@ impl Channels {
     ) -> Result<String, KernelError> {
         let msg = JupyterMessage::new(content, None);
         let id = msg.header.msg_id.clone();
+        self.shell_pending.add(&id);
         self.shell
             .send(msg)
             .await
             .map_err(|e| KernelError::Protocol(format!("sending on shell: {e}")))?;
         Ok(id)
+    }
+
+    /// Sends a request on shell whose IOPub messages are to be read: from
+    /// now on the IOPub queue holds only messages whose parent is this
+    /// request. Whatever was queued before (output of an earlier request,
+    /// of a thread still printing after its cell) is discarded first, and
+    /// so are stale shell replies.
+    pub async fn send_shell_watched(
+        &mut self,
+        content: JupyterMessageContent,
+    ) -> Result<String, KernelError> {
+        let msg = JupyterMessage::new(content, None);
+        let id = msg.header.msg_id.clone();
+        *self.iopub_watch.lock().unwrap() = IopubWatch::Only(id.clone());
+        let mut stale = 0u64;
+        while self.iopub_rx.try_recv().is_ok() {
+            stale += 1;
+        }
+        while self.shell_rx.try_recv().is_ok() {
+            stale += 1;
+        }
+        while self.oversize_rx.try_recv().is_ok() {
+            stale += 1;
+        }
+        let dropped = self.iopub_dropped.swap(0, Ordering::Relaxed);
+        if stale + dropped > 0 {
+            tracing::debug!(
+                stale,
+                dropped,
+                "discarded messages from before this request"
+            );
+        }
+        self.shell_pending.add(&id);
+        self.shell
+            .send(msg)
+            .await
+            .map_err(|e| KernelError::Protocol(format!("sending on shell: {e}")))?;
+        Ok(id)
+    }
+
+    /// Stops passing IOPub messages on: nothing is watched until the next
+    /// [`Channels::send_shell_watched`].
+    pub fn unwatch_iopub(&self) {
+        *self.iopub_watch.lock().unwrap() = IopubWatch::Nothing;
     }
 
     /// Sends a request on control; the reply is not awaited (control replies
@@ -133,7 +310,10 @@ impl Channels {
         &mut self,
         content: JupyterMessageContent,
     ) -> Result<(), KernelError> {
+        // Replies to earlier requests are never read now: room for this one's.
+        while self.control_rx.try_recv().is_ok() {}
         let msg = JupyterMessage::new(content, None);
+        self.control_pending.add(&msg.header.msg_id);
         self.control
             .send(msg)
             .await
@@ -151,4 +331,49 @@ fn is_fatal(e: &jupyter_zmq_client::RuntimeError) -> bool {
 /// The parent msg_id of a message, if it has one.
 pub fn parent_id(msg: &JupyterMessage) -> Option<&str> {
     msg.parent_header.as_ref().map(|h| h.msg_id.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jupyter_protocol::{ExecuteRequest, InterruptReply, KernelInfoRequest, Status};
+
+    fn reply_to(parent: &JupyterMessage) -> JupyterMessage {
+        JupyterMessage::new(Status::idle(), Some(parent))
+    }
+
+    #[test]
+    fn iopub_watch_passes_only_the_watched_request() {
+        let cell = JupyterMessage::new(KernelInfoRequest {}, None);
+        let other = JupyterMessage::new(KernelInfoRequest {}, None);
+        let watch = IopubWatch::Only(cell.header.msg_id.clone());
+        assert!(watch.admits(&reply_to(&cell)));
+        assert!(!watch.admits(&reply_to(&other)));
+        assert!(!watch.admits(&JupyterMessage::new(Status::busy(), None)));
+        assert!(!IopubWatch::Nothing.admits(&reply_to(&cell)));
+        assert!(IopubWatch::All.admits(&reply_to(&other)));
+    }
+
+    #[test]
+    fn pending_passes_replies_to_recent_own_requests_only() {
+        let pending = Pending::default();
+        let sent = JupyterMessage::new(KernelInfoRequest {}, None);
+        let never = JupyterMessage::new(ExecuteRequest::new("1".into()), None);
+        pending.add(&sent.header.msg_id);
+        let reply = JupyterMessage::new(InterruptReply::default(), Some(&sent));
+        assert!(!pending.admits(&JupyterMessage::new(
+            InterruptReply::default(),
+            Some(&never)
+        )));
+        assert!(!pending.admits(&JupyterMessage::new(InterruptReply::default(), None)));
+        // A forged reply and the genuine one after it both pass.
+        assert!(pending.admits(&reply));
+        assert!(pending.admits(&reply));
+        // Old requests are forgotten: the set stays bounded.
+        for _ in 0..PENDING_KEPT {
+            pending.add(&uuid::Uuid::new_v4().to_string());
+        }
+        assert!(!pending.admits(&reply));
+        assert_eq!(pending.0.lock().unwrap().ids.len(), PENDING_KEPT);
+    }
 }

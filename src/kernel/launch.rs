@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use jupyter_protocol::connection_info::{ConnectionInfo, Transport};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 use walkdir::WalkDir;
 
@@ -22,6 +22,8 @@ use crate::util::nofollow;
 
 /// How many lines of the kernel's own stderr are kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
+/// How much of each such line is kept.
+const STDERR_LINE_BYTES: usize = 2000;
 
 /// Everything needed to start kernels of one image.
 #[derive(Debug, Clone)]
@@ -333,25 +335,69 @@ impl KernelProcess {
     }
 }
 
-/// Reads a pipe to its end, keeping the last lines. Lines are read with a
-/// bound so one enormous line cannot exhaust memory.
-async fn drain<R: AsyncRead + Unpin>(pipe: R, tail: Arc<Mutex<VecDeque<String>>>) {
-    let mut reader = BufReader::new(pipe);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
-                line.truncate(line.floor_char_boundary(2000));
-                let mut tail = tail.lock().unwrap();
-                if tail.len() == STDERR_TAIL_LINES {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
+/// Reads a pipe to its end, keeping the last lines. Reads are in fixed
+/// chunks and each line keeps at most [`STDERR_LINE_BYTES`], so a line of
+/// gigabytes without a newline costs no more memory than a short one.
+async fn drain<R: AsyncRead + Unpin>(mut pipe: R, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut chunk = vec![0u8; 8192];
+    let mut line = BoundedLine::default();
+    let keep = |text: String| {
+        let mut tail = tail.lock().unwrap();
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
         }
+        tail.push_back(text);
+    };
+    loop {
+        let n = match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        line.feed(&chunk[..n], keep);
+    }
+    if let Some(last) = line.take() {
+        keep(last);
+    }
+}
+
+/// The line being read from a pipe: its first [`STDERR_LINE_BYTES`] bytes
+/// and a count of the rest.
+#[derive(Debug, Default)]
+struct BoundedLine {
+    head: Vec<u8>,
+    dropped: u64,
+}
+
+impl BoundedLine {
+    /// Adds bytes; every line they complete goes to `done`.
+    fn feed(&mut self, mut data: &[u8], mut done: impl FnMut(String)) {
+        while let Some(end) = data.iter().position(|&b| b == b'\n') {
+            self.push(&data[..end]);
+            done(self.take().unwrap_or_default());
+            data = &data[end + 1..];
+        }
+        self.push(data);
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let room = STDERR_LINE_BYTES.saturating_sub(self.head.len());
+        let take = room.min(bytes.len());
+        self.head.extend_from_slice(&bytes[..take]);
+        self.dropped += (bytes.len() - take) as u64;
+    }
+
+    /// The line so far, if it has anything, and a fresh start.
+    fn take(&mut self) -> Option<String> {
+        if self.head.is_empty() && self.dropped == 0 {
+            return None;
+        }
+        let mut text = String::from_utf8_lossy(&self.head).trim_end().to_string();
+        if self.dropped > 0 {
+            text.push_str(&format!(" [... {} bytes dropped]", self.dropped));
+        }
+        self.head.clear();
+        self.dropped = 0;
+        Some(text)
     }
 }
 
@@ -370,4 +416,52 @@ pub fn write_connection_file(
         .and_then(|mut file| file.write_all(text.as_bytes()))
         .map_err(|e| KernelError::io(format!("writing {}", path.display()), e))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_line_without_newline_is_bounded() {
+        let mut line = BoundedLine::default();
+        let mut lines = Vec::new();
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..64 {
+            line.feed(&chunk, |l| lines.push(l));
+            assert!(line.head.len() <= STDERR_LINE_BYTES);
+        }
+        assert!(lines.is_empty());
+        line.feed(b"\nnext line\npartial", |l| lines.push(l));
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0].len(),
+            STDERR_LINE_BYTES + " [... 67106864 bytes dropped]".len()
+        );
+        assert!(
+            lines[0].ends_with("[... 67106864 bytes dropped]"),
+            "{}",
+            &lines[0][1990..]
+        );
+        assert_eq!(lines[1], "next line");
+        assert_eq!(line.take().as_deref(), Some("partial"));
+        assert_eq!(line.take(), None);
+    }
+
+    #[tokio::test]
+    async fn drain_keeps_the_last_lines_only() {
+        let mut text = Vec::new();
+        for i in 0..100 {
+            text.extend_from_slice(format!("line {i}\n").as_bytes());
+        }
+        text.extend(std::iter::repeat_n(b'y', 3 << 20));
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        drain(&text[..], tail.clone()).await;
+        let tail = tail.lock().unwrap();
+        assert_eq!(tail.len(), STDERR_TAIL_LINES);
+        assert_eq!(tail[0], "line 61");
+        assert!(tail.back().unwrap().ends_with("bytes dropped]"));
+        let kept: usize = tail.iter().map(String::len).sum();
+        assert!(kept < STDERR_TAIL_LINES * (STDERR_LINE_BYTES + 40));
+    }
 }

@@ -12,6 +12,7 @@ mod outcome;
 mod pool;
 mod session;
 mod state;
+mod wire_cap;
 
 pub use capture::OutputCap;
 pub use launch::{default_kernel_root, KernelSpec};

@@ -849,3 +849,28 @@ def _rearm():
 
 
 _rearm()
+
+
+# A thread writes with the parent header of the cell that started it, not of
+# whatever cell runs when it prints: ipykernel takes the header from a
+# context variable and falls back to the latest cell's, and a new thread
+# starts with an empty context. Started in a copy of its creator's context,
+# a thread still printing after its cell returned is that cell's output,
+# which the harness drops, instead of becoming the next cell's.
+def _install_thread_context():
+    import contextvars as _contextvars_mod
+    import threading as _threading_mod
+
+    copy_context = _contextvars_mod.copy_context
+    original_start = _threading_mod.Thread.start
+
+    def start(self, *args, **kwargs):
+        context = copy_context()
+        run = self.run
+        self.run = lambda: context.run(run)
+        return original_start(self, *args, **kwargs)
+
+    _threading_mod.Thread.start = start
+
+
+_install_thread_context()

@@ -5,6 +5,7 @@
 //! kill every process of the kernel, confirm, restart, report state lost.
 
 use std::collections::HashMap;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use tokio::time::sleep_until;
 
 use super::artifact;
 use super::capture::{Capture, OutputCap, Stream};
-use super::client::{parent_id, wait_for_sockets, Channels};
+use super::client::{parent_id, wait_for_sockets, Channels, WireCap};
 use super::launch::{
     connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
     write_connection_file, KernelProcess, KernelSpec,
@@ -140,6 +141,10 @@ const ANSWER_KEY: &str = "retrace";
 /// How long installing `probe.py` into a fresh kernel may take.
 const PROBE_INSTALL_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a kernel stopped by a limit may take to drain its output
+/// before it is killed and replaced.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often the CPU counter is read during an execution.
 const CPU_POLL: Duration = Duration::from_millis(50);
 
@@ -160,7 +165,7 @@ impl Kernel {
             }
         };
         let started = Instant::now();
-        match launch(&spec, &layout, jail.as_ref(), options.startup_timeout).await {
+        match launch(&spec, &layout, jail.as_ref(), &options).await {
             Ok((process, channels, banner)) => {
                 tracing::info!(
                     kernel = %id,
@@ -239,6 +244,7 @@ impl Kernel {
         let mut run = Run::new(self.options.output_cap);
         let mut ending = self.collect(&mut run, sent, exec.timeout, &before).await;
         self.settle_requested_exit(&run, &mut ending).await;
+        self.settle_after_stop(&run, &mut ending).await;
         if !ending.lost() {
             run.settle_error();
         }
@@ -277,7 +283,9 @@ impl Kernel {
             // One request at a time: nothing queued may be aborted after an error.
             stop_on_error: false,
         };
-        let msg_id = self.channels.send_shell(request.into()).await?;
+        // Watched: from here on only this cell's IOPub messages are queued;
+        // anything left from before (a thread still printing) is dropped.
+        let msg_id = self.channels.send_shell_watched(request.into()).await?;
 
         // The shell handles requests one at a time, so the reply to this
         // probe cannot come before the cell has really finished: code in the
@@ -311,7 +319,7 @@ impl Kernel {
             mut probe_id,
         } = sent;
         let mut deadline = Deadline {
-            at: tokio::time::Instant::now() + timeout,
+            at: deadline_after(timeout),
             interrupted: false,
         };
         let mut exit = self.process.exit.clone();
@@ -360,6 +368,13 @@ impl Kernel {
                         }
                     }
                 }
+                Some(big) = self.channels.oversize_rx.recv() => {
+                    // A message whose parent header could not be read is
+                    // counted against the cell that is running.
+                    if big.parent.as_deref().is_none_or(|p| p == msg_id) {
+                        run.capture.drop_oversize(big.bytes);
+                    }
+                }
                 Some(msg) = self.channels.shell_rx.recv() => {
                     match parent_id(&msg) {
                         Some(id) if id == msg_id => run.on_shell(msg),
@@ -373,7 +388,57 @@ impl Kernel {
                 self.interrupt_for_limit(&mut deadline).await;
             }
         }
+        // Output the cell's threads print from now on is not this cell's
+        // (nor any later cell's): the reader drops it as it arrives.
+        self.channels.unwatch_iopub();
         ending
+    }
+
+    /// After a limit stopped a cell, the kernel may still be pushing what
+    /// the cell wrote (one 64 MiB write is one message) through IOPub, and
+    /// the next cell would wait behind it. IOPub is ordered: once the idle
+    /// of a marker request sent now has arrived, everything published
+    /// before it has gone by. A kernel that does not get there within
+    /// [`SETTLE_TIMEOUT`] is killed, so the next cell runs promptly in a
+    /// fresh kernel and this outcome says the state was lost.
+    async fn settle_after_stop(&mut self, run: &Run, ending: &mut Ending) {
+        if run.reason.is_none() || ending.lost() {
+            return;
+        }
+        let channels = &mut self.channels;
+        let settled = async {
+            let marker = channels
+                .send_shell_watched(KernelInfoRequest {}.into())
+                .await
+                .ok()?;
+            while let Some(msg) = channels.iopub_rx.recv().await {
+                let idle = matches!(
+                    &msg.content,
+                    JupyterMessageContent::Status(s) if s.execution_state == ExecutionState::Idle
+                );
+                if idle && parent_id(&msg) == Some(marker.as_str()) {
+                    return Some(());
+                }
+            }
+            None
+        };
+        let mut exit = self.process.exit.clone();
+        let done = tokio::select! {
+            r = tokio::time::timeout(SETTLE_TIMEOUT, settled) => matches!(r, Ok(Some(()))),
+            _ = wait_exit(&mut exit) => false,
+        };
+        self.channels.unwatch_iopub();
+        if !done {
+            tracing::info!(
+                kernel = %self.layout.id,
+                "the kernel did not drain its output after the stop; killing it"
+            );
+            if self.process.exited().is_some() {
+                ending.died = true;
+            } else {
+                ending.kill_needed = true;
+            }
+        }
     }
 
     /// A limit was hit: interrupt the cell and give it `interrupt_grace` to
@@ -698,13 +763,8 @@ impl Kernel {
             self.kill_processes().await;
         }
         renew_layout(&self.spec, &self.layout)?;
-        let (process, channels, banner) = launch(
-            &self.spec,
-            &self.layout,
-            self.jail.as_ref(),
-            self.options.startup_timeout,
-        )
-        .await?;
+        let (process, channels, banner) =
+            launch(&self.spec, &self.layout, self.jail.as_ref(), &self.options).await?;
         self.process = process;
         self.channels = channels;
         self.banner = banner;
@@ -794,6 +854,13 @@ fn media_map(data: &Media) -> Map<String, Value> {
     }
 }
 
+/// `now + d`, saturated: a huge timeout from a caller must not overflow.
+fn deadline_after(d: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + crate::util::units::MAX_DURATION)
+}
+
 /// Resolves once the process has exited (or its waiter is gone).
 async fn wait_exit(exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox::ExitInfo>>) {
     let _ = exit.wait_for(|e| e.is_some()).await;
@@ -818,8 +885,10 @@ async fn launch(
     spec: &KernelSpec,
     layout: &KernelLayout,
     jail: &dyn Jail,
-    timeout: Duration,
+    options: &KernelOptions,
 ) -> Result<(KernelProcess, Channels, KernelBanner), KernelError> {
+    let timeout = options.startup_timeout;
+    let wire = wire_cap(spec, layout, &options.output_cap)?;
     let info = connection_info(layout);
     for path in socket_paths(&info) {
         let _ = std::fs::remove_file(path);
@@ -830,7 +899,7 @@ async fn launch(
     let mut exit = process.exit.clone();
     let handshake = async {
         wait_for_sockets(&socket_paths(&info)).await;
-        let mut channels = Channels::connect(&info).await?;
+        let mut channels = Channels::connect(&info, &wire).await?;
         let banner = handshake(&mut channels).await?;
         lock_runtime_dir(layout)?;
         install_probe(&mut channels).await?;
@@ -862,6 +931,28 @@ async fn launch(
     }
 }
 
+/// The relays of a kernel listen in a directory of the harness beside the
+/// kernel's own (which is not bound into the kernel's view), and let no
+/// message through that is larger than the output cap (with room for the
+/// envelope) or 4 MiB, whichever is more: anything larger would exceed the
+/// cap anyway.
+fn wire_cap(
+    spec: &KernelSpec,
+    layout: &KernelLayout,
+    cap: &OutputCap,
+) -> Result<WireCap, KernelError> {
+    let dir = spec.root.join(&layout.id).join("wire");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| KernelError::io(format!("creating {}", dir.display()), e))?;
+    Ok(WireCap {
+        dir,
+        max_message: cap.bytes.saturating_add(64 * 1024).max(4 << 20),
+    })
+}
+
 /// Sends `kernel_info_request` until the reply and an IOPub message have both
 /// arrived, so the IOPub subscription is known to be live.
 async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError> {
@@ -890,6 +981,7 @@ async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError>
                         tokio::time::timeout(Duration::from_millis(5), channels.iopub_rx.recv())
                             .await
                     {}
+                    channels.unwatch_iopub();
                     return Ok(b);
                 }
             }

@@ -156,19 +156,41 @@ pub fn resolve(arg: Option<&str>) -> Result<Choice, LocalError> {
     Catalog::builtin().resolve(arg)
 }
 
-/// The local model: a running server and a client for it.
+/// How many times a local server that died is started again in one run;
+/// past that every request fails as the model being unavailable.
+pub const MAX_SERVER_RESTARTS: u32 = 3;
+
+/// How long a failed request waits for the server's exit to be seen
+/// before the failure is taken as the server's answer.
+const SERVER_EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The local model: a running server and a client for it. A server that
+/// dies mid-run is started again (at most [`MAX_SERVER_RESTARTS`] times)
+/// and the request that found it dead is sent again.
 pub struct LocalModel {
+    live: std::sync::Mutex<std::sync::Arc<Live>>,
+    /// Held while a dead server is replaced, so only one task does it.
+    restarting: tokio::sync::Mutex<()>,
+    restarts: std::sync::atomic::AtomicU32,
+    generation: Generation,
+    options: ServerOptions,
+    logs: PathBuf,
+    prepared: Prepared,
+}
+
+/// One server and the client pointed at it.
+struct Live {
     // Declared before the server: the client goes first on drop.
     client: OpenAiClient,
     server: LocalServer,
-    prepared: Prepared,
 }
 
 impl std::fmt::Debug for LocalModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalModel")
             .field("model", &self.prepared.model.spec)
-            .field("server", &self.server)
+            .field("server", &self.current().server)
+            .field("restarts", &self.restarts())
             .finish_non_exhaustive()
     }
 }
@@ -207,7 +229,95 @@ impl LocalModel {
         let prepared = tokio::task::spawn_blocking(move || prep.prepare(&choice, progress))
             .await
             .map_err(|e| LocalError::io("preparing the local model", std::io::Error::other(e)))??;
-        let server = LocalServer::start(&prepared, &store.logs_dir(), options).await?;
+        let logs = store.logs_dir();
+        let live = Live::start(&prepared, &logs, &options, &generation).await?;
+        Ok(LocalModel {
+            live: std::sync::Mutex::new(std::sync::Arc::new(live)),
+            restarting: tokio::sync::Mutex::new(()),
+            restarts: std::sync::atomic::AtomicU32::new(0),
+            generation,
+            options,
+            logs,
+            prepared,
+        })
+    }
+
+    fn current(&self) -> std::sync::Arc<Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The pid of the server answering now.
+    pub fn server_pid(&self) -> u32 {
+        self.current().server.pid()
+    }
+
+    /// The base URL of the server answering now.
+    pub fn base_url(&self) -> String {
+        self.current().server.base_url().to_string()
+    }
+
+    /// How many times a dead server was started again.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn env(&self) -> &ModelEnv {
+        &self.prepared.env
+    }
+
+    pub fn model_file(&self) -> &ModelFile {
+        &self.prepared.model
+    }
+
+    /// Replaces `dead` (the server a request found dead) by a fresh one,
+    /// unless another task already did; `Err` once the restarts are spent
+    /// or the new server does not start.
+    async fn replace(&self, dead: &std::sync::Arc<Live>) -> Result<(), ModelError> {
+        let _one = self.restarting.lock().await;
+        if !std::sync::Arc::ptr_eq(&self.current(), dead) {
+            return Ok(());
+        }
+        let done = self.restarts();
+        if done >= MAX_SERVER_RESTARTS {
+            return Err(ModelError::Unavailable(format!(
+                "the local model server died ({}) and was already restarted {done} times; \
+                 its log: {}",
+                describe_exit(&dead.server),
+                dead.server.log_path().display()
+            )));
+        }
+        tracing::warn!(
+            pid = dead.server.pid(),
+            exit = %describe_exit(&dead.server),
+            restarts = done + 1,
+            log = %dead.server.log_path().display(),
+            "the local model server died; starting it again"
+        );
+        let live = Live::start(&self.prepared, &self.logs, &self.options, &self.generation)
+            .await
+            .map_err(ModelError::from)?;
+        self.restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = std::sync::Arc::new(live);
+        Ok(())
+    }
+}
+
+fn describe_exit(server: &LocalServer) -> String {
+    match server.exit_status() {
+        Some(status) => status.to_string(),
+        None => "still running".into(),
+    }
+}
+
+impl Live {
+    async fn start(
+        prepared: &Prepared,
+        logs: &Path,
+        options: &ServerOptions,
+        generation: &Generation,
+    ) -> Result<Live, LocalError> {
+        let server = LocalServer::start(prepared, logs, options.clone()).await?;
         let client = OpenAiClient::new(
             OpenAiSettings {
                 model: SERVED_MODEL.into(),
@@ -217,30 +327,14 @@ impl LocalModel {
                 api_key: Some(server.api_key().unwrap_or("none").into()),
                 vision: false,
             },
-            generation,
+            generation.clone(),
         )
         .map_err(|e| LocalError::ServerFailed {
             detail: format!("cannot make a client for it: {e}"),
             log: server.log_path().to_path_buf(),
             tail: String::new(),
         })?;
-        Ok(LocalModel {
-            client,
-            server,
-            prepared,
-        })
-    }
-
-    pub fn server(&self) -> &LocalServer {
-        &self.server
-    }
-
-    pub fn env(&self) -> &ModelEnv {
-        &self.prepared.env
-    }
-
-    pub fn model_file(&self) -> &ModelFile {
-        &self.prepared.model
+        Ok(Live { client, server })
     }
 }
 
@@ -261,14 +355,22 @@ impl ModelClient for LocalModel {
     }
 
     async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError> {
-        self.client.chat(request).await
+        loop {
+            let live = self.current();
+            let result = live.client.chat(request).await;
+            if result.is_ok() || !live.server.died_within(SERVER_EXIT_WAIT).await {
+                return result;
+            }
+            // The server died under this request: a fresh one gets it again.
+            self.replace(&live).await?;
+        }
     }
 
     /// Flat, for run.json: what was served (the file's sha256 always, its
     /// pins when catalogued), by what, and how.
     fn info(&self) -> serde_json::Value {
         let m = &self.prepared.model;
-        let o = self.server.options();
+        let o = &self.options;
         let catalog = m.catalog.as_ref();
         serde_json::json!({
             "model": m.spec,
@@ -286,7 +388,8 @@ impl ModelClient for LocalModel {
                 .collect::<Vec<_>>()),
             "server": "llama-cpp-python",
             "server_version": self.prepared.env.server_version(),
-            "base_url": self.server.base_url(),
+            "base_url": self.base_url(),
+            "model_restarts": self.restarts(),
             "n_ctx": o.n_ctx,
             "threads": o.threads,
             "batch_threads": o.batch_threads,

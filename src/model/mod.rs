@@ -233,7 +233,8 @@ mod secs {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(serde::de::Error::custom)
+        crate::util::units::duration_from_secs(f64::deserialize(d)?)
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -33,6 +33,8 @@ use async_openai::types::chat::{
 use async_openai::Client;
 use serde::Deserialize;
 
+use crate::util::units::{saturating_secs, MAX_DURATION};
+
 use super::{ChatRequest, Generation, Message, ModelClient, ModelError, Part, Reply, Role, Usage};
 
 /// Where and what to ask. `None` means: from the environment
@@ -623,17 +625,17 @@ impl tower_service::Service<HttpRequestFactory> for Recorder {
 /// `retry-after` (seconds or an HTTP date).
 pub fn parse_retry_after(ms: Option<&str>, value: Option<&str>) -> Option<Duration> {
     if let Some(ms) = ms.and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+        if !ms.is_nan() && ms >= 0.0 {
+            return Some(saturating_secs(ms / 1000.0));
         }
     }
     let value = value?.trim();
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return (!secs.is_nan() && secs >= 0.0).then(|| saturating_secs(secs));
     }
     let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(wait.to_std().unwrap_or(Duration::ZERO))
+    Some(wait.to_std().unwrap_or(Duration::ZERO).min(MAX_DURATION))
 }
 
 #[cfg(test)]
@@ -671,6 +673,20 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after(None, None), None);
+    }
+
+    #[test]
+    fn hostile_retry_after_saturates() {
+        let max = crate::util::units::MAX_DURATION;
+        assert_eq!(parse_retry_after(None, Some("1e300")), Some(max));
+        assert_eq!(parse_retry_after(Some("1e300"), None), Some(max));
+        assert_eq!(parse_retry_after(None, Some("inf")), Some(max));
+        assert_eq!(parse_retry_after(None, Some("NaN")), None);
+        // A date far in the future saturates too.
+        assert_eq!(
+            parse_retry_after(None, Some("Fri, 31 Dec 9999 23:59:59 GMT")),
+            Some(max)
+        );
     }
 
     #[test]

@@ -66,7 +66,7 @@ mod secs {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let secs = f64::deserialize(d)?;
-        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+        crate::util::units::duration_from_secs(secs).map_err(serde::de::Error::custom)
     }
 }
 

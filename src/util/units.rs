@@ -2,6 +2,37 @@
 
 use std::time::Duration;
 
+/// The longest duration retrace accepts anywhere (a year): longer values are
+/// refused, so no deadline computed from one can overflow an `Instant`.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// A number of seconds as a duration, refused when it is negative, not a
+/// number, or longer than [`MAX_DURATION`].
+pub fn duration_from_secs(secs: f64) -> Result<Duration, String> {
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("`{secs}` seconds is not a duration"));
+    }
+    if secs > MAX_DURATION.as_secs_f64() {
+        return Err(format!(
+            "`{secs}` seconds is longer than the longest accepted duration ({} days)",
+            MAX_DURATION.as_secs() / 86_400
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A number of seconds from an untrusted source (an HTTP header) as a
+/// duration: negative or NaN is zero, anything huge is [`MAX_DURATION`].
+pub fn saturating_secs(secs: f64) -> Duration {
+    if secs.is_nan() || secs <= 0.0 {
+        return Duration::ZERO;
+    }
+    if secs >= MAX_DURATION.as_secs_f64() {
+        return MAX_DURATION;
+    }
+    Duration::from_secs_f64(secs)
+}
+
 /// Parses `250ms`, `10s`, `2m`, `1h` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -25,7 +56,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "`{text}` is not a duration; use e.g. 500ms, 10s, 2m"
         ));
     }
-    Ok(Duration::from_secs_f64(value * mult))
+    duration_from_secs(value * mult).map_err(|e| format!("`{text}`: {e}"))
 }
 
 /// Parses `512M`, `1G`, `64K`, `1MiB` or a bare number of bytes (powers of 1024).
@@ -50,7 +81,12 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     if !(value.is_finite() && value >= 0.0) {
         return Err(format!("`{text}` is not a size; use e.g. 64K, 512M, 1G"));
     }
-    Ok((value * mult as f64) as u64)
+    let bytes = value * mult as f64;
+    // u64::MAX as f64 rounds up to 2^64, which does not fit.
+    if bytes >= u64::MAX as f64 {
+        return Err(format!("`{text}` is larger than any size retrace accepts"));
+    }
+    Ok(bytes as u64)
 }
 
 /// Formats bytes the way the limits are written on the command line.
@@ -79,12 +115,41 @@ mod tests {
     }
 
     #[test]
+    fn huge_durations_are_refused_not_a_panic() {
+        for text in ["1e300s", "1e300", "1e20h", "inf", "NaN"] {
+            let err = parse_duration(text).unwrap_err();
+            assert!(err.contains(text), "{err}");
+        }
+        assert_eq!(
+            parse_duration(&format!("{}s", MAX_DURATION.as_secs())).unwrap(),
+            MAX_DURATION
+        );
+        assert!(duration_from_secs(1e300).is_err());
+        assert!(duration_from_secs(f64::NAN).is_err());
+        assert_eq!(
+            duration_from_secs(1.5).unwrap(),
+            Duration::from_millis(1500)
+        );
+    }
+
+    #[test]
+    fn untrusted_seconds_saturate() {
+        assert_eq!(saturating_secs(1e300), MAX_DURATION);
+        assert_eq!(saturating_secs(f64::INFINITY), MAX_DURATION);
+        assert_eq!(saturating_secs(f64::NAN), Duration::ZERO);
+        assert_eq!(saturating_secs(-5.0), Duration::ZERO);
+        assert_eq!(saturating_secs(2.0), Duration::from_secs(2));
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(parse_bytes("512M").unwrap(), 512 << 20);
         assert_eq!(parse_bytes("1G").unwrap(), 1 << 30);
         assert_eq!(parse_bytes("1MiB").unwrap(), 1 << 20);
         assert_eq!(parse_bytes("4096").unwrap(), 4096);
         assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("1e300G").is_err());
+        assert!(parse_bytes("16777216T").is_err());
         assert_eq!(format_bytes(512 << 20), "512M");
         assert_eq!(format_bytes(1000), "1000");
     }

@@ -349,7 +349,9 @@ impl LocalServer {
     }
 
     async fn wait_ready(&self) -> Result<(), NotReady> {
-        let deadline = Instant::now() + self.options.startup_timeout;
+        let deadline = Instant::now()
+            .checked_add(self.options.startup_timeout)
+            .unwrap_or_else(|| Instant::now() + crate::util::units::MAX_DURATION);
         let client = plain_client(&self.base_url, self.api_key.as_deref().unwrap_or("none"));
         loop {
             if let Some(status) = self.exit_status() {
@@ -424,6 +426,19 @@ impl LocalServer {
 
     pub fn is_running(&self) -> bool {
         self.exit_status().is_none()
+    }
+
+    /// Whether the server has exited, or does so within `wait` (its
+    /// waiter may not have reaped it yet when a request fails).
+    pub async fn died_within(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while self.is_running() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        true
     }
 
     /// Stops the server now (dropping it does the same).

@@ -1,0 +1,327 @@
+//! A size cap on every message a kernel sends, applied on the wire.
+//!
+//! The ZMQ client (the `zeromq` crate) has no ZMQ_MAXMSGSIZE: it reads a
+//! message whole, whatever length its frame headers claim, before anything
+//! of retrace sees it. So the client talks to the kernel through a relay on
+//! a Unix socket only the harness can reach; the relay reads the ZMTP frame
+//! headers coming from the kernel and replaces every frame of a message
+//! past the cap by an empty one without ever holding its body. The message
+//! then fails its signature check and is dropped by the client; the relay
+//! reports it (with the request it answered, read from its parent header)
+//! so the execution it belongs to ends as `output_limit`.
+
+use std::path::{Path, PathBuf};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// ZMTP 3 frame flags.
+const MORE: u8 = 0x01;
+const LONG: u8 = 0x02;
+const COMMAND: u8 = 0x04;
+/// The Jupyter wire protocol's delimiter between identities and message.
+const DELIMITER: &[u8] = b"<IDS|MSG>";
+/// Frames up to this size are read whole (to find the delimiter and the
+/// parent header); larger ones are streamed through.
+const SMALL_FRAME: u64 = 64 * 1024;
+
+/// How long the kernel's socket may refuse connections after it appeared.
+const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A message the relay emptied because it was larger than the cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oversize {
+    /// msg_id of the request it answered, when its parent header said so.
+    pub parent: Option<String>,
+    /// Bytes of the message's frames that were dropped.
+    pub bytes: u64,
+}
+
+/// A relay in front of one kernel socket; it stops when dropped.
+pub struct Relay {
+    path: PathBuf,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Relay {
+    /// Listens on `path` and relays each connection to the kernel's socket
+    /// `kernel`, capping what the kernel sends at `max` bytes per message.
+    pub fn start(
+        path: &Path,
+        kernel: &Path,
+        max: u64,
+        report: mpsc::Sender<Oversize>,
+    ) -> std::io::Result<Relay> {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path)?;
+        let kernel = kernel.to_path_buf();
+        let task = tokio::spawn(async move {
+            let mut connections = Vec::new();
+            while let Ok((client, _)) = listener.accept().await {
+                let kernel = kernel.clone();
+                let report = report.clone();
+                connections.push(tokio::spawn(async move {
+                    if let Some(upstream) = connect(&kernel).await {
+                        relay(client, upstream, max, report).await;
+                    }
+                }));
+                connections.retain(|c: &JoinHandle<()>| !c.is_finished());
+            }
+            for c in connections {
+                c.abort();
+            }
+        });
+        Ok(Relay {
+            path: path.to_path_buf(),
+            task,
+        })
+    }
+}
+
+/// Connects to the kernel's socket. Its file exists from `bind`, a moment
+/// before the kernel listens: refusals are retried for a while, as the ZMQ
+/// client itself would.
+async fn connect(kernel: &Path) -> Option<UnixStream> {
+    let deadline = tokio::time::Instant::now() + CONNECT_PATIENCE;
+    loop {
+        match UnixStream::connect(kernel).await {
+            Ok(stream) => return Some(stream),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Err(e) => {
+                // Gone: the kernel exited, the client reconnects in vain.
+                tracing::debug!(socket = %kernel.display(), error = %e, "cannot reach the kernel's socket");
+                return None;
+            }
+        }
+    }
+}
+
+/// Copies client → kernel as is and kernel → client through the cap; when
+/// either direction ends, both do.
+async fn relay(client: UnixStream, kernel: UnixStream, max: u64, report: mpsc::Sender<Oversize>) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut kernel_read, mut kernel_write) = kernel.into_split();
+    tokio::select! {
+        _ = tokio::io::copy(&mut client_read, &mut kernel_write) => {}
+        _ = capped_copy(&mut kernel_read, &mut client_write, max, &report) => {}
+    }
+}
+
+/// Where a message's frames are: before or after the delimiter, and the
+/// parent header once seen.
+#[derive(Debug, Default)]
+struct MessageScan {
+    bytes: u64,
+    dropped: u64,
+    /// Frames seen since the delimiter (1 = signature, 2 = header,
+    /// 3 = parent header).
+    after_delimiter: Option<u32>,
+    parent: Option<String>,
+}
+
+impl MessageScan {
+    /// Notes one message frame of `len` bytes whose body is `body` when it
+    /// was read whole.
+    fn observe(&mut self, body: Option<&[u8]>) {
+        match self.after_delimiter.as_mut() {
+            None => {
+                if body == Some(DELIMITER) {
+                    self.after_delimiter = Some(0);
+                }
+            }
+            Some(n) => {
+                *n += 1;
+                if *n == 3 {
+                    self.parent = body
+                        .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
+                        .and_then(|v| v.get("msg_id")?.as_str().map(str::to_string));
+                }
+            }
+        }
+    }
+}
+
+/// Copies a ZMTP 3 stream, emptying the frames of any message past `max`
+/// bytes; every emptied message is reported once it ends.
+async fn capped_copy<R, W>(
+    from: R,
+    to: &mut W,
+    max: u64,
+    report: &mpsc::Sender<Oversize>,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut from = BufReader::with_capacity(64 * 1024, from);
+    let mut greeting = [0u8; 64];
+    from.read_exact(&mut greeting).await?;
+    to.write_all(&greeting).await?;
+    let mut scan = MessageScan::default();
+    loop {
+        let flags = from.read_u8().await?;
+        let len = if flags & LONG != 0 {
+            from.read_u64().await?
+        } else {
+            u64::from(from.read_u8().await?)
+        };
+        let command = flags & COMMAND != 0;
+        if !command {
+            scan.bytes = scan.bytes.saturating_add(len);
+        }
+        if !command && scan.bytes > max {
+            to.write_all(&[flags & !LONG, 0]).await?;
+            let skipped =
+                tokio::io::copy(&mut (&mut from).take(len), &mut tokio::io::sink()).await?;
+            if skipped < len {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            scan.dropped += len;
+            scan.observe(None);
+        } else {
+            write_header(to, flags, len).await?;
+            if len <= SMALL_FRAME {
+                let mut body = vec![0u8; len as usize];
+                from.read_exact(&mut body).await?;
+                to.write_all(&body).await?;
+                if !command {
+                    scan.observe(Some(&body));
+                }
+            } else {
+                let copied = tokio::io::copy(&mut (&mut from).take(len), to).await?;
+                if copied < len {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                if !command {
+                    scan.observe(None);
+                }
+            }
+        }
+        if !command && flags & MORE == 0 {
+            let done = std::mem::take(&mut scan);
+            if done.dropped > 0 {
+                tracing::info!(
+                    bytes = done.bytes,
+                    cap = max,
+                    "a kernel message larger than the cap was dropped on the wire"
+                );
+                let _ = report.try_send(Oversize {
+                    parent: done.parent,
+                    bytes: done.dropped,
+                });
+            }
+        }
+    }
+}
+
+async fn write_header<W: AsyncWrite + Unpin>(
+    to: &mut W,
+    flags: u8,
+    len: u64,
+) -> std::io::Result<()> {
+    if flags & LONG != 0 {
+        let mut header = [0u8; 9];
+        header[0] = flags;
+        header[1..].copy_from_slice(&len.to_be_bytes());
+        to.write_all(&header).await
+    } else {
+        to.write_all(&[flags, len as u8]).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(out: &mut Vec<u8>, body: &[u8], more: bool) {
+        let flags = u8::from(more);
+        if body.len() > 255 {
+            out.push(flags | LONG);
+            out.extend_from_slice(&(body.len() as u64).to_be_bytes());
+        } else {
+            out.extend_from_slice(&[flags, body.len() as u8]);
+        }
+        out.extend_from_slice(body);
+    }
+
+    fn message(out: &mut Vec<u8>, parent: &str, content: &[u8]) {
+        frame(out, b"stream.stdout", true);
+        frame(out, DELIMITER, true);
+        frame(out, b"signature", true);
+        frame(out, b"{\"msg_id\":\"m\"}", true);
+        frame(out, format!("{{\"msg_id\":\"{parent}\"}}").as_bytes(), true);
+        frame(out, b"{}", true);
+        frame(out, content, false);
+    }
+
+    async fn run(input: &[u8], max: u64) -> (Vec<u8>, Vec<Oversize>) {
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut out = Vec::new();
+        let result = capped_copy(input, &mut out, max, &tx).await;
+        assert_eq!(
+            result.unwrap_err().kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
+        let mut reports = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            reports.push(r);
+        }
+        (out, reports)
+    }
+
+    #[tokio::test]
+    async fn small_messages_pass_unchanged() {
+        let mut input = vec![0xffu8; 64];
+        message(&mut input, "cell-1", b"hello");
+        message(&mut input, "cell-1", &[b'x'; 100_000]);
+        let (out, reports) = run(&input, 1 << 20).await;
+        assert_eq!(out, input);
+        assert!(reports.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_message_past_the_cap_is_emptied_and_reported() {
+        let mut input = vec![0xffu8; 64];
+        message(&mut input, "cell-1", &vec![b'x'; 3 << 20]);
+        message(&mut input, "cell-2", b"after");
+        let (out, reports) = run(&input, 1 << 20).await;
+        assert_eq!(
+            reports,
+            [Oversize {
+                parent: Some("cell-1".into()),
+                bytes: 3 << 20
+            }]
+        );
+        // The big body never reached the client; the next message did.
+        assert!(out.len() < 1024, "{}", out.len());
+        let mut expected_tail = Vec::new();
+        message(&mut expected_tail, "cell-2", b"after");
+        assert!(out.ends_with(&expected_tail));
+    }
+
+    #[tokio::test]
+    async fn a_lying_frame_length_costs_nothing() {
+        // A header claiming 2^60 bytes: skipped as it streams, never allocated.
+        let mut input = vec![0xffu8; 64];
+        input.push(LONG);
+        input.extend_from_slice(&(1u64 << 60).to_be_bytes());
+        input.extend_from_slice(&[b'y'; 4096]);
+        let (out, reports) = run(&input, 1 << 20).await;
+        assert_eq!(out.len(), 64 + 2);
+        assert!(reports.is_empty(), "the message never ended");
+    }
+}
