@@ -574,7 +574,7 @@ fn in_group(line: &str, group: &str) -> bool {
 /// controllers, the v2 tree, and hybrid's (controller-less) `unified` tree.
 pub fn cgroup_dirs_named(id: &str) -> Vec<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    dirs_named_below(&cgroup_mounts(&text), id)
+    dirs_named_below(&crate::sandbox::cgroup::mount_points(&text), id)
 }
 
 /// Every directory named `id` below any of `mounts`, sorted.
@@ -586,55 +586,6 @@ fn dirs_named_below(mounts: &[PathBuf], id: &str) -> Vec<PathBuf> {
     found.sort();
     found.dedup();
     found
-}
-
-/// Mount points of cgroup (v1) and cgroup2 filesystems in a mountinfo
-/// text (`id parent maj:min root point opts [optional...] - fstype ...`).
-fn cgroup_mounts(mountinfo: &str) -> Vec<PathBuf> {
-    let mut mounts = Vec::new();
-    for line in mountinfo.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else {
-            continue;
-        };
-        let fstype = post.split_whitespace().next().unwrap_or("");
-        if fstype != "cgroup" && fstype != "cgroup2" {
-            continue;
-        }
-        if let Some(mount) = pre.split_whitespace().nth(4) {
-            let path = PathBuf::from(unescape_mount_point(mount));
-            if !mounts.contains(&path) {
-                mounts.push(path);
-            }
-        }
-    }
-    mounts
-}
-
-/// Undoes mountinfo's octal escapes (`\\040` space, `\\011` tab, `\\012`
-/// newline, `\\134` backslash).
-fn unescape_mount_point(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let digits = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        let value = digits.and_then(|d| {
-            u8::try_from(d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'))).ok()
-        });
-        match value {
-            Some(v) => {
-                out.push(v);
-                i += 4;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Directories named `name` below `dir`, not looking inside a match. The walk
@@ -818,7 +769,7 @@ mod tests {
              51 24 0:41 / {r}/my\\040cg rw - cgroup2 none rw\n\
              52 24 0:42 / {r}/tmpfs rw - tmpfs tmpfs rw\n"
         );
-        let mounts = cgroup_mounts(&mountinfo);
+        let mounts = crate::sandbox::cgroup::mount_points(&mountinfo);
         assert_eq!(mounts.len(), 5, "{mounts:?}");
         assert!(mounts.contains(&root.join("hybrid/unified")), "{mounts:?}");
         assert!(mounts.contains(&root.join("my cg")), "{mounts:?}");

@@ -41,4 +41,16 @@ pub use detect::CgroupMode;
 pub use group::{CgroupLimits, KernelCgroup};
 pub use host::CgroupHost;
 pub use kill::KillMethod;
+
+/// Mount points of every cgroup and cgroup2 filesystem in a mountinfo text,
+/// in mount order, each once: where a leak check looks for groups.
+pub fn mount_points(mountinfo: &str) -> Vec<std::path::PathBuf> {
+    let mut points = Vec::new();
+    for mount in mountinfo::parse_mountinfo(mountinfo) {
+        if !points.contains(&mount.point) {
+            points.push(mount.point);
+        }
+    }
+    points
+}
 pub use probe::Probe;
