@@ -204,3 +204,50 @@ fn closed_stdout_ends_quietly() {
     assert!(stderr.is_empty(), "not quiet: {stderr}");
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
 }
+
+/// `--json` gives each artifact a `path` that opens from where the command
+/// ran (here a relative `--artifacts` under the command's directory), with
+/// the file name the artifact was written under.
+#[test]
+fn json_artifact_paths_open_from_the_working_directory() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(ImageName::Slim);
+    let cwd = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args([
+            "exec",
+            "--image",
+            "slim",
+            "--json",
+            "--artifacts",
+            "out/plots",
+            "-",
+        ])
+        .current_dir(cwd.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let svg = r#"<svg xmlns="http://www.w3.org/2000/svg" width="2" height="2"/>"#;
+    let src = format!("from IPython.display import SVG, display\ndisplay(SVG('{svg}'))\n");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(src.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arts = cells[0]["artifacts"].as_array().unwrap();
+    assert_eq!(arts.len(), 1, "{cells}");
+    let path = std::path::Path::new(arts[0]["path"].as_str().unwrap());
+    assert_eq!(path, std::path::Path::new("out/plots/cell1-000.svg"));
+    // IPython re-serialises the SVG: its element, not its exact text.
+    let written = std::fs::read_to_string(cwd.path().join(path)).unwrap();
+    assert!(written.starts_with("<svg"), "{written}");
+}

@@ -497,3 +497,40 @@ fn ctrl_c_exits_130_and_the_run_resumes() {
     assert_consistent(&records(&out), 4);
     assert_eq!(accuracy(&summary(&out), 0), 1.0);
 }
+
+/// With stderr piped (a CI log), progress is plain lines instead of a bar:
+/// a run this short prints only its final line, with the bar's facts.
+#[test]
+fn progress_without_a_terminal_is_plain_lines() {
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let suite = tiny_suite(dir.path(), &["a", "b", "c"]);
+    let out = dir.path().join("run");
+    let o = retrace(&[
+        "run",
+        "--suite",
+        &suite,
+        "--model",
+        "oracle",
+        "--rounds",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" tasks, Acc ")).collect();
+    let last = lines
+        .last()
+        .unwrap_or_else(|| panic!("no progress line in:\n{err}"));
+    assert!(last.starts_with('['), "elapsed first: {last}");
+    assert!(
+        last.ends_with("] 3/3 tasks, Acc 100%, 0 kills"),
+        "final line: {last}"
+    );
+    // Plain text only: no bar, no cursor movement or colour.
+    assert!(!err.contains('\u{1b}'), "{err}");
+    assert!(!err.contains('\r'), "{err}");
+}

@@ -93,13 +93,22 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
 
     if args.json {
         let mut value = serde_json::to_value(&outcomes).map_err(Failure::infra)?;
-        // Base64 copies of images are for vision models, not for terminals.
+        // Base64 copies of images are for vision models, not for terminals;
+        // a path must open from where the command ran, not only from the
+        // artifact directory.
         if let Some(items) = value.as_array_mut() {
             for item in items {
                 if let Some(arts) = item.get_mut("artifacts").and_then(|a| a.as_array_mut()) {
                     for art in arts {
                         if let Some(obj) = art.as_object_mut() {
                             obj.remove("base64");
+                            if let Some(path) = obj.get("path").and_then(|p| p.as_str()) {
+                                let opens = args.artifacts.join(path);
+                                obj.insert(
+                                    "path".into(),
+                                    opens.to_string_lossy().into_owned().into(),
+                                );
+                            }
                         }
                     }
                 }

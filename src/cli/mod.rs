@@ -15,10 +15,14 @@ mod tasks;
 
 use clap::{Parser, Subcommand};
 
+/// `retrace --version`: the package version and the commit it was built
+/// from (see build.rs), e.g. `0.1.0 (1a2b3c4d5e6f)`.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("RETRACE_COMMIT"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "retrace",
-    version,
+    version = VERSION,
     about = "Self-correction evaluation harness: models write Python, confined IPython kernels run it, tracebacks drive repair rounds"
 )]
 struct Cli {

@@ -1,6 +1,5 @@
 //! `retrace run`: the main job — an evaluation of a model on a suite.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -116,7 +115,8 @@ pub struct RunArgs {
 }
 
 pub async fn run(args: RunArgs) -> Result<i32, Failure> {
-    let progress = std::io::stderr().is_terminal();
+    // A bar on a terminal, plain lines in a log (the library picks).
+    let progress = true;
     let init_binary = std::env::current_exe().map_err(Failure::infra)?;
     let endpoint = Endpoint {
         base_url: args.base_url.clone(),

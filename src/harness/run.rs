@@ -55,7 +55,8 @@ pub struct RunOptions {
     pub prompts: Option<PathBuf>,
     /// retrace's own binary, PID 1 of every kernel's PID namespace.
     pub init_binary: PathBuf,
-    /// Draw a progress bar on stderr.
+    /// Show progress on stderr: a bar on a terminal, a plain line every
+    /// few seconds otherwise (CI logs).
     pub progress: bool,
 }
 
