@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::Generation;
 use crate::repair::FeedbackMode;
 use crate::sandbox::{SandboxInfo, SandboxLimits};
+use crate::task::load::Skipped;
 
 /// Version of the record and summary formats.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -91,6 +92,13 @@ pub struct RunConfig {
     pub out_dir: PathBuf,
     pub suite: String,
     pub selection: Selection,
+    /// `--skip-invalid`: flawed dataset records were left out (and are
+    /// left out again on resume) instead of stopping the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_invalid: bool,
+    /// The records `--skip-invalid` left out: file, line, id, reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
     pub task_ids: Vec<String>,
     /// sha256 of each selected task as loaded (question, files' contents,
     /// expected, reference): a resume refuses a changed dataset.
