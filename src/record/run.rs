@@ -150,3 +150,47 @@ pub struct RunConfig {
     #[serde(default)]
     pub prompts_hash: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A run.json written before `--skip-invalid` existed.
+    fn old_run_json() -> serde_json::Value {
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "run_id": "t", "retrace_version": "0", "created": "now", "out_dir": "x",
+            "suite": "s", "selection": {"limit_tasks": null, "sample": null, "seed": 0},
+            "task_ids": ["a"], "rounds": 0, "stop_on": "clean", "concurrency": 1,
+            "model": "m", "synthetic_model": false,
+            "generation": {"temperature": 0.0, "max_tokens": 1, "request_timeout": 1.0, "max_retries": 0},
+            "strategy": "fat", "image_lock_hash": "h", "limits": SandboxLimits::default(),
+            "sandbox": {"confined": true, "mode": "test", "notes": []}, "feedback_budget": 100
+        })
+    }
+
+    #[test]
+    fn skipped_records_round_trip_and_old_run_json_still_loads() {
+        let mut config: RunConfig = serde_json::from_value(old_run_json()).unwrap();
+        assert!(!config.skip_invalid);
+        assert!(config.skipped.is_empty());
+        let text = serde_json::to_string(&config).unwrap();
+        assert!(
+            !text.contains("skip"),
+            "nothing new written when unused: {text}"
+        );
+
+        config.skip_invalid = true;
+        config.skipped = vec![Skipped {
+            id: None,
+            file: "data/test.jsonl".into(),
+            line: 3,
+            reason: "invalid JSON at column 9: EOF while parsing an object".into(),
+        }];
+        let back: RunConfig =
+            serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
+        assert_eq!(back, config);
+    }
+}
