@@ -20,6 +20,7 @@ fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
         suite: suite.into(),
         datasets: datasets_dir(),
         selection: Selection::default(),
+        skip_invalid: false,
         model: model.into(),
         endpoint: Endpoint::default(),
         generation: Generation {

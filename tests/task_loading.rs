@@ -1,10 +1,12 @@
 //! Loading suites from fixture files written to a temp dir: named suites,
-//! paths, DABench labels files, duplicate ids, malformed lines, sampling.
+//! paths, DABench labels files, duplicate ids, malformed lines, sampling;
+//! files shaped like the official DABench and GSM8K releases, refused by
+//! default and loaded around their flawed records with `--skip-invalid`.
 
 use std::fs;
 use std::path::Path;
 
-use retrace::task::load::{datasets_dir, load_file, load_suite, select};
+use retrace::task::load::{datasets_dir, load_file, load_suite, load_suite_with, select};
 use retrace::task::{Expected, Task, TaskError};
 
 fn write(root: &Path, name: &str, content: &str) {
@@ -218,4 +220,201 @@ fn datasets_dir_default() {
     if std::env::var_os("RETRACE_DATASETS").is_none() {
         assert!(datasets_dir().ends_with("datasets"));
     }
+}
+
+// ------------------------------------------------- official release shapes
+
+/// The InfiAgent-DABench dev release's layout and field names: line 2's
+/// labels give `max_fare` twice, line 3 is cut-off JSON.
+const DA_DEV_QUESTIONS: &str = r#"{"id": 0, "question": "Calculate the mean fare paid by the passengers.", "concepts": ["Summary Statistics"], "constraints": "Calculate the mean fare using Python's built-in statistics module or appropriate statistical method in pandas. Rounding off the answer to two decimal places.", "format": "@mean_fare[mean_fare_value] where \"mean_fare_value\" is a floating-point number rounded to two decimal places.", "file_name": "test_ave.csv", "level": "easy"}
+{"id": 5, "question": "What is the highest fare paid?", "concepts": ["Summary Statistics"], "constraints": "Use the Fare column.", "format": "@max_fare[value]", "file_name": "test_ave.csv", "level": "easy"}
+{"id": 6, "question": "Count the passengers", "concepts": ["Summary Statistics"], "format": "@count[n]", "file_name": "test_ave.csv"
+{"id": 7, "question": "Which port did most passengers embark from?", "concepts": ["Distribution Analysis"], "constraints": "Use the Embarked column.", "format": "@port[letter] @share[percent]", "file_name": "test_ave.csv", "level": "medium"}
+"#;
+
+const DA_DEV_LABELS: &str = r#"{"id": 0, "common_answers": [["mean_fare", "34.65"]]}
+{"id": 5, "common_answers": [["max_fare", "512.33"], ["max_fare", "512.3292"]]}
+{"id": 6, "common_answers": [["count", "3"]]}
+{"id": 7, "common_answers": [["port", "S"], ["share", "72.44"]]}
+"#;
+
+const GSM_TEST: &str = r#####"{"question": "A farmer has 12 hens. Each lays 3 eggs a day. How many eggs in a day?", "answer": "12 hens lay 12 * 3 = <<12*3=36>>36 eggs.\n#### 36"}
+{"question": "Tom buys 4 pens at $2 each. How much does he pay?", "answer": "4 * 2 = 8 dollars"}
+{"question": "Broken line", "answer": "#### 1"
+{"question": "A class of 30 splits into teams of 5. How many teams?", "answer": "30 / 5 = <<30/5=6>>6\n#### 6"}
+"#####;
+
+/// A DABench dev release (`da-dev-*`) and a GSM8K `test.jsonl` in their
+/// own folders.
+fn releases() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "dabench/da-dev-questions.jsonl", DA_DEV_QUESTIONS);
+    write(root, "dabench/da-dev-labels.jsonl", DA_DEV_LABELS);
+    write(
+        root,
+        "dabench/da-dev-tables/test_ave.csv",
+        "PassengerId,Fare,Embarked\n1,7.25,S\n2,71.28,C\n",
+    );
+    write(root, "gsm8k/test.jsonl", GSM_TEST);
+    dir
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn official_releases_are_refused_at_their_first_flaw() {
+    let dir = releases();
+    let da = dir.path().join("dabench");
+    let err = load_suite(path_str(&da), Path::new("/nonexistent")).unwrap_err();
+    let TaskError::Parse {
+        file,
+        line,
+        message,
+    } = &err
+    else {
+        panic!("expected a parse error, got {err:?}");
+    };
+    assert_eq!(file, &da.join("da-dev-labels.jsonl"), "{err}");
+    assert_eq!(*line, 2, "{err}");
+    assert!(
+        message.contains("answer `max_fare` is given twice"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("da-dev-labels.jsonl:2: "), "{err}");
+
+    let gsm = dir.path().join("gsm8k/test.jsonl");
+    let err = load_suite(path_str(&gsm), Path::new("/nonexistent")).unwrap_err();
+    assert!(err.to_string().contains("test.jsonl:2: "), "{err}");
+    assert!(err.to_string().contains("no `#### <number>` line"), "{err}");
+}
+
+#[test]
+fn skip_invalid_loads_the_rest_and_lists_each_skipped_record() {
+    let dir = releases();
+    let da = dir.path().join("dabench");
+    let loaded = load_suite_with(path_str(&da), Path::new("/nonexistent"), true).unwrap();
+    assert_eq!(ids(&loaded.tasks), vec!["0", "7"]);
+    // Labels and tables found as the release names them.
+    assert_eq!(
+        loaded.tasks[0].files,
+        vec![da.join("da-dev-tables/test_ave.csv")]
+    );
+    let Expected::Multi { answers } = &loaded.tasks[1].expected else {
+        panic!("multi expected");
+    };
+    assert_eq!(answers.keys().collect::<Vec<_>>(), vec!["port", "share"]);
+    let skipped: Vec<(Option<&str>, &Path, usize)> = loaded
+        .skipped
+        .iter()
+        .map(|s| (s.id.as_deref(), s.file.as_path(), s.line))
+        .collect();
+    let questions = da.join("da-dev-questions.jsonl");
+    assert_eq!(
+        skipped,
+        vec![
+            (Some("5"), da.join("da-dev-labels.jsonl").as_path(), 2),
+            (None, questions.as_path(), 3),
+        ]
+    );
+    assert!(loaded.skipped[0].reason.contains("given twice"));
+    assert!(loaded.skipped[1].reason.contains("invalid JSON"));
+    let shown = loaded.skipped[0].to_string();
+    assert!(shown.contains("da-dev-labels.jsonl:2: `5`: "), "{shown}");
+
+    let gsm = dir.path().join("gsm8k/test.jsonl");
+    let loaded = load_suite_with(path_str(&gsm), Path::new("/nonexistent"), true).unwrap();
+    assert_eq!(ids(&loaded.tasks), vec!["test-1", "test-4"]);
+    let lines: Vec<usize> = loaded.skipped.iter().map(|s| s.line).collect();
+    assert_eq!(lines, vec![2, 3]);
+    assert!(loaded.skipped.iter().all(|s| s.file == gsm));
+
+    // Without the flag the same call refuses, as `load_suite` does.
+    assert!(load_suite_with(path_str(&gsm), Path::new("/nonexistent"), false).is_err());
+}
+
+#[test]
+fn skip_invalid_with_nothing_valid_is_still_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "bad.jsonl", "{\"question\": \"q\"\n[1]\n");
+    let path = dir.path().join("bad.jsonl");
+    let err = load_suite_with(path_str(&path), Path::new("/nonexistent"), true).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no valid tasks found (2 invalid records skipped)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn release_named_tables_folder_follows_the_questions_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "da-test-questions.jsonl",
+        r#"{"id": 1, "question": "Mean?", "format": "@m[v]", "file_name": "t.csv"}"#,
+    );
+    write(
+        root,
+        "da-test-labels.jsonl",
+        r#"{"id": 1, "common_answers": [["m", "2"]]}"#,
+    );
+    write(root, "da-test-tables/t.csv", "x\n2\n");
+    let tasks = load_suite(path_str(root), Path::new("/nonexistent")).unwrap();
+    assert_eq!(tasks[0].files, vec![root.join("da-test-tables/t.csv")]);
+}
+
+/// `retrace tasks list` on the releases from an unrelated directory.
+fn tasks_list(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(["tasks", "list"])
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn tasks_list_skip_invalid_via_the_cli() {
+    let dir = releases();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let da = dir.path().join("dabench");
+    let questions = da.join("da-dev-questions.jsonl");
+
+    let (code, stdout, stderr) = tasks_list(&[path_str(&da)], elsewhere.path());
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("da-dev-labels.jsonl:2: "), "{stderr}");
+
+    let (code, stdout, stderr) = tasks_list(&["--skip-invalid", path_str(&da)], elsewhere.path());
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.ends_with("2 tasks\n"), "{stdout}");
+    assert!(
+        stderr.contains(&format!("skipped {}:3: invalid JSON", questions.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("da-dev-labels.jsonl:2: `5`: "), "{stderr}");
+    assert!(stderr.contains("skipped 2 invalid record(s)"), "{stderr}");
+    assert!(
+        !stdout.contains("skipped"),
+        "stdout stays the list: {stdout}"
+    );
+
+    // The JSON listing stays parseable: skipped records go to stderr.
+    let gsm = dir.path().join("gsm8k/test.jsonl");
+    let (code, stdout, stderr) = tasks_list(
+        &["--skip-invalid", "--json", path_str(&gsm)],
+        elsewhere.path(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let tasks: Vec<Task> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(ids(&tasks), vec!["test-1", "test-4"]);
+    assert_eq!(stderr.matches("test.jsonl:").count(), 2, "{stderr}");
 }

@@ -52,6 +52,11 @@ pub struct RunArgs {
     pub sample: Option<usize>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Leave out flawed dataset records (bad JSON, missing fields, bad
+    /// labels, duplicate ids) instead of refusing the suite; each is
+    /// printed with file:line and recorded in run.json and the report.
+    #[arg(long)]
+    pub skip_invalid: bool,
     /// Package strategy: `fat` (everything pre-installed), `dynamic` (the
     /// slim image plus installs on demand from the allowlist), `slim`
     /// (standard library only), or several comma-separated (`fat,dynamic`):
@@ -148,6 +153,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                     sample: args.sample.or_else(|| default_sample(&args)),
                     seed: args.seed,
                 },
+                skip_invalid: args.skip_invalid,
                 model: args.model.clone(),
                 endpoint,
                 generation: Generation {
@@ -182,6 +188,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     };
     let run = prepared.map_err(failure)?;
     let config = run.config();
+    super::tasks::print_skipped(&config.skipped);
     let (todo, done) = run.counts();
     eprintln!(
         "run {}: {} tasks ({todo} to do, {done} done), strategy {}, model {}, rounds 0..={}, stop on {}, feedback {}",

@@ -8,7 +8,7 @@ use retrace::harness::validate::validate;
 use retrace::harness::Arm;
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
-use retrace::task::load::{datasets_dir, load_suite};
+use retrace::task::load::{datasets_dir, load_suite_with, Skipped};
 use retrace::task::{Expected, Task};
 use retrace::util::units::parse_duration;
 
@@ -22,6 +22,10 @@ pub enum TasksCommand {
         suite: String,
         #[arg(long)]
         json: bool,
+        /// Leave out flawed records (listed on stderr) instead of refusing
+        /// the suite.
+        #[arg(long)]
+        skip_invalid: bool,
     },
     /// Run every reference solution in a confined kernel; fails unless every
     /// answer checks correct.
@@ -36,6 +40,10 @@ pub enum TasksCommand {
         install_on: InstallOn,
         #[arg(long, default_value_t = 2)]
         jobs: usize,
+        /// Leave out flawed records (listed on stderr) instead of refusing
+        /// the suite.
+        #[arg(long)]
+        skip_invalid: bool,
         /// Wall time per reference solution.
         #[arg(long = "reference-timeout", default_value = "60s", value_parser = parse_duration)]
         reference_timeout: Duration,
@@ -70,14 +78,34 @@ fn installed(steps: &[InstallStep]) -> String {
     }
 }
 
-fn load(suite: &str) -> Result<Vec<Task>, Failure> {
-    load_suite(suite, &datasets_dir()).map_err(Failure::usage)
+/// The suite's tasks; skipped records are printed on stderr.
+fn load(suite: &str, skip_invalid: bool) -> Result<Vec<Task>, Failure> {
+    let loaded = load_suite_with(suite, &datasets_dir(), skip_invalid).map_err(Failure::usage)?;
+    print_skipped(&loaded.skipped);
+    Ok(loaded.tasks)
+}
+
+/// One stderr line per record `--skip-invalid` left out, then the count.
+pub(super) fn print_skipped(skipped: &[Skipped]) {
+    for s in skipped {
+        eprintln!("skipped {s}");
+    }
+    if !skipped.is_empty() {
+        eprintln!(
+            "skipped {} invalid record(s) (--skip-invalid)",
+            skipped.len()
+        );
+    }
 }
 
 pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
     match cmd {
-        TasksCommand::List { suite, json } => {
-            let tasks = load(&suite)?;
+        TasksCommand::List {
+            suite,
+            json,
+            skip_invalid,
+        } => {
+            let tasks = load(&suite, skip_invalid)?;
             if json {
                 println!(
                     "{}",
@@ -106,10 +134,11 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             strategy,
             install_on,
             jobs,
+            skip_invalid,
             reference_timeout,
             limits,
         } => {
-            let tasks = load(&suite)?;
+            let tasks = load(&suite, skip_invalid)?;
             let image = ImageStore::from_env()
                 .ensure_blocking(strategy.image(), true)
                 .await

@@ -22,7 +22,7 @@ use crate::repair::prompt::Templates;
 use crate::repair::FeedbackMode;
 use crate::report::{self, Summary};
 use crate::sandbox::{Sandbox, SandboxLimits};
-use crate::task::load::{load_suite, select};
+use crate::task::load::{load_suite_with, select};
 use crate::task::Task;
 
 /// Everything that shapes a new run.
@@ -33,6 +33,9 @@ pub struct RunOptions {
     /// Where built-in suites live.
     pub datasets: PathBuf,
     pub selection: Selection,
+    /// `--skip-invalid`: leave flawed dataset records out (they are listed
+    /// in run.json and the report) instead of refusing the suite.
+    pub skip_invalid: bool,
     /// The `--model` value.
     pub model: String,
     pub endpoint: Endpoint,
@@ -96,10 +99,10 @@ pub struct RunResult {
 impl Run {
     /// Prepares a new run in a directory that must not hold a run yet.
     pub async fn create(opts: RunOptions) -> Result<Run, HarnessError> {
-        let all = load_suite(&opts.suite, &opts.datasets)
+        let loaded = load_suite_with(&opts.suite, &opts.datasets, opts.skip_invalid)
             .map_err(|e| HarnessError::Config(e.to_string()))?;
         let s = &opts.selection;
-        let tasks = select(all, s.limit_tasks, s.sample, s.seed);
+        let tasks = select(loaded.tasks, s.limit_tasks, s.sample, s.seed);
         if tasks.is_empty() {
             return Err(HarnessError::Config(format!(
                 "suite `{}` selected no tasks",
@@ -138,6 +141,8 @@ impl Run {
             out_dir: dir.clone(),
             suite: opts.suite.clone(),
             selection: opts.selection.clone(),
+            skip_invalid: opts.skip_invalid,
+            skipped: loaded.skipped,
             task_ids: tasks.iter().map(|t| t.id.clone()).collect(),
             task_hashes: tasks.iter().map(|t| (t.id.clone(), task_hash(t))).collect(),
             task_tags: tasks
@@ -394,10 +399,10 @@ pub fn read_config(dir: &Path) -> Result<RunConfig, HarnessError> {
 /// The run's tasks as its suite gives them now: the suite loaded again and
 /// the run's selection applied (what resume and re-scoring see).
 pub fn run_tasks(config: &RunConfig, datasets: &Path) -> Result<Vec<Task>, HarnessError> {
-    let all =
-        load_suite(&config.suite, datasets).map_err(|e| HarnessError::Config(e.to_string()))?;
+    let all = load_suite_with(&config.suite, datasets, config.skip_invalid)
+        .map_err(|e| HarnessError::Config(e.to_string()))?;
     let s = &config.selection;
-    Ok(select(all, s.limit_tasks, s.sample, s.seed))
+    Ok(select(all.tasks, s.limit_tasks, s.sample, s.seed))
 }
 
 /// Rewrites every report of the run in `dir` from its journal.

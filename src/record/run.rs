@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::Generation;
 use crate::repair::FeedbackMode;
 use crate::sandbox::{SandboxInfo, SandboxLimits};
+use crate::task::load::Skipped;
 
 /// Version of the record and summary formats.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -91,6 +92,13 @@ pub struct RunConfig {
     pub out_dir: PathBuf,
     pub suite: String,
     pub selection: Selection,
+    /// `--skip-invalid`: flawed dataset records were left out (and are
+    /// left out again on resume) instead of stopping the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_invalid: bool,
+    /// The records `--skip-invalid` left out: file, line, id, reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
     pub task_ids: Vec<String>,
     /// sha256 of each selected task as loaded (question, files' contents,
     /// expected, reference): a resume refuses a changed dataset.
@@ -141,4 +149,48 @@ pub struct RunConfig {
     /// sha256 over every template's name and text as used.
     #[serde(default)]
     pub prompts_hash: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A run.json written before `--skip-invalid` existed.
+    fn old_run_json() -> serde_json::Value {
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "run_id": "t", "retrace_version": "0", "created": "now", "out_dir": "x",
+            "suite": "s", "selection": {"limit_tasks": null, "sample": null, "seed": 0},
+            "task_ids": ["a"], "rounds": 0, "stop_on": "clean", "concurrency": 1,
+            "model": "m", "synthetic_model": false,
+            "generation": {"temperature": 0.0, "max_tokens": 1, "request_timeout": 1.0, "max_retries": 0},
+            "strategy": "fat", "image_lock_hash": "h", "limits": SandboxLimits::default(),
+            "sandbox": {"confined": true, "mode": "test", "notes": []}, "feedback_budget": 100
+        })
+    }
+
+    #[test]
+    fn skipped_records_round_trip_and_old_run_json_still_loads() {
+        let mut config: RunConfig = serde_json::from_value(old_run_json()).unwrap();
+        assert!(!config.skip_invalid);
+        assert!(config.skipped.is_empty());
+        let text = serde_json::to_string(&config).unwrap();
+        assert!(
+            !text.contains("skip"),
+            "nothing new written when unused: {text}"
+        );
+
+        config.skip_invalid = true;
+        config.skipped = vec![Skipped {
+            id: None,
+            file: "data/test.jsonl".into(),
+            line: 3,
+            reason: "invalid JSON at column 9: EOF while parsing an object".into(),
+        }];
+        let back: RunConfig =
+            serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
+        assert_eq!(back, config);
+    }
 }

@@ -42,6 +42,7 @@ impl Exporter for MarkdownExporter {
             let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
         }
         let _ = writeln!(w, "Limits: {}.\n", s.limits.describe());
+        skipped(w, &run.config.skipped);
         if let Some(c) = &s.comparison {
             strategies(w, s, c);
         }
@@ -286,6 +287,22 @@ fn installed(a: &Summary, f: impl Fn(&InstallMetrics) -> String) -> String {
 }
 
 /// Environment costs of one arm, as list items (each only when known).
+/// The dataset records `--skip-invalid` left out: not in any rate.
+fn skipped(w: &mut String, skipped: &[crate::task::load::Skipped]) {
+    if skipped.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "Skipped {} invalid dataset record(s) (`--skip-invalid`; not counted in any rate):\n",
+        skipped.len()
+    );
+    for s in skipped {
+        let _ = writeln!(w, "- {}", s.to_string().replace('\n', " "));
+    }
+    let _ = writeln!(w);
+}
+
 fn environment(w: &mut String, s: &Summary) {
     if let Some(r) = &s.environment_error_rounds {
         let _ = writeln!(
@@ -444,6 +461,31 @@ mod tests {
         assert_eq!(
             section.trim(),
             "![Recovery](plots/recovery.svg)\n\n![Latency](plots/latency.svg)"
+        );
+    }
+
+    #[test]
+    fn skipped_records_are_listed_only_when_there_are_some() {
+        let (k, s) = (0, StopOn::Clean);
+        let mut cfg = config(&["a"], k, s);
+        let records = task("a", &[R::Right], s, k);
+        let md = render(&MarkdownExporter, &cfg, &records).unwrap();
+        assert!(!md.contains("Skipped"), "{md}");
+        cfg.skip_invalid = true;
+        cfg.skipped = vec![crate::task::load::Skipped {
+            id: Some("5".into()),
+            file: "da-dev-labels.jsonl".into(),
+            line: 2,
+            reason: "labels for `5`: answer `max_fare` is given twice".into(),
+        }];
+        let md = render(&MarkdownExporter, &cfg, &records).unwrap();
+        assert!(
+            md.contains("Skipped 1 invalid dataset record(s) (`--skip-invalid`"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- da-dev-labels.jsonl:2: `5`: labels for `5`: answer `max_fare`"),
+            "{md}"
         );
     }
 

@@ -11,8 +11,12 @@ use super::fields::{
     dataset_number, id_value, json_number_expected, json_object, kind, numeral_expected, req_str,
     string_list,
 };
+use super::skipped::{line_id, Skipped};
 use super::{json_lines, read_text, resolve_file, Ctx, LineError, LineResult};
 use crate::task::{Expected, Task, TaskError};
+
+/// Labels by task id: the answer pairs and where they were read.
+type LabelsById = HashMap<String, (Value, PathBuf, usize)>;
 
 /// Tolerance for DABench-style numeric sub-answers.
 pub const DABENCH_ABS_TOL: f64 = 1e-6;
@@ -46,11 +50,12 @@ pub(super) fn dabench_task(ctx: &mut Ctx, obj: &Map<String, Value>) -> Result<Ta
 
     let files = match obj.get("file_name") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(name)) => vec![resolve_file(
-            ctx,
-            Path::new(name),
-            &["tables", "da-dev-tables", "data"],
-        )?],
+        Some(Value::String(name)) => {
+            let release_tables = table_dir(&ctx.stem);
+            let mut subdirs = vec!["tables", "da-dev-tables", "data"];
+            subdirs.extend(release_tables.as_deref());
+            vec![resolve_file(ctx, Path::new(name), &subdirs)?]
+        }
         Some(other) => {
             return Err(format!("field `file_name` must be a string, found {}", kind(other)).into())
         }
@@ -142,7 +147,8 @@ fn labels_expected(pairs: &Value) -> LineResult<Expected> {
 /// questions file.
 fn lookup_labels(ctx: &mut Ctx, id: &str) -> Result<(Value, PathBuf, usize), LineError> {
     if ctx.labels.is_none() {
-        ctx.labels = Some(read_labels(ctx.file).map_err(LineError::Elsewhere)?);
+        let skipped = ctx.skip_invalid.then_some(&mut ctx.skipped);
+        ctx.labels = Some(read_labels(ctx.file, skipped).map_err(LineError::Elsewhere)?);
     }
     let labels = ctx.labels.as_ref().map(|m| m.get(id));
     match labels.flatten() {
@@ -163,8 +169,13 @@ fn lookup_labels(ctx: &mut Ctx, id: &str) -> Result<(Value, PathBuf, usize), Lin
 }
 
 /// Reads the labels files of a questions file (missing files are fine).
-fn read_labels(file: &Path) -> Result<HashMap<String, (Value, PathBuf, usize)>, TaskError> {
-    let mut out: HashMap<String, (Value, PathBuf, usize)> = HashMap::new();
+/// With `skipped`, a flawed labels line is listed there instead of stopping
+/// the load (its question then has no labels and is skipped too).
+fn read_labels(
+    file: &Path,
+    mut skipped: Option<&mut Vec<Skipped>>,
+) -> Result<LabelsById, TaskError> {
+    let mut out: LabelsById = HashMap::new();
     for path in labels_paths(file) {
         if !path.is_file() {
             continue;
@@ -176,23 +187,31 @@ fn read_labels(file: &Path) -> Result<HashMap<String, (Value, PathBuf, usize)>, 
                 line,
                 message,
             };
-            let obj = json_object(trimmed).map_err(err)?;
-            let id = obj
-                .get("id")
-                .ok_or_else(|| err("missing field `id`".into()))
-                .and_then(|v| id_value(v).map_err(err))?;
-            let pairs = obj
-                .get("common_answers")
-                .or_else(|| obj.get("answers"))
-                .cloned()
-                .ok_or_else(|| err("missing field `common_answers`".into()))?;
-            if let Some((_, first_file, first)) = out.get(&id) {
-                return Err(err(format!(
-                    "duplicate labels for `{id}` (first at {}:{first})",
-                    first_file.display()
-                )));
+            let entry = json_object(trimmed).map_err(err).and_then(|obj| {
+                let id = obj
+                    .get("id")
+                    .ok_or_else(|| err("missing field `id`".into()))
+                    .and_then(|v| id_value(v).map_err(err))?;
+                let pairs = obj
+                    .get("common_answers")
+                    .or_else(|| obj.get("answers"))
+                    .cloned()
+                    .ok_or_else(|| err("missing field `common_answers`".into()))?;
+                if let Some((_, first_file, first)) = out.get(&id) {
+                    return Err(err(format!(
+                        "duplicate labels for `{id}` (first at {}:{first})",
+                        first_file.display()
+                    )));
+                }
+                Ok((id, pairs))
+            });
+            match (entry, skipped.as_deref_mut()) {
+                (Ok((id, pairs)), _) => {
+                    out.insert(id, (pairs, path.clone(), line));
+                }
+                (Err(e), Some(list)) => list.push(Skipped::from_error(e, line_id(trimmed))?),
+                (Err(e), None) => return Err(e),
             }
-            out.insert(id, (pairs, path.clone(), line));
         }
     }
     Ok(out)
@@ -210,6 +229,12 @@ pub(super) fn is_labels_file(path: &Path) -> bool {
             .is_file(),
         None => false,
     }
+}
+
+/// `<x>-tables` for the official release's `<x>-questions.jsonl`.
+fn table_dir(stem: &str) -> Option<String> {
+    stem.strip_suffix("-questions")
+        .map(|x| format!("{x}-tables"))
 }
 
 /// Candidate labels files for a questions file.

@@ -15,13 +15,16 @@
 //!   (abs_tol 1e-6) and texts.
 //!
 //! Blank lines and lines starting with `//` or `#` are skipped. Every error
-//! names the dataset file and the 1-based line.
+//! names the dataset file and the 1-based line. A flawed record stops the
+//! load unless invalid records are skipped ([`load_suite_with`]); then each
+//! one is listed as a [`Skipped`] with its file, line and reason.
 
 mod dabench;
 mod fields;
 mod gsm;
 mod native;
 mod sample;
+mod skipped;
 
 #[cfg(test)]
 mod fixtures;
@@ -42,26 +45,50 @@ use native::native;
 pub use dabench::DABENCH_ABS_TOL;
 pub use gsm::GSM_ABS_TOL;
 pub use sample::select;
+pub use skipped::Skipped;
 
 /// The suites that live under the datasets directory.
 pub const SUITES: [&str; 3] = ["math", "tabular", "packages"];
 
 /// Loads every task of one JSONL file.
 pub fn load_file(path: &Path) -> Result<Vec<Task>, TaskError> {
-    Ok(load_located(path)?.into_iter().map(|l| l.task).collect())
+    let (located, _) = load_located(path, false)?;
+    Ok(located.into_iter().map(|l| l.task).collect())
 }
 
 /// Loads a named suite (`math`, `tabular`, `packages`: every `*.jsonl`
 /// under `<datasets_dir>/<name>/`, sorted, labels files skipped), a JSONL
 /// file, or a directory of them. Task ids must be unique in the suite.
 pub fn load_suite(name_or_path: &str, datasets_dir: &Path) -> Result<Vec<Task>, TaskError> {
+    Ok(load_suite_with(name_or_path, datasets_dir, false)?.tasks)
+}
+
+/// A suite's valid tasks and the invalid records left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Loaded {
+    pub tasks: Vec<Task>,
+    /// Empty unless invalid records were skipped.
+    pub skipped: Vec<Skipped>,
+}
+
+/// [`load_suite`], or with `skip_invalid` every valid record of it: a
+/// flawed line (bad JSON, missing or bad fields, bad labels, a duplicate
+/// id) is listed in [`Loaded::skipped`] instead of stopping the load.
+/// Unreadable files still stop it, and so does a suite with no valid task.
+pub fn load_suite_with(
+    name_or_path: &str,
+    datasets_dir: &Path,
+    skip_invalid: bool,
+) -> Result<Loaded, TaskError> {
     let (root, files) = suite_files(name_or_path, datasets_dir)?;
     let mut seen: HashMap<String, (PathBuf, usize)> = HashMap::new();
-    let mut tasks = Vec::new();
+    let mut out = Loaded::default();
     for file in files {
-        for loc in load_located(&file)? {
+        let (located, skipped) = load_located(&file, skip_invalid)?;
+        out.skipped.extend(skipped);
+        for loc in located {
             if let Some((first_file, first_line)) = seen.get(&loc.task.id) {
-                return Err(TaskError::Parse {
+                let err = TaskError::Parse {
                     file: loc.file,
                     line: loc.line,
                     message: format!(
@@ -69,19 +96,29 @@ pub fn load_suite(name_or_path: &str, datasets_dir: &Path) -> Result<Vec<Task>, 
                         loc.task.id,
                         first_file.display()
                     ),
-                });
+                };
+                if !skip_invalid {
+                    return Err(err);
+                }
+                out.skipped
+                    .push(Skipped::from_error(err, Some(loc.task.id))?);
+                continue;
             }
             seen.insert(loc.task.id.clone(), (loc.file.clone(), loc.line));
-            tasks.push(loc.task);
+            out.tasks.push(loc.task);
         }
     }
-    if tasks.is_empty() {
+    if out.tasks.is_empty() {
+        let message = match out.skipped.len() {
+            0 => "no tasks found".to_string(),
+            n => format!("no valid tasks found ({n} invalid records skipped)"),
+        };
         return Err(TaskError::File {
             file: root,
-            message: "no tasks found".into(),
+            message,
         });
     }
-    Ok(tasks)
+    Ok(out)
 }
 
 /// Where suites live: `$RETRACE_DATASETS` if set, else `./datasets` if it
@@ -189,6 +226,11 @@ struct Ctx<'a> {
     stem: String,
     /// DABench labels by id, read on first need.
     labels: Option<HashMap<String, (Value, PathBuf, usize)>>,
+    /// Flawed lines are skipped (and listed in `skipped`) instead of
+    /// stopping the load.
+    skip_invalid: bool,
+    /// Labels-file lines skipped so far.
+    skipped: Vec<Skipped>,
 }
 
 /// A failure on one line, before file and line are attached.
@@ -212,7 +254,11 @@ fn json_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
-fn load_located(path: &Path) -> Result<Vec<Located>, TaskError> {
+/// The tasks of one file and, with `skip_invalid`, the records skipped.
+fn load_located(
+    path: &Path,
+    skip_invalid: bool,
+) -> Result<(Vec<Located>, Vec<Skipped>), TaskError> {
     let text = read_text(path)?;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let mut ctx = Ctx {
@@ -224,29 +270,42 @@ fn load_located(path: &Path) -> Result<Vec<Located>, TaskError> {
             .unwrap_or("task")
             .to_string(),
         labels: None,
+        skip_invalid,
+        skipped: Vec::new(),
     };
     let mut out: Vec<Located> = Vec::new();
+    let mut skipped: Vec<Skipped> = Vec::new();
     let mut first: HashMap<String, usize> = HashMap::new();
     for (line, trimmed) in json_lines(&text) {
-        let task = parse_line(&mut ctx, trimmed, line).map_err(|e| match e {
-            LineError::Here(message) => TaskError::Parse {
-                file: path.to_path_buf(),
-                line,
-                message,
-            },
-            LineError::Elsewhere(err) => err,
-        })?;
-        if let Some(first_line) = first.get(&task.id) {
-            return Err(TaskError::Parse {
-                file: path.to_path_buf(),
-                line,
-                message: format!(
-                    "duplicate task id `{}` (first defined at {}:{first_line})",
-                    task.id,
-                    path.display()
-                ),
+        let parsed = parse_line(&mut ctx, trimmed, line)
+            .map_err(|e| match e {
+                LineError::Here(message) => TaskError::Parse {
+                    file: path.to_path_buf(),
+                    line,
+                    message,
+                },
+                LineError::Elsewhere(err) => err,
+            })
+            .and_then(|task| match first.get(&task.id) {
+                Some(first_line) => Err(TaskError::Parse {
+                    file: path.to_path_buf(),
+                    line,
+                    message: format!(
+                        "duplicate task id `{}` (first defined at {}:{first_line})",
+                        task.id,
+                        path.display()
+                    ),
+                }),
+                None => Ok(task),
             });
-        }
+        let task = match parsed {
+            Ok(task) => task,
+            Err(err) if skip_invalid => {
+                skipped.push(Skipped::from_error(err, skipped::line_id(trimmed))?);
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
         first.insert(task.id.clone(), line);
         out.push(Located {
             task,
@@ -254,7 +313,9 @@ fn load_located(path: &Path) -> Result<Vec<Located>, TaskError> {
             line,
         });
     }
-    Ok(out)
+    // Bad labels lines first: they explain the questions left without labels.
+    ctx.skipped.append(&mut skipped);
+    Ok((out, ctx.skipped))
 }
 
 /// A line's failure: about this line, or a complete error elsewhere (a
