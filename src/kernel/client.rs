@@ -250,14 +250,7 @@ impl Channels {
         &mut self,
         content: JupyterMessageContent,
     ) -> Result<String, KernelError> {
-        let msg = JupyterMessage::new(content, None);
-        let id = msg.header.msg_id.clone();
-        self.shell_pending.add(&id);
-        self.shell
-            .send(msg)
-            .await
-            .map_err(|e| KernelError::Protocol(format!("sending on shell: {e}")))?;
-        Ok(id)
+        self.send_on_shell(JupyterMessage::new(content, None)).await
     }
 
     /// Sends a request on shell whose IOPub messages are to be read: from
@@ -290,6 +283,12 @@ impl Channels {
                 "discarded messages from before this request"
             );
         }
+        self.send_on_shell(msg).await
+    }
+
+    /// Sends `msg` on shell, its reply expected; returns its msg_id.
+    async fn send_on_shell(&mut self, msg: JupyterMessage) -> Result<String, KernelError> {
+        let id = msg.header.msg_id.clone();
         self.shell_pending.add(&id);
         self.shell
             .send(msg)
