@@ -534,3 +534,56 @@ fn progress_without_a_terminal_is_plain_lines() {
     assert!(!err.contains('\u{1b}'), "{err}");
     assert!(!err.contains('\r'), "{err}");
 }
+
+/// `--skip-invalid` end to end: the valid records run, the flawed one is
+/// named on stderr and recorded in run.json, report.md and report.html.
+#[test]
+fn skip_invalid_runs_the_valid_records_and_records_the_rest() {
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let suite = tiny_suite(dir.path(), &["a", "b"]);
+    let mut text = std::fs::read_to_string(&suite).unwrap();
+    text.push_str("{\"id\": \"c\", \"question\": \"no expected answer\"}\n");
+    text.push_str("{\"id\": \"d\", \"question\": \n");
+    std::fs::write(&suite, text).unwrap();
+    let out = dir.path().join("run");
+    let o = retrace(&[
+        "run",
+        "--suite",
+        &suite,
+        "--model",
+        "oracle",
+        "--rounds",
+        "0",
+        "--skip-invalid",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    for line in ["tiny.jsonl:3", "tiny.jsonl:4"] {
+        assert!(err.contains(line), "{line} named on stderr: {err}");
+    }
+    let recs = records(&out);
+    assert_consistent(&recs, 2);
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["skip_invalid"], true, "{run}");
+    let skipped = run["skipped"]
+        .as_array()
+        .expect("skipped records in run.json");
+    assert_eq!(skipped.len(), 2, "{run}");
+    assert_eq!(
+        (&skipped[0]["line"], &skipped[0]["id"]),
+        (&3.into(), &"c".into())
+    );
+    assert_eq!(skipped[1]["line"], 4);
+    for report in ["report.md", "report.html"] {
+        let text = std::fs::read_to_string(out.join(report)).unwrap();
+        for line in ["tiny.jsonl:3", "tiny.jsonl:4"] {
+            assert!(text.contains(line), "{report} names {line}");
+        }
+    }
+}

@@ -57,7 +57,26 @@ pub fn render(run: &RunView) -> String {
     accuracy(w, s);
     executions(w, s);
     let _ = writeln!(w, "</section>");
+    skipped(w, &run.config.skipped);
     h
+}
+
+/// The dataset records `--skip-invalid` left out (not in any rate), each
+/// with its file:line and reason, as in `report.md`.
+fn skipped(w: &mut String, skipped: &[crate::task::load::Skipped]) {
+    if skipped.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "<section id=\"skipped\">\n<h2>Skipped records</h2>\n<p>{} invalid dataset record(s) \
+         left out by <code>--skip-invalid</code>; not counted in any rate.</p>\n<ul>",
+        skipped.len()
+    );
+    for s in skipped {
+        let _ = writeln!(w, "<li>{}</li>", escape(&s.to_string()));
+    }
+    let _ = writeln!(w, "</ul>\n</section>");
 }
 
 /// The few numbers people look for first.

@@ -249,6 +249,31 @@ fn labels_are_shown() {
 }
 
 #[test]
+fn skipped_records_are_listed_escaped_only_when_there_are_some() {
+    let (mut cfg, records) = journal();
+    let page = render(&HtmlExporter, &cfg, &records).unwrap();
+    assert!(!page.contains("id=\"skipped\""));
+    cfg.skip_invalid = true;
+    cfg.skipped = vec![crate::task::load::Skipped {
+        id: Some("7".into()),
+        file: "data/da-dev-labels.jsonl".into(),
+        line: 2,
+        reason: format!("answer `{HOSTILE}` is given twice"),
+    }];
+    let page = render(&HtmlExporter, &cfg, &records).unwrap();
+    let section = &page[page
+        .find("<section id=\"skipped\">")
+        .expect("a skipped section")..];
+    assert!(section.contains("1 invalid dataset record(s)"));
+    assert!(
+        section.contains("<li>data/da-dev-labels.jsonl:2:"),
+        "{section}"
+    );
+    assert!(section.contains("&lt;script&gt;alert"));
+    assert!(!section.contains("<script>alert"));
+}
+
+#[test]
 fn images_the_code_produced_are_embedded_from_the_run_directory() {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, mut records) = journal();
