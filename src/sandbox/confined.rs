@@ -8,6 +8,10 @@ use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 
 use super::cgroup::{CgroupHost, CgroupLimits, KernelCgroup, Probe};
 use super::identity::{IdRange, Identity};
@@ -20,6 +24,23 @@ use super::{
 
 /// RLIMIT_NOFILE of every kernel process.
 const NOFILE: u64 = 1024;
+/// How long a kill waits for the namespace to end from its PID 1 before
+/// the cgroup kill takes over (a fork bomb's namespace ends in milliseconds).
+const TOP_DOWN_BUDGET: Duration = Duration::from_secs(2);
+
+/// Polls `done` every millisecond until it holds (true) or `budget` ends.
+fn wait_until(done: impl Fn() -> bool, budget: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if start.elapsed() >= budget {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 
 const FIX_ROOT: &str = "run retrace as root (e.g. `sudo retrace ...`, or in a delegated scope: \
      `sudo systemd-run --scope -p Delegate=yes retrace ...`), or pass --unsafe-no-sandbox to run \
@@ -359,8 +380,34 @@ impl Jail for ConfinedJail {
         }
     }
 
+    /// PID 1 first: the namespace dies with it and the relay reaps it,
+    /// so nothing is left for the host's init. The cgroup kill then ends
+    /// whatever is left (everything, if the relay is gone or stuck).
     fn kill_all(&self, pid: Option<i32>) -> KillReport {
-        self.cgroup.kill_all(pid)
+        let start = Instant::now();
+        let Some((relay, pid1)) =
+            pid.and_then(|relay| Some((relay, super::init::pid1_of(relay, &self.cgroup.pids())?)))
+        else {
+            return self.cgroup.kill_all(pid);
+        };
+        let _ = kill(Pid::from_raw(pid1), Signal::SIGKILL);
+        // The kill's latency: until only the relay is left. Reaping (done by
+        // PID 1 under the kernel's CPU quota) and the relay's exit come after.
+        let only_relay = || self.cgroup.pids().iter().all(|&p| p == relay);
+        let killed = wait_until(only_relay, TOP_DOWN_BUDGET);
+        let kill_ms = start.elapsed().as_secs_f64() * 1e3;
+        let relay_done = || crate::util::proc::stat(relay).is_none_or(|p| p.state == 'Z');
+        let relay_exited = killed && wait_until(relay_done, TOP_DOWN_BUDGET);
+        // An exited relay may be reaped (and its pid reused) at any moment:
+        // no signal goes to that pid any more.
+        let mut report = self.cgroup.kill_all(if relay_exited { None } else { pid });
+        if relay_exited && report.survivors == 0 {
+            report.method = "pid-namespace".into();
+            report.kill_ms = kill_ms;
+        } else {
+            report.kill_ms = start.elapsed().as_secs_f64() * 1e3;
+        }
+        report
     }
 
     fn live_processes(&self) -> Vec<i32> {

@@ -95,6 +95,22 @@ fn watch_harness(pid1: Pid, harness: u32) {
     }
 }
 
+/// PID 1 of our relay `relay`'s namespace, found among `members` (the
+/// kernel's processes); `None` when `relay` is not a live child of ours or
+/// PID 1 is gone. Killing it ends the whole namespace (no process can
+/// enter it any more), and the relay reaps it before it exits itself, so
+/// nothing of the tree is left for the host's init to collect.
+pub fn pid1_of(relay: i32, members: &[i32]) -> Option<i32> {
+    use crate::util::proc;
+    let live_child_of = |p: &proc::ProcStat, parent: i32| p.ppid == parent && p.state != 'Z';
+    proc::stat(relay).filter(|p| live_child_of(p, std::process::id() as i32))?;
+    members
+        .iter()
+        .filter_map(|&pid| proc::stat(pid))
+        .find(|p| live_child_of(p, relay))
+        .map(|p| p.pid)
+}
+
 // pidfd_open(2) and poll(2) have no safe wrapper; each block says why it is sound.
 #[allow(unsafe_code)]
 fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
