@@ -5,6 +5,7 @@
 //! the harness records and reports every round.
 
 pub mod conformance;
+pub mod doctor;
 pub mod harness;
 pub mod kernel;
 pub mod model;

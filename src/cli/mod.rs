@@ -3,6 +3,7 @@
 //! 3 the harness itself could not do its job (no image, no kernel, no cgroup).
 
 mod compare;
+mod doctor;
 mod exec;
 mod image;
 mod limits;
@@ -58,6 +59,10 @@ enum Command {
     /// Compare two runs (or two arms) on their shared tasks; exit 1 when NEW
     /// is worse than BASE beyond the thresholds.
     Compare(compare::CompareArgs),
+    /// Check this host (root, cgroups, namespaces, seccomp, Python, venv,
+    /// compiler, disk, package index, images, local model) and say how to
+    /// fix each problem; exit 1 when a confined run cannot work.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Errors at the CLI edge carry the exit code they map to.
@@ -111,6 +116,7 @@ pub fn main() -> i32 {
             Command::Model(cmd) => model::run(cmd).await,
             Command::Report(args) => report::run(args).await,
             Command::Compare(args) => compare::run(args).await,
+            Command::Doctor(args) => doctor::run(args).await,
         }
     });
     match result {

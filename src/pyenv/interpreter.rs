@@ -116,7 +116,7 @@ impl Interpreter {
 }
 
 /// A command name through `PATH`, or a path made absolute.
-fn resolve(program: &OsStr) -> Option<PathBuf> {
+pub(crate) fn resolve(program: &OsStr) -> Option<PathBuf> {
     let as_path = Path::new(program);
     if as_path.components().count() > 1 || as_path.is_absolute() {
         return std::path::absolute(as_path).ok().filter(|p| p.is_file());

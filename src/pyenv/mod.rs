@@ -35,6 +35,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
+pub(crate) use interpreter::resolve as find_program;
 pub use interpreter::Interpreter;
 pub use lock::{normalize, Lock, LockEntry};
 pub(crate) use store::disk_usage;

@@ -41,6 +41,16 @@ pub enum CgroupMode {
     V2,
 }
 
+impl CgroupMode {
+    /// The host's mode as `/proc/self/mountinfo` shows it, touching no
+    /// cgroup (for reports when [`CgroupHost::detect`] fails).
+    pub fn of_host() -> Result<CgroupMode, String> {
+        let text = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
+        find_mounts(&mountinfo::parse_mountinfo(&text), Path::new(CGROUP_ROOT)).map(|f| f.mode)
+    }
+}
+
 impl CgroupHost {
     /// Detects the mode from `/proc/self/mountinfo`, chooses retrace's
     /// subtree, enables the controllers it needs and checks that groups can
@@ -209,7 +219,7 @@ pub(super) fn delegate_v2(mount: &Path, own: &str, fs: &Fs) -> Result<PathBuf, S
 }
 
 /// Any active swap area in /proc/swaps (header line excepted).
-pub(super) fn host_has_swap() -> bool {
+pub fn host_has_swap() -> bool {
     std::fs::read_to_string("/proc/swaps")
         .map(|t| t.lines().skip(1).any(|l| !l.trim().is_empty()))
         .unwrap_or(false)

@@ -37,7 +37,7 @@ mod unified;
 #[cfg(test)]
 mod tests;
 
-pub use detect::CgroupMode;
+pub use detect::{host_has_swap, CgroupMode};
 pub use group::{CgroupLimits, KernelCgroup};
 pub use host::CgroupHost;
 pub use kill::KillMethod;

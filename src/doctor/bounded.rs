@@ -1,0 +1,101 @@
+//! A command the doctor runs with a deadline (pip waiting on an unreachable
+//! index must not hang the doctor), its output kept for the report.
+
+use std::io::Read;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a bounded command did.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// The last non-empty line of stderr (else stdout): what failed.
+    pub fn last_line(&self) -> String {
+        [&self.stderr, &self.stdout]
+            .iter()
+            .find_map(|text| text.lines().rev().find(|l| !l.trim().is_empty()))
+            .map(|l| l.trim().to_string())
+            .unwrap_or_else(|| self.status.to_string())
+    }
+}
+
+/// Runs `cmd` to completion or kills it at `limit`. The error is one line.
+pub fn run(mut cmd: Command, limit: Duration) -> Result<Finished, String> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    // Drained on threads so a chatty command never blocks on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut text);
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{program} took longer than {}s", limit.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => return Err(format!("waiting for {program}: {e}")),
+        }
+    };
+    Ok(Finished {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_past_its_limit_is_killed() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("5");
+        let started = Instant::now();
+        let err = run(cmd, Duration::from_millis(200)).unwrap_err();
+        assert!(err.contains("took longer"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn output_and_the_failing_line_are_kept() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo first >&2; echo last >&2; exit 3"]);
+        let done = run(cmd, Duration::from_secs(10)).unwrap();
+        assert_eq!(done.status.code(), Some(3));
+        assert_eq!(done.stdout, "out\n");
+        assert_eq!(done.last_line(), "last");
+    }
+}
