@@ -1,15 +1,28 @@
-//! The commit `retrace --version` names: `RETRACE_COMMIT` is the short hash
-//! of HEAD (`-dirty` when tracked files differ from it), or `unknown` when
-//! the sources are not a git checkout (a crates.io package, a tarball) or
-//! git is missing.
+//! Two things the binary carries from its sources:
+//!
+//! - The commit `retrace --version` names: `RETRACE_COMMIT` is the short
+//!   hash of HEAD (`-dirty` when tracked files differ from it), or `unknown`
+//!   when the sources are not a git checkout (a crates.io package, a
+//!   tarball) or git is missing.
+//! - The built-in datasets (`src/util/builtin.rs`): `$OUT_DIR/builtin.rs`
+//!   lists every file it embeds as `(path under datasets/, include_bytes!)`.
 
-use std::path::Path;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The suites the binary carries: their task files and data, not the
+/// scripts that generated them.
+const SUITES: [&str; 3] = ["math", "tabular", "packages"];
+/// The hostile corpus: its case files only.
+const CORPUS: &str = "hostile";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let root = Path::new(&root);
+    embed_datasets(root);
     // Only this checkout's own .git: git would otherwise find any
     // repository above an unpacked package (a home directory under git).
     let commit = if root.join(".git").exists() {
@@ -63,4 +76,53 @@ fn watch_refs(root: &Path) {
     for file in watched.into_iter().flatten().filter(|p| p.exists()) {
         println!("cargo:rerun-if-changed={}", file.display());
     }
+}
+
+/// Writes `$OUT_DIR/builtin.rs`: the embedded files, sorted by path.
+fn embed_datasets(root: &Path) {
+    // A directory is scanned for any change inside it.
+    println!("cargo:rerun-if-changed=datasets");
+    let datasets = root.join("datasets");
+    let mut files = Vec::new();
+    for suite in SUITES {
+        suite_files(&datasets.join(suite), &mut files);
+    }
+    for entry in read_dir(&datasets.join(CORPUS)) {
+        if entry.extension().is_some_and(|x| x == "toml") && entry.is_file() {
+            files.push(entry);
+        }
+    }
+    files.sort();
+    let mut out = String::from("&[\n");
+    for file in &files {
+        let rel = file.strip_prefix(&datasets).expect("under datasets/");
+        let rel = rel.to_str().expect("dataset paths are UTF-8");
+        let abs = file.to_str().expect("dataset paths are UTF-8");
+        writeln!(out, "    ({rel:?}, include_bytes!({abs:?})),").unwrap();
+    }
+    out.push_str("]\n");
+    let dest = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    fs::write(dest.join("builtin.rs"), out).expect("writing builtin.rs");
+}
+
+/// Every file of a suite but hidden ones, scripts (`*.py`) and READMEs.
+fn suite_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in read_dir(dir) {
+        let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') || name.starts_with("README") || name.ends_with(".py") {
+            continue;
+        }
+        if entry.is_dir() {
+            suite_files(&entry, out);
+        } else if entry.is_file() {
+            out.push(entry);
+        }
+    }
+}
+
+fn read_dir(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.expect("reading a directory entry").path())
+        .collect()
 }

@@ -18,7 +18,7 @@ fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
     common::image(ImageName::Fat);
     RunOptions {
         suite: suite.into(),
-        datasets: datasets_dir(),
+        datasets: datasets_dir(suite).unwrap(),
         selection: Selection::default(),
         skip_invalid: false,
         model: model.into(),
@@ -126,7 +126,7 @@ async fn no_ground_truth_reaches_the_endpoint() {
 
     let bodies: Vec<String> = server.requests().into_iter().map(|s| s.body).collect();
     assert_eq!(bodies.len(), 16, "two rounds of eight tasks");
-    let tasks = load_suite("math", &datasets_dir()).unwrap();
+    let tasks = load_suite("math", &datasets_dir("math").unwrap()).unwrap();
     for task in tasks.iter().take(8) {
         let reference = task.reference.as_deref().unwrap();
         let expected = serde_json::to_string(&task.expected).unwrap();
@@ -307,7 +307,7 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     std::fs::remove_file(moved.join("summary.json")).unwrap();
     let resume = ResumeOptions {
         endpoint: Endpoint::default(),
-        datasets: datasets_dir(),
+        datasets: datasets_dir(&suite).unwrap(),
         init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
         progress: false,
     };
@@ -531,7 +531,9 @@ async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
     common::image(ImageName::Slim);
     let result = run(opts).await;
     let recs = records(&out);
-    let tasks = load_suite("packages", &datasets_dir()).unwrap().len();
+    let tasks = load_suite("packages", &datasets_dir("packages").unwrap())
+        .unwrap()
+        .len();
     for arm in ["fat", "dynamic"] {
         let finals: Vec<&AttemptRecord> = recs
             .iter()

@@ -218,7 +218,7 @@ fn select_is_deterministic() {
 #[test]
 fn datasets_dir_default() {
     if std::env::var_os("RETRACE_DATASETS").is_none() {
-        assert!(datasets_dir().ends_with("datasets"));
+        assert!(datasets_dir("math").unwrap().ends_with("datasets"));
     }
 }
 

@@ -134,7 +134,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                 dir,
                 ResumeOptions {
                     endpoint,
-                    datasets: datasets_dir(),
+                    datasets: super::report::run_datasets(dir)?,
                     init_binary,
                     progress,
                 },
@@ -147,7 +147,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
             }
             Run::create(RunOptions {
                 suite: args.suite.clone(),
-                datasets: datasets_dir(),
+                datasets: datasets_dir(&args.suite).map_err(Failure::infra)?,
                 selection: Selection {
                     limit_tasks: args.limit_tasks,
                     sample: args.sample.or_else(|| default_sample(&args)),

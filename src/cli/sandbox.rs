@@ -10,13 +10,17 @@ use retrace::conformance::corpus;
 use retrace::kernel::{default_kernel_root, KernelSpec};
 use retrace::pyenv::{ImageName, ImageStore};
 use retrace::sandbox::Confined;
+use retrace::util::builtin;
+use retrace::util::home::retrace_home;
+use retrace::util::IoError;
 
 use super::limits::LimitArgs;
 use super::Failure;
 
-/// The corpus used when no `--corpus` is given, relative to the current
-/// directory.
-const DEFAULT_CORPUS: &str = "datasets/hostile";
+/// The corpus used when no `--corpus` is given and it exists, relative to
+/// the current directory (a source checkout: its edits take effect); else
+/// the corpus built into the binary.
+const LOCAL_CORPUS: &str = "datasets/hostile";
 
 #[derive(Subcommand)]
 pub enum SandboxCommand {
@@ -27,7 +31,8 @@ pub enum SandboxCommand {
 
 #[derive(Args)]
 pub struct CheckArgs {
-    /// Directory of case files (*.toml); repeatable. Default: datasets/hostile.
+    /// Directory of case files (*.toml); repeatable. Default:
+    /// ./datasets/hostile if it exists, else the built-in corpus.
     #[arg(long = "corpus", value_name = "DIR")]
     pub corpus: Vec<PathBuf>,
     /// Only cases whose id or category contains PATTERN.
@@ -61,18 +66,7 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
             "`sandbox check` tests confinement; it cannot run with --unsafe-no-sandbox"
         )));
     }
-    let dirs = if args.corpus.is_empty() {
-        let default = PathBuf::from(DEFAULT_CORPUS);
-        if !default.is_dir() {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "no corpus: {DEFAULT_CORPUS} does not exist in the current directory; \
-                 run from the retrace source tree or pass --corpus DIR"
-            )));
-        }
-        vec![default]
-    } else {
-        args.corpus.clone()
-    };
+    let (dirs, source) = corpus_dirs(&args.corpus).map_err(Failure::infra)?;
     let cases = corpus::load_dirs(&dirs).map_err(Failure::usage)?;
     let cases = corpus::filter(cases, args.filter.as_deref());
     if cases.is_empty() {
@@ -99,12 +93,8 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
 
     let width = cases.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
     eprintln!(
-        "running {} case(s) from {} with {} job(s), image {}",
+        "running {} case(s) from {source} with {} job(s), image {}",
         cases.len(),
-        dirs.iter()
-            .map(|d| d.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
         config.jobs,
         args.image
     );
@@ -127,6 +117,23 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
         write(path, &check::junit(&report))?;
     }
     Ok(if report.summary.failed == 0 { 0 } else { 1 })
+}
+
+/// The corpus directories to load and how to name them: the `--corpus`
+/// ones, else `./datasets/hostile` if it exists, else the built-in corpus
+/// (written out under `$RETRACE_HOME` on first use).
+fn corpus_dirs(given: &[PathBuf]) -> Result<(Vec<PathBuf>, String), IoError> {
+    if !given.is_empty() {
+        let names: Vec<_> = given.iter().map(|d| d.display().to_string()).collect();
+        return Ok((given.to_vec(), names.join(", ")));
+    }
+    let local = PathBuf::from(LOCAL_CORPUS);
+    if local.is_dir() {
+        return Ok((vec![local], format!("./{LOCAL_CORPUS}")));
+    }
+    let dir = builtin::datasets(&retrace_home())?.join(builtin::CORPUS);
+    let name = format!("the built-in corpus ({})", dir.display());
+    Ok((vec![dir], name))
 }
 
 fn write(path: &Path, text: &str) -> Result<(), Failure> {

@@ -80,7 +80,8 @@ fn installed(steps: &[InstallStep]) -> String {
 
 /// The suite's tasks; skipped records are printed on stderr.
 fn load(suite: &str, skip_invalid: bool) -> Result<Vec<Task>, Failure> {
-    let loaded = load_suite_with(suite, &datasets_dir(), skip_invalid).map_err(Failure::usage)?;
+    let datasets = datasets_dir(suite).map_err(Failure::infra)?;
+    let loaded = load_suite_with(suite, &datasets, skip_invalid).map_err(Failure::usage)?;
     print_skipped(&loaded.skipped);
     Ok(loaded.tasks)
 }

@@ -10,6 +10,8 @@ use sha2::{Digest, Sha256};
 use strum::IntoEnumIterator;
 use walkdir::WalkDir;
 
+use crate::util::home::retrace_home;
+
 use super::build::ImageRecipe;
 use super::marker::Marker;
 use super::recipe;
@@ -37,20 +39,7 @@ impl ImageStore {
 
     /// `$RETRACE_HOME`, else `$HOME/.cache/retrace`.
     pub fn from_env() -> Self {
-        if let Some(home) = std::env::var_os("RETRACE_HOME").filter(|v| !v.is_empty()) {
-            return Self::new(PathBuf::from(home));
-        }
-        let user_home = std::env::var_os("HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                nix::unistd::User::from_uid(nix::unistd::getuid())
-                    .ok()
-                    .flatten()
-                    .map(|u| u.dir)
-            })
-            .unwrap_or_else(std::env::temp_dir);
-        Self::new(user_home.join(".cache").join("retrace"))
+        Self::new(retrace_home())
     }
 
     pub fn home(&self) -> &Path {

@@ -82,4 +82,7 @@ pub enum TaskError {
         "unknown suite `{0}`: use math, tabular, packages or a path to a .jsonl file or directory"
     )]
     UnknownSuite(String),
+    /// The built-in suites could not be written out under `$RETRACE_HOME`.
+    #[error("writing out the built-in suites: {0}")]
+    Builtin(crate::util::IoError),
 }

@@ -1,5 +1,7 @@
 //! Small helpers shared by several stages.
 
+pub mod builtin;
+pub mod home;
 pub mod io_error;
 pub mod nofollow;
 pub mod proc;

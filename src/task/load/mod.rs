@@ -37,6 +37,8 @@ use serde_json::Value;
 use walkdir::WalkDir;
 
 use super::{Task, TaskError};
+use crate::util::builtin;
+use crate::util::home::retrace_home;
 use dabench::{dabench_task, is_labels_file};
 use fields::{field_list, json_object};
 use gsm::{gsm, pal};
@@ -121,17 +123,23 @@ pub fn load_suite_with(
     Ok(out)
 }
 
-/// Where suites live: `$RETRACE_DATASETS` if set, else `./datasets` if it
-/// exists, else the crate's own `datasets/`.
-pub fn datasets_dir() -> PathBuf {
+/// The datasets directory to find `suite` in, first found of:
+///
+/// 1. `$RETRACE_DATASETS`, if set (the user's own suites);
+/// 2. `./datasets`, if it holds `suite` (a source checkout: edits to its
+///    suites take effect), or if `suite` is not a built-in name (a path
+///    needs no datasets directory);
+/// 3. the suites built into the binary, written out on first use under
+///    `$RETRACE_HOME/builtin/<hash>/datasets` ([`crate::util::builtin`]).
+pub fn datasets_dir(suite: &str) -> Result<PathBuf, TaskError> {
     if let Some(dir) = std::env::var_os("RETRACE_DATASETS").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+        return Ok(PathBuf::from(dir));
     }
     let local = Path::new("datasets");
-    if local.is_dir() {
-        return std::path::absolute(local).unwrap_or_else(|_| local.to_path_buf());
+    if !SUITES.contains(&suite) || local.join(suite).is_dir() {
+        return Ok(std::path::absolute(local).unwrap_or_else(|_| local.to_path_buf()));
     }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/datasets"))
+    builtin::datasets(&retrace_home()).map_err(TaskError::Builtin)
 }
 
 // ------------------------------------------------------------ suite files
