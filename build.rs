@@ -1,9 +1,10 @@
 //! Two things the binary carries from its sources:
 //!
 //! - The commit `retrace --version` names: `RETRACE_COMMIT` is the short
-//!   hash of HEAD (`-dirty` when tracked files differ from it), or `unknown`
-//!   when the sources are not a git checkout (a crates.io package, a
-//!   tarball) or git is missing.
+//!   hash of HEAD (`-dirty` when tracked files differ from it); in a
+//!   package made by `cargo package`/`cargo publish` (no .git), the commit
+//!   cargo recorded in `.cargo_vcs_info.json`; else `unknown` (a plain
+//!   tarball, or git missing).
 //! - The built-in datasets (`src/util/builtin.rs`): `$OUT_DIR/builtin.rs`
 //!   lists every file it embeds as `(path under datasets/, include_bytes!)`.
 
@@ -29,7 +30,7 @@ fn main() {
         watch_refs(root);
         commit(root)
     } else {
-        None
+        packaged_commit(root)
     };
     println!(
         "cargo:rustc-env=RETRACE_COMMIT={}",
@@ -57,6 +58,32 @@ fn commit(root: &Path) -> Option<String> {
     } else {
         format!("{hash}-dirty")
     })
+}
+
+/// The commit `cargo package` wrote into the package:
+/// `{"git": {"sha1": "…", "dirty": true}, …}`.
+fn packaged_commit(root: &Path) -> Option<String> {
+    let text = fs::read_to_string(root.join(".cargo_vcs_info.json")).ok()?;
+    let sha1 = json_string_after(&text, "\"sha1\"")?;
+    let short = sha1.get(..12)?;
+    let dirty = text.contains("\"dirty\": true") || text.contains("\"dirty\":true");
+    Some(if dirty {
+        format!("{short}-dirty")
+    } else {
+        short.to_string()
+    })
+}
+
+/// The string value after `key` in a small, flat piece of JSON (a build
+/// script has no JSON parser; the file's shape is fixed by cargo).
+fn json_string_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let rest = &text[text.find(key)? + key.len()..];
+    let rest = &rest[rest.find('"')? + 1..];
+    let value = &rest[..rest.find('"')?];
+    value
+        .chars()
+        .all(|c| c.is_ascii_hexdigit())
+        .then_some(value)
 }
 
 /// Reruns this script when HEAD moves: HEAD itself, the branch it points to
