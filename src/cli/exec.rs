@@ -89,7 +89,7 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
         }
         outcomes.push(outcome);
     }
-    kernel.shutdown().await;
+    kernel.discard().await;
 
     if args.json {
         let mut value = serde_json::to_value(&outcomes).map_err(Failure::infra)?;

@@ -359,12 +359,14 @@ impl<'a> Episode<'a> {
         Ok(self.kernel.as_mut().expect("set above"))
     }
 
+    /// The task is over: its kernel's state is not needed, so it is
+    /// discarded (killed) rather than asked to shut down.
     async fn close(mut self) {
         if let Some(k) = self.kernel.take() {
-            k.shutdown().await;
+            k.discard().await;
         } else if let Some(start) = self.starting.take() {
             if let Ok(Ok((k, _))) = start.await {
-                k.shutdown().await;
+                k.discard().await;
             }
         }
     }

@@ -122,7 +122,7 @@ async fn validate_one(
         }
         None => kernel.execute(&reference, &exec).await,
     };
-    kernel.shutdown().await;
+    kernel.discard().await;
     v.verdict = Some(outcome.verdict);
     if outcome.succeeded() {
         let c = check(

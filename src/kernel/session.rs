@@ -800,15 +800,23 @@ impl Kernel {
     /// Clean shutdown (`shutdown_request`), then forced if the kernel does not
     /// exit in time. Removes the jail and the kernel's directories.
     pub async fn shutdown(mut self) {
-        self.close().await;
+        self.close(true).await;
     }
 
-    async fn close(&mut self) {
+    /// Ends a kernel whose state nobody needs any more (a finished task):
+    /// no `shutdown_request`, which ipykernel can take a second to answer
+    /// and act on, but the kill, which takes milliseconds. Leaves nothing
+    /// behind, as `shutdown` does.
+    pub async fn discard(mut self) {
+        self.close(false).await;
+    }
+
+    async fn close(&mut self, polite: bool) {
         if self.closed {
             return;
         }
         self.closed = true;
-        if self.process.exited().is_none() {
+        if polite && self.process.exited().is_none() {
             let _ = self
                 .channels
                 .send_control(ShutdownRequest { restart: false }.into())
