@@ -55,6 +55,8 @@ pub struct CheckConfig {
     pub spec: Arc<KernelSpec>,
     /// Cases run at the same time.
     pub jobs: usize,
+    /// How the cases' kernels start.
+    pub kernel_start: crate::kernel::KernelStart,
 }
 
 /// The verdict of one case.
@@ -277,7 +279,10 @@ async fn run_case_into(
         threads: limits.threads(),
         ..(*config.spec).clone()
     });
-    let options = KernelOptions::enforcing(limits, true);
+    let options = KernelOptions {
+        start: config.kernel_start,
+        ..KernelOptions::enforcing(limits, true)
+    };
     let mut kernel = match Kernel::start(spec.clone(), sandbox, options.clone()).await {
         Ok(k) => k,
         Err(e) => return result.fail(format!("the kernel did not start: {e}")),
