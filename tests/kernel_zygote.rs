@@ -341,3 +341,23 @@ async fn without_confinement_the_zygote_start_falls_back_to_cold() {
     assert_eq!(o.answer.as_ref().map(|a| a.value.as_str()), Some("2"));
     k.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn figures_render_inline_in_a_zygote_kernel() {
+    let _shared = ZYGOTE_USE.read().await;
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    let mut k = start(&sandbox, KernelStart::Zygote).await;
+    assert_eq!(k.start_path(), &StartPath::Zygote);
+    let code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint(plt.get_backend())";
+    let o = k.execute(code, &common::exec_opts(20)).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    assert!(o.stdout.contains("matplotlib_inline"), "{}", o.stdout);
+    assert!(
+        o.artifacts.iter().any(|a| a.mime == "image/png"),
+        "a figure left open is sent at the end of the cell: {:?}",
+        o.artifacts.iter().map(|a| &a.mime).collect::<Vec<_>>()
+    );
+    k.shutdown().await;
+}

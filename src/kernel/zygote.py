@@ -33,6 +33,9 @@ PRELOAD = (
     "matplotlib.figure",
     "matplotlib.font_manager",
     "matplotlib.backends.backend_agg",
+    # The backend is chosen at the first figure, in the kernel (inline,
+    # from MPLBACKEND), not at import: importing pyplot here is safe.
+    "matplotlib.pyplot",
     "IPython",
     "zmq",
     "jupyter_client",
@@ -206,6 +209,8 @@ def _refresh(req):
     """What the zygote's imports cached from its own process: RNG states
     (siblings must differ), paths read from the environment at import."""
     import random
+    import site
+    import sysconfig
     import tempfile
 
     random.seed()
@@ -213,6 +218,12 @@ def _refresh(req):
     if np is not None:
         np.random.seed()
     tempfile.tempdir = None
+    # The user site follows HOME (IPython or pip may have asked already).
+    site.USER_BASE = None
+    site.USER_SITE = None
+    config_vars = getattr(sysconfig, "_CONFIG_VARS", None)
+    if config_vars and "userbase" in config_vars:
+        config_vars["userbase"] = sysconfig._getuserbase()
     mpl = sys.modules.get("matplotlib")
     if mpl is not None:
         config = os.environ.get("MPLCONFIGDIR") or mpl.get_configdir()
