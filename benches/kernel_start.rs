@@ -33,22 +33,30 @@ fn options(start: KernelStart) -> KernelOptions {
     }
 }
 
+/// A fresh kernel with its first cell run: (kernel, until it answered,
+/// until the first cell was done).
 async fn fresh(
     spec: &Arc<KernelSpec>,
     sandbox: &dyn Sandbox,
     start: KernelStart,
-) -> (Kernel, Duration) {
+) -> (Kernel, Duration, Duration) {
     let t = Instant::now();
     let mut kernel = Kernel::start(spec.clone(), sandbox, options(start))
         .await
         .expect("kernel starts");
+    let ready = t.elapsed();
     let outcome = kernel.execute(FIRST_CELL, &ExecOptions::default()).await;
     let took = t.elapsed();
     assert!(outcome.succeeded(), "{:?}", outcome.error);
     if start == KernelStart::Zygote {
         assert_eq!(kernel.start_path(), &StartPath::Zygote);
     }
-    (kernel, took)
+    (kernel, ready, took)
+}
+
+fn p50(mut v: Vec<Duration>) -> f64 {
+    v.sort();
+    v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// The kernel's Python process: the one of its processes that is neither
@@ -103,10 +111,11 @@ fn kernel_start(c: &mut Criterion) {
     // Warm: the zygote started and one kernel forked; the page cache holds the image.
     for start in [KernelStart::Cold, KernelStart::Zygote] {
         rt.block_on(async {
-            let (k, _) = fresh(&spec, &sandbox, start).await;
+            let (k, _, _) = fresh(&spec, &sandbox, start).await;
             k.shutdown().await;
         });
     }
+    let mut seen: Vec<(KernelStart, Vec<Duration>, Vec<Duration>)> = Vec::new();
     let mut group = c.benchmark_group("kernel_start");
     group
         .sampling_mode(SamplingMode::Flat)
@@ -114,24 +123,36 @@ fn kernel_start(c: &mut Criterion) {
         .warm_up_time(Duration::from_nanos(1))
         .measurement_time(Duration::from_nanos(1));
     for start in [KernelStart::Cold, KernelStart::Zygote] {
+        let (mut readies, mut firsts) = (Vec::new(), Vec::new());
         group.bench_function(start.as_str(), |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
-                        let (k, took) = fresh(&spec, &sandbox, start).await;
+                        let (k, ready, took) = fresh(&spec, &sandbox, start).await;
                         total += took;
+                        readies.push(ready);
+                        firsts.push(took);
                         k.shutdown().await;
                     }
                     total
                 })
             })
         });
+        seen.push((start, readies, firsts));
     }
     group.finish();
+    for (start, readies, firsts) in seen {
+        eprintln!(
+            "start {start}: {} starts, p50 ready {:.0} ms, p50 first cell done {:.0} ms",
+            readies.len(),
+            p50(readies),
+            p50(firsts)
+        );
+    }
     for start in [KernelStart::Cold, KernelStart::Zygote] {
         rt.block_on(async {
-            let (mut k, _) = fresh(&spec, &sandbox, start).await;
+            let (mut k, _, _) = fresh(&spec, &sandbox, start).await;
             let o = k.execute("pass", &ExecOptions::default()).await;
             let (pss, private) = kernel_process(&k).map(smaps).unwrap_or_default();
             eprintln!(

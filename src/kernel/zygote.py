@@ -25,10 +25,12 @@ SECCOMP_MODE_FILTER = 2
 # the root, and with it /proc, to the kernel's view.
 NAMESPACES = ("ipc", "uts", "net", "cgroup", "pid", "mnt")
 # Best effort: whatever of these the image has is imported before any fork.
+# Not more: every module mapped here is mapped in every kernel, and each
+# fork a kernel makes copies page tables for all of it (scipy was left out:
+# with it a fork storm ran into the memory limit before the pids limit).
 PRELOAD = (
     "numpy",
     "pandas",
-    "scipy",
     "matplotlib",
     "matplotlib.figure",
     "matplotlib.font_manager",
