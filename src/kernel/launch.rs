@@ -316,6 +316,7 @@ impl KernelProcess {
         else {
             return Ok(None);
         };
+        let began = std::time::Instant::now();
         let mut cmd = adoption.command;
         cmd.stdin(std::process::Stdio::piped());
         let mut child = spawn_piped(cmd, launch).map_err(AdoptError::Jail)?;
@@ -337,10 +338,17 @@ impl KernelProcess {
                 stderr: process.stderr_tail(),
             }));
         }
+        let jail_ready = began.elapsed();
         let handed = match pid1_of(jail) {
             Some(pid1) => fork(&adoption.plan, pid1),
             None => Err("the jail's PID 1 is not among its processes".into()),
         };
+        tracing::debug!(
+            kernel = %layout.id,
+            jail_ms = jail_ready.as_secs_f64() * 1e3,
+            fork_ms = (began.elapsed() - jail_ready).as_secs_f64() * 1e3,
+            "zygote start: jail ready, kernel forked"
+        );
         match handed {
             Ok(pid) => {
                 let sent = match stdin.as_mut() {
