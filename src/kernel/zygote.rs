@@ -223,6 +223,26 @@ struct Request<'a> {
 
 static ZYGOTES: Mutex<Vec<Arc<Zygote>>> = Mutex::new(Vec::new());
 
+extern "C" fn at_exit() {
+    shutdown_all();
+}
+
+/// A process that exits without calling [`shutdown_all`] (a test binary)
+/// still ends its zygotes and removes their cgroups.
+// atexit(3) has no safe wrapper; the block says why it is sound.
+#[allow(unsafe_code)]
+fn end_zygotes_at_exit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain function that takes no arguments. It
+        // takes this module's locks; a fork still under way on another
+        // thread holds one at most FORK_TIMEOUT.
+        unsafe {
+            libc::atexit(at_exit);
+        }
+    });
+}
+
 /// The zygote of `spec`'s image, started (or restarted, if it died) now.
 /// Blocks while it starts (about a second for a fat image).
 pub fn for_spec(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Arc<Zygote>, ZygoteError> {
@@ -233,6 +253,7 @@ pub fn for_spec(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Arc<Zygote>,
             "refused: only confined kernels are forked (the unconfined path has no jail PID 1 to adopt them)",
         ));
     }
+    end_zygotes_at_exit();
     let zygote = {
         let mut all = ZYGOTES.lock().unwrap_or_else(PoisonError::into_inner);
         match all.iter().find(|z| z.image == image) {
