@@ -12,7 +12,10 @@ fn main() {
         retrace::sandbox::init::main(std::path::Path::new(&spec));
     }
     quiet_on_closed_pipe();
-    std::process::exit(cli::main());
+    let code = cli::main();
+    // Nothing of a command may outlive it: the image zygotes end here.
+    retrace::kernel::zygote::shutdown_all();
+    std::process::exit(code);
 }
 
 /// `retrace … | head`: once the reader has gone, end the way other Unix

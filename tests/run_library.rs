@@ -36,6 +36,7 @@ fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
         install_on: InstallOn::Both,
         limits: SandboxLimits::default(),
         unconfined: false,
+        kernel_start: Default::default(),
         out: Some(out.to_path_buf()),
         prompts: None,
         init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
@@ -310,6 +311,7 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
         datasets: datasets_dir(&suite).unwrap(),
         init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
         progress: false,
+        kernel_start: Default::default(),
     };
     let run = Run::resume(&moved, resume.clone()).await.unwrap();
     assert_eq!(run.counts(), (0, 2));

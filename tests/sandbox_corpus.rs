@@ -58,6 +58,7 @@ async fn whole_corpus_passes() {
         init_exe: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
         spec: common::spec(ImageName::Fat),
         jobs: 2,
+        kernel_start: Default::default(),
     };
     let progress: Arc<dyn Fn(&check::CaseResult) + Send + Sync> =
         Arc::new(|r| eprintln!("{}", check::row(r, 32)));

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use retrace::kernel::KernelOptions;
+use retrace::kernel::{KernelOptions, KernelStart};
 use retrace::sandbox::{Sandbox, SandboxInfo, SandboxLimits};
 use retrace::util::units::{parse_bytes, parse_duration};
 
@@ -41,6 +41,15 @@ pub struct LimitArgs {
     /// output then says so. Only for code you trust.
     #[arg(long)]
     pub unsafe_no_sandbox: bool,
+    /// How kernels start: `cold` (a new interpreter each) or `zygote`
+    /// (forked from a pre-imported process of the image; cold whenever
+    /// the zygote cannot serve).
+    #[arg(long, env = "RETRACE_KERNEL_START", default_value = "cold", value_parser = parse_start)]
+    pub kernel_start: KernelStart,
+}
+
+fn parse_start(text: &str) -> Result<KernelStart, String> {
+    text.parse()
 }
 
 impl LimitArgs {
@@ -60,7 +69,10 @@ impl LimitArgs {
     /// Kernel options that enforce these limits (CPU time needs cgroup
     /// accounting, so only when confined).
     pub fn kernel_options(&self) -> KernelOptions {
-        KernelOptions::enforcing(&self.limits(), !self.unsafe_no_sandbox)
+        KernelOptions {
+            start: self.kernel_start,
+            ..KernelOptions::enforcing(&self.limits(), !self.unsafe_no_sandbox)
+        }
     }
 
     /// The sandbox these flags ask for; fails closed unless

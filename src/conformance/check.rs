@@ -55,6 +55,8 @@ pub struct CheckConfig {
     pub spec: Arc<KernelSpec>,
     /// Cases run at the same time.
     pub jobs: usize,
+    /// How the cases' kernels start.
+    pub kernel_start: crate::kernel::KernelStart,
 }
 
 /// The verdict of one case.
@@ -82,6 +84,10 @@ pub struct CaseResult {
     /// Everything the executor reported (image payloads removed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
+    /// How the case's kernel started (`cold`, `zygote`, or `fallback: why`
+    /// when the zygote was asked for and could not serve).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
 }
 
 fn is_empty(e: &Expectation) -> bool {
@@ -240,7 +246,25 @@ impl CaseResult {
             kernel_id: None,
             limits: *limits,
             outcome: None,
+            start: None,
         }
+    }
+
+    /// Records how the kernel started; a fallback is never overwritten.
+    fn started(&mut self, path: &crate::kernel::StartPath) {
+        use crate::kernel::StartPath;
+        if self
+            .start
+            .as_deref()
+            .is_some_and(|s| s.starts_with("fallback"))
+        {
+            return;
+        }
+        self.start = Some(match path {
+            StartPath::Cold => "cold".into(),
+            StartPath::Zygote => "zygote".into(),
+            StartPath::Fallback(why) => format!("fallback: {why}"),
+        });
     }
 
     fn fail(&mut self, reason: String) {
@@ -277,13 +301,17 @@ async fn run_case_into(
         threads: limits.threads(),
         ..(*config.spec).clone()
     });
-    let options = KernelOptions::enforcing(limits, true);
+    let options = KernelOptions {
+        start: config.kernel_start,
+        ..KernelOptions::enforcing(limits, true)
+    };
     let mut kernel = match Kernel::start(spec.clone(), sandbox, options.clone()).await {
         Ok(k) => k,
         Err(e) => return result.fail(format!("the kernel did not start: {e}")),
     };
     let id = kernel.id().to_string();
     result.kernel_id = Some(id.clone());
+    result.started(kernel.start_path());
     let mut namespaces = PidNamespaces::default();
     namespaces.record(&kernel);
 
@@ -320,6 +348,7 @@ async fn run_case_into(
                 result.fail(reason);
             }
             result.outcome = Some(outcome);
+            result.started(kernel.start_path());
         }
         Err(_) => result.fail(format!(
             "the executor did not return within {:.0} s",
@@ -648,8 +677,22 @@ pub fn summary_line(report: &CheckReport) -> String {
         v.map(|v| format!("{v:.1} ms"))
             .unwrap_or_else(|| "-".into())
     };
+    let fallbacks = report
+        .results
+        .iter()
+        .filter(|r| {
+            r.start
+                .as_deref()
+                .is_some_and(|s| s.starts_with("fallback"))
+        })
+        .count();
+    let fallbacks = if fallbacks > 0 {
+        format!("; {fallbacks} kernel(s) started cold: the zygote could not serve")
+    } else {
+        String::new()
+    };
     format!(
-        "{} passed, {} failed; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; {:.1} s with {} job(s)",
+        "{} passed, {} failed; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; {:.1} s with {} job(s){fallbacks}",
         s.passed,
         s.failed,
         s.killed,

@@ -13,7 +13,7 @@ use super::journal::{self, ArmTask, Journal};
 use super::progress::Progress;
 use super::runner::{Arm, Runner};
 use super::HarnessError;
-use crate::kernel::KernelOptions;
+use crate::kernel::{KernelOptions, KernelStart};
 use crate::model::spec::{from_spec, Endpoint};
 use crate::model::{Generation, ModelClient, ModelError};
 use crate::pyenv::{Image, ImageStore, Strategy};
@@ -52,6 +52,8 @@ pub struct RunOptions {
     pub limits: SandboxLimits,
     /// `--unsafe-no-sandbox`.
     pub unconfined: bool,
+    /// How kernels start (`--kernel-start`).
+    pub kernel_start: KernelStart,
     /// The run directory; `None` gives `reports/<run-id>/`.
     pub out: Option<PathBuf>,
     /// Templates overriding the built-in prompts.
@@ -71,6 +73,8 @@ pub struct ResumeOptions {
     pub datasets: PathBuf,
     pub init_binary: PathBuf,
     pub progress: bool,
+    /// How kernels start (`--kernel-start`); not part of `run.json`.
+    pub kernel_start: KernelStart,
 }
 
 /// A run ready to execute: configuration written, journal open, model,
@@ -191,6 +195,7 @@ impl Run {
             sandbox,
             templates,
             opts.unconfined,
+            opts.kernel_start,
             opts.progress,
         )
     }
@@ -246,6 +251,7 @@ impl Run {
             sandbox,
             templates,
             unconfined,
+            opts.kernel_start,
             opts.progress,
         )
     }
@@ -261,6 +267,7 @@ impl Run {
         sandbox: Arc<dyn Sandbox>,
         templates: Templates,
         unconfined: bool,
+        kernel_start: KernelStart,
         show_progress: bool,
     ) -> Result<Run, HarnessError> {
         let strategies = Strategy::parse_list(&config.strategy).map_err(HarnessError::Config)?;
@@ -292,7 +299,10 @@ impl Run {
         let journal = Journal::open(&dir.join("results.jsonl"))?;
         let runner = Runner {
             arms,
-            kernel_options: KernelOptions::enforcing(&config.limits, !unconfined),
+            kernel_options: KernelOptions {
+                start: kernel_start,
+                ..KernelOptions::enforcing(&config.limits, !unconfined)
+            },
             config: Arc::new(config),
             out_dir: dir,
             model,

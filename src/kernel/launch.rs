@@ -156,7 +156,7 @@ fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
 }
 
 /// Copies a directory tree; links and special files are left out.
-fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
+pub(super) fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
     for entry in WalkDir::new(from) {
         let entry = entry.map_err(|e| {
             let at = e.path().unwrap_or(from).display().to_string();
@@ -288,18 +288,94 @@ impl KernelProcess {
         layout: &KernelLayout,
     ) -> Result<Self, KernelError> {
         let mut cmd = jail.command(launch, layout).map_err(KernelError::Sandbox)?;
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(false);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| KernelError::io(format!("starting {}", launch.program.display()), e))?;
+        cmd.stdin(std::process::Stdio::null());
+        let mut child = spawn_piped(cmd, launch)?;
+        let stdout = child.stdout.take();
+        Self::watch(child, stdout)
+    }
+
+    /// The zygote start (see `zygote.rs`): starts the jail's relay and PID 1,
+    /// waits until PID 1 has built the kernel's view, has `fork` put a
+    /// kernel into it (given PID 1's host pid, it returns the kernel's pid
+    /// in the jail) and hands that pid to PID 1, which adopts it.
+    /// `Ok(None)`: the jail cannot adopt, nothing was started.
+    pub async fn spawn_adopted<F>(
+        jail: &dyn Jail,
+        launch: &LaunchCommand,
+        layout: &KernelLayout,
+        timeout: std::time::Duration,
+        fork: F,
+    ) -> Result<Option<Self>, AdoptError>
+    where
+        F: FnOnce(&crate::sandbox::ForkPlan, i32) -> Result<i32, String>,
+    {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let Some(adoption) = jail
+            .adopt(launch, layout)
+            .map_err(|e| AdoptError::Jail(e.into()))?
+        else {
+            return Ok(None);
+        };
+        let began = std::time::Instant::now();
+        let mut cmd = adoption.command;
+        cmd.stdin(std::process::Stdio::piped());
+        let mut child = spawn_piped(cmd, launch).map_err(AdoptError::Jail)?;
+        let mut stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().map(tokio::io::BufReader::new);
+        let mut line = String::new();
+        let ready = match stdout.as_mut() {
+            Some(out) => tokio::time::timeout(timeout, out.read_line(&mut line))
+                .await
+                .is_ok_and(|r| r.is_ok_and(|n| n > 0)),
+            None => false,
+        };
+        let process = Self::watch(child, stdout).map_err(AdoptError::Jail)?;
+        if !ready || line.trim_end() != crate::sandbox::init::READY_LINE {
+            // PID 1 itself failed (it would have on the cold path too).
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            return Err(AdoptError::Jail(KernelError::Startup {
+                message: format!("the kernel's init did not get ready: {:?}", line.trim_end()),
+                stderr: process.stderr_tail(),
+            }));
+        }
+        let jail_ready = began.elapsed();
+        let handed = match pid1_of(jail) {
+            Some(pid1) => fork(&adoption.plan, pid1),
+            None => Err("the jail's PID 1 is not among its processes".into()),
+        };
+        tracing::debug!(
+            kernel = %layout.id,
+            jail_ms = jail_ready.as_secs_f64() * 1e3,
+            fork_ms = (began.elapsed() - jail_ready).as_secs_f64() * 1e3,
+            "zygote start: jail ready, kernel forked"
+        );
+        match handed {
+            Ok(pid) => {
+                let sent = match stdin.as_mut() {
+                    Some(pipe) => pipe.write_all(format!("{pid}\n").as_bytes()).await,
+                    None => Err(std::io::ErrorKind::BrokenPipe.into()),
+                };
+                drop(stdin);
+                sent.map_err(|e| {
+                    AdoptError::Jail(KernelError::io("handing the kernel to its init", e))
+                })?;
+                Ok(Some(process))
+            }
+            // Nothing of a kernel exists: the caller ends the jail's init
+            // (dropping its stdin makes it exit) and starts cold.
+            Err(reason) => Err(AdoptError::Zygote(reason)),
+        }
+    }
+
+    fn watch<O>(mut child: tokio::process::Child, stdout: Option<O>) -> Result<Self, KernelError>
+    where
+        O: AsyncRead + Unpin + Send + 'static,
+    {
         let pid = child.id().map(|p| p as i32).ok_or_else(|| {
             KernelError::Launch("the kernel process exited before it could be watched".into())
         })?;
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(out) = child.stdout.take() {
+        if let Some(out) = stdout {
             tokio::spawn(drain(out, stderr_tail.clone()));
         }
         if let Some(err) = child.stderr.take() {
@@ -333,6 +409,42 @@ impl KernelProcess {
         let tail = self.stderr_tail.lock().unwrap();
         tail.iter().cloned().collect::<Vec<_>>().join("\n")
     }
+}
+
+/// Why a zygote start did not happen.
+#[derive(Debug)]
+pub enum AdoptError {
+    /// The jail failed as it would have on the cold path: the start fails.
+    Jail(KernelError),
+    /// The zygote could not serve: the caller falls back to the cold path.
+    Zygote(String),
+}
+
+fn spawn_piped(
+    mut cmd: tokio::process::Command,
+    launch: &LaunchCommand,
+) -> Result<tokio::process::Child, KernelError> {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(false);
+    cmd.spawn()
+        .map_err(|e| KernelError::io(format!("starting {}", launch.program.display()), e))
+}
+
+/// The host pid of the jail's PID 1: the one of its processes that is pid 1
+/// in its own namespace (`NSpid` ends in 1).
+fn pid1_of(jail: &dyn Jail) -> Option<i32> {
+    jail.live_processes().into_iter().find(|pid| {
+        fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .is_some_and(|ids| {
+                    let ids: Vec<&str> = ids.split_whitespace().collect();
+                    ids.len() > 1 && ids.last() == Some(&"1")
+                })
+        })
+    })
 }
 
 /// Reads a pipe to its end, keeping the last lines. Reads are in fixed

@@ -13,6 +13,7 @@ mod pool;
 mod session;
 mod state;
 mod wire_cap;
+pub mod zygote;
 
 pub use capture::OutputCap;
 pub use launch::{default_kernel_root, KernelSpec};
@@ -23,6 +24,7 @@ pub use outcome::{
 pub use pool::KernelPool;
 pub use session::{ExecOptions, Kernel, KernelBanner, KernelOptions};
 pub use state::{names_in_line, CloseMatch, StateQuery, StateView, VariableView};
+pub use zygote::{KernelStart, StartPath};
 
 use crate::sandbox::SandboxError;
 

@@ -23,12 +23,13 @@ use super::capture::{Capture, OutputCap, Stream};
 use super::client::{parent_id, wait_for_sockets, Channels, WireCap};
 use super::launch::{
     connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
-    write_connection_file, KernelProcess, KernelSpec,
+    write_connection_file, AdoptError, KernelProcess, KernelSpec,
 };
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
 };
 use super::state::{StateQuery, StateView};
+use super::zygote::{self, KernelStart, StartPath, Zygote};
 use super::KernelError;
 use crate::sandbox::{
     classify, Classification, Counters, Evidence, HarnessReason, Jail, KernelLayout, Sandbox,
@@ -54,6 +55,8 @@ pub struct KernelOptions {
     /// The limits of the kernel's jail (memory, processes, CPU share, disk,
     /// CPU-time backstop); ignored by an unconfined sandbox.
     pub limits: SandboxLimits,
+    /// Cold (exec a new interpreter) or forked from the image's zygote.
+    pub start: KernelStart,
 }
 
 impl KernelOptions {
@@ -81,6 +84,7 @@ impl Default for KernelOptions {
             cpu_time: None,
             verify_completion: true,
             limits: SandboxLimits::default(),
+            start: KernelStart::Cold,
         }
     }
 }
@@ -129,6 +133,9 @@ pub struct Kernel {
     /// False under `--unsafe-no-sandbox`: every outcome then says so.
     confined: bool,
     closed: bool,
+    /// The image's zygote when the zygote start was asked for and it serves.
+    zygote: Option<Arc<Zygote>>,
+    start_path: StartPath,
 }
 
 /// Reads this cell's answer after every cell with retrace's own serializer
@@ -165,12 +172,27 @@ impl Kernel {
             }
         };
         let started = Instant::now();
-        match launch(&spec, &layout, jail.as_ref(), &options).await {
-            Ok((process, channels, banner)) => {
+        let (zygote, refused) = match options.start {
+            KernelStart::Cold => (None, None),
+            KernelStart::Zygote => match blocking(|| zygote::for_spec(&spec, sandbox)) {
+                Ok(z) => (Some(z), None),
+                Err(e) => {
+                    tracing::warn!(kernel = %id, error = %e, "the zygote cannot serve; starting cold");
+                    (None, Some(e.to_string()))
+                }
+            },
+        };
+        match launch(&spec, &layout, jail.as_ref(), &options, zygote.as_deref()).await {
+            Ok((process, channels, banner, path)) => {
+                let start_path = match refused {
+                    Some(reason) => StartPath::Fallback(reason),
+                    None => path,
+                };
                 tracing::info!(
                     kernel = %id,
                     pid = process.pid,
                     ms = started.elapsed().as_millis() as u64,
+                    start = ?start_path,
                     "kernel started"
                 );
                 Ok(Kernel {
@@ -186,6 +208,8 @@ impl Kernel {
                     artifact_seq: 0,
                     restarts: 0,
                     closed: false,
+                    zygote,
+                    start_path,
                 })
             }
             Err(e) => {
@@ -216,6 +240,11 @@ impl Kernel {
 
     pub fn restarts(&self) -> u32 {
         self.restarts
+    }
+
+    /// How the running kernel process was started (the last restart's).
+    pub fn start_path(&self) -> &StartPath {
+        &self.start_path
     }
 
     /// Processes of this kernel that are alive right now.
@@ -763,8 +792,15 @@ impl Kernel {
             self.kill_processes().await;
         }
         renew_layout(&self.spec, &self.layout)?;
-        let (process, channels, banner) =
-            launch(&self.spec, &self.layout, self.jail.as_ref(), &self.options).await?;
+        let (process, channels, banner, path) = launch(
+            &self.spec,
+            &self.layout,
+            self.jail.as_ref(),
+            &self.options,
+            self.zygote.as_deref(),
+        )
+        .await?;
+        self.start_path = path;
         self.process = process;
         self.channels = channels;
         self.banner = banner;
@@ -888,13 +924,63 @@ fn internal_error(message: String) -> Outcome {
     )
 }
 
+/// Runs blocking work (a zygote's answer) without stalling the other
+/// tasks of a multi-threaded runtime.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
+/// Starts the kernel process: forked by `zygote` when there is one and it
+/// serves, else cold.
+async fn start_process(
+    jail: &dyn Jail,
+    command: &crate::sandbox::LaunchCommand,
+    layout: &KernelLayout,
+    options: &KernelOptions,
+    zygote: Option<&Zygote>,
+) -> Result<(KernelProcess, StartPath), KernelError> {
+    let Some(zygote) = zygote else {
+        return Ok((
+            KernelProcess::spawn(jail, command, layout)?,
+            StartPath::Cold,
+        ));
+    };
+    let fork = |plan: &crate::sandbox::ForkPlan, pid1: i32| {
+        blocking(|| zygote.fork(plan, pid1)).map_err(|e| e.to_string())
+    };
+    let reason =
+        match KernelProcess::spawn_adopted(jail, command, layout, options.startup_timeout, fork)
+            .await
+        {
+            Ok(Some(process)) => return Ok((process, StartPath::Zygote)),
+            Ok(None) => "this sandbox cannot adopt a forked kernel".to_string(),
+            Err(AdoptError::Jail(e)) => return Err(e),
+            Err(AdoptError::Zygote(reason)) => {
+                // Whatever the attempt started (the jail's init, half a kernel)
+                // goes before the cold start in the same jail.
+                blocking(|| jail.kill_all(None));
+                reason
+            }
+        };
+    tracing::warn!(kernel = %layout.id, reason = %reason, "the zygote cannot serve; starting cold");
+    let process = KernelProcess::spawn(jail, command, layout)?;
+    Ok((process, StartPath::Fallback(reason)))
+}
+
 /// Starts the kernel process in its jail and waits for `kernel_info_reply`.
 async fn launch(
     spec: &KernelSpec,
     layout: &KernelLayout,
     jail: &dyn Jail,
     options: &KernelOptions,
-) -> Result<(KernelProcess, Channels, KernelBanner), KernelError> {
+    zygote: Option<&Zygote>,
+) -> Result<(KernelProcess, Channels, KernelBanner, StartPath), KernelError> {
     let timeout = options.startup_timeout;
     let wire = wire_cap(spec, layout, &options.output_cap)?;
     let info = connection_info(layout);
@@ -903,7 +989,7 @@ async fn launch(
     }
     let conn_file = write_connection_file(layout, &info)?;
     let command = launch_command(spec, layout, &conn_file);
-    let process = KernelProcess::spawn(jail, &command, layout)?;
+    let (process, path) = start_process(jail, &command, layout, options, zygote).await?;
     let mut exit = process.exit.clone();
     let handshake = async {
         wait_for_sockets(&socket_paths(&info)).await;
@@ -931,7 +1017,7 @@ async fn launch(
         }
     };
     match result {
-        Ok((channels, banner)) => Ok((process, channels, banner)),
+        Ok((channels, banner)) => Ok((process, channels, banner, path)),
         Err(e) => {
             jail.kill_all(Some(process.pid));
             Err(e)

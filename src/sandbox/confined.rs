@@ -18,8 +18,8 @@ use super::identity::{IdRange, Identity};
 use super::init::INIT_ARG;
 use super::isolate::{IsolateSpec, PrivateDir, Rlimits};
 use super::{
-    fdtable, netns, tmpfs, Counters, Jail, KernelLayout, KillReport, LaunchCommand, Sandbox,
-    SandboxError, SandboxInfo, SandboxLimits, Traces,
+    fdtable, netns, tmpfs, Adoption, Counters, ForkPlan, Jail, KernelLayout, KillReport,
+    LaunchCommand, Sandbox, SandboxError, SandboxInfo, SandboxLimits, Traces,
 };
 
 /// RLIMIT_NOFILE of every kernel process.
@@ -143,6 +143,17 @@ impl Sandbox for Confined {
         Ok(Box::new(jail))
     }
 
+    fn helper_group(&self, id: &str) -> Result<Option<KernelCgroup>, SandboxError> {
+        // Generous: the zygote holds one interpreter with the image's
+        // libraries imported; a runaway one is killed and replaced.
+        let limits = CgroupLimits {
+            memory_bytes: 2 << 30,
+            pids: 64,
+            cpus: 0.0,
+        };
+        Ok(Some(self.host.create(id, &limits)?))
+    }
+
     fn info(&self) -> SandboxInfo {
         let mut notes = vec![
             format!(
@@ -240,44 +251,18 @@ impl ConfinedJail {
             oom_score_adj: 1000,
             harness_pid: std::process::id(),
             mask_host_files: !launch.network,
+            adopt: false,
         }
     }
-}
 
-/// The kernel's private tmpfs mounts (the order of `IsolateSpec::private_dirs`).
-fn private_mounts(layout: &KernelLayout) -> Vec<PathBuf> {
-    vec![
-        layout.work_dir.clone(),
-        layout.home_dir.clone(),
-        PathBuf::from("/tmp"),
-        PathBuf::from("/dev/shm"),
-    ]
-}
-
-/// The base interpreter's prefix when it lives outside the system
-/// directories (e.g. a pyenv build): the venv's python links into it.
-fn interpreter_prefix(image_dir: &Path) -> Option<PathBuf> {
-    let cfg = fs::read_to_string(image_dir.join("venv").join("pyvenv.cfg")).ok()?;
-    let home = cfg.lines().find_map(|l| {
-        let (k, v) = l.split_once('=')?;
-        (k.trim() == "home").then(|| PathBuf::from(v.trim()))
-    })?;
-    let prefix = home.parent()?.to_path_buf();
-    let system = super::isolate::SYSTEM_DIRS
-        .iter()
-        .any(|d| prefix.starts_with(d));
-    (!system).then_some(prefix)
-}
-
-impl Jail for ConfinedJail {
     // pre_exec (between fork and exec) is unsafe by nature; the block says why it is sound.
     #[allow(unsafe_code)]
-    fn command(
+    fn spawn_command(
         &self,
+        spec: &IsolateSpec,
         launch: &LaunchCommand,
         layout: &KernelLayout,
     ) -> Result<tokio::process::Command, SandboxError> {
-        let spec = self.spec(launch, layout);
         // The kernel binds its sockets here; the harness took the directory
         // back after the last start (see `lock_runtime_dir`).
         std::os::unix::fs::lchown(&layout.runtime_dir, Some(self.uid), Some(self.gid))
@@ -296,7 +281,7 @@ impl Jail for ConfinedJail {
             .parent()
             .unwrap_or(&layout.runtime_dir)
             .join("jail.json");
-        let text = serde_json::to_vec(&spec)
+        let text = serde_json::to_vec(spec)
             .map_err(|e| SandboxError::io("encoding the jail spec", e.into()))?;
         fs::write(&spec_path, text)
             .map_err(|e| SandboxError::io(format!("writing {}", spec_path.display()), e))?;
@@ -351,6 +336,75 @@ impl Jail for ConfinedJail {
             });
         }
         Ok(cmd)
+    }
+}
+
+/// The kernel's private tmpfs mounts (the order of `IsolateSpec::private_dirs`).
+fn private_mounts(layout: &KernelLayout) -> Vec<PathBuf> {
+    vec![
+        layout.work_dir.clone(),
+        layout.home_dir.clone(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/dev/shm"),
+    ]
+}
+
+/// The base interpreter's prefix when it lives outside the system
+/// directories (e.g. a pyenv build): the venv's python links into it.
+fn interpreter_prefix(image_dir: &Path) -> Option<PathBuf> {
+    let cfg = fs::read_to_string(image_dir.join("venv").join("pyvenv.cfg")).ok()?;
+    let home = cfg.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "home").then(|| PathBuf::from(v.trim()))
+    })?;
+    let prefix = home.parent()?.to_path_buf();
+    let system = super::isolate::SYSTEM_DIRS
+        .iter()
+        .any(|d| prefix.starts_with(d));
+    (!system).then_some(prefix)
+}
+
+impl Jail for ConfinedJail {
+    fn command(
+        &self,
+        launch: &LaunchCommand,
+        layout: &KernelLayout,
+    ) -> Result<tokio::process::Command, SandboxError> {
+        let spec = self.spec(launch, layout);
+        self.spawn_command(&spec, launch, layout)
+    }
+
+    fn adopt(
+        &self,
+        launch: &LaunchCommand,
+        layout: &KernelLayout,
+    ) -> Result<Option<Adoption>, SandboxError> {
+        // The installer keeps the host's network and files: cold only.
+        if launch.network {
+            return Ok(None);
+        }
+        let mut spec = self.spec(launch, layout);
+        spec.adopt = true;
+        let seccomp = super::seccomp::program_bytes()
+            .map_err(|e| SandboxError::io("building the syscall filter", std::io::Error::other(e)))?
+            .iter()
+            .map(hex::encode)
+            .collect();
+        let mut argv = vec![spec.program.to_string_lossy().into_owned()];
+        argv.extend(spec.args.iter().cloned());
+        let plan = ForkPlan {
+            procs: self.cgroup.procs_files(),
+            uid: spec.uid,
+            gid: spec.gid,
+            rlimits: spec.rlimits,
+            oom_score_adj: spec.oom_score_adj,
+            cwd: spec.cwd.clone(),
+            env: spec.env.clone(),
+            argv,
+            seccomp,
+        };
+        let command = self.spawn_command(&spec, launch, layout)?;
+        Ok(Some(Adoption { command, plan }))
     }
 
     fn counters(&self) -> Counters {

@@ -29,6 +29,10 @@ use super::isolate::{self, IsolateSpec};
 /// The hidden first argument that selects this mode.
 pub const INIT_ARG: &str = "__sandbox-init";
 
+/// What PID 1 of an adopting jail writes on its stdout once the kernel's
+/// filesystem view is built: the harness may now fork a kernel into it.
+pub const READY_LINE: &str = "retrace-init: ready";
+
 /// Exit codes of the init's own failures (the kernel never started).
 const EXIT_SPEC: i32 = 121;
 const EXIT_ROOT: i32 = 122;
@@ -191,7 +195,7 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-// fork(2) and signal(2) have no safe wrapper; each block says why it is sound.
+// fork(2) has no safe wrapper; the block says why it is sound.
 #[allow(unsafe_code)]
 /// PID 1 of the kernel's namespace. Returns the exit code for the relay.
 fn pid1(spec: &IsolateSpec) -> i32 {
@@ -200,6 +204,9 @@ fn pid1(spec: &IsolateSpec) -> i32 {
         return EXIT_ROOT;
     }
     let _ = nix::unistd::sethostname("retrace-kernel");
+    if spec.adopt {
+        return adopt();
+    }
     // SAFETY: single-threaded; fork duplicates only this thread.
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
@@ -213,17 +220,51 @@ fn pid1(spec: &IsolateSpec) -> i32 {
         }
         Ok(ForkResult::Parent { child }) => {
             KERNEL_PID.store(child.as_raw(), Ordering::Relaxed);
-            for sig in [Signal::SIGINT, Signal::SIGTERM] {
-                // SAFETY: the handler only calls kill(2).
-                unsafe {
-                    let _ = signal::signal(sig, SigHandler::Handler(forward));
-                }
-            }
+            install_forwarding();
             reap_until(child)
         }
         Err(e) => {
             eprintln!("retrace-init: fork: {e}");
             EXIT_BECOME
+        }
+    }
+}
+
+/// PID 1 of a zygote kernel: says the view is ready, reads the kernel's pid
+/// in this namespace from stdin (the zygote forked it into the namespace;
+/// it re-parented to us), then forwards signals to it and reaps as usual.
+/// EOF or garbage on stdin: the harness gave up, and so does the jail.
+fn adopt() -> i32 {
+    use std::io::{BufRead, Write};
+    let mut out = std::io::stdout();
+    if writeln!(out, "{READY_LINE}")
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return EXIT_BECOME;
+    }
+    let mut line = String::new();
+    let pid = match std::io::stdin().lock().read_line(&mut line) {
+        Ok(n) if n > 0 => line.trim().parse::<i32>().ok().filter(|p| *p > 1),
+        _ => None,
+    };
+    let Some(pid) = pid else {
+        eprintln!("retrace-init: no kernel was handed over");
+        return EXIT_BECOME;
+    };
+    let kernel = Pid::from_raw(pid);
+    KERNEL_PID.store(pid, Ordering::Relaxed);
+    install_forwarding();
+    reap_until(kernel)
+}
+
+// signal(2) has no safe wrapper; the block says why it is sound.
+#[allow(unsafe_code)]
+fn install_forwarding() {
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only calls kill(2).
+        unsafe {
+            let _ = signal::signal(sig, SigHandler::Handler(forward));
         }
     }
 }

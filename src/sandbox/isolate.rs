@@ -47,6 +47,12 @@ pub struct IsolateSpec {
     /// installer keeps the host's pip configuration (its index and CA settings).
     #[serde(default)]
     pub mask_host_files: bool,
+    /// The zygote start (see `kernel/zygote.rs`): PID 1 builds the view,
+    /// says `ready` on its stdout and then, instead of starting the kernel
+    /// itself, waits for the in-namespace pid of a kernel forked into the
+    /// namespaces from outside (one line on its stdin) and reaps as usual.
+    #[serde(default)]
+    pub adopt: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ pub mod cgroup;
 mod confined;
 pub mod evidence;
 mod fdtable;
+pub mod fork_plan;
 mod identity;
 pub mod init;
 mod isolate;
@@ -25,8 +26,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use cgroup::KernelCgroup;
 pub use confined::Confined;
 pub use evidence::{classify, Classification, Counters, Evidence, ExitInfo, HarnessReason, Traces};
+pub use fork_plan::{Adoption, ForkPlan};
 pub use limits::SandboxLimits;
 pub use unconfined::Unconfined;
 pub use verdict::{Flag, Verdict};
@@ -108,6 +111,12 @@ pub trait Sandbox: Send + Sync {
         limits: &SandboxLimits,
     ) -> Result<Box<dyn Jail>, SandboxError>;
     fn info(&self) -> SandboxInfo;
+    /// A cgroup of its own (no memory or CPU limit to speak of) for a
+    /// helper process that runs as root on the host beside the kernels:
+    /// the zygote. `None` when this sandbox has no cgroups.
+    fn helper_group(&self, _id: &str) -> Result<Option<KernelCgroup>, SandboxError> {
+        Ok(None)
+    }
 }
 
 /// The confinement of one kernel.
@@ -119,6 +128,16 @@ pub trait Jail: Send + Sync {
         launch: &LaunchCommand,
         layout: &KernelLayout,
     ) -> Result<tokio::process::Command, SandboxError>;
+    /// The zygote start: a command whose PID 1 waits for a kernel forked
+    /// into the jail from outside, and the plan the forker applies. `None`
+    /// when this jail cannot adopt a kernel (then the cold path is used).
+    fn adopt(
+        &self,
+        _launch: &LaunchCommand,
+        _layout: &KernelLayout,
+    ) -> Result<Option<Adoption>, SandboxError> {
+        Ok(None)
+    }
     /// Current cumulative counters; verdicts use per-execution deltas.
     /// Cheap: polled during an execution.
     fn counters(&self) -> Counters;

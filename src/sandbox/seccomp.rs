@@ -219,6 +219,26 @@ fn x32_block() -> BpfProgram {
     vec![load_nr, is_x32, refuse, allow]
 }
 
+/// The filters as raw `struct sock_filter` arrays (code u16, jt u8, jf u8,
+/// k u32, native byte order), for a process that installs them itself with
+/// `prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sock_fprog)`: the zygote
+/// (see `kernel/zygote.py`), which forks kernels rather than exec'ing them.
+pub fn program_bytes() -> Result<Vec<Vec<u8>>, FilterError> {
+    Ok(programs()?
+        .iter()
+        .map(|program| {
+            let mut bytes = Vec::with_capacity(program.len() * 8);
+            for f in program {
+                bytes.extend_from_slice(&f.code.to_ne_bytes());
+                bytes.push(f.jt);
+                bytes.push(f.jf);
+                bytes.extend_from_slice(&f.k.to_ne_bytes());
+            }
+            bytes
+        })
+        .collect())
+}
+
 /// Installs the filters on the calling thread. Needs no_new_privs (or
 /// CAP_SYS_ADMIN). Called last before `execve`.
 pub fn install(programs: &[BpfProgram]) -> Result<(), FilterError> {
@@ -238,6 +258,19 @@ mod tests {
         assert!(programs.len() >= 2);
         // The deny list holds every named syscall plus clone and personality.
         assert!(programs[0].len() > DENIED.len());
+    }
+
+    #[test]
+    fn the_raw_programs_are_the_compiled_ones() {
+        let programs = programs().unwrap();
+        let raw = program_bytes().unwrap();
+        assert_eq!(raw.len(), programs.len());
+        for (bytes, program) in raw.iter().zip(&programs) {
+            assert_eq!(bytes.len(), program.len() * 8);
+            let first = &program[0];
+            assert_eq!(bytes[..2], first.code.to_ne_bytes());
+            assert_eq!(bytes[4..8], first.k.to_ne_bytes());
+        }
     }
 
     #[test]
