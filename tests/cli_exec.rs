@@ -251,3 +251,33 @@ fn json_artifact_paths_open_from_the_working_directory() {
     let written = std::fs::read_to_string(cwd.path().join(path)).unwrap();
     assert!(written.starts_with("<svg"), "{written}");
 }
+
+/// A descriptor left open by whoever started retrace (a shell's, a CI
+/// runner's) never reaches the kernel, cold or forked from a zygote.
+// dup2(2) and close(2) on raw descriptor numbers have no safe wrapper.
+#[allow(unsafe_code)]
+#[test]
+fn descriptors_of_the_caller_do_not_reach_the_kernel() {
+    use std::os::fd::AsRawFd;
+    if common::lacks_root() {
+        return;
+    }
+    const LEAKED: i32 = 77;
+    let file = std::fs::File::open("/etc/hostname").unwrap();
+    // dup2 leaves the copy without close-on-exec: every child inherits it.
+    // SAFETY: LEAKED is a free descriptor number this test owns until the end.
+    assert_eq!(unsafe { libc::dup2(file.as_raw_fd(), LEAKED) }, LEAKED);
+    let cell = format!(
+        "import os\ntry:\n    os.fstat({LEAKED})\n    print('inherited')\nexcept OSError:\n    print('absent')\n"
+    );
+    for start in ["cold", "zygote"] {
+        let (code, stdout, stderr) = retrace(
+            &["exec", "--image", "slim", "--kernel-start", start, "-"],
+            &cell,
+        );
+        assert_eq!(code, 0, "{start}: {stderr}");
+        assert!(stdout.contains("absent"), "{start}: {stdout}");
+    }
+    // SAFETY: closing the descriptor this test made.
+    unsafe { libc::close(LEAKED) };
+}

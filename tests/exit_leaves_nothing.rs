@@ -84,4 +84,12 @@ fn exec_leaves_no_process_behind() {
     assert!(out.contains("timeout_wall"), "{out}");
     let left = our_children();
     assert!(left.is_empty(), "left behind after a kill: {left:?}");
+
+    // A kernel forked from a zygote: the zygote and its helpers end too.
+    let (code, out) = exec(spawner, &["--kernel-start", "zygote", "-v"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("spawned"), "{out}");
+    assert!(!out.contains("starting cold"), "the zygote served: {out}");
+    let left = our_children();
+    assert!(left.is_empty(), "left behind by a zygote start: {left:?}");
 }
