@@ -10,25 +10,7 @@ use retrace::pyenv::ImageName;
 fn retrace(args: &[&str], stdin: &str) -> (i32, String, String) {
     // Build the image through the shared helper so parallel tests don't race.
     common::image(ImageName::Slim);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::retrace_cli(args, stdin)
 }
 
 #[test]

@@ -6,9 +6,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use retrace::pyenv::ImageName;
 
 /// Processes whose parent is this test process, with their state.
@@ -34,26 +31,13 @@ fn our_children() -> Vec<(i32, String)> {
 }
 
 fn exec(file: &str, extra: &[&str]) -> (i32, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(["exec", "--image", "slim"])
-        .args(extra)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(file.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
+    let args: Vec<&str> = ["exec", "--image", "slim"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .chain(["-"])
+        .collect();
+    let (code, stdout, stderr) = common::retrace_cli(&args, file);
+    (code, stdout + &stderr)
 }
 
 #[test]
