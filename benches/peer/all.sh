@@ -102,7 +102,9 @@ fat_python="$fat_dir/venv/bin/python"
 log "installing jupyter_client into a throwaway venv"
 venv_python="$(peer_venv "$work" "$fat_python")"
 
-if "$retrace" exec --help | grep -q -- '--kernel-start'; then
+# (Read whole: grep -q would close the pipe early, and pipefail fail it.)
+exec_help="$("$retrace" exec --help)"
+if grep -q -- '--kernel-start' <<<"$exec_help"; then
     zygote=1
 else
     zygote=0
