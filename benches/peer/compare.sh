@@ -4,7 +4,7 @@
 # image (retrace's slim image, built under $RETRACE_HOME or the default on
 # first use) over the same transport (ipc:// sockets).
 #
-#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 4] [--peer poll|interactive] [--trace]
+#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 4] [--peer poll|interactive] [--trace] [--json FILE]
 #
 # Each round starts a fresh kernel per client and runs --warmup untimed and
 # --n timed executions of `pass`; rounds alternate the order of the clients
@@ -28,6 +28,7 @@
 # The last two lines compare retrace with the --peer mode (default poll):
 #   roundtrip_ratio=<retrace p50 / jupyter_client p50>
 #   overhead_ratio=<retrace overhead p50 / jupyter_client overhead p50>
+# --json FILE also writes the per-client statistics and both ratios there.
 set -euo pipefail
 
 n=500
@@ -35,6 +36,7 @@ warmup=50
 rounds=4
 peer=poll
 trace=0
+json_out=
 while [ $# -gt 0 ]; do
     case "$1" in
         --n) n="$2"; shift 2 ;;
@@ -42,7 +44,8 @@ while [ $# -gt 0 ]; do
         --rounds) rounds="$2"; shift 2 ;;
         --peer) peer="$2"; shift 2 ;;
         --trace) trace=1; shift ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        --json) json_out="$2"; shift 2 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -51,6 +54,8 @@ case "$peer" in poll|interactive) ;; *) echo "--peer must be poll or interactive
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 cd "$repo"
+# shellcheck source=benches/peer/lib.sh
+. "$here/lib.sh"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/retrace-peer.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -67,21 +72,7 @@ kernel_config="$(sed -n 's/^kernel_config=//p' "$work/image.txt")"
 [ -x "$kernel_python" ] || { echo "no python in the slim image: $kernel_python" >&2; exit 1; }
 
 echo "== installing jupyter_client into a throwaway venv" >&2
-pins="$("$kernel_python" - <<'EOF'
-import importlib.metadata as m
-pins = []
-for name in ("jupyter_client", "pyzmq"):
-    try:
-        pins.append(f"{name}=={m.version(name)}")
-    except m.PackageNotFoundError:
-        pins.append(name)
-print(" ".join(pins))
-EOF
-)"
-"$kernel_python" -m venv "$work/venv"
-venv_python="$work/venv/bin/python"
-# shellcheck disable=SC2086 # $pins is a list of requirement specifiers
-"$venv_python" -m pip install --quiet --disable-pip-version-check $pins
+venv_python="$(peer_venv "$work" "$kernel_python")"
 
 jc() {
     "$venv_python" "$here/jupyter_client_roundtrip.py" \
@@ -89,7 +80,7 @@ jc() {
         --n "$n" --warmup "$warmup" --raw "$@"
 }
 
-load_before="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+load_before="$(loadavg)"
 for round in $(seq 1 "$rounds"); do
     echo "== round $round/$rounds" >&2
     if [ $((round % 2)) -eq 1 ]; then
@@ -113,9 +104,9 @@ if [ "$trace" -eq 1 ]; then
     jc --mode interactive --kernel-trace >"$work/trace-interactive.json"
 fi
 
-load_after="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+load_after="$(loadavg)"
 
-"$venv_python" - "$work" "$peer" "$load_before" "$load_after" <<'EOF'
+"$venv_python" - "$work" "$peer" "$load_before" "$load_after" "$json_out" <<'EOF'
 import glob
 import json
 import math
@@ -123,7 +114,7 @@ import os
 import platform
 import sys
 
-work, peer, load_before, load_after = sys.argv[1:5]
+work, peer, load_before, load_after, json_out = sys.argv[1:6]
 
 
 def pct(values, p):
@@ -206,4 +197,18 @@ print(
 print(f"ratios below: retrace vs jupyter_client ({peer})")
 print(f"roundtrip_ratio={res['retrace']['rt50'] / res[peer]['rt50']:.3f}")
 print(f"overhead_ratio={res['retrace']['ovh50'] / res[peer]['ovh50']:.3f}")
+if json_out:
+    with open(json_out, "w") as f:
+        json.dump(
+            {
+                "peer": peer,
+                "load_before": load_before,
+                "load_after": load_after,
+                "clients": {k: {x: v for x, v in r.items() if x != "meta"} for k, r in res.items()},
+                "roundtrip_ratio": res["retrace"]["rt50"] / res[peer]["rt50"],
+                "overhead_ratio": res["retrace"]["ovh50"] / res[peer]["ovh50"],
+            },
+            f,
+            indent=1,
+        )
 EOF
