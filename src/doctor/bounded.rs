@@ -82,11 +82,11 @@ mod tests {
     #[test]
     fn a_command_past_its_limit_is_killed() {
         let mut cmd = Command::new("sleep");
-        cmd.arg("5");
-        let started = Instant::now();
+        cmd.arg("1000");
+        // The error says the limit fired (a sleep left alone would hold the
+        // test for 1000 s, not fail it fast: no timing is asserted).
         let err = run(cmd, Duration::from_millis(200)).unwrap_err();
         assert!(err.contains("took longer"), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(3));
     }
 
     #[test]
