@@ -53,7 +53,7 @@ async fn report(k: &mut Kernel, code: &str) -> serde_json::Map<String, Value> {
 
 /// What a kernel says about its own confinement, from inside.
 const SELF_REPORT: &str = r#"
-import ctypes, json, os, resource, socket
+import ctypes, json, os, resource, socket, sys
 status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
 field = lambda k: " ".join(status.get(k, "").split())
 libc = ctypes.CDLL(None, use_errno=True)
@@ -94,6 +94,15 @@ print(json.dumps({
     "proc_owned": os.stat("/proc/self/status").st_uid == os.getuid(),
     "umask": os.umask(0o22),
     "sig_ign": field("SigIgn"), "sig_blk": field("SigBlk"),
+    "ipython": {
+        "own_profile": get_ipython().profile_dir.location
+            == os.path.join(os.environ["IPYTHONDIR"], "profile_default"),
+        "colors": get_ipython().colors,
+        "history": get_ipython().history_manager.enabled,
+        "argv": [os.path.basename(sys.argv[0]), len(sys.argv)],
+        "path_has_cwd": "" in sys.path or os.getcwd() in sys.path,
+        "excepthook": type(sys.excepthook).__name__,
+    },
 }))
 "#;
 
@@ -150,6 +159,7 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         "umask",
         "sig_ign",
         "sig_blk",
+        "ipython",
     ] {
         assert_eq!(c[key], z[key], "{key}: cold {} zygote {}", c[key], z[key]);
     }
@@ -166,6 +176,8 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         );
     }
     assert_eq!(z["no_new_privs"], "1");
+    // ipykernel's app was parsed in the zygote; the profile is the kernel's.
+    assert_eq!(z["ipython"]["own_profile"], true, "{}", z["ipython"]);
     assert_eq!(z["seccomp"], "2");
     assert_eq!(z["cap_eff"], "0000000000000000");
     assert_eq!(z["unshare"], serde_json::json!([-1, libc::EPERM]));

@@ -973,6 +973,10 @@ async fn start_process(
     Ok((process, StartPath::Fallback(reason)))
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 /// Starts the kernel process in its jail and waits for `kernel_info_reply`.
 async fn launch(
     spec: &KernelSpec,
@@ -992,11 +996,22 @@ async fn launch(
     let (process, path) = start_process(jail, &command, layout, options, zygote).await?;
     let mut exit = process.exit.clone();
     let handshake = async {
+        // Where a start spends its time, for `-vv` and the start benchmarks.
+        let began = Instant::now();
         wait_for_sockets(&socket_paths(&info)).await;
+        let sockets = began.elapsed();
         let mut channels = Channels::connect(&info, &wire).await?;
         let banner = handshake(&mut channels).await?;
+        let answered = began.elapsed();
         lock_runtime_dir(layout)?;
         install_probe(&mut channels).await?;
+        tracing::debug!(
+            kernel = %layout.id,
+            sockets_ms = ms(sockets),
+            kernel_info_ms = ms(answered - sockets),
+            probe_ms = ms(began.elapsed() - answered),
+            "kernel answering"
+        );
         Ok::<_, KernelError>((channels, banner))
     };
     let result = tokio::select! {

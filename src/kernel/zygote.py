@@ -9,12 +9,15 @@
 # request per line on stdin, one reply per line on stdout. EOF on stdin (the
 # harness is gone) ends it. Nothing secret passes through it: the kernel's
 # HMAC key stays in the connection file, which only the kernel reads.
+import copy
 import ctypes
 import gc
 import json
 import os
+import signal
 import sys
 import threading
+import time
 import traceback
 
 PR_SET_DUMPABLE = 4
@@ -46,9 +49,30 @@ PRELOAD = (
     "ipykernel.zmqshell",
     "ipykernel.iostream",
     "ipykernel.comm",
+    # What ipykernel's start imports on top (measured: the debugger's
+    # debugpy/pydevd alone was a third of a kernel's start), and what
+    # retrace's probe imports. Not matplotlib_inline's backend: importing
+    # it hooks it into the running shell, and the zygote has none.
+    "ipykernel.debugger",
+    "IPython.core.debugger",
+    "IPython.core.completerlib",
+    "IPython.core.oinspect",
+    "IPython.extensions.storemagic",
+    "IPython.utils.wildcard",
+    "pdb",
+    "faulthandler",
+    "tornado.platform.asyncio",
+    "decimal",
+    "fractions",
+    "difflib",
 )
 
 libc = ctypes.CDLL(None, use_errno=True)
+# The kernel's command line with the zygote's connection file, as
+# `python -c <this> -m ipykernel_launcher -f FILE --config=...` gave it.
+ZYGOTE_ARGS = sys.argv[1:]
+PREPARED = None
+SIDE_ENV = {}
 
 
 class sock_fprog(ctypes.Structure):
@@ -82,6 +106,22 @@ def _reply(fd, obj):
         data = data[os.write(fd, data):]
 
 
+def _since(began):
+    return round((time.monotonic() - began) * 1e3, 2)
+
+
+def _reap(flags):
+    """Reaps the Cs of earlier forks (kernels are PID 1's children, never
+    the zygote's)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, flags)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def fork_kernel(req):
     """Forks C, which joins the kernel's cgroups and namespaces and forks
     G1 in them; G1 forks the kernel G and exits, so G re-parents to the
@@ -92,12 +132,13 @@ def fork_kernel(req):
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
+    began = time.monotonic()
     c = os.fork()
     if c == 0:
         code = 1
         try:
             os.close(r)
-            _child(req, w)
+            _child(req, w, began)
         except BaseException as e:  # noqa: BLE001
             try:
                 _reply(w, {"ok": False, "error": f"{type(e).__name__}: {e}"})
@@ -112,14 +153,22 @@ def fork_kernel(req):
             break
         data += chunk
     os.close(r)
-    os.waitpid(c, 0)
+    # C is reaped by the SIGCHLD handler: it exits once G1 has, and the
+    # kernel should not wait for those two teardowns of a large address
+    # space.
     if not data:
+        _reap(0)
         return {"ok": False, "error": "the forked child said nothing"}
     return json.loads(data)
 
 
-def _child(req, w):
-    """C: still root in the host's namespaces."""
+def _child(req, w, began):
+    """C: still root in the host's namespaces. Its reply says where the
+    time went (ms since the zygote's fork), for `-vv`."""
+    ms = {"forked": _since(began)}
+    # The zygote's handler would reap G1 under C's waitpid (and, inherited,
+    # every child the kernel's code waits for).
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # First: from here on whatever it and its children write is charged to
     # the kernel's cgroup.
     for path in req["procs"]:
@@ -128,6 +177,7 @@ def _child(req, w):
             os.write(fd, b"0")
         finally:
             os.close(fd)
+    ms["cgroups_joined"] = _since(began)
     pid1 = int(req["pid1"])
     out = os.open(f"/proc/{pid1}/fd/1", os.O_WRONLY)
     err = os.open(f"/proc/{pid1}/fd/2", os.O_WRONLY)
@@ -135,14 +185,22 @@ def _child(req, w):
     for name, fd in zip(NAMESPACES, ns):
         _check(libc.setns(fd, 0), f"setns {name}")
         os.close(fd)
+    ms["namespaces_entered"] = _since(began)
+    pid_r, pid_w = os.pipe()
     g1 = os.fork()
     if g1 == 0:
         g = os.fork()
         if g == 0:
             _kernel(req, out, err)
-        _reply(w, {"ok": True, "pid": g})
+        os.write(pid_w, str(g).encode())
         os._exit(0)
+    os.close(pid_w)
+    g = int(os.read(pid_r, 32))
+    # The reply only once G1 is gone: from then on G is PID 1's child, and
+    # PID 1 waits for the pid it is handed.
     os.waitpid(g1, 0)
+    ms["kernel_forked"] = _since(began)
+    _reply(w, {"ok": True, "pid": g, "ms": ms})
     os._exit(0)
 
 
@@ -178,6 +236,7 @@ def _kernel(req, out, err):
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(dict(req["env"]))
+        os.environ.update(SIDE_ENV)
         _refresh(req)
         # Last: from here on the denied syscalls fail with EPERM.
         for program in req["seccomp"]:
@@ -199,8 +258,8 @@ def _kernel(req, out, err):
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001
         try:
-            sys.stderr.write("retrace-zygote: " + traceback.format_exc())
-            sys.stderr.flush()
+            # fd 2, not sys.stderr: that may be ipykernel's by now.
+            os.write(2, ("retrace-zygote: " + traceback.format_exc()).encode())
         except Exception:  # noqa: BLE001
             pass
     finally:
@@ -235,10 +294,79 @@ def _refresh(req):
     # object's GC header and copy the zygote's pages into this kernel.
 
 
+def prepare_app(args):
+    """ipykernel's application as far as every kernel of this image shares
+    it: the command line and the config files parsed (a quarter of a
+    kernel's start). `args` are the kernel's `-m ipykernel_launcher ...`
+    with the zygote's connection file. Returns (app, its base class) or
+    None when the app cannot be prepared (the kernel then runs
+    ipykernel_launcher as a cold kernel does)."""
+    if args[:2] != ["-m", "ipykernel_launcher"]:
+        return None
+    try:
+        from ipykernel.kernelapp import IPKernelApp
+        from IPython.core.application import BaseIPythonApplication
+
+        app = IPKernelApp.instance()
+        # What IPKernelApp.initialize's super() call does, minus the crash
+        # handler, which each kernel installs for its own profile.
+        app.parse_command_line(args[2:])
+        cl_config = copy.deepcopy(app.config)
+        app.init_profile_dir()
+        app.init_config_files()
+        app.load_config_file()
+        app.update_config(cl_config)
+        return app, BaseIPythonApplication
+    except Exception:  # noqa: BLE001 (the kernels start the long way)
+        sys.stderr.write("retrace-zygote: no prepared app: " + traceback.format_exc())
+        return None
+
+
+def _run_prepared(argv):
+    """The rest of `python -m ipykernel_launcher ARGS`, on the prepared
+    app: what depends on this kernel (its connection file, its HOME's
+    IPython profile) is set here, the rest was parsed in the zygote.
+    Returns False when `argv` is not what the app was prepared for."""
+    if PREPARED is None or argv[1:4] != ["-m", "ipykernel_launcher", "-f"]:
+        return False
+    app, base = PREPARED
+    if argv[5:] != ZYGOTE_ARGS[4:]:
+        return False
+    import importlib.util
+
+    from IPython.paths import get_ipython_dir
+
+    connection_file = argv[4]
+
+    def per_kernel(self, argv=None):
+        self.connection_file = connection_file
+        self.profile_dir = None
+        self.ipython_dir = get_ipython_dir()
+        self.init_profile_dir()
+        self.init_crash_handler()
+
+    sys.argv = [importlib.util.find_spec("ipykernel_launcher").origin] + argv[3:]
+    # What ipykernel_launcher does; InteractiveShellApp.init_path puts the
+    # working directory back.
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
+    sys.stdin = open(0, "r", closefd=False)
+    inherited = base.initialize
+    base.initialize = per_kernel
+    try:
+        app.initialize(argv[3:])
+    finally:
+        base.initialize = inherited
+    app.start()
+    return True
+
+
 def _run(argv):
     """`python -m MODULE ARGS...` in this process."""
     import runpy
 
+    if _run_prepared(argv):
+        return 0
     args = argv[1:]
     if len(args) < 2 or args[0] != "-m":
         raise ValueError(f"cannot run {argv!r} in the zygote")
@@ -256,9 +384,19 @@ def main():
     # library that prints while importing cannot corrupt the protocol.
     replies = os.dup(1)
     os.dup2(2, 1)
+    global PREPARED, SIDE_ENV
+    before = dict(os.environ)
     loaded = preload()
+    PREPARED = prepare_app(ZYGOTE_ARGS)
+    # What imports (debugpy) and config files (retrace's sets MPLBACKEND)
+    # put into the environment: a cold kernel has it, so each kernel gets
+    # it back after its environment is replaced.
+    SIDE_ENV = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    if PREPARED is not None:
+        loaded.append("(ipykernel app prepared)")
     gc.collect()
     gc.freeze()
+    signal.signal(signal.SIGCHLD, lambda *_: _reap(os.WNOHANG))
     _reply(replies, {"ready": True, "pid": os.getpid(), "preloaded": loaded, "threads": _threads()})
     for line in sys.stdin.buffer:
         try:
@@ -267,6 +405,7 @@ def main():
         except Exception as e:  # noqa: BLE001
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         _reply(replies, reply)
+    _reap(0)
 
 
 main()

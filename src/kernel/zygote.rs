@@ -39,7 +39,12 @@
 //! preloaded modules (numpy, pandas, matplotlib with pyplot, ipykernel's
 //! modules; not scipy, whose mappings made every fork of a kernel dearer)
 //! are already in `sys.modules` (their import-time state came from
-//! the zygote, e.g. matplotlib's font list); BLAS runs one thread (the
+//! the zygote, e.g. matplotlib's font list, and what they and the image's
+//! kernel config put into the environment is set again in each kernel);
+//! ipykernel's application has parsed its command line and config files
+//! in the zygote (each kernel then sets its own connection file, IPython
+//! profile under its own `$IPYTHONDIR` and crash handler, and runs the
+//! rest of ipykernel's start); BLAS runs one thread (the
 //! zygote must be single-threaded when it forks, so kernels whose spec asks
 //! for more threads are refused and start cold); `hash()` randomisation is
 //! shared by siblings (CPython fixes it at interpreter start) while
@@ -212,6 +217,9 @@ struct Reply {
     pid: i32,
     #[serde(default)]
     error: String,
+    /// Where the fork's time went, in ms since the zygote forked.
+    #[serde(default)]
+    ms: std::collections::BTreeMap<String, f64>,
 }
 
 #[derive(Serialize)]
@@ -341,6 +349,7 @@ impl Zygote {
         if !reply.ok || reply.pid <= 1 {
             return Err(failed(&self.image, reply.error));
         }
+        tracing::debug!(pid = reply.pid, ms = ?reply.ms, "zygote forked a kernel");
         Ok(reply.pid)
     }
 }
@@ -396,8 +405,11 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
         .collect::<Result<_, _>>()
         .map_err(|e| io("opening its cgroup", e))?;
     let mut cmd = std::process::Command::new(&launch.program);
+    // The kernel's own arguments (with the zygote's connection file): the
+    // zygote parses them once for all its kernels.
     cmd.arg("-c")
         .arg(SOURCE)
+        .args(&launch.args)
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&home)
