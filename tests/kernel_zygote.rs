@@ -103,6 +103,7 @@ print(json.dumps({
         "path_has_cwd": "" in sys.path or os.getcwd() in sys.path,
         "excepthook": type(sys.excepthook).__name__,
     },
+    "probe_file_left": os.path.exists(os.path.join(os.environ["HOME"], ".retrace-probe.py")),
 }))
 "#;
 
@@ -160,6 +161,7 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         "sig_ign",
         "sig_blk",
         "ipython",
+        "probe_file_left",
     ] {
         assert_eq!(c[key], z[key], "{key}: cold {} zygote {}", c[key], z[key]);
     }
@@ -178,6 +180,8 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
     assert_eq!(z["no_new_privs"], "1");
     // ipykernel's app was parsed in the zygote; the profile is the kernel's.
     assert_eq!(z["ipython"]["own_profile"], true, "{}", z["ipython"]);
+    // The probe's source file was read and removed before any task code.
+    assert_eq!(z["probe_file_left"], false);
     assert_eq!(z["seccomp"], "2");
     assert_eq!(z["cap_eff"], "0000000000000000");
     assert_eq!(z["unshare"], serde_json::json!([-1, libc::EPERM]));

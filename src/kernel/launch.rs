@@ -133,9 +133,18 @@ pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
         .map_err(|e| KernelError::io(format!("locking {}", rt.display()), e))
 }
 
-/// Copies the task files into the working directory and the image's
-/// matplotlib cache into HOME.
+/// retrace's code inside every kernel: answer reader and state inspector.
+const PROBE_SOURCE: &str = include_str!("probe.py");
+/// Where the kernel finds it in its HOME (the installing cell removes it).
+pub(super) const PROBE_FILE: &str = ".retrace-probe.py";
+
+/// Copies the task files into the working directory, the image's
+/// matplotlib cache and retrace's probe into HOME.
 fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
+    let probe = layout.home_dir.join(PROBE_FILE);
+    nofollow::create_new(&probe, 0o644)
+        .and_then(|mut f| f.write_all(PROBE_SOURCE.as_bytes()))
+        .map_err(|e| KernelError::io(format!("writing {}", probe.display()), e))?;
     for file in &spec.files {
         let name = file.file_name().ok_or_else(|| {
             KernelError::Launch(format!("task file {} has no file name", file.display()))

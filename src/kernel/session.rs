@@ -23,7 +23,7 @@ use super::capture::{Capture, OutputCap, Stream};
 use super::client::{parent_id, wait_for_sockets, Channels, WireCap};
 use super::launch::{
     connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
-    write_connection_file, AdoptError, KernelProcess, KernelSpec,
+    write_connection_file, AdoptError, KernelProcess, KernelSpec, PROBE_FILE,
 };
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
@@ -1101,11 +1101,15 @@ async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError>
 /// Installs retrace's kernel-side code (`probe.py`) before any task code
 /// runs, so it captures pristine builtins. Silent: no execution count, no
 /// history, no names in the user's namespace.
+/// The source comes from a file in the kernel's HOME (written there with the
+/// layout, removed by this cell): ipykernel hashes and tokenizes every cell
+/// in pure Python, which took longer for the source sent inline than
+/// running it.
 async fn install_probe(channels: &mut Channels) -> Result<(), KernelError> {
     let code = format!(
-        "exec(compile(bytes.fromhex('{}').decode('utf-8'), '<retrace>', 'exec'), \
-         {{'__name__': '_retrace', '__builtins__': dict(__import__('builtins').__dict__)}})",
-        hex::encode(PROBE_SOURCE)
+        "exec(compile((lambda os: (lambda p: (open(p, encoding='utf-8').read(), os.remove(p))[0])\
+         (os.path.join(os.environ['HOME'], '{PROBE_FILE}')))(__import__('os')), '<retrace>', 'exec'), \
+         {{'__name__': '_retrace', '__builtins__': dict(__import__('builtins').__dict__)}})"
     );
     let reply = silent_request(channels, &code, None, PROBE_INSTALL_TIMEOUT)
         .await?
@@ -1121,9 +1125,6 @@ async fn install_probe(channels: &mut Channels) -> Result<(), KernelError> {
     }
     Ok(())
 }
-
-/// retrace's code inside every kernel: answer reader and state inspector.
-const PROBE_SOURCE: &str = include_str!("probe.py");
 
 /// Sends a silent `execute_request` (no history, no execution count) and
 /// waits for its reply; `Ok(None)` when `timeout` passes first.

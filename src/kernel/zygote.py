@@ -65,6 +65,10 @@ PRELOAD = (
     "decimal",
     "fractions",
     "difflib",
+    # jupyter_client reads the host's addresses through it (module only:
+    # the addresses are read in the kernel, which sees its own network).
+    "psutil",
+    "jupyter_client.localinterfaces",
 )
 
 libc = ctypes.CDLL(None, use_errno=True)
