@@ -19,7 +19,8 @@
 #  2. fresh fat kernel running `import numpy, pandas, matplotlib; print(1)`:
 #     whole `retrace exec` process, confined, cold (and zygote when this build
 #     has `retrace exec --kernel-start`), against jupyter_client's
-#     start_new_kernel on the same image, unconfined (jupyter_client_start.py)
+#     start_new_kernel steps on the same image, unconfined, over ipc:// as
+#     retrace's kernels (jupyter_client_start.py)
 #  3. the same `retrace exec`, confined vs --unsafe-no-sandbox
 #  4. pool acquire: the criterion bench kernel/pool_acquire_warm (median)
 #  5. kill latency over the corpus's killed cases (`retrace sandbox check`),
@@ -30,8 +31,12 @@
 #     at concurrency 1, 2 and 4, tasks per minute of wall time
 #
 # The last lines repeat every figure as `key=value`. No figure is asserted:
-# nothing fails because a goal is missed. Uses $RETRACE_HOME as is (images
-# are shared with other runs); builds target/release/retrace first.
+# nothing fails because a goal is missed. A figure that could not be
+# measured (a command failed, or this build lacks the zygote) prints
+# `n/a (<reason>)` and the others are still measured and printed; the exit
+# status is 0 only when every figure and every ratio was measured, 1
+# otherwise (after printing). Uses $RETRACE_HOME as is (images are shared
+# with other runs); builds target/release/retrace first.
 set -euo pipefail
 
 quick=0
@@ -46,7 +51,7 @@ while [ $# -gt 0 ]; do
         --starts) starts="$2"; shift 2 ;;
         --json) json_out="$2"; shift 2 ;;
         --keep) keep="$2"; shift 2 ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -84,65 +89,113 @@ trap cleanup EXIT
 
 samples="$work/samples.txt" # lines: figure contender value
 : >"$samples"
+# Lines `what reason...`: what could not be measured and why (the first
+# reason per `what` is the one printed). `what` is `all`, `roundtrip`,
+# `start_<contender>`, `kill_<condition>`, `memory_<kind>`, `oracle_c<N>`
+# or `pool_acquire`.
+failures="$work/failures.txt"
+: >"$failures"
 log() { echo "== $*" >&2; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+fail() { # what, reason...
+    local what="$1"
+    shift
+    echo "$what $*" >>"$failures"
+    echo "!! $what not measured: $*" >&2
+}
+# last_line FILE: the last non-empty line of FILE, for a reason.
+last_line() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -1 | cut -c1-200 || true; }
 
-log "building the release binary"
-cargo build --quiet --release
-target="${CARGO_TARGET_DIR:-$repo/target}"
-retrace="$target/release/retrace"
-[ -x "$retrace" ] || { echo "no binary at $retrace" >&2; exit 1; }
-
-"$retrace" image build fat >&2
-"$retrace" image list --json >"$work/images.json"
-fat_dir="$(python3 -c 'import json,sys; print(next(i["path"] for i in json.load(open(sys.argv[1])) if i["name"] == "fat"))' "$work/images.json")"
-fat_python="$fat_dir/venv/bin/python"
-[ -x "$fat_python" ] || { echo "no python in the fat image: $fat_python" >&2; exit 1; }
-
-log "installing jupyter_client into a throwaway venv"
-venv_python="$(peer_venv "$work" "$fat_python")"
-
-# (Read whole: grep -q would close the pipe early, and pipefail fail it.)
-exec_help="$("$retrace" exec --help)"
-if grep -q -- '--kernel-start' <<<"$exec_help"; then
-    zygote=1
-else
-    zygote=0
-fi
-load_start="$(loadavg)"
 load_samples="$work/load.txt"
 : >"$load_samples"
 sample_load() { cut -d' ' -f1 /proc/loadavg >>"$load_samples" 2>/dev/null || true; }
+load_start="$(loadavg)"
+zygote=0
+target="${CARGO_TARGET_DIR:-$repo/target}"
+retrace="$target/release/retrace"
+fat_python=
+venv_python=
+
+# setup: everything below needs the binary and the fat image; without them
+# every figure is n/a and the summary still prints.
+setup() {
+    log "building the release binary"
+    if ! cargo build --quiet --release 2>"$work/build.txt"; then
+        cat "$work/build.txt" >&2
+        fail all "cargo build --release failed: $(last_line "$work/build.txt")"
+        return 1
+    fi
+    [ -x "$retrace" ] || { fail all "no binary at $retrace"; return 1; }
+    if ! "$retrace" image build fat >&2 2>"$work/image.txt"; then
+        cat "$work/image.txt" >&2
+        fail all "retrace image build fat failed: $(last_line "$work/image.txt")"
+        return 1
+    fi
+    "$retrace" image list --json >"$work/images.json" || { fail all "retrace image list failed"; return 1; }
+    fat_dir="$(python3 -c 'import json,sys; print(next(i["path"] for i in json.load(open(sys.argv[1])) if i["name"] == "fat"))' "$work/images.json")" ||
+        { fail all "no fat image in retrace image list"; return 1; }
+    fat_python="$fat_dir/venv/bin/python"
+    [ -x "$fat_python" ] || { fail all "no python in the fat image: $fat_python"; return 1; }
+
+    log "installing jupyter_client into a throwaway venv"
+    if ! venv_python="$(peer_venv "$work" "$fat_python" 2>"$work/venv.txt")"; then
+        cat "$work/venv.txt" >&2
+        fail start_jupyter_client "installing jupyter_client failed: $(last_line "$work/venv.txt")"
+        venv_python=
+    fi
+
+    # (Read whole: grep -q would close the pipe early, and pipefail fail it.)
+    local exec_help
+    exec_help="$("$retrace" exec --help)" || { fail all "retrace exec --help failed"; return 1; }
+    if grep -q -- '--kernel-start' <<<"$exec_help"; then
+        zygote=1
+    else
+        fail start_zygote "no zygote in this build"
+        fail memory_zygote "no zygote in this build"
+    fi
+}
 
 # --- figure 1: compare.sh does its own interleaving ------------------------
-log "figure 1: round trip vs jupyter_client (compare.sh ${rt_args[*]})"
-sample_load
-"$here/compare.sh" "${rt_args[@]}" --json "$work/roundtrip.json" >"$work/compare.txt"
-sample_load
+roundtrip_figure() {
+    log "figure 1: round trip vs jupyter_client (compare.sh ${rt_args[*]})"
+    sample_load
+    local rc=0
+    "$here/compare.sh" "${rt_args[@]}" --json "$work/roundtrip.json" >"$work/compare.txt" 2>"$work/compare.err" || rc=$?
+    cat "$work/compare.err" >&2
+    [ "$rc" -eq 0 ] || fail roundtrip "compare.sh exited $rc: $(last_line "$work/compare.err")"
+    sample_load
+}
 
 # --- figures 2, 3: fresh kernels ---------------------------------------------
 cell='import numpy, pandas, matplotlib; print(1)'
 exec_once() { # contender, retrace exec flags...
-    local name="$1" t0 t1
+    local name="$1" t0 t1 rc=0
     shift
     t0="$(now_ms)"
     # Exit 0 only when the cell ended ok.
-    if ! printf '%s\n' "$cell" | "$retrace" exec --image fat "$@" - >"$work/exec.out" 2>&1; then
-        echo "retrace exec $* failed:" >&2
-        cat "$work/exec.out" >&2
-        exit 1
-    fi
+    printf '%s\n' "$cell" | "$retrace" exec --image fat "$@" - >"$work/exec.out" 2>&1 || rc=$?
     t1="$(now_ms)"
+    if [ "$rc" -ne 0 ]; then
+        echo "retrace exec $* exited $rc:" >&2
+        cat "$work/exec.out" >&2
+        fail "start_$name" "retrace exec $* exited $rc: $(last_line "$work/exec.out")"
+        return 0
+    fi
     echo "start $name $((t1 - t0))" >>"$samples"
 }
 jc_once() {
-    local out
+    local out rc=0
+    [ -n "$venv_python" ] || return 0
     out="$("$venv_python" "$here/jupyter_client_start.py" --kernel-python "$fat_python" \
-        --kernel-config "$fat_dir/kernel_config.py" --mpl-cache "$fat_dir/mplconfig")"
-    python3 -c 'import json,sys; print("start jupyter_client", json.loads(sys.argv[1])["total_ms"])' "$out" >>"$samples"
+        --kernel-config "$fat_dir/kernel_config.py" --mpl-cache "$fat_dir/mplconfig" 2>"$work/jc.err")" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        cat "$work/jc.err" >&2
+        fail start_jupyter_client "jupyter_client_start.py exited $rc: $(last_line "$work/jc.err") $out"
+        return 0
+    fi
+    python3 -c 'import json,sys; print("start jupyter_client", json.loads(sys.argv[1])["total_ms"])' "$out" >>"$samples" ||
+        fail start_jupyter_client "jupyter_client_start.py printed no total_ms: $out"
 }
-contenders=(cold unconfined jupyter_client)
-[ "$zygote" -eq 1 ] && contenders=(zygote "${contenders[@]}")
 one_start() {
     case "$1" in
         cold) if [ "$zygote" -eq 1 ]; then exec_once cold --kernel-start cold; else exec_once cold; fi ;;
@@ -157,9 +210,6 @@ one_start() {
         jupyter_client) jc_once ;;
     esac
 }
-# One untimed start of each first: page cache and compiled bytecode warm for all.
-for c in "${contenders[@]}"; do one_start "$c"; done
-: >"$samples"
 
 order() { # round, items...: the items, reversed on even rounds
     local round="$1"
@@ -173,17 +223,18 @@ order() { # round, items...: the items, reversed on even rounds
 
 # --- the rounds ---------------------------------------------------------------
 kill_check() { # condition (quiet|load), round
-    local cond="$1" round="$2" f rc
+    local cond="$1" round="$2" f rc out
     for f in "${kill_filters[@]}"; do
         rc=0
-        "$retrace" sandbox check --filter "$f" --json "$work/kill-$cond-$round-$f.json" \
-            >"$work/kill-$cond-$round-$f.txt" 2>&1 || rc=$?
+        out="$work/kill-$cond-$round-$f"
+        "$retrace" sandbox check --filter "$f" --json "$out.json" >"$out.txt" 2>&1 || rc=$?
         # 1: some case failed its expectations (reported below); the kill
         # latencies of the others still count. Anything else: broken.
         if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
             echo "sandbox check --filter $f exited $rc:" >&2
-            tail -20 "$work/kill-$cond-$round-$f.txt" >&2
-            exit 1
+            tail -20 "$out.txt" >&2
+            fail "kill_$cond" "sandbox check --filter $f exited $rc: $(last_line "$out.txt")"
+            rm -f "$out.json"
         fi
     done
 }
@@ -196,71 +247,97 @@ with_load() { # command...: runs it beside two CPU-bound processes
     for pid in "${burners[@]}"; do kill "$pid" 2>/dev/null || true; done
     burners=()
 }
-memory_once() { # contender
-    local flags=()
+memory_once() { # contender, round
+    local flags=() out="$work/memory-$1-$2.json" rc=0
     case "$1" in
         cold) [ "$zygote" -eq 1 ] && flags=(-- --kernel-start cold) ;;
         zygote) flags=(-- --kernel-start zygote) ;;
     esac
-    python3 "$here/kernel_memory.py" --retrace "$retrace" --sleep 6 "${flags[@]}" \
-        >"$work/memory-$1-$2.json" || {
-        echo "kernel_memory.py ($1) found no kernel:" >&2
-        cat "$work/memory-$1-$2.json" >&2
-        exit 1
-    }
+    python3 "$here/kernel_memory.py" --retrace "$retrace" --sleep 6 "${flags[@]}" >"$out" 2>"$out.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        cat "$out.err" "$out" >&2 || true
+        fail "memory_$1" "kernel_memory.py exited $rc: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["error"])' "$out" 2>/dev/null ||
+            last_line "$out.err")"
+        mv "$out" "$out.failed" 2>/dev/null || true
+    fi
 }
 oracle_once() { # concurrency, round
-    local c="$1" round="$2" out="$work/oracle-c$1-r$2" t0 t1
+    local c="$1" round="$2" out="$work/oracle-c$1-r$2" t0 t1 rc=0
     t0="$(now_ms)"
     "$retrace" run --model oracle --suite math --rounds 2 --concurrency "$c" "${oracle_limit[@]}" \
-        --out "$out" >"$out.log" 2>&1 || {
-        echo "retrace run --concurrency $c failed:" >&2
-        tail -20 "$out.log" >&2
-        exit 1
-    }
+        --out "$out" >"$out.log" 2>&1 || rc=$?
     t1="$(now_ms)"
+    if [ "$rc" -ne 0 ]; then
+        echo "retrace run --concurrency $c exited $rc:" >&2
+        tail -20 "$out.log" >&2
+        fail "oracle_c$c" "retrace run --concurrency $c exited $rc: $(last_line "$out.log")"
+        return 0
+    fi
     python3 -c 'import json,sys; print("oracle", sys.argv[2], len(json.load(open(sys.argv[1]))["task_ids"]) / ((int(sys.argv[3]) / 60000.0)))' \
-        "$out/run.json" "$c" "$((t1 - t0))" >>"$samples"
+        "$out/run.json" "$c" "$((t1 - t0))" >>"$samples" ||
+        fail "oracle_c$c" "no task_ids in $out/run.json"
 }
-memory_kinds=(cold)
-[ "$zygote" -eq 1 ] && memory_kinds=(zygote cold)
 
-for round in $(seq 1 "$rounds"); do
-    log "round $round/$rounds: fresh kernels ($starts starts each)"
-    sample_load
-    for s in $(seq 1 "$starts"); do
-        for c in $(order $((round + s)) "${contenders[@]}"); do one_start "$c"; done
+rounds_figures() {
+    local contenders=(cold unconfined jupyter_client) memory_kinds=(cold) round s c cond m
+    if [ "$zygote" -eq 1 ]; then
+        contenders=(zygote "${contenders[@]}")
+        memory_kinds=(zygote cold)
+    fi
+    # One untimed start of each first: page cache and compiled bytecode warm for all.
+    for c in "${contenders[@]}"; do one_start "$c"; done
+    : >"$samples"
+    for round in $(seq 1 "$rounds"); do
+        log "round $round/$rounds: fresh kernels ($starts starts each)"
+        sample_load
+        for s in $(seq 1 "$starts"); do
+            for c in $(order $((round + s)) "${contenders[@]}"); do one_start "$c"; done
+        done
+        log "round $round/$rounds: kill latency quiet and under load"
+        sample_load
+        for cond in $(order "$round" quiet load); do
+            case "$cond" in
+                quiet) kill_check quiet "$round" ;;
+                load) with_load kill_check load "$round" ;;
+            esac
+        done
+        log "round $round/$rounds: memory per kernel"
+        sample_load
+        for m in $(order "$round" "${memory_kinds[@]}"); do memory_once "$m" "$round"; done
+        log "round $round/$rounds: oracle throughput"
+        sample_load
+        for c in $(order "$round" 1 2 4); do oracle_once "$c" "$round"; done
+        sample_load
     done
-    log "round $round/$rounds: kill latency quiet and under load"
-    sample_load
-    for cond in $(order "$round" quiet load); do
-        case "$cond" in
-            quiet) kill_check quiet "$round" ;;
-            load) with_load kill_check load "$round" ;;
-        esac
-    done
-    log "round $round/$rounds: memory per kernel"
-    sample_load
-    for m in $(order "$round" "${memory_kinds[@]}"); do memory_once "$m" "$round"; done
-    log "round $round/$rounds: oracle throughput"
-    sample_load
-    for c in $(order "$round" 1 2 4); do oracle_once "$c" "$round"; done
-    sample_load
-done
+}
 
 # --- figure 4: criterion, once, outside the rounds ---------------------------
-log "figure 4: cargo bench --bench kernel -- kernel/pool_acquire_warm\$"
-sample_load
-cargo bench --quiet --bench kernel -- 'kernel/pool_acquire_warm$' >"$work/pool.txt" 2>&1 || {
-    tail -20 "$work/pool.txt" >&2
-    exit 1
+pool_figure() {
+    log "figure 4: cargo bench --bench kernel -- kernel/pool_acquire_warm\$ --noplot"
+    sample_load
+    local rc=0
+    # --noplot: criterion's plots need fonts a server may lack (it panics
+    # with FontUnavailable after measuring); only estimates.json is read.
+    cargo bench --quiet --bench kernel -- 'kernel/pool_acquire_warm$' --noplot >"$work/pool.txt" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        tail -20 "$work/pool.txt" >&2
+        fail pool_acquire "cargo bench --bench kernel exited $rc: $(last_line "$work/pool.txt")"
+    elif ! cp "$target/criterion/kernel/pool_acquire_warm/new/estimates.json" "$work/pool.json"; then
+        fail pool_acquire "no criterion estimates for kernel/pool_acquire_warm"
+    fi
+    sample_load
 }
-cp "$target/criterion/kernel/pool_acquire_warm/new/estimates.json" "$work/pool.json"
-sample_load
+
+if setup; then
+    roundtrip_figure
+    rounds_figures
+    pool_figure
+fi
 load_end="$(loadavg)"
+kernels_python="$( ([ -n "$fat_python" ] && "$fat_python" --version 2>&1) || echo 'python ?')"
 
 python3 - "$work" "$zygote" "$load_start" "$load_end" "$rounds" "$starts" "$quick" "$json_out" \
-    "$("$fat_python" --version 2>&1)" <<'EOF'
+    "$kernels_python" <<'EOF'
 import glob
 import json
 import math
@@ -280,15 +357,53 @@ def pct(values, p):
     return s[min(max(rank, 1), len(s)) - 1]
 
 
+def load(name):
+    path = os.path.join(work, name)
+    return json.load(open(path)) if os.path.exists(path) else None
+
+
 samples = {}
 for line in open(os.path.join(work, "samples.txt")):
     fig, who, value = line.split()
     samples.setdefault((fig, who), []).append(float(value))
 
-figures = []  # dicts: key, name, value text, ratio text, goal text, met, numbers
+# what -> the first reason it could not be measured (all.sh's `fail`).
+failed = {}
+for line in open(os.path.join(work, "failures.txt")):
+    what, _, reason = line.rstrip("\n").partition(" ")
+    failed.setdefault(what, reason)
 
 
-def figure(key, name, value, versus, goal, met, **numbers):
+class NotMeasured(Exception):
+    pass
+
+
+def need(*whats):
+    """Raises NotMeasured with the first recorded reason among `whats`."""
+    for what in ("all",) + whats:
+        if what in failed:
+            raise NotMeasured(failed[what])
+
+
+def start_samples(who):
+    need(f"start_{who}")
+    s = samples.get(("start", who))
+    if not s:
+        raise NotMeasured(f"no {who} start was timed")
+    return s
+
+
+figures = []  # dicts: key, name, value text, versus text, goal text, met, numbers
+
+
+def figure(key, name, goal, measure):
+    """Adds one figure; `measure()` returns (value, versus, met, numbers)
+    or raises NotMeasured. A ratio that cannot be had is `versus` text
+    starting with `n/a`, and counts as not measured."""
+    try:
+        value, versus, met, numbers = measure()
+    except NotMeasured as e:
+        value, versus, met, numbers = f"n/a ({e})", "n/a", None, {}
     figures.append(dict(key=key, name=name, value=value, versus=versus, goal=goal, met=met, **numbers))
 
 
@@ -297,108 +412,184 @@ def verdict(met):
 
 
 # 1. round trip
-rt = json.load(open(os.path.join(work, "roundtrip.json")))
-r, p = rt["clients"]["retrace"], rt["clients"][rt["peer"]]
-figure("roundtrip", "per-cell round trip (pass, p50)", f"{r['rt50']:.2f} ms",
-       f"ratio vs jupyter_client {rt['peer']} {p['rt50']:.2f} ms = {rt['roundtrip_ratio']:.2f}",
-       "<= 0.85", rt["roundtrip_ratio"] <= 0.85,
-       retrace_ms=r["rt50"], peer_ms=p["rt50"], ratio=rt["roundtrip_ratio"])
-figure("overhead", "per-cell overhead (round trip - kernel span, p50)", f"{r['ovh50']:.2f} ms",
-       f"ratio vs jupyter_client {rt['peer']} {p['ovh50']:.2f} ms = {rt['overhead_ratio']:.2f}",
-       "<= 0.5", rt["overhead_ratio"] <= 0.5,
-       retrace_ms=r["ovh50"], peer_ms=p["ovh50"], ratio=rt["overhead_ratio"])
+def roundtrip(what):
+    need("roundtrip")
+    rt = load("roundtrip.json")
+    if rt is None:
+        raise NotMeasured("compare.sh wrote no roundtrip.json")
+    r, p = rt["clients"]["retrace"], rt["clients"][rt["peer"]]
+    ratio = rt[f"{what}_ratio"]
+    key = {"roundtrip": "rt50", "overhead": "ovh50"}[what]
+    goal = {"roundtrip": 0.85, "overhead": 0.5}[what]
+    return (f"{r[key]:.2f} ms", f"ratio vs jupyter_client {rt['peer']} {p[key]:.2f} ms = {ratio:.2f}",
+            ratio <= goal, dict(retrace_ms=r[key], peer_ms=p[key], ratio=ratio))
+
+
+figure("roundtrip", "per-cell round trip (pass, p50)", "<= 0.85", lambda: roundtrip("roundtrip"))
+figure("overhead", "per-cell overhead (round trip - kernel span, p50)", "<= 0.5", lambda: roundtrip("overhead"))
+
 
 # 2, 3. fresh kernels
-jc = samples[("start", "jupyter_client")]
-jc50, jc95 = pct(jc, 50), pct(jc, 95)
-for who in (["zygote"] if zygote else []) + ["cold"]:
-    s = samples[("start", who)]
+def fresh(who):
+    s = start_samples(who)
     p50, p95 = pct(s, 50), pct(s, 95)
+    numbers = dict(p50_ms=p50, p95_ms=p95, n=len(s))
+    try:
+        jc = start_samples("jupyter_client")
+    except NotMeasured as e:
+        versus = f"n/a: ratio vs jupyter_client start_new_kernel not measured ({e})"
+    else:
+        jc50, jc95 = pct(jc, 50), pct(jc, 95)
+        versus = f"ratio vs jupyter_client start_new_kernel (ipc) {jc50:.0f}/{jc95:.0f} ms = {p50 / jc50:.2f}"
+        numbers.update(peer_p50_ms=jc50, peer_p95_ms=jc95, ratio=p50 / jc50)
+    return f"{p50:.0f}/{p95:.0f} ms", versus, (p50 <= 100 if who == "zygote" else None), numbers
+
+
+for who in ("zygote", "cold"):
     figure(f"fresh_{who}", f"fresh kernel, {who} (fat, imports, whole retrace exec, p50/p95)",
-           f"{p50:.0f}/{p95:.0f} ms",
-           f"ratio vs jupyter_client start_new_kernel {jc50:.0f}/{jc95:.0f} ms = {p50 / jc50:.2f}",
            "<= 100 ms p50" if who == "zygote" else "none for cold (zygote: <= 100 ms p50)",
-           p50 <= 100 if who == "zygote" else None,
-           p50_ms=p50, p95_ms=p95, peer_p50_ms=jc50, peer_p95_ms=jc95, ratio=p50 / jc50, n=len(s))
-if not zygote:
-    figure("fresh_zygote", "fresh kernel, zygote", "n/a (no zygote in this build)", "n/a",
-           "<= 100 ms p50", None)
-u = samples[("start", "unconfined")]
-c = samples[("start", "cold")]
-ratio = pct(c, 50) / pct(u, 50)
-figure("confined_start", "confined vs unconfined start (retrace exec, cold, p50)",
-       f"{pct(c, 50):.0f} ms",
-       f"ratio vs --unsafe-no-sandbox {pct(u, 50):.0f} ms = {ratio:.2f}",
-       "<= 1.20", ratio <= 1.20, confined_ms=pct(c, 50), unconfined_ms=pct(u, 50), ratio=ratio)
+           lambda who=who: fresh(who))
+
+
+def confined():
+    c, u = pct(start_samples("cold"), 50), pct(start_samples("unconfined"), 50)
+    return (f"{c:.0f} ms", f"ratio vs --unsafe-no-sandbox {u:.0f} ms = {c / u:.2f}", c / u <= 1.20,
+            dict(confined_ms=c, unconfined_ms=u, ratio=c / u))
+
+
+figure("confined_start", "confined vs unconfined start (retrace exec, cold, p50)", "<= 1.20", confined)
+
 
 # 4. pool acquire
-est = json.load(open(os.path.join(work, "pool.json")))
-med_us = est["median"]["point_estimate"] / 1000.0
-figure("pool_acquire", "pool acquire (criterion kernel/pool_acquire_warm, median)", f"{med_us:.1f} us",
-       f"ratio vs a cold fresh kernel {pct(c, 50):.0f} ms = {med_us / 1000.0 / pct(c, 50):.5f}",
-       "none in issue 14", None, median_us=med_us)
+def pool():
+    need("pool_acquire")
+    est = load("pool.json")
+    if est is None:
+        raise NotMeasured("no criterion estimates")
+    med_us = est["median"]["point_estimate"] / 1000.0
+    try:
+        c = pct(start_samples("cold"), 50)
+    except NotMeasured as e:
+        versus = f"n/a: ratio vs a cold fresh kernel not measured ({e})"
+    else:
+        versus = f"ratio vs a cold fresh kernel {c:.0f} ms = {med_us / 1000.0 / c:.5f}"
+    return f"{med_us:.1f} us", versus, None, dict(median_us=med_us)
+
+
+figure("pool_acquire", "pool acquire (criterion kernel/pool_acquire_warm, median)", "none in issue 14", pool)
+
 
 # 5. kill latency
 def kills(cond):
     """Kill latencies of one condition; a case matched by two filters of the
     same round counts once."""
-    by_case, failed = {}, []
+    need(f"kill_{cond}")
+    by_case, failed_cases = {}, []
     for path in glob.glob(os.path.join(work, f"kill-{cond}-*.json")):
         round_ = os.path.basename(path).split("-")[2]
         for res in json.load(open(path))["results"]:
             if res.get("kill_ms") is not None:
                 by_case[(round_, res["id"])] = res["kill_ms"]
             if not res["pass"]:
-                failed.append(res["id"])
-    return list(by_case.values()), failed
+                failed_cases.append(res["id"])
+    if not by_case:
+        raise NotMeasured(f"no killed case in the {cond} runs")
+    return list(by_case.values()), sorted(set(failed_cases))
 
 
-quiet, quiet_failed = kills("quiet")
-load, load_failed = kills("load")
-q99, l99 = pct(quiet, 99), pct(load, 99)
-figure("kill_quiet", "kill latency, quiet (p50/p99)", f"{pct(quiet, 50):.0f}/{q99:.0f} ms",
-       f"{len(quiet)} kills", "p99 <= 100 ms", q99 <= 100,
-       p50_ms=pct(quiet, 50), p99_ms=q99, n=len(quiet), failed=sorted(set(quiet_failed)))
-figure("kill_load", "kill latency, 2 CPU burners beside (p50/p99)", f"{pct(load, 50):.0f}/{l99:.0f} ms",
-       f"ratio vs quiet p99 = {l99 / q99:.2f}; {len(load)} kills", "p99 <= 100 ms", l99 <= 100,
-       p50_ms=pct(load, 50), p99_ms=l99, n=len(load), ratio=l99 / q99, failed=sorted(set(load_failed)))
+def kill_quiet():
+    quiet, bad = kills("quiet")
+    q99 = pct(quiet, 99)
+    return (f"{pct(quiet, 50):.0f}/{q99:.0f} ms", f"{len(quiet)} kills", q99 <= 100,
+            dict(p50_ms=pct(quiet, 50), p99_ms=q99, n=len(quiet), failed=bad))
+
+
+def kill_load():
+    load_, bad = kills("load")
+    l99 = pct(load_, 99)
+    numbers = dict(p50_ms=pct(load_, 50), p99_ms=l99, n=len(load_), failed=bad)
+    try:
+        q99 = pct(kills("quiet")[0], 99)
+    except NotMeasured as e:
+        versus = f"n/a: ratio vs quiet not measured ({e}); {len(load_)} kills"
+    else:
+        versus = f"ratio vs quiet p99 = {l99 / q99:.2f}; {len(load_)} kills"
+        numbers["ratio"] = l99 / q99
+    return f"{pct(load_, 50):.0f}/{l99:.0f} ms", versus, l99 <= 100, numbers
+
+
+figure("kill_quiet", "kill latency, quiet (p50/p99)", "p99 <= 100 ms", kill_quiet)
+figure("kill_load", "kill latency, 2 CPU burners beside (p50/p99)", "p99 <= 100 ms", kill_load)
+
 
 # 6. memory
-mem = {}
-for who in ("cold", "zygote"):
+def memory_of(who):
+    need(f"memory_{who}")
     runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(work, f"memory-{who}-*.json")))]
-    if runs:
-        mem[who] = {k: pct([r[k] for r in runs], 50) / 1024.0 for k in ("private_kb", "pss_kb", "rss_kb")}
-        mem[who]["cgroup_mb"] = pct([r["cgroup_usage"]["usage_kb"] for r in runs], 50) / 1024.0
-        mem[who]["cgroup_anon_mb"] = pct([r["cgroup_usage"]["anon_kb"] for r in runs], 50) / 1024.0
-        mem[who]["processes"] = len(runs[0]["processes"])
+    if not runs:
+        raise NotMeasured(f"no {who} kernel was measured")
+    m = {k: pct([r[k] for r in runs], 50) / 1024.0 for k in ("private_kb", "pss_kb", "rss_kb")}
+    m["cgroup_mb"] = pct([r["cgroup_usage"]["usage_kb"] for r in runs], 50) / 1024.0
+    m["cgroup_anon_mb"] = pct([r["cgroup_usage"]["anon_kb"] for r in runs], 50) / 1024.0
+    m["processes"] = len(runs[0]["processes"])
+    return m
+
+
+def memory(who):
+    m = memory_of(who)
+    if who == "zygote":
+        try:
+            cold = memory_of("cold")
+        except NotMeasured as e:
+            versus = f"n/a: ratio vs cold not measured ({e})"
+        else:
+            versus = f"ratio vs cold = {m['private_kb'] / cold['private_kb']:.2f}"
+    else:
+        versus = f"ratio vs goal 30 MB = {m['private_kb'] / 30:.2f}"
+    return (f"{m['private_kb']:.1f} MB (Pss {m['pss_kb']:.1f}, Rss {m['rss_kb']:.1f}, cgroup {m['cgroup_mb']:.1f} MB"
+            f" of which anon {m['cgroup_anon_mb']:.1f}; {m['processes']} processes)",
+            versus, m["private_kb"] <= 30,
+            dict(private_mb=m["private_kb"], pss_mb=m["pss_kb"], rss_mb=m["rss_kb"], cgroup_mb=m["cgroup_mb"],
+                 cgroup_anon_mb=m["cgroup_anon_mb"]))
+
+
 for who in ("zygote", "cold"):
-    if who not in mem:
-        figure(f"memory_{who}", f"memory per kernel, {who}", "n/a (no zygote in this build)", "n/a",
-               "<= 30 MB private", None)
-        continue
-    m = mem[who]
-    ratio = (f"ratio vs cold = {m['private_kb'] / mem['cold']['private_kb']:.2f}" if who == "zygote"
-             else f"ratio vs goal 30 MB = {m['private_kb'] / 30:.2f}")
-    figure(f"memory_{who}", f"memory per kernel, {who} (private; Pss, Rss, cgroup)",
-           f"{m['private_kb']:.1f} MB (Pss {m['pss_kb']:.1f}, Rss {m['rss_kb']:.1f}, cgroup {m['cgroup_mb']:.1f} MB"
-           f" of which anon {m['cgroup_anon_mb']:.1f}; {m['processes']} processes)",
-           ratio, "<= 30 MB private", m["private_kb"] <= 30,
-           private_mb=m["private_kb"], pss_mb=m["pss_kb"], rss_mb=m["rss_kb"], cgroup_mb=m["cgroup_mb"],
-           cgroup_anon_mb=m["cgroup_anon_mb"])
+    figure(f"memory_{who}", f"memory per kernel, {who} (private; Pss, Rss, cgroup)", "<= 30 MB private",
+           lambda who=who: memory(who))
 
 # 7. oracle
 BASELINE = 95 / 32 * 60  # benches/README.md: 95 math tasks x 2 rounds in ~32 s at concurrency 2
-o1 = pct(samples[("oracle", "1")], 50)
-for conc in ("1", "2", "4"):
-    v = pct(samples[("oracle", conc)], 50)
-    figure(f"oracle_c{conc}", f"oracle tasks/min, concurrency {conc} (median)", f"{v:.0f}",
-           f"ratio vs concurrency 1 = {v / o1:.2f}; vs baseline {BASELINE:.0f}/min at concurrency 2 = {v / BASELINE:.2f}",
-           ">= 3x baseline at the same concurrency" if conc == "2" else ">= 3x baseline (baseline only known at concurrency 2)",
-           (v / BASELINE >= 3) if conc == "2" else None,
-           tasks_per_min=v, ratio_c1=v / o1, ratio_baseline=v / BASELINE)
 
-loads = [float(x) for x in open(os.path.join(work, "load.txt")).read().split()]
+
+def oracle_of(conc):
+    need(f"oracle_c{conc}")
+    s = samples.get(("oracle", conc))
+    if not s:
+        raise NotMeasured(f"no run at concurrency {conc} was timed")
+    return pct(s, 50)
+
+
+def oracle(conc):
+    v = oracle_of(conc)
+    try:
+        o1 = oracle_of("1")
+    except NotMeasured as e:
+        vs_c1 = f"n/a: ratio vs concurrency 1 not measured ({e})"
+        numbers = {}
+    else:
+        vs_c1 = f"ratio vs concurrency 1 = {v / o1:.2f}"
+        numbers = dict(ratio_c1=v / o1)
+    numbers.update(tasks_per_min=v, ratio_baseline=v / BASELINE)
+    return (f"{v:.0f}", f"{vs_c1}; vs baseline {BASELINE:.0f}/min at concurrency 2 = {v / BASELINE:.2f}",
+            (v / BASELINE >= 3) if conc == "2" else None, numbers)
+
+
+for conc in ("1", "2", "4"):
+    figure(f"oracle_c{conc}", f"oracle tasks/min, concurrency {conc} (median)",
+           ">= 3x baseline at the same concurrency" if conc == "2" else ">= 3x baseline (baseline only known at concurrency 2)",
+           lambda conc=conc: oracle(conc))
+
+loads = [float(x) for x in open(os.path.join(work, "load.txt")).read().split()] or [math.nan]
 print()
 print(f"machine: {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, kernels' {py}; shared machine:"
       f" load average (1 min) during the run {min(loads):.1f} to {max(loads):.1f}"
@@ -406,13 +597,20 @@ print(f"machine: {os.cpu_count()} CPUs, {platform.system()} {platform.release()}
 print(f"rounds {rounds}, {starts} fresh starts per contender and round{'; QUICK (smoke run)' if quick == '1' else ''};"
       f" zygote: {'yes' if zygote else 'no'}")
 print()
+missing = []
 for f in figures:
     if f["value"].startswith("n/a"):
+        missing.append(f["key"])
         print(f"{f['name']}: {f['value']} (goal {f['goal']}: not measured)")
     else:
+        if f["versus"].startswith("n/a"):
+            missing.append(f["key"] + " (ratio)")
         print(f"{f['name']}: {f['value']} ({f['versus']}; goal {f['goal']}: {verdict(f['met'])})")
 print()
 for f in figures:
+    if f["value"].startswith("n/a"):
+        print(f"{f['key']}.measured=no")
+        continue
     for k, v in f.items():
         if k in ("key", "name", "value", "versus", "goal"):
             continue
@@ -428,6 +626,9 @@ if json_out:
         json.dump({"machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": py,
                                "load_min": min(loads), "load_max": max(loads)},
                    "rounds": int(rounds), "starts": int(starts), "quick": quick == "1", "zygote": zygote,
-                   "figures": figures,
+                   "figures": figures, "not_measured": missing,
                    "samples": {f"{a}/{b}": v for (a, b), v in samples.items()}}, out, indent=1)
+if missing:
+    print(f"not measured: {', '.join(missing)}", file=sys.stderr)
+sys.exit(1 if missing else 0)
 EOF

@@ -40,6 +40,7 @@ import time
 import zmq
 from jupyter_client import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
+from peer_kernel import kernel_env, run_cell
 
 # The execute_request of retrace's Kernel::execute (src/kernel/session.rs).
 RETRACE_USER_EXPRESSIONS = {
@@ -80,33 +81,6 @@ def stats(samples):
     }
 
 
-def kernel_env(home, threads="1"):
-    """Like retrace's launch_command: nothing of the caller's environment."""
-    venv_bin = os.path.dirname(os.path.abspath(ARGS.kernel_python))
-    env = {
-        "PATH": venv_bin + ":/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "IPYTHONDIR": os.path.join(home, ".ipython"),
-        "MPLCONFIGDIR": os.path.join(home, ".mplconfig"),
-        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONNOUSERSITE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-    }
-    for var in (
-        "OPENBLAS_NUM_THREADS",
-        "OMP_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "NUMEXPR_NUM_THREADS",
-        "VECLIB_MAXIMUM_THREADS",
-    ):
-        env[var] = threads
-    return env
-
-
 def start_kernel(base):
     """Starts the kernel; returns (process, connection file)."""
     runtime = os.path.join(base, "rt")
@@ -124,7 +98,7 @@ def start_kernel(base):
         cmd.append("--config=" + os.path.abspath(ARGS.kernel_config))
     proc = subprocess.Popen(
         cmd,
-        env=kernel_env(home),
+        env=kernel_env(ARGS.kernel_python, home),
         cwd=work,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -206,16 +180,10 @@ KERNEL_TRACE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel_
 
 def run_cell_stdout(kc, code):
     """Runs a cell, returns what it printed."""
-    out = []
-
-    def hook(msg):
-        if msg["header"]["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
-            out.append(msg["content"]["text"])
-
-    reply = kc.execute_interactive(code, timeout=60, output_hook=hook, allow_stdin=False)
-    if reply["content"]["status"] != "ok":
-        raise RuntimeError(f"cell failed: {reply['content']}")
-    return "".join(out)
+    content, out = run_cell(kc, code)
+    if content["status"] != "ok":
+        raise RuntimeError(f"cell failed: {content}")
+    return out
 
 
 def trace_segments(entries, wall):

@@ -1,15 +1,18 @@
 """Fresh-kernel start of Python's jupyter_client, the peer of a whole
 `retrace exec` process (benches/peer/all.sh, figure "fresh kernel").
 
-Starts one ipykernel of the given image with jupyter_client's own
-`start_new_kernel` (a kernelspec written to a private temporary directory
-that runs the image's python with its kernel config, unconfined, with an
-environment like the one retrace gives its kernels), runs one cell and waits
-for its execute_reply. Prints one JSON object:
+Starts one ipykernel of the given image the way jupyter_client's
+`start_new_kernel` does (a KernelManager of a kernelspec written to a
+private temporary directory that runs the image's python with its kernel
+config, unconfined, with an environment like the one retrace gives its
+kernels; then a client that waits for kernel_info), but on ipc:// sockets
+in that directory, as retrace's kernels are (`start_new_kernel` takes no
+transport and would use TCP), runs one cell and waits for its
+execute_reply and IOPub idle. Prints one JSON object:
 
-- start_ms: from before start_new_kernel until it returned (the kernel
-  answered kernel_info);
-- total_ms: from before start_new_kernel until the cell's reply, the figure
+- start_ms: from before the KernelManager until the kernel answered
+  kernel_info (what start_new_kernel returns after);
+- total_ms: from the same start until the cell's reply, the figure
   compared with `retrace exec` (whose process also pays its own start and
   the kernel's shutdown, so the comparison favours jupyter_client);
 - ok: the cell ended with status ok and printed what it should.
@@ -25,28 +28,8 @@ import sys
 import tempfile
 import time
 
-from jupyter_client.manager import start_new_kernel
-
-
-def kernel_env(kernel_python, home):
-    """Like retrace's launch_command: nothing of the caller's environment."""
-    venv_bin = os.path.dirname(os.path.abspath(kernel_python))
-    env = {
-        "PATH": venv_bin + ":/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "IPYTHONDIR": os.path.join(home, ".ipython"),
-        "MPLCONFIGDIR": os.path.join(home, ".mplconfig"),
-        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONNOUSERSITE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-    }
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = "1"
-    return env
+from jupyter_client.manager import KernelManager
+from peer_kernel import kernel_env, run_cell
 
 
 def main():
@@ -82,22 +65,27 @@ def main():
                 f,
             )
         os.environ["JUPYTER_PATH"] = os.path.join(base, "share")
-        os.environ["JUPYTER_RUNTIME_DIR"] = os.path.join(base, "runtime")
+        runtime = os.path.join(base, "runtime")
+        os.makedirs(runtime, mode=0o700)
+        os.environ["JUPYTER_RUNTIME_DIR"] = runtime
         work = os.path.join(base, "work")
         os.makedirs(work)
 
+        # start_new_kernel's own steps, with the manager on ipc:// sockets
+        # (as retrace's kernels are): start_new_kernel itself takes no
+        # transport and would use TCP on loopback.
         t0 = time.perf_counter()
-        km, kc = start_new_kernel(kernel_name="retrace-bench", cwd=work, startup_timeout=60)
+        km = KernelManager(
+            kernel_name="retrace-bench", transport="ipc", ip=os.path.join(runtime, "k")
+        )
+        km.start_kernel(cwd=work)
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
         t1 = time.perf_counter()
-        out = []
-
-        def keep(msg):
-            if msg["msg_type"] == "stream":
-                out.append(msg["content"]["text"])
-
-        reply = kc.execute_interactive(args.code, output_hook=keep, allow_stdin=False, timeout=60)
+        content, out = run_cell(kc, args.code)
         t2 = time.perf_counter()
-        ok = reply["content"]["status"] == "ok" and "".join(out) == args.expect
+        ok = content["status"] == "ok" and out == args.expect
         kc.stop_channels()
         km.shutdown_kernel(now=True)
         print(

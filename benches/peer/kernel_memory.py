@@ -4,12 +4,17 @@ kernel").
 
 Runs `retrace exec --image fat [EXTRA...] -` with a cell that imports numpy,
 pandas and matplotlib and then sleeps. The in-kernel pid is of no use (the
-kernel has its own PID namespace), so the kernel is found from the host: the
-processes descending from the `retrace exec` process that live in another
-PID namespace than it are the kernel's (its init and the kernel; an image
-zygote, also a descendant, stays in the host's namespaces), and their memory
-cgroup holds every process of the kernel. Once the kernel has mapped pandas and its
-CPU time stopped moving (the import is over, the cell sleeps), it reads:
+kernel has its own PID namespace), and the process tree differs between
+start paths (a zygote kernel is forked by the image's zygote, re-parented to
+the jail's PID 1, and its cmdline is the zygote's), so the kernel is found by
+cgroup membership, the same for cold and zygote kernels: retrace puts each
+kernel of a harness process in `<its subtree>/retrace/<harness pid>/<kernel
+id>` (src/sandbox/cgroup/host.rs), the harness being the `retrace exec`
+process itself. The image's zygote has a sibling group there too; the
+kernel's group is told apart by holding processes in another PID namespace
+than `retrace exec`'s (the jail's PID 1 and the kernel; the zygote lives in
+the host's namespaces). Once the kernel has mapped pandas and its CPU time
+stopped moving (the import is over, the cell sleeps), it reads:
 
 - for every process of the kernel's cgroup, /proc/<pid>/smaps_rollup:
   Rss, Pss, Private_Clean + Private_Dirty (unique), Pss_Anon;
@@ -17,7 +22,8 @@ CPU time stopped moving (the import is over, the cell sleeps), it reads:
   rss/cache; v2 memory.current and memory.stat's anon/file).
 
 Prints one JSON object (kB, summed over the kernel's processes, and per
-process); exits 1 when the kernel was not found.
+process); exits 1 when the kernel was not found, with `error` saying what
+was looked for and what was seen.
 """
 
 import argparse
@@ -25,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 CODE = "import numpy, pandas, matplotlib\n# %%\nimport time\ntime.sleep({sleep})\nprint(1)\n"
@@ -84,6 +91,7 @@ def pid_ns(pid):
 
 
 def processes():
+    """Every process's parent and CPU ticks (user + system)."""
     table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -96,15 +104,40 @@ def processes():
     return table
 
 
-def descendants(table, root):
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for pid, info in table.items():
-            if info["ppid"] == p:
-                out.append(pid)
-                todo.append(pid)
-    return out
+def harness_groups(table, harness):
+    """The memory cgroups retrace made for the harness process `harness`
+    (`.../retrace/<harness>/<id>`, the path on v2 may start below a
+    delegated group), found through their members: {group: [pids]}."""
+    tail = ("retrace", str(harness))
+    groups = {}
+    for pid in table:
+        group = memory_cgroup(pid)
+        if group is None:
+            continue
+        parts = group[1].rstrip("/").split("/")
+        if len(parts) >= 3 and tuple(parts[-3:-1]) == tail:
+            groups.setdefault(group, []).append(pid)
+    return groups
+
+
+def find_kernel(table, harness, harness_ns):
+    """(group, its directory, its processes) of the one kernel of `harness`,
+    or (None, None, description of what was seen)."""
+    seen = []
+    kernels = []
+    for group, members in sorted(harness_groups(table, harness).items()):
+        directory = cgroup_dir(group)
+        if directory is None:
+            seen.append(f"{group[1]} (not under a mounted hierarchy)")
+            continue
+        procs = [int(x) for x in (read(os.path.join(directory, "cgroup.procs")) or "").split()] or members
+        jailed = [p for p in procs if pid_ns(p) not in (None, harness_ns)]
+        seen.append(f"{group[1]} ({len(procs)} processes, {len(jailed)} in another PID namespace)")
+        if jailed:
+            kernels.append((group, directory, procs))
+    if len(kernels) == 1:
+        return kernels[0]
+    return None, None, "; ".join(seen) or "none"
 
 
 def rollup(pid):
@@ -162,32 +195,31 @@ def main():
     args = ap.parse_args()
 
     cmd = [args.retrace, "exec", "--image", "fat", "--timeout", f"{args.sleep + 20:.0f}s", *args.extra, "-"]
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+    stderr = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
     proc.stdin.write(CODE.format(sleep=args.sleep))
     proc.stdin.close()
     own_ns = pid_ns(proc.pid)
     result = {"command": " ".join(cmd[1:]), "found": False}
     deadline = time.monotonic() + args.find_timeout
     history = []  # (time, CPU ticks of the kernel's processes) since pandas was mapped
+    seen = "none"
+    waiting_for = "the kernel's cgroup"
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
             table = processes()
-            kernel = [p for p in descendants(table, proc.pid) if pid_ns(p) not in (None, own_ns)]
-            if not kernel:
+            group, directory, procs = find_kernel(table, proc.pid, own_ns)
+            if group is None:
+                seen, waiting_for = procs, "the kernel's cgroup"
                 continue
-            group = memory_cgroup(kernel[0])
-            directory = cgroup_dir(group)
-            if directory is None:
-                continue
-            procs = [int(x) for x in (read(os.path.join(directory, "cgroup.procs")) or "").split()]
             # The scientific stack is in when some process of the kernel maps pandas.
             if not any("pandas" in (read(f"/proc/{p}/maps") or "") for p in procs):
+                waiting_for = f"a process of {group[1]} to map pandas"
                 continue
             # Idle: at most one clock tick of CPU over the last half second
             # (ipykernel's own threads wake now and then).
+            waiting_for = f"the CPU time of {group[1]} to stand still"
             cpu = sum(table.get(p, {}).get("cpu", 0) for p in procs)
             now = time.monotonic()
             history.append((now, cpu))
@@ -208,14 +240,26 @@ def main():
             )
             break
     finally:
+        exited_first = proc.poll() is not None
         try:
-            _, err = proc.communicate(timeout=args.sleep + 30)
+            proc.wait(timeout=args.sleep + 30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            _, err = proc.communicate()
-    result["exec_exit"] = proc.returncode
+            proc.wait()
     if not result["found"]:
-        result["stderr"] = (err or "")[-2000:]
+        why = (
+            f"retrace exec exited {proc.returncode} first"
+            if exited_first
+            else f"gave up after {args.find_timeout:.0f} s"
+        )
+        result["error"] = (
+            f"no idle kernel found ({why}): looked for the memory cgroup .../retrace/{proc.pid}/<kernel id>"
+            f" of `retrace exec` (pid {proc.pid}) holding a process in another PID namespace than"
+            f" {own_ns}, waiting for {waiting_for}; its groups seen last: {seen}"
+        )
+        stderr.seek(0)
+        result["stderr"] = stderr.read()[-2000:]
+    result["exec_exit"] = proc.returncode
     print(json.dumps(result))
     return 0 if result["found"] else 1
 
