@@ -382,7 +382,7 @@ impl Kernel {
                             grace_ms = self.options.interrupt_grace.as_millis() as u64,
                             "the cell outlived its interrupt; killing the kernel"
                         );
-                        ending.kill_needed = true;
+                        ending.decide_kill();
                         break;
                     }
                     run.reason.get_or_insert(HarnessReason::TimeoutWall);
@@ -392,7 +392,7 @@ impl Kernel {
                     if parent_id(&msg) == Some(msg_id.as_str()) {
                         run.on_iopub(msg);
                         if run.kernel_gone {
-                            ending.kill_needed = true;
+                            ending.decide_kill();
                             break;
                         }
                     }
@@ -465,7 +465,7 @@ impl Kernel {
             if self.process.exited().is_some() {
                 ending.died = true;
             } else {
-                ending.kill_needed = true;
+                ending.decide_kill();
             }
         }
     }
@@ -490,7 +490,7 @@ impl Kernel {
             .await
             .is_ok();
         if !ending.died {
-            ending.kill_needed = true;
+            ending.decide_kill();
         }
     }
 
@@ -511,7 +511,7 @@ impl Kernel {
         };
         let mut kill = None;
         if ending.kill_needed {
-            let report = self.kill_processes().await;
+            let report = self.kill_processes(ending.kill_decided).await;
             evidence.killed_by_harness = run.reason.is_some();
             evidence.leftover_procs = report.survivors;
             if report.survivors > 0 {
@@ -551,8 +551,8 @@ impl Kernel {
         if (verdict == crate::sandbox::Verdict::PidsLimit || interrupted_with_children)
             && !ending.lost()
         {
-            kill = Some(self.kill_processes().await);
-            ending.kill_needed = true;
+            kill = Some(self.kill_processes(None).await);
+            ending.decide_kill();
             flags.push(crate::sandbox::Flag::Restarted);
         }
         Judgement {
@@ -789,7 +789,7 @@ impl Kernel {
     pub async fn restart(&mut self) -> Result<(), KernelError> {
         tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
         if self.process.exited().is_none() {
-            self.kill_processes().await;
+            self.kill_processes(None).await;
         }
         renew_layout(&self.spec, &self.layout)?;
         let (process, channels, banner, path) = launch(
@@ -809,8 +809,11 @@ impl Kernel {
         Ok(())
     }
 
-    async fn kill_processes(&mut self) -> crate::sandbox::KillReport {
+    /// Kills every process of the kernel. The report's `kill_ms` counts from
+    /// `decided` (the moment the kill was decided) when given, else from now.
+    async fn kill_processes(&mut self, decided: Option<Instant>) -> crate::sandbox::KillReport {
         let pid = self.process.pid;
+        let waited_ms = decided.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
         // kill_all blocks for a few milliseconds; keep other tasks moving on
         // a multi-threaded runtime (block_in_place panics on current-thread).
         let multi = tokio::runtime::Handle::current().runtime_flavor()
@@ -819,6 +822,10 @@ impl Kernel {
             tokio::task::block_in_place(|| self.jail.kill_all(Some(pid)))
         } else {
             self.jail.kill_all(Some(pid))
+        };
+        let report = crate::sandbox::KillReport {
+            kill_ms: waited_ms + report.kill_ms,
+            ..report
         };
         tracing::info!(
             kernel = %self.layout.id,
@@ -872,7 +879,7 @@ impl Kernel {
             let _ = tokio::time::timeout(Duration::from_millis(100), wait_exit(&mut exit)).await;
         }
         // Children the kernel left behind die with it.
-        self.kill_processes().await;
+        self.kill_processes(None).await;
         let _ = self.jail.release();
         remove_layout(&self.spec, &self.layout);
     }
@@ -1182,9 +1189,17 @@ struct Ending {
     died: bool,
     /// The kernel must be killed (and restarted).
     kill_needed: bool,
+    /// When the kill was decided: its latency counts from here, so the
+    /// evidence read before the kill is part of it.
+    kill_decided: Option<Instant>,
 }
 
 impl Ending {
+    fn decide_kill(&mut self) {
+        self.kill_needed = true;
+        self.kill_decided.get_or_insert_with(Instant::now);
+    }
+
     /// The kernel's state is gone: it died or is killed.
     fn lost(self) -> bool {
         self.died || self.kill_needed

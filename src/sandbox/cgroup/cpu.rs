@@ -21,6 +21,73 @@ pub(super) const V1_USAGE: &str = "cpuacct.usage";
 pub(super) const STAT: &str = "cpu.stat";
 /// `"<quota|max> <period>"`.
 pub(super) const V2_MAX: &str = "cpu.max";
+/// Relative weight against sibling groups (v1: 2..=262144, default 1024).
+pub(super) const V1_SHARES: &str = "cpu.shares";
+/// Relative weight against sibling groups (v2: 1..=10000, default 100).
+pub(super) const V2_WEIGHT: &str = "cpu.weight";
+
+/// The highest weights the kernel accepts.
+const V1_SHARES_MAX: &str = "262144";
+const V2_WEIGHT_MAX: &str = "10000";
+
+/// A group's quota and weight as they were before [`unleash`]; written back
+/// by [`Unleashed::restore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Unleashed {
+    v2: bool,
+    dir: std::path::PathBuf,
+    /// `cpu.cfs_quota_us` (v1) or `cpu.max` (v2) as read.
+    quota: String,
+    /// `cpu.shares` (v1) or `cpu.weight` (v2) as read; `None` when absent.
+    weight: Option<String>,
+}
+
+/// Lifts the quota and raises the weight of a group whose processes all
+/// have SIGKILL pending: they never run user code again, but each must run
+/// through its exit (unmapping its memory, closing its files), and under a
+/// spent quota or beside busy siblings that waits for CPU. `None` when the
+/// quota cannot be read (nothing is changed then).
+pub(super) fn unleash(dir: &Path, v2: bool) -> Option<Unleashed> {
+    let (quota_file, weight_file, open_quota, top_weight) = if v2 {
+        (V2_MAX, V2_WEIGHT, format!("max {PERIOD_US}"), V2_WEIGHT_MAX)
+    } else {
+        (V1_QUOTA, V1_SHARES, "-1".to_string(), V1_SHARES_MAX)
+    };
+    let quota = fs::read(&dir.join(quota_file)).ok()?.trim().to_string();
+    let weight = fs::read(&dir.join(weight_file))
+        .ok()
+        .map(|w| w.trim().to_string());
+    let saved = Unleashed {
+        v2,
+        dir: dir.to_path_buf(),
+        quota,
+        weight,
+    };
+    // v1 wants the period kept: only the quota is written there.
+    let _ = fs::write(&dir.join(quota_file), &open_quota);
+    if saved.weight.is_some() {
+        let _ = fs::write(&dir.join(weight_file), top_weight);
+    }
+    Some(saved)
+}
+
+impl Unleashed {
+    /// Writes the saved quota and weight back and reads them back: the
+    /// group may host the kernel's restart, which must run under the same
+    /// limits as before the kill.
+    pub(super) fn restore(&self) -> Result<(), SandboxError> {
+        let (quota_file, weight_file) = if self.v2 {
+            (V2_MAX, V2_WEIGHT)
+        } else {
+            (V1_QUOTA, V1_SHARES)
+        };
+        fs::write_checked(&self.dir.join(quota_file), &self.quota, &self.quota)?;
+        if let Some(weight) = &self.weight {
+            fs::write_checked(&self.dir.join(weight_file), weight, weight)?;
+        }
+        Ok(())
+    }
+}
 
 /// Quota per period for `cpus` cores; `None` (no limit) for 0, negative or
 /// non-finite values.
@@ -122,6 +189,47 @@ mod tests {
         assert_eq!(cpus_v2(d.path()), 0.5);
         apply_v2(d.path(), 0.0).unwrap();
         assert_eq!(content(d.path(), V2_MAX), "max 100000");
+    }
+
+    #[test]
+    fn unleash_lifts_quota_and_weight_and_restore_puts_them_back() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(V1_PERIOD), "100000\n").unwrap();
+        std::fs::write(d.path().join(V1_QUOTA), "50000\n").unwrap();
+        std::fs::write(d.path().join(V1_SHARES), "1024\n").unwrap();
+        let saved = unleash(d.path(), false).unwrap();
+        assert_eq!(content(d.path(), V1_QUOTA), "-1");
+        assert_eq!(content(d.path(), V1_SHARES), V1_SHARES_MAX);
+        assert_eq!(content(d.path(), V1_PERIOD), "100000\n");
+        saved.restore().unwrap();
+        assert_eq!(content(d.path(), V1_QUOTA), "50000");
+        assert_eq!(content(d.path(), V1_SHARES), "1024");
+        assert_eq!(cpus_v1(d.path()), 0.5);
+
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(V2_MAX), "50000 100000\n").unwrap();
+        std::fs::write(d.path().join(V2_WEIGHT), "100\n").unwrap();
+        let saved = unleash(d.path(), true).unwrap();
+        assert_eq!(content(d.path(), V2_MAX), "max 100000");
+        assert_eq!(content(d.path(), V2_WEIGHT), V2_WEIGHT_MAX);
+        saved.restore().unwrap();
+        assert_eq!(content(d.path(), V2_MAX), "50000 100000");
+        assert_eq!(content(d.path(), V2_WEIGHT), "100");
+        assert_eq!(cpus_v2(d.path()), 0.5);
+    }
+
+    #[test]
+    fn unleash_without_weight_file_restores_the_quota_only() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(V2_MAX), "25000 100000\n").unwrap();
+        let saved = unleash(d.path(), true).unwrap();
+        assert_eq!(content(d.path(), V2_MAX), "max 100000");
+        assert!(!d.path().join(V2_WEIGHT).exists());
+        saved.restore().unwrap();
+        assert_eq!(content(d.path(), V2_MAX), "25000 100000");
+        // No quota file: nothing to lift, nothing changed.
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(unleash(empty.path(), false), None);
     }
 
     #[test]

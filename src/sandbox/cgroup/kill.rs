@@ -7,7 +7,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::layout::Tree;
-use super::{freezer, fs, unified, KernelCgroup};
+use super::{cpu, freezer, fs, unified, CgroupMode, KernelCgroup};
 use crate::sandbox::KillReport;
 
 /// How long a kill may take before survivors are reported (and the
@@ -68,6 +68,7 @@ impl KernelCgroup {
         let method = self.kill_method();
         let mut last_round: Option<Instant> = None;
         let mut rounds = 0u32;
+        let mut unleashed = None;
         loop {
             if last_round.is_none_or(|t| t.elapsed() >= REKILL_EVERY) {
                 rounds += 1;
@@ -78,6 +79,10 @@ impl KernelCgroup {
                         let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
                         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                     }
+                    // Only now: every member has SIGKILL pending.
+                    if !self.is_empty() {
+                        unleashed = self.unleash_cpu();
+                    }
                 }
                 last_round = Some(Instant::now());
             }
@@ -86,6 +91,7 @@ impl KernelCgroup {
             }
             std::thread::sleep(POLL);
         }
+        self.restore_cpu(unleashed);
         let report = KillReport {
             method: method.to_string(),
             kill_ms: start.elapsed().as_secs_f64() * 1e3,
@@ -103,6 +109,35 @@ impl KernelCgroup {
             tracing::debug!(%method, rounds, kill_ms = report.kill_ms, "group emptied");
         }
         report
+    }
+
+    /// Runs `wait` (the wait for killed processes to exit) with the group's
+    /// CPU quota lifted and its weight raised, then puts both back. Call it
+    /// only once every member has SIGKILL pending: a killed process never
+    /// returns to user code, so the lift buys its exit, not the task's code.
+    pub fn with_cpu_unleashed<T>(&self, wait: impl FnOnce() -> T) -> T {
+        let unleashed = self.unleash_cpu();
+        let out = wait();
+        self.restore_cpu(unleashed);
+        out
+    }
+
+    fn unleash_cpu(&self) -> Option<cpu::Unleashed> {
+        match self.mode {
+            CgroupMode::V2 => cpu::unleash(self.dirs.dir(Tree::V2), true),
+            CgroupMode::V1 | CgroupMode::Hybrid => cpu::unleash(self.dirs.dir(Tree::Cpu), false),
+        }
+    }
+
+    /// A failed restore leaves the group without its quota: said loudly, and
+    /// the next `apply` of limits (a new group) is unaffected.
+    fn restore_cpu(&self, unleashed: Option<cpu::Unleashed>) {
+        let Some(saved) = unleashed else { return };
+        if let Err(first) = saved.restore() {
+            if let Err(e) = saved.restore() {
+                tracing::error!(error = %e, first = %first, "the CPU quota could not be restored after a kill");
+            }
+        }
     }
 
     fn kill_round(&self, method: KillMethod, again: bool) {

@@ -52,6 +52,7 @@ impl FakeKernfs {
         let cpu_v1 = [
             (cpu::V1_PERIOD, "100000\n"),
             (cpu::V1_QUOTA, "-1\n"),
+            (cpu::V1_SHARES, "1024\n"),
             (
                 cpu::STAT,
                 "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n",
@@ -72,6 +73,7 @@ impl FakeKernfs {
                 ),
                 (memory::V2_PEAK, "0\n"),
                 (cpu::V2_MAX, "max 100000\n"),
+                (cpu::V2_WEIGHT, "100\n"),
                 (
                     cpu::STAT,
                     "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\n",
@@ -408,6 +410,39 @@ fn v1_kill_all_thaws_after_freezing() {
     let state = group.dirs.dir(Tree::Freezer).join("freezer.state");
     assert_eq!(read(&state), "THAWED");
     group.remove().unwrap();
+}
+
+#[test]
+fn cpu_is_unleashed_while_killed_processes_exit_and_restored_after() {
+    for mode in [CgroupMode::V1, CgroupMode::Hybrid, CgroupMode::V2] {
+        let t = tempfile::tempdir().unwrap();
+        let host = fixture(FakeKernfs::new(t.path(), mode));
+        let group = host.create("k1", &limits()).unwrap();
+        let (dir, quota, weight, open, top) = match mode {
+            CgroupMode::V2 => (
+                group.dirs.dir(Tree::V2).to_path_buf(),
+                cpu::V2_MAX,
+                cpu::V2_WEIGHT,
+                "max 100000",
+                "10000",
+            ),
+            _ => (
+                group.dirs.dir(Tree::Cpu).to_path_buf(),
+                cpu::V1_QUOTA,
+                cpu::V1_SHARES,
+                "-1",
+                "262144",
+            ),
+        };
+        let before = (read(&dir.join(quota)), read(&dir.join(weight)));
+        let during = group.with_cpu_unleashed(|| (read(&dir.join(quota)), read(&dir.join(weight))));
+        assert_eq!(during, (open.to_string(), top.to_string()), "{mode}");
+        let after = (read(&dir.join(quota)), read(&dir.join(weight)));
+        assert_eq!(after.0.trim(), before.0.trim(), "{mode}");
+        assert_eq!(after.1.trim(), before.1.trim(), "{mode}");
+        assert_eq!(group.limits_read_back().cpus, limits().cpus, "{mode}");
+        group.remove().unwrap();
+    }
 }
 
 #[test]
