@@ -102,29 +102,18 @@ impl Runner {
         tasks: Vec<(usize, Task)>,
         mut cancel: watch::Receiver<bool>,
     ) -> Result<(), HarnessError> {
-        let concurrency = self.config.concurrency.max(1);
-        let slots = Arc::new(Semaphore::new(concurrency));
-        // As many tasks again have their kernels starting while these run,
-        // so a task that ends hands its slot to one whose kernel is (nearly)
-        // ready: kernel starts stay off the critical path of a run.
-        let ahead = Arc::new(Semaphore::new(concurrency));
+        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
         let mut running = tokio::task::JoinSet::new();
         let result = async {
             for (arm, task) in tasks {
-                let early = tokio::select! {
-                    p = ahead.clone().acquire_owned() => p.map_err(|_| HarnessError::Interrupted)?,
+                let permit = tokio::select! {
+                    p = slots.clone().acquire_owned() => p.map_err(|_| HarnessError::Interrupted)?,
                     _ = cancel.wait_for(|c| *c) => return Err(HarnessError::Interrupted),
                 };
-                let (runner, slots) = (self.clone(), slots.clone());
+                let runner = self.clone();
                 running.spawn(async move {
-                    let episode = Episode::begin(&runner, &runner.arms[arm], &task)?;
-                    let slot = slots
-                        .acquire_owned()
-                        .await
-                        .map_err(|_| HarnessError::Interrupted)?;
-                    drop(early);
-                    let result = episode.run().await;
-                    drop(slot);
+                    let result = runner.run_task(arm, &task).await;
+                    drop(permit);
                     result
                 });
                 while let Some(done) = running.try_join_next() {
@@ -162,6 +151,11 @@ impl Runner {
             dir
         };
         dir.join(sanitize(task_id))
+    }
+
+    /// All rounds of one task in one arm.
+    pub async fn run_task(&self, arm: usize, task: &Task) -> Result<(), HarnessError> {
+        Episode::begin(self, &self.arms[arm], task)?.run().await
     }
 }
 
