@@ -197,34 +197,20 @@ fn json_artifact_paths_open_from_the_working_directory() {
     }
     common::image(ImageName::Slim);
     let cwd = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args([
-            "exec",
-            "--image",
-            "slim",
-            "--json",
-            "--artifacts",
-            "out/plots",
-            "-",
-        ])
-        .current_dir(cwd.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let svg = r#"<svg xmlns="http://www.w3.org/2000/svg" width="2" height="2"/>"#;
     let src = format!("from IPython.display import SVG, display\ndisplay(SVG('{svg}'))\n");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(src.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let cells: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args = [
+        "exec",
+        "--image",
+        "slim",
+        "--json",
+        "--artifacts",
+        "out/plots",
+        "-",
+    ];
+    let (code, stdout, stderr) = common::retrace_cli_in(cwd.path(), &args, &src);
+    assert_eq!(code, 0, "{stderr}");
+    let cells: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let arts = cells[0]["artifacts"].as_array().unwrap();
     assert_eq!(arts.len(), 1, "{cells}");
     let path = std::path::Path::new(arts[0]["path"].as_str().unwrap());

@@ -396,12 +396,19 @@ def main():
     # put into the environment: a cold kernel has it, so each kernel gets
     # it back after its environment is replaced.
     SIDE_ENV = {k: v for k, v in os.environ.items() if before.get(k) != v}
-    if PREPARED is not None:
-        loaded.append("(ipykernel app prepared)")
     gc.collect()
     gc.freeze()
     signal.signal(signal.SIGCHLD, lambda *_: _reap(os.WNOHANG))
-    _reply(replies, {"ready": True, "pid": os.getpid(), "preloaded": loaded, "threads": _threads()})
+    _reply(
+        replies,
+        {
+            "ready": True,
+            "pid": os.getpid(),
+            "preloaded": loaded,
+            "app_prepared": PREPARED is not None,
+            "threads": _threads(),
+        },
+    )
     for line in sys.stdin.buffer:
         try:
             req = json.loads(line)

@@ -206,6 +206,9 @@ struct Ready {
     pid: i32,
     #[serde(default)]
     preloaded: Vec<String>,
+    /// Whether ipykernel's application was parsed once for all kernels.
+    #[serde(default)]
+    app_prepared: bool,
     #[serde(default)]
     threads: u32,
 }
@@ -465,6 +468,7 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
                 pid = ready.pid,
                 ms = started.elapsed().as_millis() as u64,
                 preloaded = %ready.preloaded.join(","),
+                app_prepared = ready.app_prepared,
                 "zygote ready"
             );
             running.preloaded = ready.preloaded;

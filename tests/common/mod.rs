@@ -171,10 +171,16 @@ with zipfile.ZipFile(path, "w") as z:
 /// Runs the `retrace` binary with `args`, feeding `stdin`; (exit code,
 /// stdout, stderr).
 pub fn retrace_cli(args: &[&str], stdin: &str) -> (i32, String, String) {
+    retrace_cli_in(Path::new("."), args, stdin)
+}
+
+/// [`retrace_cli`] with `cwd` as the working directory.
+pub fn retrace_cli_in(cwd: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
         .args(args)
+        .current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
