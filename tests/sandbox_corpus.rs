@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use retrace::conformance::check::{self, CheckConfig};
 use retrace::conformance::corpus;
+use retrace::kernel::KernelStart;
 use retrace::pyenv::ImageName;
 use retrace::sandbox::SandboxLimits;
 use strum::IntoEnumIterator;
@@ -47,8 +48,19 @@ fn corpus_files_all_parse_and_cover_every_category() {
     }
 }
 
+/// The default start path: every kernel forked from the image's zygote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn whole_corpus_passes() {
+async fn whole_corpus_passes_on_zygote_kernels() {
+    whole_corpus_passes(KernelStart::Zygote).await;
+}
+
+/// The cold path, which stays selectable and is the zygote's fallback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn whole_corpus_passes_on_cold_kernels() {
+    whole_corpus_passes(KernelStart::Cold).await;
+}
+
+async fn whole_corpus_passes(kernel_start: KernelStart) {
     if common::lacks_root() {
         return;
     }
@@ -58,7 +70,7 @@ async fn whole_corpus_passes() {
         init_exe: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
         spec: common::spec(ImageName::Fat),
         jobs: 2,
-        kernel_start: Default::default(),
+        kernel_start,
     };
     let progress: Arc<dyn Fn(&check::CaseResult) + Send + Sync> =
         Arc::new(|r| eprintln!("{}", check::row(r, 32)));
@@ -75,8 +87,21 @@ async fn whole_corpus_passes() {
     }
     assert_eq!(report.summary.total, cases.len());
     assert_eq!(
-        report.summary.failed, 0,
-        "sandbox corpus failures:\n{table}{summary}"
+        report.summary.failed,
+        0,
+        "sandbox corpus failures ({} kernels):\n{table}{summary}",
+        kernel_start.as_str()
+    );
+    let expected = kernel_start.as_str();
+    let other: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| r.start.as_deref() != Some(expected))
+        .map(|r| format!("{}: {:?}", r.id, r.start))
+        .collect();
+    assert!(
+        other.is_empty(),
+        "cases whose kernel did not start {expected}: {other:?}"
     );
 }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelSpec, Outcome};
+use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelSpec, KernelStart, Outcome};
 use retrace::pyenv::{ImageName, ImageStore};
 
 use super::limits::LimitArgs;
@@ -65,7 +65,7 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
         threads: args.limits.limits().threads(),
         ..(*spec).clone()
     });
-    let options = args.limits.kernel_options();
+    let options = args.limits.kernel_options(KernelStart::Cold);
     if !args.json {
         eprintln!(
             "{}",

@@ -41,11 +41,13 @@ pub struct LimitArgs {
     /// output then says so. Only for code you trust.
     #[arg(long)]
     pub unsafe_no_sandbox: bool,
-    /// How kernels start: `cold` (a new interpreter each) or `zygote`
-    /// (forked from a pre-imported process of the image; cold whenever
-    /// the zygote cannot serve).
-    #[arg(long, env = "RETRACE_KERNEL_START", default_value = "cold", value_parser = parse_start)]
-    pub kernel_start: KernelStart,
+    /// How kernels start: `zygote` (forked from a pre-imported process of
+    /// the image; cold whenever the zygote cannot serve, and for unconfined
+    /// kernels) or `cold` (a new interpreter each). Default: zygote, but
+    /// cold for `exec`, whose one kernel would wait for the zygote's own
+    /// start.
+    #[arg(long, env = "RETRACE_KERNEL_START", value_parser = parse_start)]
+    pub kernel_start: Option<KernelStart>,
 }
 
 fn parse_start(text: &str) -> Result<KernelStart, String> {
@@ -66,11 +68,18 @@ impl LimitArgs {
         }
     }
 
+    /// `--kernel-start`, else the zygote: for commands that start many
+    /// kernels, where the zygote's own start is paid once.
+    pub fn kernel_start(&self) -> KernelStart {
+        self.kernel_start.unwrap_or(KernelStart::Zygote)
+    }
+
     /// Kernel options that enforce these limits (CPU time needs cgroup
-    /// accounting, so only when confined).
-    pub fn kernel_options(&self) -> KernelOptions {
+    /// accounting, so only when confined), starting kernels as
+    /// `--kernel-start` says, else as `default_start`.
+    pub fn kernel_options(&self, default_start: KernelStart) -> KernelOptions {
         KernelOptions {
-            start: self.kernel_start,
+            start: self.kernel_start.unwrap_or(default_start),
             ..KernelOptions::enforcing(&self.limits(), !self.unsafe_no_sandbox)
         }
     }

@@ -137,7 +137,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                     datasets: super::report::run_datasets(dir)?,
                     init_binary,
                     progress,
-                    kernel_start: args.limits.kernel_start,
+                    kernel_start: args.limits.kernel_start(),
                 },
             )
             .await
@@ -179,7 +179,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                 install_on: args.install_on,
                 limits: args.limits.limits(),
                 unconfined: args.limits.unsafe_no_sandbox,
-                kernel_start: args.limits.kernel_start,
+                kernel_start: args.limits.kernel_start(),
                 out: args.out.clone(),
                 prompts: args.prompts.clone(),
                 init_binary,

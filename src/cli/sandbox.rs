@@ -89,7 +89,7 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
         init_exe,
         spec: Arc::new(KernelSpec::new(image, default_kernel_root())),
         jobs: args.jobs as usize,
-        kernel_start: args.limits.kernel_start,
+        kernel_start: args.limits.kernel_start(),
     };
 
     let width = cases.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);

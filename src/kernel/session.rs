@@ -84,7 +84,7 @@ impl Default for KernelOptions {
             cpu_time: None,
             verify_completion: true,
             limits: SandboxLimits::default(),
-            start: KernelStart::Cold,
+            start: KernelStart::default(),
         }
     }
 }
@@ -174,6 +174,9 @@ impl Kernel {
         let started = Instant::now();
         let (zygote, refused) = match options.start {
             KernelStart::Cold => (None, None),
+            // Only confined kernels are forked (an unconfined kernel has no
+            // jail PID 1 to adopt it): unconfined runs start cold, quietly.
+            KernelStart::Zygote if !sandbox.info().confined => (None, None),
             KernelStart::Zygote => match blocking(|| zygote::for_spec(&spec, sandbox)) {
                 Ok(z) => (Some(z), None),
                 Err(e) => {

