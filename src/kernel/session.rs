@@ -174,9 +174,11 @@ impl Kernel {
         let started = Instant::now();
         let (zygote, refused) = match options.start {
             KernelStart::Cold => (None, None),
-            // Only confined kernels are forked (an unconfined kernel has no
-            // jail PID 1 to adopt it): unconfined runs start cold, quietly.
-            KernelStart::Zygote if !sandbox.info().confined => (None, None),
+            // Expected, so not warned about: unconfined runs start cold.
+            KernelStart::Zygote if !sandbox.info().confined => (
+                None,
+                Some("only confined kernels are forked (an unconfined kernel has no jail PID 1 to adopt it)".to_string()),
+            ),
             KernelStart::Zygote => match blocking(|| zygote::for_spec(&spec, sandbox)) {
                 Ok(z) => (Some(z), None),
                 Err(e) => {
