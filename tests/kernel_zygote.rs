@@ -102,6 +102,19 @@ print(json.dumps({
         "argv": [os.path.basename(sys.argv[0]), len(sys.argv)],
         "path_has_cwd": "" in sys.path or os.getcwd() in sys.path,
         "excepthook": type(sys.excepthook).__name__,
+        # The shell: built in the zygote, adopted by each kernel.
+        "shell": [type(ip).__name__ for ip in (get_ipython(), get_ipython().kernel, get_ipython().parent, get_ipython().compile)],
+        "ipython_dir": get_ipython().ipython_dir == os.environ["IPYTHONDIR"],
+        "home_dir": get_ipython().home_dir == os.environ["HOME"],
+        "starting_dir": get_ipython().starting_dir == os.getcwd(),
+        "dir_history": [str(p) == os.getcwd() for p in _dh],
+        "main_is_user_module": sys.modules["__main__"] is get_ipython().user_module,
+        "displayhook": type(sys.displayhook).__name__,
+        "saved_streams": [type(v).__name__ for v in get_ipython()._orig_sys_module_state.values()],
+        "configurables": [type(c).__name__ for c in get_ipython().configurables],
+        "extensions": sorted(get_ipython().extension_manager.loaded),
+        "line_magics": len(get_ipython().magics_manager.lsmagic()["line"]),
+        "user_ns": sorted(k for k in get_ipython().user_ns if not k.startswith("_i")),
     },
     "probe_file_left": os.path.exists(os.path.join(os.environ["HOME"], ".retrace-probe.py")),
 }))
@@ -178,8 +191,16 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         );
     }
     assert_eq!(z["no_new_privs"], "1");
-    // ipykernel's app was parsed in the zygote; the profile is the kernel's.
-    assert_eq!(z["ipython"]["own_profile"], true, "{}", z["ipython"]);
+    // ipykernel's app was parsed and its shell built in the zygote (so the
+    // comparison above covers them); the profile and directories are the
+    // kernel's.
+    let ready = zygote_ready(&sandbox).await;
+    assert!(ready.app_prepared && ready.shell_prebuilt, "{ready:?}");
+    for key in ["own_profile", "ipython_dir", "home_dir", "starting_dir"] {
+        assert_eq!(z["ipython"][key], true, "{key}: {}", z["ipython"]);
+    }
+    assert_eq!(z["ipython"]["dir_history"], serde_json::json!([true]));
+    assert_eq!(z["ipython"]["saved_streams"][1], "OutStream");
     // The probe's source file was read and removed before any task code.
     assert_eq!(z["probe_file_left"], false);
     assert_eq!(z["seccomp"], "2");
@@ -213,13 +234,22 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
 }
 
 async fn zygote_pid(sandbox: &Arc<dyn Sandbox>) -> i32 {
+    fat_zygote(sandbox, |z| z.pid().expect("zygote pid")).await
+}
+
+/// What the fat image's zygote said when it was ready.
+async fn zygote_ready(sandbox: &Arc<dyn Sandbox>) -> zygote::Ready {
+    fat_zygote(sandbox, |z| z.ready().expect("zygote ready")).await
+}
+
+async fn fat_zygote<T: Send + 'static>(
+    sandbox: &Arc<dyn Sandbox>,
+    read: impl FnOnce(&zygote::Zygote) -> T + Send + 'static,
+) -> T {
     let spec = common::spec(ImageName::Fat);
     let sandbox = sandbox.clone();
     tokio::task::spawn_blocking(move || {
-        zygote::for_spec(&spec, sandbox.as_ref())
-            .expect("zygote runs")
-            .pid()
-            .expect("zygote pid")
+        read(&zygote::for_spec(&spec, sandbox.as_ref()).expect("zygote runs"))
     })
     .await
     .unwrap()

@@ -302,8 +302,8 @@ def prepare_app(args):
     """ipykernel's application as far as every kernel of this image shares
     it: the command line and the config files parsed (a quarter of a
     kernel's start). `args` are the kernel's `-m ipykernel_launcher ...`
-    with the zygote's connection file. Returns (app, its base class) or
-    None when the app cannot be prepared (the kernel then runs
+    with the zygote's connection file. Returns (app, its base class,
+    whether the shell was prebuilt) or None when the app cannot be prepared (the kernel then runs
     ipykernel_launcher as a cold kernel does)."""
     if args[:2] != ["-m", "ipykernel_launcher"]:
         return None
@@ -320,10 +320,62 @@ def prepare_app(args):
         app.init_config_files()
         app.load_config_file()
         app.update_config(cl_config)
-        return app, BaseIPythonApplication
     except Exception:  # noqa: BLE001 (the kernels start the long way)
         sys.stderr.write("retrace-zygote: no prepared app: " + traceback.format_exc())
         return None
+    return app, BaseIPythonApplication, prebuild_shell(app)
+
+
+def prebuild_shell(app):
+    """Builds the IPython shell of ipykernel's kernel here, once: after the
+    imports, the largest part of a forked kernel's start (magics,
+    formatters, completer, traceback handlers). Each kernel's
+    `IPythonKernel` then gets it from `ZMQInteractiveShell.instance()`, and
+    `adopt_shell` gives it what is that kernel's own. Only with the history
+    database off (its saving thread would stop every fork) and with
+    ipykernel's own kernel and shell classes. Returns whether it was built."""
+    try:
+        from ipykernel.compiler import XCachingCompiler
+        from ipykernel.ipkernel import IPythonKernel
+        from ipykernel.zmqshell import ZMQInteractiveShell
+
+        if app.config.HistoryManager.get("enabled", True) is not False:
+            return False
+        if app.kernel_class is not IPythonKernel or "IPythonKernel" in app.config:
+            return False
+        ZMQInteractiveShell.instance(
+            parent=app,
+            profile_dir=app.profile_dir,
+            kernel=None,
+            compiler_class=XCachingCompiler,
+        )
+    except Exception:  # noqa: BLE001 (each kernel builds its own)
+        sys.stderr.write("retrace-zygote: no prebuilt shell: " + traceback.format_exc())
+        shell_module = sys.modules.get("ipykernel.zmqshell")
+        if shell_module is not None:
+            shell_module.ZMQInteractiveShell.clear_instance()
+        return False
+    return _threads() == 1
+
+
+def adopt_shell(app):
+    """What a shell built in the kernel would have taken from it: the
+    kernel, its profile and IPython directory, HOME and working directory,
+    and the kernel's standard streams (restored at exit)."""
+    from pathlib import Path
+
+    from IPython.utils.path import get_home_dir
+
+    kernel = app.kernel
+    shell = kernel.shell
+    shell.parent = kernel
+    shell.kernel = kernel
+    shell.profile_dir = kernel.profile_dir
+    shell.ipython_dir = app.ipython_dir
+    shell.home_dir = get_home_dir()
+    shell.starting_dir = os.getcwd()
+    shell.history_manager.dir_hist[:] = [Path.cwd()]
+    shell.save_sys_module_state()
 
 
 def _run_prepared(argv):
@@ -333,7 +385,7 @@ def _run_prepared(argv):
     Returns False when `argv` is not what the app was prepared for."""
     if PREPARED is None or argv[1:4] != ["-m", "ipykernel_launcher", "-f"]:
         return False
-    app, base = PREPARED
+    app, base, shell_prebuilt = PREPARED
     if argv[5:] != ZYGOTE_ARGS[4:]:
         return False
     import importlib.util
@@ -355,6 +407,14 @@ def _run_prepared(argv):
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
     sys.stdin = open(0, "r", closefd=False)
+    if shell_prebuilt:
+        init_kernel = app.init_kernel
+
+        def init_kernel_adopting():
+            init_kernel()
+            adopt_shell(app)
+
+        app.init_kernel = init_kernel_adopting
     inherited = base.initialize
     base.initialize = per_kernel
     try:
@@ -406,6 +466,7 @@ def main():
             "pid": os.getpid(),
             "preloaded": loaded,
             "app_prepared": PREPARED is not None,
+            "shell_prebuilt": PREPARED is not None and PREPARED[2],
             "threads": _threads(),
         },
     )
