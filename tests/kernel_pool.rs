@@ -49,6 +49,8 @@ async fn acquire_refill_shutdown_leaves_no_process() {
         k.shutdown().await;
     }
     pool.shutdown().await;
+    // The image's zygote outlives its kernels (the CLI ends it at exit).
+    retrace::kernel::zygote::shutdown_all();
     for id in &ids {
         assert!(
             common::wait_gone(id, 5).is_empty(),

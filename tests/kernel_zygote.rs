@@ -117,6 +117,7 @@ print(json.dumps({
         "user_ns": sorted(k for k in get_ipython().user_ns if not k.startswith("_i")),
     },
     "probe_file_left": os.path.exists(os.path.join(os.environ["HOME"], ".retrace-probe.py")),
+    "probe_code_left": hasattr(sys, "_retrace_probe"),
 }))
 "#;
 
@@ -175,6 +176,7 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         "sig_blk",
         "ipython",
         "probe_file_left",
+        "probe_code_left",
     ] {
         assert_eq!(c[key], z[key], "{key}: cold {} zygote {}", c[key], z[key]);
     }
@@ -195,7 +197,10 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
     // comparison above covers them); the profile and directories are the
     // kernel's.
     let ready = zygote_ready(&sandbox).await;
-    assert!(ready.app_prepared && ready.shell_prebuilt, "{ready:?}");
+    assert!(
+        ready.app_prepared && ready.shell_prebuilt && ready.probe_compiled,
+        "{ready:?}"
+    );
     for key in ["own_profile", "ipython_dir", "home_dir", "starting_dir"] {
         assert_eq!(z["ipython"][key], true, "{key}: {}", z["ipython"]);
     }
@@ -203,6 +208,7 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
     assert_eq!(z["ipython"]["saved_streams"][1], "OutStream");
     // The probe's source file was read and removed before any task code.
     assert_eq!(z["probe_file_left"], false);
+    assert_eq!(z["probe_code_left"], false);
     assert_eq!(z["seccomp"], "2");
     assert_eq!(z["cap_eff"], "0000000000000000");
     assert_eq!(z["unshare"], serde_json::json!([-1, libc::EPERM]));

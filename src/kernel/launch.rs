@@ -134,7 +134,7 @@ pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
 }
 
 /// retrace's code inside every kernel: answer reader and state inspector.
-const PROBE_SOURCE: &str = include_str!("probe.py");
+pub(super) const PROBE_SOURCE: &str = include_str!("probe.py");
 /// Where the kernel finds it in its HOME (the installing cell removes it).
 pub(super) const PROBE_FILE: &str = ".retrace-probe.py";
 

@@ -1116,11 +1116,13 @@ async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError>
 /// The source comes from a file in the kernel's HOME (written there with the
 /// layout, removed by this cell): ipykernel hashes and tokenizes every cell
 /// in pure Python, which took longer for the source sent inline than
-/// running it.
+/// running it. A zygote kernel finds that source already compiled by its
+/// zygote (`sys._retrace_probe`, source → code, taken away here).
 async fn install_probe(channels: &mut Channels) -> Result<(), KernelError> {
     let code = format!(
-        "exec(compile((lambda os: (lambda p: (open(p, encoding='utf-8').read(), os.remove(p))[0])\
-         (os.path.join(os.environ['HOME'], '{PROBE_FILE}')))(__import__('os')), '<retrace>', 'exec'), \
+        "exec((lambda os, sys: (lambda src: sys.__dict__.pop('_retrace_probe', {{}}).get(src) \
+         or compile(src, '<retrace>', 'exec'))((lambda p: (open(p, encoding='utf-8').read(), os.remove(p))[0])\
+         (os.path.join(os.environ['HOME'], '{PROBE_FILE}'))))(__import__('os'), __import__('sys')), \
          {{'__name__': '_retrace', '__builtins__': dict(__import__('builtins').__dict__)}})"
     );
     let reply = silent_request(channels, &code, None, PROBE_INSTALL_TIMEOUT)

@@ -298,6 +298,21 @@ def _refresh(req):
     # object's GC header and copy the zygote's pages into this kernel.
 
 
+def compile_probe():
+    """retrace's probe (`.retrace-probe.py`, in the zygote's HOME as in
+    every kernel's), compiled once: each kernel's installing cell takes this
+    code object when its own file holds the same source. Compiled, never
+    run, here."""
+    path = os.path.join(os.environ.get("HOME", ""), ".retrace-probe.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        sys._retrace_probe = {source: compile(source, "<retrace>", "exec")}
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return True
+
+
 def prepare_app(args):
     """ipykernel's application as far as every kernel of this image shares
     it: the command line and the config files parsed (a quarter of a
@@ -452,6 +467,7 @@ def main():
     before = dict(os.environ)
     loaded = preload()
     PREPARED = prepare_app(ZYGOTE_ARGS)
+    probe_compiled = compile_probe()
     # What imports (debugpy) and config files (retrace's sets MPLBACKEND)
     # put into the environment: a cold kernel has it, so each kernel gets
     # it back after its environment is replaced.
@@ -467,6 +483,7 @@ def main():
             "preloaded": loaded,
             "app_prepared": PREPARED is not None,
             "shell_prebuilt": PREPARED is not None and PREPARED[2],
+            "probe_compiled": probe_compiled,
             "threads": _threads(),
         },
     )

@@ -97,7 +97,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::launch::{copy_dir, launch_command, KernelSpec};
+use super::launch::{copy_dir, launch_command, KernelSpec, PROBE_FILE, PROBE_SOURCE};
 use crate::sandbox::{ForkPlan, KernelCgroup, KernelLayout, Sandbox};
 
 /// The zygote's program (`python -c`).
@@ -210,6 +210,9 @@ pub struct Ready {
     /// Whether the kernel's IPython shell was built once for all kernels.
     #[serde(default)]
     pub shell_prebuilt: bool,
+    /// Whether retrace's probe was compiled once for all kernels.
+    #[serde(default)]
+    pub probe_compiled: bool,
     #[serde(default)]
     pub threads: u32,
 }
@@ -385,6 +388,9 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
     if let Some(cache) = spec.image.mpl_cache() {
         copy_dir(&cache, &home.join(".mplconfig")).map_err(|e| failed(image, e.to_string()))?;
     }
+    // retrace's probe, compiled once by the zygote for every kernel's
+    // installing cell (compiling it was a third of that cell).
+    fs::write(home.join(PROBE_FILE), PROBE_SOURCE).map_err(|e| io("writing the probe", e))?;
     // One BLAS thread: OpenBLAS starts its pool when numpy is imported, and
     // the zygote must have a single thread when it forks.
     let single = KernelSpec {
@@ -468,6 +474,7 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
                 preloaded = %ready.preloaded.join(","),
                 app_prepared = ready.app_prepared,
                 shell_prebuilt = ready.shell_prebuilt,
+                probe_compiled = ready.probe_compiled,
                 "zygote ready"
             );
             running.ready = Some(ready);
