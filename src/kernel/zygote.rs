@@ -63,7 +63,14 @@
 //! singleton and gives it its own kernel, profile, HOME, working directory
 //! and streams (`adopt_shell` in zygote.py; `tests/kernel_zygote.rs`
 //! compares the shell of a cold and a zygote kernel from inside). About
-//! 25 ms less per start (Python side, measured unconfined).
+//! 25 ms less per start (Python side, measured unconfined). retrace's
+//! probe is compiled there once too. Last, the zygote asks for transparent
+//! huge pages under its heap (`huge_pages` in zygote.py, where the host's
+//! THP mode is `madvise` or `always`): a fork then copies one page-table
+//! entry per 2 MiB, which made a fork of the fat zygote 4 ms instead of
+//! 11 ms, for each of a start's three forks and for every fork a kernel's
+//! code makes; a kernel that writes into a shared huge page copies only the
+//! 4 KiB it wrote (its private memory measured the same).
 //!
 //! Status (2026-12-02): confined kernels only (`tests/kernel_zygote.rs`
 //! compares cold and zygote kernels from inside and checks sibling
@@ -213,6 +220,9 @@ pub struct Ready {
     /// Whether retrace's probe was compiled once for all kernels.
     #[serde(default)]
     pub probe_compiled: bool,
+    /// Its anonymous memory on transparent huge pages (cheaper forks).
+    #[serde(default)]
+    pub huge_pages_mib: u64,
     #[serde(default)]
     pub threads: u32,
 }
@@ -475,6 +485,7 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
                 app_prepared = ready.app_prepared,
                 shell_prebuilt = ready.shell_prebuilt,
                 probe_compiled = ready.probe_compiled,
+                huge_pages_mib = ready.huge_pages_mib,
                 "zygote ready"
             );
             running.ready = Some(ready);
