@@ -201,6 +201,9 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         ready.app_prepared && ready.shell_prebuilt && ready.probe_compiled,
         "{ready:?}"
     );
+    if huge_pages_on_request() {
+        assert!(ready.huge_pages_mib > 0, "no heap on huge pages: {ready:?}");
+    }
     for key in ["own_profile", "ipython_dir", "home_dir", "starting_dir"] {
         assert_eq!(z["ipython"][key], true, "{key}: {}", z["ipython"]);
     }
@@ -237,6 +240,22 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
     for k in [cold, forked, sibling] {
         k.shutdown().await;
     }
+}
+
+/// Whether a process can have its memory collapsed into transparent huge
+/// pages right away: THP mode `madvise` or `always`, and MADV_COLLAPSE
+/// (Linux 6.1).
+fn huge_pages_on_request() -> bool {
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut version = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+    !mode.contains("[never]") && !mode.is_empty() && (major, minor) >= (6, 1)
 }
 
 async fn zygote_pid(sandbox: &Arc<dyn Sandbox>) -> i32 {
