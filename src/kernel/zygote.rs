@@ -75,10 +75,11 @@
 //! Status (2026-12-02): confined kernels only (`tests/kernel_zygote.rs`
 //! compares cold and zygote kernels from inside and checks sibling
 //! isolation and the fallback). Measured (`benches/kernel_start.rs`,
-//! release): ready in 201 ms against 648 ms cold, first cell with
-//! numpy/pandas/pyplot in 228 ms against 1759 ms, 24.8 MiB private per
+//! release): ready in 123 ms against 611 ms cold, first cell with
+//! numpy/pandas/pyplot in 141 ms against 1657 ms, 21.0 MiB private per
 //! kernel against 88 MiB (the ≤ 30 MB goal of issue 14 is met, the ≤ 100 ms
-//! start is not: ipykernel's own start after the fork remains). The whole
+//! start is not: the jail, three forks and ipykernel's sockets, threads
+//! and IO loop remain). The whole
 //! hostile corpus passes on zygote kernels (`tests/sandbox_corpus.rs` runs
 //! it both ways); fork bombs take longer to kill than in cold kernels.
 //! The default start path (`KernelStart::default()`); unconfined kernels
