@@ -354,8 +354,8 @@ def prepare_app(args):
     it: the command line and the config files parsed (a quarter of a
     kernel's start). `args` are the kernel's `-m ipykernel_launcher ...`
     with the zygote's connection file. Returns (app, its base class,
-    whether the shell was prebuilt) or None when the app cannot be prepared (the kernel then runs
-    ipykernel_launcher as a cold kernel does)."""
+    whether the shell was prebuilt) or None when the app cannot be prepared
+    (the kernel then runs ipykernel_launcher as a cold kernel does)."""
     if args[:2] != ["-m", "ipykernel_launcher"]:
         return None
     try:
