@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelSpec, KernelStart, Outcome};
+use retrace::kernel::{
+    default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec, KernelStart, Outcome,
+};
 use retrace::pyenv::{ImageName, ImageStore};
 
 use super::limits::LimitArgs;
@@ -65,7 +67,12 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
         threads: args.limits.limits().threads(),
         ..(*spec).clone()
     });
-    let options = args.limits.kernel_options(KernelStart::Cold);
+    // One kernel: it would wait for the zygote's own start, so cold unless
+    // asked.
+    let options = KernelOptions {
+        start: args.limits.kernel_start.unwrap_or(KernelStart::Cold),
+        ..args.limits.kernel_options()
+    };
     if !args.json {
         eprintln!(
             "{}",

@@ -68,18 +68,16 @@ impl LimitArgs {
         }
     }
 
-    /// `--kernel-start`, else the zygote: for commands that start many
-    /// kernels, where the zygote's own start is paid once.
+    /// `--kernel-start`, else the default (the zygote).
     pub fn kernel_start(&self) -> KernelStart {
-        self.kernel_start.unwrap_or(KernelStart::Zygote)
+        self.kernel_start.unwrap_or_default()
     }
 
     /// Kernel options that enforce these limits (CPU time needs cgroup
-    /// accounting, so only when confined), starting kernels as
-    /// `--kernel-start` says, else as `default_start`.
-    pub fn kernel_options(&self, default_start: KernelStart) -> KernelOptions {
+    /// accounting, so only when confined).
+    pub fn kernel_options(&self) -> KernelOptions {
         KernelOptions {
-            start: self.kernel_start.unwrap_or(default_start),
+            start: self.kernel_start(),
             ..KernelOptions::enforcing(&self.limits(), !self.unsafe_no_sandbox)
         }
     }

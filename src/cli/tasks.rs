@@ -6,7 +6,6 @@ use std::time::Duration;
 use clap::Subcommand;
 use retrace::harness::validate::validate;
 use retrace::harness::Arm;
-use retrace::kernel::KernelStart;
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
 use retrace::task::load::{datasets_dir, load_suite_with, Skipped};
@@ -149,7 +148,7 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             let threads = limits.limits().threads();
             let arm =
                 Arm::new(strategy, image, threads, install_on, &sandbox).map_err(Failure::infra)?;
-            let mut options = limits.kernel_options(KernelStart::Zygote);
+            let mut options = limits.kernel_options();
             options.cpu_time = options.cpu_time.map(|_| reference_timeout);
             let results = validate(
                 tasks,

@@ -174,15 +174,16 @@ impl Kernel {
         let started = Instant::now();
         let (zygote, refused) = match options.start {
             KernelStart::Cold => (None, None),
-            // Expected, so not warned about: unconfined runs start cold.
-            KernelStart::Zygote if !sandbox.info().confined => (
-                None,
-                Some("only confined kernels are forked (an unconfined kernel has no jail PID 1 to adopt it)".to_string()),
-            ),
             KernelStart::Zygote => match blocking(|| zygote::for_spec(&spec, sandbox)) {
                 Ok(z) => (Some(z), None),
                 Err(e) => {
-                    tracing::warn!(kernel = %id, error = %e, "the zygote cannot serve; starting cold");
+                    // Expected for unconfined kernels (the default asks for
+                    // the zygote): not worth a warning per kernel.
+                    if sandbox.info().confined {
+                        tracing::warn!(kernel = %id, error = %e, "the zygote cannot serve; starting cold");
+                    } else {
+                        tracing::debug!(kernel = %id, error = %e, "unconfined: starting cold");
+                    }
                     (None, Some(e.to_string()))
                 }
             },

@@ -79,11 +79,11 @@
 //! numpy/pandas/pyplot in 141 ms against 1657 ms, 21.0 MiB private per
 //! kernel against 88 MiB (the ≤ 30 MB goal of issue 14 is met, the ≤ 100 ms
 //! start is not: the jail, three forks and ipykernel's sockets, threads
-//! and IO loop remain). The whole
-//! hostile corpus passes on zygote kernels (`tests/sandbox_corpus.rs` runs
-//! it both ways); fork bombs take longer to kill than in cold kernels.
-//! The default start path (`KernelStart::default()`); unconfined kernels
-//! start cold (no jail PID 1 to adopt a forked kernel).
+//! and IO loop remain). The whole hostile corpus passes on zygote kernels
+//! (`tests/sandbox_corpus.rs` runs it both ways); fork bombs take longer
+//! to kill than in cold kernels. This is the default start path
+//! (`KernelStart::default()`); unconfined kernels start cold (no jail PID 1
+//! to adopt a forked kernel).
 //!
 //! Fallback: when the zygote cannot serve (it failed to start, died or
 //! refused, or the sandbox cannot adopt a forked kernel, as without
