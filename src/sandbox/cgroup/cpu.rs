@@ -27,8 +27,8 @@ pub(super) const V1_SHARES: &str = "cpu.shares";
 pub(super) const V2_WEIGHT: &str = "cpu.weight";
 
 /// The highest weights the kernel accepts.
-const V1_SHARES_MAX: &str = "262144";
-const V2_WEIGHT_MAX: &str = "10000";
+pub(super) const V1_SHARES_MAX: &str = "262144";
+pub(super) const V2_WEIGHT_MAX: &str = "10000";
 
 /// A group's quota and weight as they were before [`unleash`]; written back
 /// by [`Unleashed::restore`].

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use super::boost::ChainBoost;
 use super::layout::Tree;
 use super::{cpu, freezer, fs, unified, CgroupMode, KernelCgroup};
 use crate::sandbox::KillReport;
@@ -24,6 +25,13 @@ const FREEZE_BUDGET: Duration = Duration::from_millis(100);
 
 /// Poll interval while waiting for a group to empty.
 const POLL: Duration = Duration::from_millis(1);
+
+/// What a kill lifts while killed processes exit: the group's quota and
+/// weight, and the weight of retrace's directories above it.
+struct Unleashed {
+    group: Option<cpu::Unleashed>,
+    _ancestors: ChainBoost,
+}
 
 /// How [`KernelCgroup::kill_all`] kills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
@@ -68,7 +76,7 @@ impl KernelCgroup {
         let method = self.kill_method();
         let mut last_round: Option<Instant> = None;
         let mut rounds = 0u32;
-        let mut unleashed = None;
+        let mut unleashed: Option<Unleashed> = None;
         loop {
             if last_round.is_none_or(|t| t.elapsed() >= REKILL_EVERY) {
                 rounds += 1;
@@ -81,7 +89,7 @@ impl KernelCgroup {
                     }
                     // Only now: every member has SIGKILL pending.
                     if !self.is_empty() {
-                        unleashed = self.unleash_cpu();
+                        unleashed = Some(self.unleash_cpu());
                     }
                 }
                 last_round = Some(Instant::now());
@@ -91,7 +99,9 @@ impl KernelCgroup {
             }
             std::thread::sleep(POLL);
         }
-        self.restore_cpu(unleashed);
+        if let Some(unleashed) = unleashed {
+            self.restore_cpu(unleashed);
+        }
         let report = KillReport {
             method: method.to_string(),
             kill_ms: start.elapsed().as_secs_f64() * 1e3,
@@ -112,7 +122,8 @@ impl KernelCgroup {
     }
 
     /// Runs `wait` (the wait for killed processes to exit) with the group's
-    /// CPU quota lifted and its weight raised, then puts both back. Call it
+    /// CPU quota lifted and its weight raised (and the weight of retrace's
+    /// directories above it), then puts all back. Call it
     /// only once every member has SIGKILL pending: a killed process never
     /// returns to user code, so the lift buys its exit, not the task's code.
     pub fn with_cpu_unleashed<T>(&self, wait: impl FnOnce() -> T) -> T {
@@ -122,17 +133,29 @@ impl KernelCgroup {
         out
     }
 
-    fn unleash_cpu(&self) -> Option<cpu::Unleashed> {
-        match self.mode {
-            CgroupMode::V2 => cpu::unleash(self.dirs.dir(Tree::V2), true),
-            CgroupMode::V1 | CgroupMode::Hybrid => cpu::unleash(self.dirs.dir(Tree::Cpu), false),
+    fn unleash_cpu(&self) -> Unleashed {
+        let (tree, v2) = match self.mode {
+            CgroupMode::V2 => (Tree::V2, true),
+            CgroupMode::V1 | CgroupMode::Hybrid => (Tree::Cpu, false),
+        };
+        // The harness's `<pid>` directory and the subtree above it: ours.
+        let harness = self.owner.as_ref().map(|h| h.dirs.dir(tree));
+        let ancestors: Vec<&std::path::Path> = harness
+            .into_iter()
+            .flat_map(|dir| [Some(dir), dir.parent()])
+            .flatten()
+            .collect();
+        Unleashed {
+            group: cpu::unleash(self.dirs.dir(tree), v2),
+            _ancestors: ChainBoost::raise(&ancestors, v2),
         }
     }
 
     /// A failed restore leaves the group without its quota: said loudly, and
-    /// the next `apply` of limits (a new group) is unaffected.
-    fn restore_cpu(&self, unleashed: Option<cpu::Unleashed>) {
-        let Some(saved) = unleashed else { return };
+    /// the next `apply` of limits (a new group) is unaffected. The
+    /// ancestors' weights go back as `unleashed` is dropped.
+    fn restore_cpu(&self, unleashed: Unleashed) {
+        let Some(saved) = unleashed.group else { return };
         if let Err(first) = saved.restore() {
             if let Err(e) = saved.restore() {
                 tracing::error!(error = %e, first = %first, "the CPU quota could not be restored after a kill");

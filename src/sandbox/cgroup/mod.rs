@@ -18,6 +18,7 @@
 //!
 //! [`Counters::since`]: crate::sandbox::Counters::since
 
+mod boost;
 mod detect;
 mod group;
 mod host;

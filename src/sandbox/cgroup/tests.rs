@@ -434,12 +434,34 @@ fn cpu_is_unleashed_while_killed_processes_exit_and_restored_after() {
                 "262144",
             ),
         };
-        let before = (read(&dir.join(quota)), read(&dir.join(weight)));
-        let during = group.with_cpu_unleashed(|| (read(&dir.join(quota)), read(&dir.join(weight))));
-        assert_eq!(during, (open.to_string(), top.to_string()), "{mode}");
-        let after = (read(&dir.join(quota)), read(&dir.join(weight)));
+        // The harness's directory and the subtree: every level of the path
+        // that is retrace's own; never the host's root above.
+        let ancestors = [
+            dir.parent().unwrap(),
+            dir.parent().unwrap().parent().unwrap(),
+        ];
+        assert!(ancestors[1].ends_with(SUBTREE), "{mode}");
+        let root_weight = ancestors[1].parent().unwrap().join(weight);
+        let weights = || ancestors.map(|a| read(&a.join(weight)).trim().to_string());
+        let before = (read(&dir.join(quota)), read(&dir.join(weight)), weights());
+        let root_before = std::fs::read_to_string(&root_weight).ok();
+        let during = group
+            .with_cpu_unleashed(|| (read(&dir.join(quota)), read(&dir.join(weight)), weights()));
+        let raised = [top.to_string(), top.to_string()];
+        assert_eq!(
+            during,
+            (open.to_string(), top.to_string(), raised),
+            "{mode}"
+        );
+        let after = (read(&dir.join(quota)), read(&dir.join(weight)), weights());
         assert_eq!(after.0.trim(), before.0.trim(), "{mode}");
         assert_eq!(after.1.trim(), before.1.trim(), "{mode}");
+        assert_eq!(after.2, before.2, "{mode}");
+        assert_eq!(
+            std::fs::read_to_string(&root_weight).ok(),
+            root_before,
+            "{mode}"
+        );
         assert_eq!(group.limits_read_back().cpus, limits().cpus, "{mode}");
         group.remove().unwrap();
     }
