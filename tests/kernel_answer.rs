@@ -360,6 +360,29 @@ async fn monkeypatched_state_does_not_fool_the_reader() {
     k.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_display_formatter_does_not_hide_the_answer() {
+    if common::lacks_root() {
+        return;
+    }
+    let mut k = kernel().await;
+    // IPython formats user expressions with the display formatter; the
+    // answer reader's envelope does not go through it.
+    let o = k
+        .execute(
+            "get_ipython().display_formatter.format = lambda obj, *a, **kw: ({}, {})",
+            &opts(10),
+        )
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    let a = answer_of(&mut k, "answer = 7").await;
+    assert_eq!(
+        (a.value.as_str(), a.rule),
+        ("7", AnswerRule::AnswerVariable)
+    );
+    k.shutdown().await;
+}
+
 async fn names_in(k: &mut Kernel) -> String {
     let o = k
         .execute(

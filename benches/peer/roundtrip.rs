@@ -65,7 +65,7 @@ struct Args {
     /// thread).
     #[arg(long)]
     current_thread: bool,
-    /// Skip the completion probe (a pipelined kernel_info request that code
+    /// Skip the completion probe (a pipelined comm_info request that code
     /// in the kernel cannot forge): measures the bare protocol.
     #[arg(long)]
     no_probe: bool,

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use console::strip_ansi_codes;
 use jupyter_protocol::{
-    ExecuteRequest, ExecutionState, ExpressionResult, InterruptRequest, JupyterMessage,
-    JupyterMessageContent, KernelInfoRequest, Media, ReplyStatus, ShutdownRequest, Stdio,
+    CommInfoRequest, ExecuteRequest, ExecutionState, ExpressionResult, InterruptRequest,
+    JupyterMessage, JupyterMessageContent, KernelInfoRequest, Media, ReplyStatus, ShutdownRequest,
+    Stdio,
 };
 use serde_json::{Map, Value};
 use tokio::time::sleep_until;
@@ -47,7 +48,7 @@ pub struct KernelOptions {
     /// CPU time per execution, read from the jail's counters; `None` when
     /// the jail has no CPU accounting.
     pub cpu_time: Option<Duration>,
-    /// Also wait for a pipelined `kernel_info` probe before an execution
+    /// Also wait for a pipelined `comm_info` probe before an execution
     /// counts as complete, so code that forges its own reply and idle (it
     /// holds the HMAC key) cannot end it early. Costs about 0.5 ms per
     /// execution; only benchmarks of the bare protocol turn it off.
@@ -144,6 +145,9 @@ pub struct Kernel {
 const ANSWER_EXPRESSION: &str = "__retrace_answer__()";
 /// The key of that expression in `user_expressions`.
 const ANSWER_KEY: &str = "retrace";
+/// The comm target the completion probe asks about: none is registered
+/// under it, so the reply is empty.
+const PROBE_COMM_TARGET: &str = "retrace.completion";
 
 /// How long installing `probe.py` into a fresh kernel may take.
 const PROBE_INSTALL_TIMEOUT: Duration = Duration::from_secs(20);
@@ -325,12 +329,14 @@ impl Kernel {
         // The shell handles requests one at a time, so the reply to this
         // probe cannot come before the cell has really finished: code in the
         // kernel holds the HMAC key and can forge its own reply and idle.
+        // `comm_info` for a target nobody registers: of the requests that
+        // wait for the cell (comm messages do not), the one whose reply is
+        // cheapest to build.
         let probe_id = if self.options.verify_completion {
-            Some(
-                self.channels
-                    .send_shell(KernelInfoRequest {}.into())
-                    .await?,
-            )
+            let probe = CommInfoRequest {
+                target_name: Some(PROBE_COMM_TARGET.into()),
+            };
+            Some(self.channels.send_shell(probe.into()).await?)
         } else {
             None
         };

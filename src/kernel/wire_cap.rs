@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -130,28 +130,35 @@ struct MessageScan {
     /// Frames seen since the delimiter (1 = signature, 2 = header,
     /// 3 = parent header).
     after_delimiter: Option<u32>,
-    parent: Option<String>,
+    /// The parent header as it came, parsed only for a report (most
+    /// messages have none).
+    parent_header: Option<Vec<u8>>,
 }
 
 impl MessageScan {
     /// Notes one message frame of `len` bytes whose body is `body` when it
     /// was read whole.
-    fn observe(&mut self, body: Option<&[u8]>) {
+    fn observe(&mut self, body: Option<Vec<u8>>) {
         match self.after_delimiter.as_mut() {
             None => {
-                if body == Some(DELIMITER) {
+                if body.as_deref() == Some(DELIMITER) {
                     self.after_delimiter = Some(0);
                 }
             }
             Some(n) => {
                 *n += 1;
                 if *n == 3 {
-                    self.parent = body
-                        .and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok())
-                        .and_then(|v| v.get("msg_id")?.as_str().map(str::to_string));
+                    self.parent_header = body;
                 }
             }
         }
+    }
+
+    /// msg_id of the request the message answered.
+    fn parent(&self) -> Option<String> {
+        let header = self.parent_header.as_deref()?;
+        let v = serde_json::from_slice::<serde_json::Value>(header).ok()?;
+        v.get("msg_id")?.as_str().map(str::to_string)
     }
 }
 
@@ -167,10 +174,29 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    // Written whole messages at a time: frame by frame, a message of seven
+    // frames cost fourteen writes here and as many wakeups of the reader.
+    let mut to = BufWriter::with_capacity(64 * 1024, to);
+    let copied = capped_copy_buffered(from, &mut to, max, report).await;
+    let flushed = to.flush().await;
+    copied.and(flushed)
+}
+
+async fn capped_copy_buffered<R, W>(
+    from: R,
+    to: &mut BufWriter<W>,
+    max: u64,
+    report: &mpsc::Sender<Oversize>,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut from = BufReader::with_capacity(64 * 1024, from);
     let mut greeting = [0u8; 64];
     from.read_exact(&mut greeting).await?;
     to.write_all(&greeting).await?;
+    to.flush().await?;
     let mut scan = MessageScan::default();
     loop {
         let flags = from.read_u8().await?;
@@ -199,7 +225,7 @@ where
                 from.read_exact(&mut body).await?;
                 to.write_all(&body).await?;
                 if !command {
-                    scan.observe(Some(&body));
+                    scan.observe(Some(body));
                 }
             } else {
                 let copied = tokio::io::copy(&mut (&mut from).take(len), to).await?;
@@ -211,7 +237,11 @@ where
                 }
             }
         }
-        if !command && flags & MORE == 0 {
+        if command {
+            to.flush().await?;
+        } else if flags & MORE == 0 {
+            // The message is whole: the client gets it now.
+            to.flush().await?;
             let done = std::mem::take(&mut scan);
             if done.dropped > 0 {
                 tracing::info!(
@@ -220,7 +250,7 @@ where
                     "a kernel message larger than the cap was dropped on the wire"
                 );
                 let _ = report.try_send(Oversize {
-                    parent: done.parent,
+                    parent: done.parent(),
                     bytes: done.dropped,
                 });
             }
