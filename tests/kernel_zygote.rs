@@ -390,6 +390,48 @@ async fn a_killed_zygote_is_replaced_and_kernels_still_start() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_zygote_started_early_serves_the_first_kernel() {
+    let _alone = ZYGOTE_USE.write().await;
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    let spec = common::spec(ImageName::Fat);
+    // No zygote of this process runs, and no kernel asks for one.
+    zygote::shutdown_all();
+    assert!(zygote::of_image(&spec.image.dir).is_none());
+    zygote::start_early((*spec).clone(), sandbox.clone());
+    let early = zygote::of_image(&spec.image.dir).expect("asked for at once");
+    // Its pid is read once its start is over: it started without a kernel.
+    let pid = tokio::task::spawn_blocking(move || early.pid())
+        .await
+        .unwrap()
+        .expect("the early zygote runs");
+    let mut k = start(&sandbox, KernelStart::Zygote).await;
+    assert_eq!(k.start_path(), &StartPath::Zygote);
+    assert_eq!(
+        zygote_pid(&sandbox).await,
+        pid,
+        "the early zygote forked it"
+    );
+    let o = k.execute("1 + 1", &common::exec_opts(20)).await;
+    assert_eq!(
+        o.answer.as_ref().map(|a| a.value.as_str()),
+        Some("2"),
+        "{o:?}"
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unconfined_sandbox_starts_no_zygote_early() {
+    let _alone = ZYGOTE_USE.write().await;
+    let spec = common::spec(ImageName::Fat);
+    zygote::shutdown_all();
+    zygote::start_early((*spec).clone(), Arc::new(retrace::sandbox::Unconfined));
+    assert!(zygote::of_image(&spec.image.dir).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn without_confinement_the_zygote_start_falls_back_to_cold() {
     let _shared = ZYGOTE_USE.read().await;
     // Unconfined sandboxes cannot adopt: the start falls back and says why.

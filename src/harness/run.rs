@@ -13,7 +13,7 @@ use super::journal::{self, ArmTask, Journal};
 use super::progress::Progress;
 use super::runner::{Arm, Runner};
 use super::HarnessError;
-use crate::kernel::{KernelOptions, KernelStart};
+use crate::kernel::{zygote, KernelOptions, KernelStart};
 use crate::model::spec::{from_spec, Endpoint};
 use crate::model::{Generation, ModelClient, ModelError};
 use crate::pyenv::{Image, ImageStore, Strategy};
@@ -125,6 +125,14 @@ impl Run {
         let model = model_for(&opts.model, &opts.generation, &opts.endpoint, &tasks).await?;
         let images = ensure_images(&opts.strategies).await?;
         let sandbox = open_sandbox(opts.unconfined, &opts.init_binary)?;
+        let arms = make_arms(
+            &opts.strategies,
+            &images,
+            &opts.limits,
+            opts.install_on,
+            &sandbox,
+        )?;
+        start_zygotes(&arms, &sandbox, opts.kernel_start);
 
         let created = chrono::Utc::now();
         let run_id = format!(
@@ -191,7 +199,7 @@ impl Run {
             tasks,
             HashSet::new(),
             model,
-            images,
+            arms,
             sandbox,
             templates,
             opts.unconfined,
@@ -240,6 +248,14 @@ impl Run {
         let images = ensure_images(&strategies).await?;
         let unconfined = !config.sandbox.confined;
         let sandbox = open_sandbox(unconfined, &opts.init_binary)?;
+        let arms = make_arms(
+            &strategies,
+            &images,
+            &config.limits,
+            config.install_on,
+            &sandbox,
+        )?;
+        start_zygotes(&arms, &sandbox, opts.kernel_start);
         let finished = journal::compact_for_resume(&dir.join("results.jsonl"))?;
         Self::assemble(
             config,
@@ -247,7 +263,7 @@ impl Run {
             tasks,
             finished,
             model,
-            images,
+            arms,
             sandbox,
             templates,
             unconfined,
@@ -263,22 +279,13 @@ impl Run {
         tasks: Vec<Task>,
         finished: HashSet<ArmTask>,
         model: Arc<dyn ModelClient>,
-        images: Vec<Image>,
+        arms: Vec<Arm>,
         sandbox: Arc<dyn Sandbox>,
         templates: Templates,
         unconfined: bool,
         kernel_start: KernelStart,
         show_progress: bool,
     ) -> Result<Run, HarnessError> {
-        let strategies = Strategy::parse_list(&config.strategy).map_err(HarnessError::Config)?;
-        let arms = strategies
-            .iter()
-            .zip(images)
-            .map(|(&strategy, image)| {
-                let threads = config.limits.threads();
-                Arm::new(strategy, image, threads, config.install_on, &sandbox)
-            })
-            .collect::<Result<Vec<Arm>, HarnessError>>()?;
         // Task by task, every arm in turn: an interrupted run has compared
         // arms on the same tasks.
         let todo: Vec<(usize, Task)> = tasks
@@ -450,6 +457,41 @@ async fn model_for(
             ModelError::Config(m) => HarnessError::Config(m),
             other => HarnessError::Setup(other.to_string()),
         })
+}
+
+/// One arm per strategy with its image, in the same order.
+fn make_arms(
+    strategies: &[Strategy],
+    images: &[Image],
+    limits: &SandboxLimits,
+    install_on: InstallOn,
+    sandbox: &Arc<dyn Sandbox>,
+) -> Result<Vec<Arm>, HarnessError> {
+    strategies
+        .iter()
+        .zip(images)
+        .map(|(&strategy, image)| {
+            Arm::new(
+                strategy,
+                image.clone(),
+                limits.threads(),
+                install_on,
+                sandbox,
+            )
+        })
+        .collect()
+}
+
+/// When kernels start from a zygote, each arm's zygote starts now, in the
+/// background: its own start (about 1.5 s for the fat image) then overlaps
+/// the rest of the run's setup instead of delaying the first kernel.
+fn start_zygotes(arms: &[Arm], sandbox: &Arc<dyn Sandbox>, start: KernelStart) {
+    if start != KernelStart::Zygote {
+        return;
+    }
+    for arm in arms {
+        zygote::start_early((*arm.spec).clone(), sandbox.clone());
+    }
 }
 
 /// Each strategy's image, built on first use.

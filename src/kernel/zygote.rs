@@ -100,7 +100,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -272,6 +272,17 @@ fn end_zygotes_at_exit() {
 /// The zygote of `spec`'s image, started (or restarted, if it died) now.
 /// Blocks while it starts (about a second for a fat image).
 pub fn for_spec(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Arc<Zygote>, ZygoteError> {
+    for_spec_then(spec, sandbox, || ())
+}
+
+/// [`for_spec`], calling `queued` once this call holds the zygote's lock
+/// or waits behind whoever holds it (a start or a fork under way): from
+/// then on, a later caller waits for what this call or that one does.
+fn for_spec_then(
+    spec: &KernelSpec,
+    sandbox: &dyn Sandbox,
+    queued: impl FnOnce(),
+) -> Result<Arc<Zygote>, ZygoteError> {
     let image = spec.image.dir.clone();
     if !sandbox.info().confined {
         return Err(failed(
@@ -295,7 +306,20 @@ pub fn for_spec(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Arc<Zygote>,
         }
     };
     {
-        let mut running = zygote.lock();
+        let mut queued = Some(queued);
+        let mut running = match zygote.running.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if let Some(f) = queued.take() {
+                    f();
+                }
+                zygote.lock()
+            }
+        };
+        if let Some(f) = queued.take() {
+            f();
+        }
         let alive = running
             .as_mut()
             .is_some_and(|r| matches!(r.child.try_wait(), Ok(None)));
@@ -307,6 +331,50 @@ pub fn for_spec(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Arc<Zygote>,
         }
     }
     Ok(zygote)
+}
+
+/// Starts the zygote of `spec`'s image on a thread of its own and returns
+/// at once, so that its start (about 1.5 s for the fat image) overlaps
+/// whatever the caller does before its first kernel. That kernel's
+/// [`for_spec`] waits for this start rather than making its own; if it
+/// fails, the kernel's `for_spec` tries again and falls back as usual.
+/// Nothing is started for an unconfined sandbox (its kernels start cold).
+pub fn start_early(spec: KernelSpec, sandbox: Arc<dyn Sandbox>) {
+    if !sandbox.info().confined {
+        return;
+    }
+    // Take the zygote's lock before returning: a kernel that asks right
+    // after this call then waits for this start instead of racing it.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("zygote-start".into())
+        .spawn(move || {
+            let started = Instant::now();
+            let result = for_spec_then(&spec, sandbox.as_ref(), || {
+                let _ = ready_tx.send(());
+            });
+            match result {
+                Ok(_) => tracing::debug!(
+                    image = %spec.image.dir.display(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "zygote started early"
+                ),
+                Err(e) => tracing::warn!(error = %e, "the zygote did not start early"),
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = ready_rx.recv();
+        }
+        Err(e) => tracing::warn!(error = %e, "no thread to start the zygote early"),
+    }
+}
+
+/// The zygote of the image in `image_dir`, if this process asked for one
+/// (started, starting or dead); never starts one.
+pub fn of_image(image_dir: &Path) -> Option<Arc<Zygote>> {
+    let all = ZYGOTES.lock().unwrap_or_else(PoisonError::into_inner);
+    all.iter().find(|z| z.image == image_dir).cloned()
 }
 
 /// Ends every zygote of this process and removes their cgroups.
