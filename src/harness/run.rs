@@ -512,7 +512,7 @@ fn arm_image(image: &Image) -> ArmImage {
     ArmImage {
         name: image.name.to_string(),
         lock_hash: image.lock_hash.clone(),
-        bytes: crate::pyenv::disk_usage(&image.dir),
+        bytes: image.size(),
     }
 }
 

@@ -125,13 +125,15 @@ impl Recipe for ImageRecipe<'_> {
         let tmp = &work.tmp;
         make_world_readable(tmp).map_err(|e| PyenvError::io_at("chmod a+rX", tmp, e))?;
         phase.finish();
-        Ok(Marker::new(
+        let mut marker = Marker::new(
             self.name,
             self.hash,
             self.python,
             &lock.entries,
             with_matplotlib,
-        ))
+        );
+        marker.size_bytes = Some(super::disk_usage(tmp));
+        Ok(marker)
     }
 
     fn failed(&self, log: &BuildLog, step: &str, detail: String) -> PyenvError {

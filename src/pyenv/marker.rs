@@ -26,6 +26,10 @@ pub(crate) struct Marker {
     /// Whether `mplconfig/` holds a prebuilt font cache.
     pub mpl_cache: bool,
     pub packages: Vec<LockEntry>,
+    /// The image's size on disk, its marker aside (`du -s`); absent in
+    /// images built before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
 }
 
 impl Marker {
@@ -45,7 +49,28 @@ impl Marker {
             retrace_version: env!("CARGO_PKG_VERSION").to_string(),
             mpl_cache,
             packages: packages.to_vec(),
+            size_bytes: None,
         }
+    }
+
+    /// The size of the complete image `dir` on disk: recorded in its marker
+    /// at build time, so a run does not walk the image's tens of thousands of
+    /// files. An older image is walked once and the size recorded in its
+    /// marker (replaced whole; an image whose marker cannot be written is
+    /// walked each time).
+    pub fn image_size(dir: &Path, name: ImageName, hash: &str) -> u64 {
+        let marker = Marker::read(dir, name, hash);
+        if let Some(size) = marker.as_ref().and_then(|m| m.size_bytes) {
+            return size;
+        }
+        let size = super::disk_usage(dir);
+        if let Some(mut marker) = marker {
+            marker.size_bytes = Some(size);
+            if let Err(e) = replace(dir, &marker) {
+                tracing::debug!(dir = %dir.display(), error = %e, "the image's size was not recorded");
+            }
+        }
+        size
     }
 
     /// The marker of `dir` if it is a complete image of `name` with `hash`;
@@ -72,6 +97,23 @@ pub(crate) fn write<T: Serialize>(dir: &Path, marker: &T) -> std::io::Result<()>
     text.push(b'\n');
     file.write_all(&text)?;
     file.sync_all()
+}
+
+/// `write`, for a directory already in place: the new marker is renamed
+/// over the old, so a reader sees one or the other, never a partial file.
+fn replace<T: Serialize>(dir: &Path, marker: &T) -> std::io::Result<()> {
+    let staged = dir.join(format!(".{MARKER_FILE}.{}", std::process::id()));
+    let mut file = fs::File::create(&staged)?;
+    let mut text = serde_json::to_vec_pretty(marker).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    let written = file
+        .write_all(&text)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| fs::rename(&staged, dir.join(MARKER_FILE)));
+    if written.is_err() {
+        let _ = fs::remove_file(&staged);
+    }
+    written
 }
 
 #[cfg(test)]
@@ -109,6 +151,28 @@ mod tests {
             Marker::read(dir.path(), ImageName::Slim, "fedcba9876543210"),
             None
         );
+    }
+
+    #[test]
+    fn image_size_is_recorded_once_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("payload"), vec![7u8; 64 << 10]).unwrap();
+        let marker = Marker::new(ImageName::Slim, "0123456789abcdef", &python(), &[], false);
+        write(dir.path(), &marker).unwrap();
+        let walked = Marker::image_size(dir.path(), ImageName::Slim, "0123456789abcdef");
+        assert!(walked >= 64 << 10, "{walked}");
+        let recorded = Marker::read(dir.path(), ImageName::Slim, "0123456789abcdef").unwrap();
+        assert_eq!(recorded.size_bytes, Some(walked));
+        // Read from the marker from now on, not walked again.
+        fs::write(dir.path().join("more"), vec![7u8; 64 << 10]).unwrap();
+        let again = Marker::image_size(dir.path(), ImageName::Slim, "0123456789abcdef");
+        assert_eq!(again, walked);
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 3, "no staged marker left: {names:?}");
     }
 
     #[test]

@@ -109,6 +109,11 @@ pub struct Image {
 }
 
 impl Image {
+    /// Its size on disk (recorded when it was built).
+    pub fn size(&self) -> u64 {
+        marker::Marker::image_size(&self.dir, self.name, &self.lock_hash)
+    }
+
     pub fn python(&self) -> PathBuf {
         self.dir.join("venv").join("bin").join("python")
     }

@@ -104,7 +104,9 @@ impl ImageStore {
                         Some(m) => m.python.version.clone(),
                         None => python.version.clone(),
                     }),
-                    size_bytes: marker.is_some().then(|| disk_usage(&dir)),
+                    size_bytes: marker
+                        .is_some()
+                        .then(|| Marker::image_size(&dir, name, &hash)),
                     built: marker.is_some(),
                     lock_hash: hash,
                     path: dir.clone(),
@@ -124,11 +126,12 @@ impl ImageStore {
                     return None;
                 }
                 let marker = Marker::read(&dir, name, &hash)?;
+                let size_bytes = Some(Marker::image_size(&dir, name, &hash));
                 Some(ImageInfo {
                     name,
                     lock_hash: hash,
                     python_version: Some(marker.python.version),
-                    size_bytes: Some(disk_usage(&dir)),
+                    size_bytes,
                     path: dir,
                     built: true,
                 })
