@@ -116,6 +116,18 @@ print(json.dumps({
         "line_magics": len(get_ipython().magics_manager.lsmagic()["line"]),
         "user_ns": sorted(k for k in get_ipython().user_ns if not k.startswith("_i")),
     },
+    # retrace's probe, installed by the installing cell (cold) or by the
+    # forked kernel before it answered: the same hooks, entry points and
+    # private builtins either way.
+    "probe": {
+        "hooks": {e: [f.__name__ for f in get_ipython().events.callbacks[e]] for e in sorted(get_ipython().events.callbacks)},
+        "print_on_error": getattr(get_ipython().events, "print_on_error", None),
+        "user_expressions": get_ipython().user_expressions.__name__,
+        "entry_points": sorted(n for n in vars(__import__("builtins")) if n.startswith("__retrace_")),
+        "builtins": sorted(__retrace_answer__.__globals__["__builtins__"]),
+        "namespace": __retrace_answer__.__globals__["__name__"],
+        "thread_start": __import__("threading").Thread.start.__qualname__,
+    },
     "probe_file_left": os.path.exists(os.path.join(os.environ["HOME"], ".retrace-probe.py")),
     "probe_code_left": hasattr(sys, "_retrace_probe"),
 }))
@@ -143,6 +155,11 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
     assert_eq!(cold.start_path(), &StartPath::Cold);
     assert_eq!(forked.start_path(), &StartPath::Zygote);
     assert_eq!(sibling.start_path(), &StartPath::Zygote);
+    // A forked kernel installs retrace's probe before it answers; a cold
+    // one gets the installing cell.
+    assert!(!cold.banner().probe_preinstalled);
+    assert!(forked.banner().probe_preinstalled);
+    assert!(sibling.banner().probe_preinstalled);
     let c = report(&mut cold, SELF_REPORT).await;
     let z = report(&mut forked, SELF_REPORT).await;
     let s = report(&mut sibling, SELF_REPORT).await;
@@ -175,6 +192,7 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         "sig_ign",
         "sig_blk",
         "ipython",
+        "probe",
         "probe_file_left",
         "probe_code_left",
     ] {

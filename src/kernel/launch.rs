@@ -137,6 +137,9 @@ pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
 pub(super) const PROBE_SOURCE: &str = include_str!("probe.py");
 /// Where the kernel finds it in its HOME (the installing cell removes it).
 pub(super) const PROBE_FILE: &str = ".retrace-probe.py";
+/// In the runtime directory: a forked kernel installed the probe itself
+/// before it answered (zygote.py's `PROBE_MARKER`).
+pub(super) const PROBE_MARKER: &str = "probe-installed";
 
 /// Copies the task files into the working directory, the image's
 /// matplotlib cache and retrace's probe into HOME.

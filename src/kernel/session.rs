@@ -24,7 +24,7 @@ use super::capture::{Capture, OutputCap, Stream};
 use super::client::{parent_id, wait_for_sockets, Channels, WireCap};
 use super::launch::{
     connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
-    write_connection_file, AdoptError, KernelProcess, KernelSpec, PROBE_FILE,
+    write_connection_file, AdoptError, KernelProcess, KernelSpec, PROBE_FILE, PROBE_MARKER,
 };
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
@@ -36,6 +36,7 @@ use crate::sandbox::{
     classify, Classification, Counters, Evidence, HarnessReason, Jail, KernelLayout, Sandbox,
     SandboxLimits, Traces,
 };
+use crate::util::nofollow;
 
 /// Session-wide settings.
 #[derive(Debug, Clone)]
@@ -116,6 +117,9 @@ impl Default for ExecOptions {
 pub struct KernelBanner {
     pub implementation: String,
     pub language_version: String,
+    /// The kernel installed retrace's probe itself before it answered (a
+    /// forked kernel), so no installing cell was sent.
+    pub probe_preinstalled: bool,
 }
 
 pub struct Kernel {
@@ -1020,15 +1024,22 @@ async fn launch(
         wait_for_sockets(&socket_paths(&info)).await;
         let sockets = began.elapsed();
         let mut channels = Channels::connect(&info, &wire).await?;
-        let banner = handshake(&mut channels).await?;
+        let mut banner = handshake(&mut channels).await?;
         let answered = began.elapsed();
         lock_runtime_dir(layout)?;
-        install_probe(&mut channels).await?;
+        // Taken away whatever the path: a forked kernel killed for a cold
+        // fallback in the same jail may have left one.
+        let marked = take_probe_marker(layout)?;
+        banner.probe_preinstalled = path == StartPath::Zygote && marked;
+        if !banner.probe_preinstalled {
+            install_probe(&mut channels).await?;
+        }
         tracing::debug!(
             kernel = %layout.id,
             sockets_ms = ms(sockets),
             kernel_info_ms = ms(answered - sockets),
             probe_ms = ms(began.elapsed() - answered),
+            probe_preinstalled = banner.probe_preinstalled,
             "kernel answering"
         );
         Ok::<_, KernelError>((channels, banner))
@@ -1096,6 +1107,7 @@ async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError>
                         banner = Some(KernelBanner {
                             implementation: format!("{} {}", reply.implementation, reply.implementation_version),
                             language_version: reply.language_info.version.clone(),
+                            probe_preinstalled: false,
                         });
                     }
                 }
@@ -1104,16 +1116,33 @@ async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError>
             }
             if iopub_live {
                 if let Some(b) = banner.take() {
-                    // Drain the status messages of the handshake itself.
-                    while let Ok(Some(_)) =
-                        tokio::time::timeout(Duration::from_millis(5), channels.iopub_rx.recv())
-                            .await
-                    {}
+                    // The handshake's own status messages: from now on the
+                    // reader drops them, and what is queued goes now (each
+                    // cell's watched send discards stale ones anyway). No
+                    // wait for the quiet after them: 5 ms of every start.
                     channels.unwatch_iopub();
+                    while channels.iopub_rx.try_recv().is_ok() {}
                     return Ok(b);
                 }
             }
         }
+    }
+}
+
+/// Whether a forked kernel installed retrace's probe itself before it
+/// answered (zygote.py's `install_probe`, the same steps as the installing
+/// cell): it left [`PROBE_MARKER`] in its runtime directory, which only
+/// retrace's code in the kernel could write (no task code has run, and the
+/// directory is locked now). The marker is removed, so the kernel's view
+/// ends as a cold kernel's. Without it, the cell installs the probe.
+fn take_probe_marker(layout: &KernelLayout) -> Result<bool, KernelError> {
+    let marker = layout.runtime_dir.join(PROBE_MARKER);
+    match std::fs::symlink_metadata(&marker) {
+        Ok(_) => nofollow::remove_entry(&marker)
+            .map(|()| true)
+            .map_err(|e| KernelError::io(format!("removing {}", marker.display()), e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(KernelError::io(format!("reading {}", marker.display()), e)),
     }
 }
 

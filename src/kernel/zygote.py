@@ -78,6 +78,9 @@ MADV_COLLAPSE = 25
 # The kernel's command line with the zygote's connection file, as
 # `python -c <this> -m ipykernel_launcher -f FILE --config=...` gave it.
 ZYGOTE_ARGS = sys.argv[1:]
+# Beside the connection file: the kernel installed retrace's probe itself
+# (`PROBE_MARKER` in src/kernel/launch.rs).
+PROBE_MARKER = "probe-installed"
 PREPARED = None
 SIDE_ENV = {}
 
@@ -429,6 +432,37 @@ def adopt_shell(app):
     shell.save_sys_module_state()
 
 
+def install_probe(app, connection_file):
+    """retrace's probe installed in this kernel before it serves anything,
+    as the cold path's installing cell does it (a private namespace with a
+    copy of the builtins as a cell sees them, the file in HOME read and
+    removed, `sys._retrace_probe` taken away), saving that cell's round
+    trip. Then it says so with an empty file beside the connection file
+    (the harness's directory, which the harness takes back and clears of
+    it once the kernel answers); without that file the harness sends the
+    installing cell, so whatever fails here leaves the kernel to be
+    installed the cold way."""
+    import builtins
+
+    compiled = sys.__dict__.pop("_retrace_probe", {})
+    path = os.path.join(os.environ.get("HOME", ""), ".retrace-probe.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            code = compiled.get(f.read())
+        shell = getattr(app, "shell", None)
+        if code is None or shell is None:
+            return
+        # A cell runs inside the shell's builtin trap (get_ipython, exit,
+        # quit are builtins then), and so does this.
+        with shell.builtin_trap:
+            exec(code, {"__name__": "_retrace", "__builtins__": dict(builtins.__dict__)})
+        os.remove(path)
+        marker = os.path.join(os.path.dirname(connection_file), PROBE_MARKER)
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    except Exception:  # noqa: BLE001 (the harness installs it with a cell)
+        os.write(2, ("retrace-zygote: probe not installed: " + traceback.format_exc()).encode())
+
+
 def _run_prepared(argv):
     """The rest of `python -m ipykernel_launcher ARGS`, on the prepared
     app: what depends on this kernel (its connection file, its HOME's
@@ -472,6 +506,7 @@ def _run_prepared(argv):
         app.initialize(argv[3:])
     finally:
         base.initialize = inherited
+    install_probe(app, connection_file)
     app.start()
     return True
 

@@ -64,7 +64,12 @@
 //! and streams (`adopt_shell` in zygote.py; `tests/kernel_zygote.rs`
 //! compares the shell of a cold and a zygote kernel from inside). About
 //! 25 ms less per start (Python side, measured unconfined). retrace's
-//! probe is compiled there once too. Last, the zygote asks for transparent
+//! probe is compiled there once too, and each kernel installs it itself
+//! after ipykernel's `initialize` and before `start` (`install_probe` in
+//! zygote.py: the installing cell's steps, inside the shell's builtin
+//! trap), leaving a marker in its runtime directory; the harness then sends
+//! no installing cell (one round trip less per start), and sends it when
+//! the marker is missing. Last, the zygote asks for transparent
 //! huge pages under its heap (`huge_pages` in zygote.py, where the host's
 //! THP mode is `madvise` or `always`): a fork then copies one page-table
 //! entry per 2 MiB, which made a fork of the fat zygote 4 ms instead of
