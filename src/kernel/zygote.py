@@ -304,12 +304,17 @@ def _refresh(req):
     # object's GC header and copy the zygote's pages into this kernel.
 
 
+def _probe_path():
+    """retrace's probe in HOME (`PROBE_FILE` in src/kernel/launch.rs)."""
+    return os.path.join(os.environ.get("HOME", ""), ".retrace-probe.py")
+
+
 def compile_probe():
     """retrace's probe (`.retrace-probe.py`, in the zygote's HOME as in
     every kernel's), compiled once: each kernel's installing cell takes this
     code object when its own file holds the same source. Compiled, never
     run, here."""
-    path = os.path.join(os.environ.get("HOME", ""), ".retrace-probe.py")
+    path = _probe_path()
     try:
         with open(path, encoding="utf-8") as f:
             source = f.read()
@@ -445,7 +450,7 @@ def install_probe(app, connection_file):
     import builtins
 
     compiled = sys.__dict__.pop("_retrace_probe", {})
-    path = os.path.join(os.environ.get("HOME", ""), ".retrace-probe.py")
+    path = _probe_path()
     try:
         with open(path, encoding="utf-8") as f:
             code = compiled.get(f.read())

@@ -80,11 +80,11 @@
 //! Status (2026-12-02): confined kernels only (`tests/kernel_zygote.rs`
 //! compares cold and zygote kernels from inside and checks sibling
 //! isolation and the fallback). Measured (`benches/kernel_start.rs`,
-//! release): ready in 123 ms against 611 ms cold, first cell with
-//! numpy/pandas/pyplot in 141 ms against 1657 ms, 21.0 MiB private per
-//! kernel against 88 MiB (the ≤ 30 MB goal of issue 14 is met, the ≤ 100 ms
-//! start is not: the jail, three forks and ipykernel's sockets, threads
-//! and IO loop remain). The whole hostile corpus passes on zygote kernels
+//! release, quiet machine): ready in 94 ms against 467 ms cold, first cell
+//! with numpy/pandas/pyplot in 107 ms against 1218 ms, 21.0 MiB private
+//! per kernel against 88 MiB (issue 14's ≤ 30 MB and ≤ 100 ms goals met; what
+//! remains of a start is the jail, three forks and ipykernel's sockets,
+//! threads and IO loop). The whole hostile corpus passes on zygote kernels
 //! (`tests/sandbox_corpus.rs` runs it both ways); fork bombs take longer
 //! to kill than in cold kernels. This is the default start path
 //! (`KernelStart::default()`); unconfined kernels start cold (no jail PID 1
@@ -311,20 +311,14 @@ fn for_spec_then(
         }
     };
     {
-        let mut queued = Some(queued);
-        let mut running = match zygote.running.try_lock() {
+        // Held, or someone else holds it and this call comes next.
+        let attempt = zygote.running.try_lock();
+        queued();
+        let mut running = match attempt {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                if let Some(f) = queued.take() {
-                    f();
-                }
-                zygote.lock()
-            }
+            Err(TryLockError::WouldBlock) => zygote.lock(),
         };
-        if let Some(f) = queued.take() {
-            f();
-        }
         let alive = running
             .as_mut()
             .is_some_and(|r| matches!(r.child.try_wait(), Ok(None)));

@@ -92,7 +92,11 @@ pub(crate) fn read<T: DeserializeOwned>(dir: &Path) -> Option<T> {
 /// Durable before the directory is renamed into place, so a crash can never
 /// leave a "complete" directory with a truncated marker.
 pub(crate) fn write<T: Serialize>(dir: &Path, marker: &T) -> std::io::Result<()> {
-    let mut file = fs::File::create(dir.join(MARKER_FILE))?;
+    write_file(&dir.join(MARKER_FILE), marker)
+}
+
+fn write_file<T: Serialize>(path: &Path, marker: &T) -> std::io::Result<()> {
+    let mut file = fs::File::create(path)?;
     let mut text = serde_json::to_vec_pretty(marker).map_err(std::io::Error::other)?;
     text.push(b'\n');
     file.write_all(&text)?;
@@ -103,13 +107,8 @@ pub(crate) fn write<T: Serialize>(dir: &Path, marker: &T) -> std::io::Result<()>
 /// over the old, so a reader sees one or the other, never a partial file.
 fn replace<T: Serialize>(dir: &Path, marker: &T) -> std::io::Result<()> {
     let staged = dir.join(format!(".{MARKER_FILE}.{}", std::process::id()));
-    let mut file = fs::File::create(&staged)?;
-    let mut text = serde_json::to_vec_pretty(marker).map_err(std::io::Error::other)?;
-    text.push(b'\n');
-    let written = file
-        .write_all(&text)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| fs::rename(&staged, dir.join(MARKER_FILE)));
+    let written =
+        write_file(&staged, marker).and_then(|()| fs::rename(&staged, dir.join(MARKER_FILE)));
     if written.is_err() {
         let _ = fs::remove_file(&staged);
     }
