@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jupyter_protocol::connection_info::ConnectionInfo;
-use jupyter_protocol::{JupyterMessage, JupyterMessageContent};
+use jupyter_protocol::{Channel, JupyterMessage, JupyterMessageContent};
 use jupyter_zmq_client::{
     create_client_control_connection, create_client_iopub_connection,
     create_client_shell_connection_with_identity, peer_identity_for_session, DealerSendConnection,
@@ -99,19 +99,101 @@ impl Pending {
     }
 }
 
-/// Open channels to one kernel.
-pub struct Channels {
+/// Where requests go: the kernel's own ZMQ sockets (local kernels) or a
+/// gateway's websocket (`gateway::socket`).
+#[async_trait::async_trait]
+pub(super) trait Outbound: Send + Sync {
+    async fn send(&mut self, channel: Channel, msg: JupyterMessage) -> Result<(), KernelError>;
+}
+
+/// The shell and control sockets of a local kernel.
+struct ZmqOutbound {
     shell: DealerSendConnection,
     control: DealerSendConnection,
+}
+
+#[async_trait::async_trait]
+impl Outbound for ZmqOutbound {
+    async fn send(&mut self, channel: Channel, msg: JupyterMessage) -> Result<(), KernelError> {
+        let socket = match channel {
+            Channel::Control => &mut self.control,
+            _ => &mut self.shell,
+        };
+        socket
+            .send(msg)
+            .await
+            .map_err(|e| KernelError::Protocol(format!("sending on {channel:?}: {e}")))
+    }
+}
+
+/// The receiving half shared by the readers of one kernel's channels: each
+/// message is filtered (only the watched request's IOPub, only replies to
+/// our own recent requests) and queued for the session.
+/// The queues end when every reader (every clone) is gone.
+#[derive(Clone)]
+pub(super) struct Router {
+    iopub: mpsc::Sender<JupyterMessage>,
+    shell: mpsc::Sender<JupyterMessage>,
+    control: mpsc::Sender<JupyterMessage>,
+    filters: Filters,
+    /// Also pass the server's own word that the kernel is restarting or
+    /// dead (a gateway's status without a parent).
+    server_status: bool,
+}
+
+/// What the session tells its readers to let through.
+#[derive(Clone)]
+struct Filters {
+    iopub_watch: Arc<Mutex<IopubWatch>>,
+    /// IOPub messages dropped because no request was watching them.
+    iopub_dropped: Arc<AtomicU64>,
+    shell_pending: Pending,
+    control_pending: Pending,
+}
+
+impl Router {
+    /// A router that also passes the server's kernel status (see
+    /// [`is_server_status`]).
+    pub(super) fn with_server_status(mut self) -> Router {
+        self.server_status = true;
+        self
+    }
+
+    /// Queues `msg` if it is wanted; `false` once the session is gone.
+    pub(super) async fn route(&self, channel: Channel, msg: JupyterMessage) -> bool {
+        match channel {
+            Channel::IOPub => {
+                let admitted = self.filters.iopub_watch.lock().unwrap().admits(&msg)
+                    || (self.server_status && is_server_status(&msg));
+                if !admitted {
+                    self.filters.iopub_dropped.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+                self.iopub.send(msg).await.is_ok()
+            }
+            Channel::Shell => {
+                !self.filters.shell_pending.admits(&msg) || self.shell.send(msg).await.is_ok()
+            }
+            Channel::Control => {
+                if self.filters.control_pending.admits(&msg) {
+                    // Read lazily: a full queue drops the surplus.
+                    let _ = self.control.try_send(msg);
+                }
+                !self.control.is_closed()
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Open channels to one kernel.
+pub struct Channels {
+    outbound: Box<dyn Outbound>,
     pub iopub_rx: mpsc::Receiver<JupyterMessage>,
     pub shell_rx: mpsc::Receiver<JupyterMessage>,
     /// Replies on control (interrupt, shutdown).
     pub control_rx: mpsc::Receiver<JupyterMessage>,
-    iopub_watch: Arc<Mutex<IopubWatch>>,
-    shell_pending: Pending,
-    control_pending: Pending,
-    /// IOPub messages dropped because no request was watching them.
-    iopub_dropped: Arc<AtomicU64>,
+    filters: Filters,
     /// Messages the relays dropped for being larger than the cap.
     pub oversize_rx: mpsc::Receiver<Oversize>,
     readers: Vec<JoinHandle<()>>,
@@ -169,19 +251,21 @@ impl Channels {
         let control = create_client_control_connection(info, &session)
             .await
             .map_err(zmq)?;
-        let (shell_tx, mut shell_rx_half) = shell.split();
+        let (shell_tx, mut shell_rx) = shell.split();
         let (control_tx, mut control_rx) = control.split();
-
-        let control_pending = Pending::default();
-        let (control_send, control_replies) = mpsc::channel(CONTROL_QUEUE);
-        let admit = control_pending.clone();
+        let (router, mut channels) = Channels::open(Box::new(ZmqOutbound {
+            shell: shell_tx,
+            control: control_tx,
+        }));
+        // A message that fails to parse or verify is dropped, not fatal:
+        // code in the kernel can write garbage to its own sockets.
+        let route = router.clone();
         let control_reader = tokio::spawn(async move {
             loop {
                 match control_rx.read().await {
                     Ok(msg) => {
-                        if admit.admits(&msg) {
-                            // Read lazily: a full queue drops the surplus.
-                            let _ = control_send.try_send(msg);
+                        if !route.route(Channel::Control, msg).await {
+                            break;
                         }
                     }
                     Err(e) if is_fatal(&e) => break,
@@ -189,21 +273,12 @@ impl Channels {
                 }
             }
         });
-
-        let iopub_watch = Arc::new(Mutex::new(IopubWatch::All));
-        let iopub_dropped = Arc::new(AtomicU64::new(0));
-        let (iopub_send, iopub_rx) = mpsc::channel(IOPUB_QUEUE);
-        let (watch, dropped) = (iopub_watch.clone(), iopub_dropped.clone());
+        let route = router.clone();
         let iopub_reader = tokio::spawn(async move {
-            // A message that fails to parse or verify is dropped, not fatal:
-            // code in the kernel can write garbage to its own sockets.
             loop {
                 match iopub.read().await {
                     Ok(msg) => {
-                        let admitted = watch.lock().unwrap().admits(&msg);
-                        if !admitted {
-                            dropped.fetch_add(1, Ordering::Relaxed);
-                        } else if iopub_send.send(msg).await.is_err() {
+                        if !route.route(Channel::IOPub, msg).await {
                             break;
                         }
                     }
@@ -212,15 +287,11 @@ impl Channels {
                 }
             }
         });
-
-        let shell_pending = Pending::default();
-        let (shell_send, shell_rx) = mpsc::channel(SHELL_QUEUE);
-        let admit = shell_pending.clone();
         let shell_reader = tokio::spawn(async move {
             loop {
-                match shell_rx_half.read().await {
+                match shell_rx.read().await {
                     Ok(msg) => {
-                        if admit.admits(&msg) && shell_send.send(msg).await.is_err() {
+                        if !router.route(Channel::Shell, msg).await {
                             break;
                         }
                     }
@@ -229,20 +300,64 @@ impl Channels {
                 }
             }
         });
-        Ok(Self {
-            shell: shell_tx,
-            control: control_tx,
+        channels.readers = vec![iopub_reader, shell_reader, control_reader];
+        channels.oversize_rx = oversize_rx;
+        channels._relays = relays;
+        Ok(channels)
+    }
+
+    /// Channels sending through `outbound`, with the router their readers
+    /// queue what arrives through (the readers are added by the caller,
+    /// which also keeps them: see [`Channels::keep_reader`]).
+    pub(super) fn open(outbound: Box<dyn Outbound>) -> (Router, Channels) {
+        let (iopub, iopub_rx) = mpsc::channel(IOPUB_QUEUE);
+        let (shell, shell_rx) = mpsc::channel(SHELL_QUEUE);
+        let (control, control_rx) = mpsc::channel(CONTROL_QUEUE);
+        let (_, oversize_rx) = mpsc::channel(1);
+        let filters = Filters {
+            iopub_watch: Arc::new(Mutex::new(IopubWatch::All)),
+            iopub_dropped: Arc::new(AtomicU64::new(0)),
+            shell_pending: Pending::default(),
+            control_pending: Pending::default(),
+        };
+        let router = Router {
+            iopub,
+            shell,
+            control,
+            filters: filters.clone(),
+            server_status: false,
+        };
+        let channels = Channels {
+            outbound,
             iopub_rx,
             shell_rx,
-            control_rx: control_replies,
-            iopub_watch,
-            shell_pending,
-            control_pending,
-            iopub_dropped,
+            control_rx,
+            filters,
             oversize_rx,
-            readers: vec![iopub_reader, shell_reader, control_reader],
-            _relays: relays,
-        })
+            readers: Vec::new(),
+            _relays: Vec::new(),
+        };
+        (router, channels)
+    }
+
+    /// A reader task that ends with these channels.
+    pub(super) fn keep_reader(&mut self, reader: JoinHandle<()>) {
+        self.readers.push(reader);
+    }
+
+    /// Whether the transport is still up (its readers still queue).
+    pub(super) fn is_open(&self) -> bool {
+        !self.shell_rx.is_closed()
+    }
+
+    /// On channels that replace lost ones in the middle of a request: pass
+    /// `watched`'s IOPub messages and replies to `requests`, as the lost
+    /// channels did.
+    pub(super) fn resume(&self, watched: &str, requests: &[&str]) {
+        *self.filters.iopub_watch.lock().unwrap() = IopubWatch::Only(watched.to_string());
+        for id in requests {
+            self.filters.shell_pending.add(id);
+        }
     }
 
     /// Sends a request on shell; returns its msg_id.
@@ -264,7 +379,7 @@ impl Channels {
     ) -> Result<String, KernelError> {
         let msg = JupyterMessage::new(content, None);
         let id = msg.header.msg_id.clone();
-        *self.iopub_watch.lock().unwrap() = IopubWatch::Only(id.clone());
+        *self.filters.iopub_watch.lock().unwrap() = IopubWatch::Only(id.clone());
         let mut stale = 0u64;
         while self.iopub_rx.try_recv().is_ok() {
             stale += 1;
@@ -275,7 +390,7 @@ impl Channels {
         while self.oversize_rx.try_recv().is_ok() {
             stale += 1;
         }
-        let dropped = self.iopub_dropped.swap(0, Ordering::Relaxed);
+        let dropped = self.filters.iopub_dropped.swap(0, Ordering::Relaxed);
         if stale + dropped > 0 {
             tracing::debug!(
                 stale,
@@ -289,18 +404,15 @@ impl Channels {
     /// Sends `msg` on shell, its reply expected; returns its msg_id.
     async fn send_on_shell(&mut self, msg: JupyterMessage) -> Result<String, KernelError> {
         let id = msg.header.msg_id.clone();
-        self.shell_pending.add(&id);
-        self.shell
-            .send(msg)
-            .await
-            .map_err(|e| KernelError::Protocol(format!("sending on shell: {e}")))?;
+        self.filters.shell_pending.add(&id);
+        self.outbound.send(Channel::Shell, msg).await?;
         Ok(id)
     }
 
     /// Stops passing IOPub messages on: nothing is watched until the next
     /// [`Channels::send_shell_watched`].
     pub fn unwatch_iopub(&self) {
-        *self.iopub_watch.lock().unwrap() = IopubWatch::Nothing;
+        *self.filters.iopub_watch.lock().unwrap() = IopubWatch::Nothing;
     }
 
     /// Sends a request on control; the reply is not awaited (control replies
@@ -312,11 +424,8 @@ impl Channels {
         // Replies to earlier requests are never read now: room for this one's.
         while self.control_rx.try_recv().is_ok() {}
         let msg = JupyterMessage::new(content, None);
-        self.control_pending.add(&msg.header.msg_id);
-        self.control
-            .send(msg)
-            .await
-            .map_err(|e| KernelError::Protocol(format!("sending on control: {e}")))
+        self.filters.control_pending.add(&msg.header.msg_id);
+        self.outbound.send(Channel::Control, msg).await
     }
 }
 
@@ -325,6 +434,18 @@ fn is_fatal(e: &jupyter_zmq_client::RuntimeError) -> bool {
     // framing) is only that message's problem.
     use jupyter_zmq_client::RuntimeError as E;
     matches!(e, E::ZmqError(_) | E::IoError(_))
+}
+
+/// A Jupyter server's notice that the kernel process is restarting or
+/// dead: a status message answering no request.
+pub fn is_server_status(msg: &JupyterMessage) -> bool {
+    use jupyter_protocol::ExecutionState as S;
+    parent_id(msg).is_none()
+        && matches!(
+            &msg.content,
+            JupyterMessageContent::Status(s)
+                if matches!(s.execution_state, S::Restarting | S::AutoRestarting | S::Dead)
+        )
 }
 
 /// The parent msg_id of a message, if it has one.

@@ -1,25 +1,32 @@
 //! Real ipykernel processes spoken to over the Jupyter wire protocol.
 //!
 //! [`Kernel`] is one session (execute, interrupt, restart, shutdown);
+//! [`Executor`] starts kernels locally or on a Jupyter gateway
+//! ([`gateway`]), each an [`AnyKernel`];
 //! [`KernelPool`] keeps kernels of one image warm; [`Outcome`] is what one
 //! execution produced.
 
 mod artifact;
 mod capture;
 mod client;
+mod execution;
+mod executor;
+pub mod gateway;
 mod launch;
 mod outcome;
 mod pool;
+mod requests;
 mod session;
 mod state;
 mod wire_cap;
 pub mod zygote;
 
 pub use capture::OutputCap;
+pub use executor::{AnyKernel, Executor, ExecutorInfo};
 pub use launch::{default_kernel_root, KernelSpec};
 pub use outcome::{
-    Answer, AnswerRule, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, Timings, Truncation,
-    Unsupported,
+    Answer, AnswerRule, Artifact, Bundle, Enforcement, ErrorInfo, ExecStatus, Outcome, Timings,
+    Truncation, Unsupported,
 };
 pub use pool::KernelPool;
 pub use session::{ExecOptions, Kernel, KernelBanner, KernelOptions};
@@ -36,6 +43,9 @@ pub enum KernelError {
     Launch(String),
     #[error("jupyter protocol: {0}")]
     Protocol(String),
+    /// The gateway refused, timed out or went away (after the retries).
+    #[error("gateway: {0}")]
+    Gateway(String),
     #[error("state inspection took longer than {0:?}; the kernel was interrupted")]
     StateTimeout(std::time::Duration),
     #[error(transparent)]

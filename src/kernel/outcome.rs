@@ -196,6 +196,76 @@ pub struct Outcome {
     /// the verdict is then `error` with flag `unverified_claim`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggested: Option<Verdict>,
+    /// Which limits retrace enforced for this execution and which it left
+    /// to someone else (a gateway's kernels are limited by the gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<Enforcement>,
+    /// The execution was lost to the infrastructure (a gateway that went
+    /// away or dropped the connection and did not come back within the
+    /// retries): the harness records an infrastructure error, never a
+    /// model failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_error: Option<String>,
+}
+
+/// Who enforced an execution's limits. Limit names: `timeout_wall`,
+/// `timeout_cpu`, `output`, `memory`, `pids`, `cpus`, `disk`, `network`,
+/// `filesystem`, `syscalls`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// `local` (retrace's own kernels) or `gateway`.
+    pub executor: String,
+    /// Limits retrace itself enforced.
+    pub enforced: Vec<String>,
+    /// Limits the run asked for that retrace did not enforce: an
+    /// unconfined local kernel has none of them, a gateway's kernel has the
+    /// limits of its kernelspec (pod limits), whatever the run asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requested: Vec<String>,
+}
+
+/// Limits retrace enforces on its side of the wire, whoever runs the kernel.
+const WIRE_LIMITS: [&str; 2] = ["timeout_wall", "output"];
+/// Limits that need the kernel's own jail.
+const JAIL_LIMITS: [&str; 8] = [
+    "timeout_cpu",
+    "memory",
+    "pids",
+    "cpus",
+    "disk",
+    "network",
+    "filesystem",
+    "syscalls",
+];
+
+impl Enforcement {
+    /// A local kernel: confined, it has every limit; unconfined, only those
+    /// retrace enforces from outside.
+    pub fn local(confined: bool) -> Enforcement {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        if confined {
+            Enforcement {
+                executor: "local".into(),
+                enforced: names(&[&WIRE_LIMITS[..], &JAIL_LIMITS[..]].concat()),
+                requested: Vec::new(),
+            }
+        } else {
+            Enforcement {
+                executor: "local".into(),
+                enforced: names(&WIRE_LIMITS),
+                requested: names(&JAIL_LIMITS),
+            }
+        }
+    }
+
+    /// A gateway's kernel: retrace enforces what it can from its side of
+    /// the socket; the rest belongs to the gateway.
+    pub fn gateway() -> Enforcement {
+        Enforcement {
+            executor: "gateway".into(),
+            ..Enforcement::local(false)
+        }
+    }
 }
 
 impl Outcome {
@@ -234,6 +304,8 @@ impl Outcome {
             policy: None,
             fired: Vec::new(),
             suggested: None,
+            enforcement: None,
+            infra_error: None,
         }
     }
 }

@@ -4,31 +4,25 @@
 //! dead process ends it earlier, through the kill ladder: interrupt, grace,
 //! kill every process of the kernel, confirm, restart, report state lost.
 
-use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use console::strip_ansi_codes;
 use jupyter_protocol::{
-    CommInfoRequest, ExecuteRequest, ExecutionState, ExpressionResult, InterruptRequest,
-    JupyterMessage, JupyterMessageContent, KernelInfoRequest, Media, ReplyStatus, ShutdownRequest,
-    Stdio,
+    ExecutionState, InterruptRequest, JupyterMessageContent, KernelInfoRequest, ShutdownRequest,
 };
-use serde_json::{Map, Value};
 use tokio::time::sleep_until;
 
-use super::artifact;
-use super::capture::{Capture, OutputCap, Stream};
+use super::capture::OutputCap;
 use super::client::{parent_id, wait_for_sockets, Channels, WireCap};
+use super::execution::{deadline_after, send_cell, Deadline, Run, Sent};
 use super::launch::{
     connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
-    write_connection_file, AdoptError, KernelProcess, KernelSpec, PROBE_FILE, PROBE_MARKER,
+    write_connection_file, AdoptError, KernelProcess, KernelSpec, PROBE_MARKER,
 };
-use super::outcome::{
-    choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
-};
+use super::outcome::{Enforcement, ErrorInfo, Outcome};
+use super::requests::{handshake, inspect, install_probe, probe_from_home, silent_request};
 use super::state::{StateQuery, StateView};
 use super::zygote::{self, KernelStart, StartPath, Zygote};
 use super::KernelError;
@@ -142,19 +136,6 @@ pub struct Kernel {
     zygote: Option<Arc<Zygote>>,
     start_path: StartPath,
 }
-
-/// Reads this cell's answer after every cell with retrace's own serializer
-/// (`probe.py`, installed at kernel start): never a custom `__repr__`, never
-/// an `answer` left by an earlier cell.
-const ANSWER_EXPRESSION: &str = "__retrace_answer__()";
-/// The key of that expression in `user_expressions`.
-const ANSWER_KEY: &str = "retrace";
-/// The comm target the completion probe asks about: none is registered
-/// under it, so the reply is empty.
-const PROBE_COMM_TARGET: &str = "retrace.completion";
-
-/// How long installing `probe.py` into a fresh kernel may take.
-const PROBE_INSTALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long a kernel stopped by a limit may take to drain its output
 /// before it is killed and replaced.
@@ -280,7 +261,7 @@ impl Kernel {
         };
         let before = self.jail.counters();
         let traces_before = self.jail.traces();
-        let sent = match self.send_cell(code).await {
+        let sent = match send_cell(&mut self.channels, code, self.options.verify_completion).await {
             Ok(sent) => sent,
             Err(e) => return internal_error(e.to_string()),
         };
@@ -310,41 +291,6 @@ impl Kernel {
             Ok(()) => Ok(true),
             Err(e) => Err(format!("the kernel is dead and did not restart: {e}")),
         }
-    }
-
-    /// Sends the cell, then the completion probe behind it.
-    async fn send_cell(&mut self, code: &str) -> Result<Sent, KernelError> {
-        let request = ExecuteRequest {
-            code: code.to_string(),
-            silent: false,
-            store_history: true,
-            user_expressions: Some(HashMap::from([(
-                ANSWER_KEY.into(),
-                ANSWER_EXPRESSION.into(),
-            )])),
-            allow_stdin: false,
-            // One request at a time: nothing queued may be aborted after an error.
-            stop_on_error: false,
-        };
-        // Watched: from here on only this cell's IOPub messages are queued;
-        // anything left from before (a thread still printing) is dropped.
-        let msg_id = self.channels.send_shell_watched(request.into()).await?;
-
-        // The shell handles requests one at a time, so the reply to this
-        // probe cannot come before the cell has really finished: code in the
-        // kernel holds the HMAC key and can forge its own reply and idle.
-        // `comm_info` for a target nobody registers: of the requests that
-        // wait for the cell (comm messages do not), the one whose reply is
-        // cheapest to build.
-        let probe_id = if self.options.verify_completion {
-            let probe = CommInfoRequest {
-                target_name: Some(PROBE_COMM_TARGET.into()),
-            };
-            Some(self.channels.send_shell(probe.into()).await?)
-        } else {
-            None
-        };
-        Ok(Sent { msg_id, probe_id })
     }
 
     /// Collects the cell's messages until its reply, its IOPub idle and the
@@ -591,11 +537,11 @@ impl Kernel {
         self.restart().await.err().map(|e| e.to_string())
     }
 
-    /// The outcome: artifacts saved, the answer read (from a cell that
-    /// succeeded only), a failed restart reported as the error.
+    /// The outcome: what the messages said, with the kill, the exit and the
+    /// cgroup's readings; a failed restart reported as the error.
     fn finish(
         &mut self,
-        mut run: Run,
+        run: Run,
         exec: &ExecOptions,
         judged: Judgement,
         state_lost: bool,
@@ -611,91 +557,28 @@ impl Kernel {
             fired,
             suggested,
         } = judged;
-        let artifacts = self.save_artifacts(&mut run, exec);
-        let status = if verdict == crate::sandbox::Verdict::Ok {
-            ExecStatus::Ok
-        } else {
-            ExecStatus::Error
-        };
-        let stdout = run.capture.stdout();
-        let answer = if status == ExecStatus::Ok {
-            let report = run.probe.take().and_then(|t| ProbeReport::parse(&t));
-            choose_answer(report, &run.results, &stdout)
-        } else {
-            None
-        };
-        let truncation = run.capture.truncation();
-        let kernel_busy = run.busy_span_ms();
-        let mut error = run.error.take();
+        if !self.confined {
+            flags.push(crate::sandbox::Flag::Unconfined);
+        }
+        let mut outcome = run.into_outcome(exec, &mut self.artifact_seq, verdict, flags, started);
         if let Some(message) = restart_error {
-            error.get_or_insert(ErrorInfo {
+            outcome.error.get_or_insert(ErrorInfo {
                 ename: "KernelRestartFailed".into(),
                 evalue: message,
                 traceback: Vec::new(),
             });
         }
-        let kill_ms = kill.as_ref().map(|k| k.kill_ms);
-        let kill_method = kill.map(|k| k.method);
-        Outcome {
-            status,
-            verdict,
-            flags: {
-                if !self.confined {
-                    flags.push(crate::sandbox::Flag::Unconfined);
-                }
-                flags.sort();
-                flags.dedup();
-                flags.iter().map(|f| f.as_str().to_string()).collect()
-            },
-            execution_count: run.execution_count,
-            stdout,
-            stderr: run.capture.stderr(),
-            results: run.results,
-            displays: run.displays,
-            error,
-            answer,
-            artifacts,
-            truncated: truncation.truncated,
-            truncation,
-            timings_ms: Timings {
-                total: started.elapsed().as_secs_f64() * 1e3,
-                kernel_busy,
-                kill: kill_ms,
-            },
-            kill_ms,
-            kill_method,
-            exit,
-            state_lost,
-            memory_peak_bytes,
-            kernel_uid: self.jail.uid(),
-            policy: None,
-            fired,
-            suggested,
-        }
-    }
-
-    fn save_artifacts(&mut self, run: &mut Run, exec: &ExecOptions) -> Vec<Artifact> {
-        let mut saved = Vec::new();
-        for (mime, payload) in run.images.drain(..) {
-            let stem = format!("{}-{:03}", exec.artifact_prefix, self.artifact_seq);
-            self.artifact_seq += 1;
-            let result = match &exec.artifact_dir {
-                Some(dir) => artifact::save(dir, &stem, &mime, &payload),
-                None => Ok(Artifact {
-                    path: String::new(),
-                    mime: mime.clone(),
-                    bytes: payload.len() as u64,
-                    base64: Some(payload),
-                }),
-            };
-            match result {
-                Ok(a) => saved.push(a),
-                Err(e) => run
-                    .capture
-                    .push_stream(Stream::Stderr, &format!("[retrace] {e}\n")),
-            }
-        }
-        saved
+        outcome.state_lost = state_lost;
+        outcome.timings_ms.kill = kill.as_ref().map(|k| k.kill_ms);
+        outcome.kill_ms = outcome.timings_ms.kill;
+        outcome.kill_method = kill.map(|k| k.method);
+        outcome.exit = exit;
+        outcome.memory_peak_bytes = memory_peak_bytes;
+        outcome.kernel_uid = self.jail.uid();
+        outcome.fired = fired;
+        outcome.suggested = suggested;
+        outcome.enforcement = Some(Enforcement::local(self.confined));
+        outcome
     }
 
     /// Processes beyond those of a fresh kernel. Children that are exiting
@@ -728,39 +611,13 @@ impl Kernel {
                 "the kernel is dead; there is no state to inspect".into(),
             ));
         }
-        let body = serde_json::to_string(query)
-            .map_err(|e| KernelError::Protocol(format!("state query: {e}")))?;
-        let expression = format!("__retrace_inspect__('{}')", hex::encode(body));
-        let expressions = HashMap::from([(ANSWER_KEY.to_string(), expression)]);
-        let reply =
-            match silent_request(&mut self.channels, "", Some(expressions), query.timeout).await? {
-                Some(reply) => reply,
-                None => {
-                    let _ = self.channels.send_control(InterruptRequest {}.into()).await;
-                    return Err(KernelError::StateTimeout(query.timeout));
-                }
-            };
-        let text = match reply
-            .user_expressions
-            .as_ref()
-            .and_then(|e| e.get(ANSWER_KEY))
-        {
-            Some(ExpressionResult::Ok { data, .. }) => data.content.iter().find_map(|m| match m {
-                jupyter_protocol::MediaType::Plain(text) => Some(text.clone()),
-                _ => None,
-            }),
-            Some(ExpressionResult::Error { ename, evalue, .. }) => {
-                return Err(KernelError::Protocol(format!(
-                    "state inspection failed: {ename}: {}",
-                    strip_ansi_codes(evalue)
-                )))
+        match inspect(&mut self.channels, query).await? {
+            Some(view) => Ok(view),
+            None => {
+                let _ = self.channels.send_control(InterruptRequest {}.into()).await;
+                Err(KernelError::StateTimeout(query.timeout))
             }
-            None => None,
-        };
-        text.as_deref()
-            .and_then(|t| t.strip_prefix(super::outcome::ENVELOPE_PREFIX))
-            .and_then(|t| serde_json::from_str(t).ok())
-            .ok_or_else(|| KernelError::Protocol("state inspection returned no view".into()))
+        }
     }
 
     /// Makes packages in `dirs` importable in the running kernel: appended
@@ -913,21 +770,6 @@ impl Drop for Kernel {
     }
 }
 
-/// A MIME bundle as the JSON object it is on the wire.
-fn media_map(data: &Media) -> Map<String, Value> {
-    match serde_json::to_value(data) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    }
-}
-
-/// `now + d`, saturated: a huge timeout from a caller must not overflow.
-fn deadline_after(d: Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(d)
-        .unwrap_or_else(|| now + crate::util::units::MAX_DURATION)
-}
-
 /// Resolves once the process has exited (or its waiter is gone).
 async fn wait_exit(exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox::ExitInfo>>) {
     let _ = exit.wait_for(|e| e.is_some()).await;
@@ -1032,7 +874,7 @@ async fn launch(
         let marked = take_probe_marker(layout)?;
         banner.probe_preinstalled = path == StartPath::Zygote && marked;
         if !banner.probe_preinstalled {
-            install_probe(&mut channels).await?;
+            install_probe(&mut channels, &probe_from_home()).await?;
         }
         tracing::debug!(
             kernel = %layout.id,
@@ -1092,43 +934,6 @@ fn wire_cap(
     })
 }
 
-/// Sends `kernel_info_request` until the reply and an IOPub message have both
-/// arrived, so the IOPub subscription is known to be live.
-async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError> {
-    let mut banner = None;
-    let mut iopub_live = false;
-    loop {
-        channels.send_shell(KernelInfoRequest {}.into()).await?;
-        let resend = tokio::time::Instant::now() + Duration::from_millis(250);
-        loop {
-            tokio::select! {
-                Some(msg) = channels.shell_rx.recv() => {
-                    if let JupyterMessageContent::KernelInfoReply(reply) = msg.content {
-                        banner = Some(KernelBanner {
-                            implementation: format!("{} {}", reply.implementation, reply.implementation_version),
-                            language_version: reply.language_info.version.clone(),
-                            probe_preinstalled: false,
-                        });
-                    }
-                }
-                Some(_) = channels.iopub_rx.recv() => iopub_live = true,
-                _ = sleep_until(resend) => break,
-            }
-            if iopub_live {
-                if let Some(b) = banner.take() {
-                    // The handshake's own status messages: from now on the
-                    // reader drops them, and what is queued goes now (each
-                    // cell's watched send discards stale ones anyway). No
-                    // wait for the quiet after them: 5 ms of every start.
-                    channels.unwatch_iopub();
-                    while channels.iopub_rx.try_recv().is_ok() {}
-                    return Ok(b);
-                }
-            }
-        }
-    }
-}
-
 /// Whether a forked kernel installed retrace's probe itself before it
 /// answered (zygote.py's `install_probe`, the same steps as the installing
 /// cell): it left [`PROBE_MARKER`] in its runtime directory, which only
@@ -1144,85 +949,6 @@ fn take_probe_marker(layout: &KernelLayout) -> Result<bool, KernelError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(KernelError::io(format!("reading {}", marker.display()), e)),
     }
-}
-
-/// Installs retrace's kernel-side code (`probe.py`) before any task code
-/// runs, so it captures pristine builtins. Silent: no execution count, no
-/// history, no names in the user's namespace.
-/// The source comes from a file in the kernel's HOME (written there with the
-/// layout, removed by this cell): ipykernel hashes and tokenizes every cell
-/// in pure Python, which took longer for the source sent inline than
-/// running it. A zygote kernel finds that source already compiled by its
-/// zygote (`sys._retrace_probe`, source → code, taken away here).
-async fn install_probe(channels: &mut Channels) -> Result<(), KernelError> {
-    let code = format!(
-        "exec((lambda os, sys: (lambda src: sys.__dict__.pop('_retrace_probe', {{}}).get(src) \
-         or compile(src, '<retrace>', 'exec'))((lambda p: (open(p, encoding='utf-8').read(), os.remove(p))[0])\
-         (os.path.join(os.environ['HOME'], '{PROBE_FILE}'))))(__import__('os'), __import__('sys')), \
-         {{'__name__': '_retrace', '__builtins__': dict(__import__('builtins').__dict__)}})"
-    );
-    let reply = silent_request(channels, &code, None, PROBE_INSTALL_TIMEOUT)
-        .await?
-        .ok_or_else(|| KernelError::Protocol("installing the answer reader timed out".into()))?;
-    if reply.status != ReplyStatus::Ok {
-        let detail = reply
-            .error
-            .map(|e| format!("{}: {}", e.ename, strip_ansi_codes(&e.evalue).into_owned()))
-            .unwrap_or_default();
-        return Err(KernelError::Protocol(format!(
-            "installing the answer reader failed: {detail}"
-        )));
-    }
-    Ok(())
-}
-
-/// Sends a silent `execute_request` (no history, no execution count) and
-/// waits for its reply; `Ok(None)` when `timeout` passes first.
-async fn silent_request(
-    channels: &mut Channels,
-    code: &str,
-    expressions: Option<HashMap<String, String>>,
-    timeout: Duration,
-) -> Result<Option<jupyter_protocol::ExecuteReply>, KernelError> {
-    let request = ExecuteRequest {
-        code: code.to_string(),
-        silent: true,
-        store_history: false,
-        user_expressions: expressions,
-        allow_stdin: false,
-        stop_on_error: false,
-    };
-    let msg_id = channels.send_shell(request.into()).await?;
-    let wait = async {
-        while let Some(msg) = channels.shell_rx.recv().await {
-            if parent_id(&msg) == Some(msg_id.as_str()) {
-                if let JupyterMessageContent::ExecuteReply(reply) = msg.content {
-                    return Some(reply);
-                }
-            }
-        }
-        None
-    };
-    match tokio::time::timeout(timeout, wait).await {
-        Ok(Some(reply)) => Ok(Some(reply)),
-        Ok(None) => Err(KernelError::Protocol("the shell channel closed".into())),
-        Err(_) => Ok(None),
-    }
-}
-
-/// The requests of one execution.
-struct Sent {
-    msg_id: String,
-    /// The completion probe's msg_id until its reply arrives; `None` when
-    /// completion is not verified.
-    probe_id: Option<String>,
-}
-
-/// The end of one execution's wall time, then, once a limit interrupted
-/// the cell, the end of its grace.
-struct Deadline {
-    at: tokio::time::Instant,
-    interrupted: bool,
 }
 
 /// How collecting an execution's messages ended.
@@ -1260,184 +986,4 @@ struct Judgement {
     memory_peak_bytes: Option<u64>,
     fired: Vec<crate::sandbox::Verdict>,
     suggested: Option<crate::sandbox::Verdict>,
-}
-
-/// The state of one execution while its messages arrive.
-struct Run {
-    capture: Capture,
-    reply: Option<ReplyStatus>,
-    idle: bool,
-    busy_at: Option<chrono::DateTime<chrono::Utc>>,
-    idle_at: Option<chrono::DateTime<chrono::Utc>>,
-    execution_count: Option<u64>,
-    results: Vec<Bundle>,
-    displays: Vec<Bundle>,
-    images: Vec<(String, String)>,
-    error: Option<ErrorInfo>,
-    /// `text/plain` of the answer reader's envelope.
-    probe: Option<String>,
-    reason: Option<HarnessReason>,
-    kernel_gone: bool,
-    /// The reply asked the frontend to exit (`quit()`).
-    ask_exit: bool,
-}
-
-impl Run {
-    fn new(cap: OutputCap) -> Self {
-        Self {
-            capture: Capture::new(cap),
-            reply: None,
-            idle: false,
-            busy_at: None,
-            idle_at: None,
-            execution_count: None,
-            results: Vec::new(),
-            displays: Vec::new(),
-            images: Vec::new(),
-            error: None,
-            probe: None,
-            reason: None,
-            kernel_gone: false,
-            ask_exit: false,
-        }
-    }
-
-    /// A cell the kernel replied `ok` to raised nothing of its own: an
-    /// `error` message on IOPub then came from elsewhere (a failing event
-    /// callback an earlier cell registered, or code publishing one) and is
-    /// kept as a line of stderr, not as the cell's error.
-    fn settle_error(&mut self) {
-        if self.reply != Some(ReplyStatus::Ok) || self.reason.is_some() {
-            return;
-        }
-        if let Some(e) = self.error.take() {
-            let line = format!(
-                "[retrace] error output the cell did not raise: {}: {}\n",
-                e.ename, e.evalue
-            );
-            self.capture.push_stream(Stream::Stderr, &line);
-        }
-    }
-
-    fn busy_span_ms(&self) -> Option<f64> {
-        let span = self.idle_at? - self.busy_at?;
-        span.num_microseconds().map(|us| us as f64 / 1e3)
-    }
-
-    fn on_iopub(&mut self, msg: JupyterMessage) {
-        match msg.content {
-            JupyterMessageContent::Status(status) => match status.execution_state {
-                ExecutionState::Busy => self.busy_at = Some(msg.header.date),
-                ExecutionState::Idle => {
-                    self.idle = true;
-                    self.idle_at = Some(msg.header.date);
-                }
-                ExecutionState::Dead
-                | ExecutionState::Restarting
-                | ExecutionState::AutoRestarting
-                | ExecutionState::Terminating => self.kernel_gone = true,
-                _ => {}
-            },
-            JupyterMessageContent::StreamContent(stream) => {
-                let which = match stream.name {
-                    Stdio::Stdout => Stream::Stdout,
-                    Stdio::Stderr => Stream::Stderr,
-                };
-                self.capture.push_stream(which, &stream.text);
-            }
-            JupyterMessageContent::DisplayData(display) => self.on_display(display.data),
-            JupyterMessageContent::UpdateDisplayData(display) => self.on_display(display.data),
-            JupyterMessageContent::ExecuteResult(result) => {
-                self.execution_count = Some(result.execution_count.0 as u64);
-                let bundle = self.take_images(media_map(&result.data));
-                self.results.push(bundle);
-            }
-            // The first one: the cell's own traceback comes before anything
-            // a post-run callback of an earlier cell shows.
-            JupyterMessageContent::ErrorOutput(error) if self.error.is_none() => {
-                self.error = Some(ErrorInfo {
-                    ename: error.ename,
-                    evalue: strip_ansi_codes(&error.evalue).into_owned(),
-                    traceback: error
-                        .traceback
-                        .iter()
-                        .map(|l| strip_ansi_codes(l).into_owned())
-                        .collect(),
-                });
-            }
-            _ => {}
-        }
-    }
-
-    fn on_display(&mut self, data: Media) {
-        let map = media_map(&data);
-        // Payload bytes (base64 images included), without re-encoding.
-        let size = map
-            .iter()
-            .map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len))
-            .sum();
-        if self.capture.admit_display(size) {
-            let bundle = self.take_images(map);
-            self.displays.push(bundle);
-        }
-    }
-
-    /// Moves image payloads out of a bundle into the artifact queue; the
-    /// bundle keeps a placeholder so the display is still visible.
-    fn take_images(&mut self, mut map: Map<String, Value>) -> Bundle {
-        for (mime, _) in artifact::IMAGE_TYPES {
-            if let Some(Value::String(payload)) = map.remove(mime) {
-                self.images.push((mime.to_string(), payload));
-                map.insert(mime.to_string(), Value::String("<artifact>".into()));
-            }
-        }
-        Bundle { data: map }
-    }
-
-    fn on_shell(&mut self, msg: JupyterMessage) {
-        if let JupyterMessageContent::ExecuteReply(reply) = msg.content {
-            self.execution_count = Some(reply.execution_count.0 as u64);
-            self.ask_exit = reply
-                .payload
-                .iter()
-                .any(|p| matches!(p, jupyter_protocol::Payload::AskExit { .. }));
-            if let Some(expressions) = &reply.user_expressions {
-                if let Some(ExpressionResult::Ok { data, .. }) = expressions.get(ANSWER_KEY) {
-                    self.probe = data.content.iter().find_map(|m| match m {
-                        jupyter_protocol::MediaType::Plain(text) => Some(text.clone()),
-                        _ => None,
-                    });
-                }
-            }
-            if reply.status != ReplyStatus::Ok {
-                if let Some(e) = reply.error {
-                    // The reply names the exception the cell raised; an
-                    // error message on IOPub may be another one's.
-                    let evalue = strip_ansi_codes(&e.evalue).into_owned();
-                    let same = self
-                        .error
-                        .as_ref()
-                        .is_some_and(|have| have.ename == e.ename && have.evalue == evalue);
-                    if !same {
-                        self.error = Some(ErrorInfo {
-                            ename: e.ename,
-                            evalue,
-                            traceback: e
-                                .traceback
-                                .iter()
-                                .map(|l| strip_ansi_codes(l).into_owned())
-                                .collect(),
-                        });
-                    }
-                } else if reply.status == ReplyStatus::Aborted && self.error.is_none() {
-                    self.error = Some(ErrorInfo {
-                        ename: "Aborted".into(),
-                        evalue: "the kernel aborted the execution".into(),
-                        traceback: Vec::new(),
-                    });
-                }
-            }
-            self.reply = Some(reply.status);
-        }
-    }
 }

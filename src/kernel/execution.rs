@@ -1,0 +1,369 @@
+//! One execution on the wire, whichever executor runs the kernel: the cell
+//! and its completion probe sent, then the messages that answer them
+//! gathered into what becomes the [`Outcome`](super::Outcome).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use console::strip_ansi_codes;
+use jupyter_protocol::{
+    CommInfoRequest, ExecuteRequest, ExecutionState, ExpressionResult, JupyterMessage,
+    JupyterMessageContent, Media, ReplyStatus, Stdio,
+};
+use serde_json::{Map, Value};
+
+use super::artifact;
+use super::capture::{Capture, OutputCap, Stream};
+use super::client::Channels;
+use super::outcome::{
+    choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
+};
+use super::session::ExecOptions;
+use super::KernelError;
+use crate::sandbox::{Flag, HarnessReason, Verdict};
+
+/// Reads this cell's answer after every cell with retrace's own serializer
+/// (`probe.py`, installed at kernel start): never a custom `__repr__`, never
+/// an `answer` left by an earlier cell.
+pub(super) const ANSWER_EXPRESSION: &str = "__retrace_answer__()";
+/// The key of that expression in `user_expressions`.
+pub(super) const ANSWER_KEY: &str = "retrace";
+/// The comm target the completion probe asks about: none is registered
+/// under it, so the reply is empty.
+const PROBE_COMM_TARGET: &str = "retrace.completion";
+
+/// Sends the cell, then (when `verify`) the completion probe behind it.
+pub(super) async fn send_cell(
+    channels: &mut Channels,
+    code: &str,
+    verify: bool,
+) -> Result<Sent, KernelError> {
+    let request = ExecuteRequest {
+        code: code.to_string(),
+        silent: false,
+        store_history: true,
+        user_expressions: Some(HashMap::from([(
+            ANSWER_KEY.into(),
+            ANSWER_EXPRESSION.into(),
+        )])),
+        allow_stdin: false,
+        // One request at a time: nothing queued may be aborted after an error.
+        stop_on_error: false,
+    };
+    // Watched: from here on only this cell's IOPub messages are queued;
+    // anything left from before (a thread still printing) is dropped.
+    let msg_id = channels.send_shell_watched(request.into()).await?;
+
+    // The shell handles requests one at a time, so the reply to this
+    // probe cannot come before the cell has really finished: code in the
+    // kernel holds the HMAC key and can forge its own reply and idle.
+    // `comm_info` for a target nobody registers: of the requests that
+    // wait for the cell (comm messages do not), the one whose reply is
+    // cheapest to build.
+    let probe_id = if verify {
+        let probe = CommInfoRequest {
+            target_name: Some(PROBE_COMM_TARGET.into()),
+        };
+        Some(channels.send_shell(probe.into()).await?)
+    } else {
+        None
+    };
+    Ok(Sent { msg_id, probe_id })
+}
+
+/// The requests of one execution.
+pub(super) struct Sent {
+    pub(super) msg_id: String,
+    /// The completion probe's msg_id until its reply arrives; `None` when
+    /// completion is not verified.
+    pub(super) probe_id: Option<String>,
+}
+
+/// The end of one execution's wall time, then, once a limit interrupted
+/// the cell, the end of its grace.
+pub(super) struct Deadline {
+    pub(super) at: tokio::time::Instant,
+    pub(super) interrupted: bool,
+}
+
+/// `now + d`, saturated: a huge timeout from a caller must not overflow.
+pub(super) fn deadline_after(d: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + crate::util::units::MAX_DURATION)
+}
+
+/// The state of one execution while its messages arrive.
+pub(super) struct Run {
+    pub(super) capture: Capture,
+    pub(super) reply: Option<ReplyStatus>,
+    pub(super) idle: bool,
+    pub(super) busy_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub(super) idle_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub(super) execution_count: Option<u64>,
+    pub(super) results: Vec<Bundle>,
+    pub(super) displays: Vec<Bundle>,
+    pub(super) images: Vec<(String, String)>,
+    pub(super) error: Option<ErrorInfo>,
+    /// `text/plain` of the answer reader's envelope.
+    pub(super) probe: Option<String>,
+    pub(super) reason: Option<HarnessReason>,
+    pub(super) kernel_gone: bool,
+    /// The reply asked the frontend to exit (`quit()`).
+    pub(super) ask_exit: bool,
+}
+
+impl Run {
+    pub(super) fn new(cap: OutputCap) -> Self {
+        Self {
+            capture: Capture::new(cap),
+            reply: None,
+            idle: false,
+            busy_at: None,
+            idle_at: None,
+            execution_count: None,
+            results: Vec::new(),
+            displays: Vec::new(),
+            images: Vec::new(),
+            error: None,
+            probe: None,
+            reason: None,
+            kernel_gone: false,
+            ask_exit: false,
+        }
+    }
+
+    /// A cell the kernel replied `ok` to raised nothing of its own: an
+    /// `error` message on IOPub then came from elsewhere (a failing event
+    /// callback an earlier cell registered, or code publishing one) and is
+    /// kept as a line of stderr, not as the cell's error.
+    pub(super) fn settle_error(&mut self) {
+        if self.reply != Some(ReplyStatus::Ok) || self.reason.is_some() {
+            return;
+        }
+        if let Some(e) = self.error.take() {
+            let line = format!(
+                "[retrace] error output the cell did not raise: {}: {}\n",
+                e.ename, e.evalue
+            );
+            self.capture.push_stream(Stream::Stderr, &line);
+        }
+    }
+
+    pub(super) fn busy_span_ms(&self) -> Option<f64> {
+        let span = self.idle_at? - self.busy_at?;
+        span.num_microseconds().map(|us| us as f64 / 1e3)
+    }
+
+    pub(super) fn on_iopub(&mut self, msg: JupyterMessage) {
+        match msg.content {
+            JupyterMessageContent::Status(status) => match status.execution_state {
+                ExecutionState::Busy => self.busy_at = Some(msg.header.date),
+                ExecutionState::Idle => {
+                    self.idle = true;
+                    self.idle_at = Some(msg.header.date);
+                }
+                ExecutionState::Dead
+                | ExecutionState::Restarting
+                | ExecutionState::AutoRestarting
+                | ExecutionState::Terminating => self.kernel_gone = true,
+                _ => {}
+            },
+            JupyterMessageContent::StreamContent(stream) => {
+                let which = match stream.name {
+                    Stdio::Stdout => Stream::Stdout,
+                    Stdio::Stderr => Stream::Stderr,
+                };
+                self.capture.push_stream(which, &stream.text);
+            }
+            JupyterMessageContent::DisplayData(display) => self.on_display(display.data),
+            JupyterMessageContent::UpdateDisplayData(display) => self.on_display(display.data),
+            JupyterMessageContent::ExecuteResult(result) => {
+                self.execution_count = Some(result.execution_count.0 as u64);
+                let bundle = self.take_images(media_map(&result.data));
+                self.results.push(bundle);
+            }
+            // The first one: the cell's own traceback comes before anything
+            // a post-run callback of an earlier cell shows.
+            JupyterMessageContent::ErrorOutput(error) if self.error.is_none() => {
+                self.error = Some(ErrorInfo {
+                    ename: error.ename,
+                    evalue: strip_ansi_codes(&error.evalue).into_owned(),
+                    traceback: error
+                        .traceback
+                        .iter()
+                        .map(|l| strip_ansi_codes(l).into_owned())
+                        .collect(),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_display(&mut self, data: Media) {
+        let map = media_map(&data);
+        // Payload bytes (base64 images included), without re-encoding.
+        let size = map
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len))
+            .sum();
+        if self.capture.admit_display(size) {
+            let bundle = self.take_images(map);
+            self.displays.push(bundle);
+        }
+    }
+
+    /// Moves image payloads out of a bundle into the artifact queue; the
+    /// bundle keeps a placeholder so the display is still visible.
+    fn take_images(&mut self, mut map: Map<String, Value>) -> Bundle {
+        for (mime, _) in artifact::IMAGE_TYPES {
+            if let Some(Value::String(payload)) = map.remove(mime) {
+                self.images.push((mime.to_string(), payload));
+                map.insert(mime.to_string(), Value::String("<artifact>".into()));
+            }
+        }
+        Bundle { data: map }
+    }
+
+    pub(super) fn on_shell(&mut self, msg: JupyterMessage) {
+        if let JupyterMessageContent::ExecuteReply(reply) = msg.content {
+            self.execution_count = Some(reply.execution_count.0 as u64);
+            self.ask_exit = reply
+                .payload
+                .iter()
+                .any(|p| matches!(p, jupyter_protocol::Payload::AskExit { .. }));
+            if let Some(expressions) = &reply.user_expressions {
+                if let Some(ExpressionResult::Ok { data, .. }) = expressions.get(ANSWER_KEY) {
+                    self.probe = data.content.iter().find_map(|m| match m {
+                        jupyter_protocol::MediaType::Plain(text) => Some(text.clone()),
+                        _ => None,
+                    });
+                }
+            }
+            if reply.status != ReplyStatus::Ok {
+                if let Some(e) = reply.error {
+                    // The reply names the exception the cell raised; an
+                    // error message on IOPub may be another one's.
+                    let evalue = strip_ansi_codes(&e.evalue).into_owned();
+                    let same = self
+                        .error
+                        .as_ref()
+                        .is_some_and(|have| have.ename == e.ename && have.evalue == evalue);
+                    if !same {
+                        self.error = Some(ErrorInfo {
+                            ename: e.ename,
+                            evalue,
+                            traceback: e
+                                .traceback
+                                .iter()
+                                .map(|l| strip_ansi_codes(l).into_owned())
+                                .collect(),
+                        });
+                    }
+                } else if reply.status == ReplyStatus::Aborted && self.error.is_none() {
+                    self.error = Some(ErrorInfo {
+                        ename: "Aborted".into(),
+                        evalue: "the kernel aborted the execution".into(),
+                        traceback: Vec::new(),
+                    });
+                }
+            }
+            self.reply = Some(reply.status);
+        }
+    }
+}
+
+/// A MIME bundle as the JSON object it is on the wire.
+pub(super) fn media_map(data: &Media) -> Map<String, Value> {
+    match serde_json::to_value(data) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+impl Run {
+    /// The outcome of what the messages said: artifacts saved (numbered on
+    /// from `artifact_seq`), the answer read from a cell that succeeded
+    /// only. The executor adds what it knows beyond the messages (kill,
+    /// exit, memory, state lost).
+    pub(super) fn into_outcome(
+        mut self,
+        exec: &ExecOptions,
+        artifact_seq: &mut u32,
+        verdict: Verdict,
+        mut flags: Vec<Flag>,
+        started: Instant,
+    ) -> Outcome {
+        let artifacts = self.save_artifacts(exec, artifact_seq);
+        let status = if verdict == Verdict::Ok {
+            ExecStatus::Ok
+        } else {
+            ExecStatus::Error
+        };
+        let stdout = self.capture.stdout();
+        let answer = if status == ExecStatus::Ok {
+            let report = self.probe.take().and_then(|t| ProbeReport::parse(&t));
+            choose_answer(report, &self.results, &stdout)
+        } else {
+            None
+        };
+        let truncation = self.capture.truncation();
+        flags.sort();
+        flags.dedup();
+        Outcome {
+            status,
+            verdict,
+            flags: flags.iter().map(|f| f.as_str().to_string()).collect(),
+            execution_count: self.execution_count,
+            stdout,
+            stderr: self.capture.stderr(),
+            error: self.error.take(),
+            answer,
+            artifacts,
+            truncated: truncation.truncated,
+            truncation,
+            timings_ms: Timings {
+                total: started.elapsed().as_secs_f64() * 1e3,
+                kernel_busy: self.busy_span_ms(),
+                kill: None,
+            },
+            results: self.results,
+            displays: self.displays,
+            kill_ms: None,
+            kill_method: None,
+            exit: None,
+            state_lost: false,
+            memory_peak_bytes: None,
+            kernel_uid: None,
+            policy: None,
+            fired: Vec::new(),
+            suggested: None,
+            enforcement: None,
+            infra_error: None,
+        }
+    }
+
+    fn save_artifacts(&mut self, exec: &ExecOptions, artifact_seq: &mut u32) -> Vec<Artifact> {
+        let mut saved = Vec::new();
+        for (mime, payload) in self.images.drain(..) {
+            let stem = format!("{}-{:03}", exec.artifact_prefix, *artifact_seq);
+            *artifact_seq += 1;
+            let result = match &exec.artifact_dir {
+                Some(dir) => artifact::save(dir, &stem, &mime, &payload),
+                None => Ok(Artifact {
+                    path: String::new(),
+                    mime: mime.clone(),
+                    bytes: payload.len() as u64,
+                    base64: Some(payload),
+                }),
+            };
+            match result {
+                Ok(a) => saved.push(a),
+                Err(e) => self
+                    .capture
+                    .push_stream(Stream::Stderr, &format!("[retrace] {e}\n")),
+            }
+        }
+        saved
+    }
+}

@@ -1,0 +1,593 @@
+//! One kernel on a gateway: the session a local [`Kernel`](super::super::Kernel)
+//! is, with the gateway's REST API where a local kernel has its process and
+//! jail (interrupt, restart, delete, the kernel's status).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::sleep_until;
+
+use super::super::client::{is_server_status, parent_id, Channels};
+use super::super::execution::{deadline_after, send_cell, Deadline, Run, Sent};
+use super::super::outcome::{Enforcement, Outcome};
+use super::super::requests::{handshake, inspect, install_probe, probe_inline, silent_ok};
+use super::super::session::{ExecOptions, KernelBanner, KernelOptions};
+use super::super::state::{StateQuery, StateView};
+use super::super::KernelError;
+use super::socket;
+use super::Gateway;
+use crate::sandbox::{classify, Counters, Evidence, ExitInfo, HarnessReason, Verdict};
+
+/// Bytes of a task file per setup request (base64 in the cell).
+const FILE_CHUNK: usize = 512 * 1024;
+/// How long each setup step may take (a chunk of a file, the probe).
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Attempts to reopen a dropped websocket, and the first wait between them.
+const RECONNECTS: u32 = 3;
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
+/// How long a kernel may take to answer after the gateway replaced its
+/// process (it died or was restarted).
+const REVIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The cell that gives each kernel a private working directory: a
+/// gateway's kernels share the gateway's, and tasks' files must not meet.
+const WORKDIR_CELL: &str =
+    "(lambda os, t: os.chdir(t.mkdtemp(prefix='retrace-')))(__import__('os'), __import__('tempfile'))";
+/// Removes that directory when the kernel goes.
+const CLEANUP_CELL: &str =
+    "(lambda os, s: (lambda d: (os.chdir('/'), s.rmtree(d, True)))(os.getcwd()))\
+     (__import__('os'), __import__('shutil'))";
+
+pub struct GatewayKernel {
+    gateway: Arc<Gateway>,
+    /// The gateway's id of the kernel.
+    id: String,
+    /// This client's session: a reconnection with it gets what the server
+    /// buffered meanwhile.
+    session: String,
+    channels: Channels,
+    banner: KernelBanner,
+    options: KernelOptions,
+    files: Vec<PathBuf>,
+    artifact_seq: u32,
+    restarts: u32,
+    /// The kernel's process was replaced (it died, it was restarted):
+    /// retrace's setup must run in the new one before the next cell.
+    needs_setup: bool,
+    closed: bool,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// How collecting an execution's messages ended.
+#[derive(Debug, Default)]
+struct Ending {
+    /// The gateway said the kernel is restarting or dead.
+    died: bool,
+    /// The cell outlived its interrupt: the kernel is to be restarted.
+    restart_needed: bool,
+    /// The websocket went and did not come back: why.
+    lost: Option<String>,
+}
+
+impl GatewayKernel {
+    pub(super) async fn start(
+        gateway: Arc<Gateway>,
+        files: &[PathBuf],
+        options: KernelOptions,
+    ) -> Result<GatewayKernel, KernelError> {
+        let slot = gateway
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| KernelError::Gateway("the gateway is closed".into()))?;
+        let id = create(&gateway).await?;
+        let session = uuid::Uuid::new_v4().to_string();
+        let prepared = async {
+            let mut channels =
+                socket::connect(&gateway.rest, &id, &session, max_message(&options)).await?;
+            let banner = handshake(&mut channels).await?;
+            Ok::<_, KernelError>((channels, banner))
+        };
+        let timeout = options.startup_timeout;
+        let started = Instant::now();
+        let (channels, banner) = match tokio::time::timeout(timeout, prepared).await {
+            Ok(Ok(ready)) => ready,
+            Ok(Err(e)) => {
+                delete(&gateway, &id).await;
+                return Err(e);
+            }
+            Err(_) => {
+                delete(&gateway, &id).await;
+                return Err(KernelError::Gateway(format!(
+                    "kernel {id} on {} did not answer within {timeout:?}",
+                    gateway.info.url
+                )));
+            }
+        };
+        let mut kernel = GatewayKernel {
+            gateway,
+            id,
+            session,
+            channels,
+            banner,
+            options,
+            files: files.to_vec(),
+            artifact_seq: 0,
+            restarts: 0,
+            needs_setup: true,
+            closed: false,
+            _slot: slot,
+        };
+        if let Err(e) = kernel.setup().await {
+            kernel.discard().await;
+            return Err(e);
+        }
+        tracing::info!(
+            kernel = %kernel.id,
+            gateway = %kernel.gateway.info.url,
+            ms = started.elapsed().as_millis() as u64,
+            "gateway kernel started"
+        );
+        Ok(kernel)
+    }
+
+    /// The gateway's id of this kernel.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn banner(&self) -> &KernelBanner {
+        &self.banner
+    }
+
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// A private working directory, the task's files in it, retrace's probe.
+    async fn setup(&mut self) -> Result<(), KernelError> {
+        let channels = &mut self.channels;
+        silent_ok(
+            channels,
+            WORKDIR_CELL,
+            SETUP_TIMEOUT,
+            "making the working directory",
+        )
+        .await?;
+        for file in &self.files {
+            upload(channels, file).await?;
+        }
+        install_probe(channels, &probe_inline()).await?;
+        self.needs_setup = false;
+        Ok(())
+    }
+
+    /// Runs one cell. Never fails: a lost gateway is an outcome whose
+    /// `infra_error` says so.
+    pub async fn execute(&mut self, code: &str, exec: &ExecOptions) -> Outcome {
+        let started = Instant::now();
+        let lost_before = match self.ready().await {
+            Ok(lost) => lost,
+            Err(e) => return self.infra(format!("the kernel is not usable: {e}")),
+        };
+        let sent = match send_cell(&mut self.channels, code, self.options.verify_completion).await {
+            Ok(sent) => sent,
+            Err(e) => return self.infra(e.to_string()),
+        };
+        let mut run = Run::new(self.options.output_cap);
+        let ending = self.collect(&mut run, &sent, exec.timeout).await;
+        if let Some(why) = ending.lost {
+            // The kernel may still be there; the next cell finds out.
+            return self.infra(format!(
+                "the websocket to kernel {} dropped mid-execution and did not come back: {why}",
+                self.id
+            ));
+        }
+        let mut evidence = Evidence {
+            harness_reason: run.reason,
+            truncated: run.capture.truncation().truncated,
+            reply_error: run
+                .error
+                .as_ref()
+                .map(|e| (e.ename.clone(), e.evalue.clone())),
+            ..Evidence::default()
+        };
+        let mut restart_error = None;
+        if ending.died {
+            evidence.exit = Some(ExitInfo {
+                code: None,
+                signal: None,
+                signal_name: None,
+            });
+            if self.oom_reported().await {
+                evidence.delta = Counters {
+                    oom_kills: 1,
+                    ..Counters::default()
+                };
+            }
+            self.needs_setup = true;
+        } else if ending.restart_needed {
+            evidence.killed_by_harness = true;
+            restart_error = self.restart().await.err().map(|e| e.to_string());
+        } else {
+            run.settle_error();
+        }
+        let state_lost = lost_before || ending.died || ending.restart_needed;
+        let classification = classify(&evidence);
+        let mut flags = classification.flags;
+        if lost_before {
+            flags.push(crate::sandbox::Flag::Restarted);
+        }
+        let mut outcome = run.into_outcome(
+            exec,
+            &mut self.artifact_seq,
+            classification.verdict,
+            flags,
+            started,
+        );
+        if let Some(message) = restart_error {
+            outcome.error.get_or_insert(super::super::ErrorInfo {
+                ename: "KernelRestartFailed".into(),
+                evalue: message,
+                traceback: Vec::new(),
+            });
+        }
+        outcome.exit = evidence.exit;
+        outcome.state_lost = state_lost;
+        outcome.fired = classification.fired;
+        outcome.suggested = classification.suggested;
+        outcome.enforcement = Some(Enforcement::gateway());
+        outcome
+    }
+
+    /// Collects the cell's messages until its reply, its idle and the
+    /// probe's reply are in. The wall time and the output cap interrupt the
+    /// cell (through the gateway); a cell still running `interrupt_grace`
+    /// later is ended by a restart. A dropped websocket is reopened.
+    async fn collect(&mut self, run: &mut Run, sent: &Sent, timeout: Duration) -> Ending {
+        let mut probe_id = sent.probe_id.clone();
+        let mut deadline = Deadline {
+            at: deadline_after(timeout),
+            interrupted: false,
+        };
+        let mut ending = Ending::default();
+        while !(run.reply.is_some() && run.idle && probe_id.is_none()) {
+            let mut dropped = false;
+            tokio::select! {
+                biased;
+                _ = sleep_until(deadline.at) => {
+                    if deadline.interrupted {
+                        tracing::info!(kernel = %self.id, "the cell outlived its interrupt; restarting the kernel");
+                        ending.restart_needed = true;
+                        break;
+                    }
+                    run.reason.get_or_insert(HarnessReason::TimeoutWall);
+                    self.interrupt_for_limit(&mut deadline).await;
+                }
+                msg = self.channels.iopub_rx.recv() => match msg {
+                    Some(msg) if parent_id(&msg) == Some(sent.msg_id.as_str()) => {
+                        run.on_iopub(msg);
+                        if run.kernel_gone {
+                            ending.died = true;
+                            break;
+                        }
+                    }
+                    Some(msg) if is_server_status(&msg) => {
+                        ending.died = true;
+                        break;
+                    }
+                    Some(_) => {}
+                    None => dropped = true,
+                },
+                msg = self.channels.shell_rx.recv() => match msg {
+                    Some(msg) => match parent_id(&msg) {
+                        Some(id) if id == sent.msg_id => run.on_shell(msg),
+                        Some(id) if probe_id.as_deref() == Some(id) => probe_id = None,
+                        _ => {}
+                    },
+                    None => dropped = true,
+                },
+            }
+            if dropped {
+                let mut requests = vec![sent.msg_id.as_str()];
+                requests.extend(probe_id.as_deref());
+                if let Err(e) = self.reconnect(&sent.msg_id, &requests).await {
+                    ending.lost = Some(e.to_string());
+                    break;
+                }
+            }
+            if run.capture.exceeded() && run.reason.is_none() {
+                run.reason = Some(HarnessReason::OutputLimit);
+                self.interrupt_for_limit(&mut deadline).await;
+            }
+        }
+        self.channels.unwatch_iopub();
+        ending
+    }
+
+    /// A limit was hit: interrupt through the gateway and give the cell
+    /// `interrupt_grace` to stop.
+    async fn interrupt_for_limit(&mut self, deadline: &mut Deadline) {
+        tracing::info!(kernel = %self.id, "limit reached; interrupting the cell");
+        deadline.interrupted = true;
+        deadline.at = tokio::time::Instant::now() + self.options.interrupt_grace;
+        if let Err(e) = self.interrupt().await {
+            tracing::warn!(kernel = %self.id, error = %e, "the gateway did not take the interrupt");
+        }
+    }
+
+    /// Reopens the websocket with the same session, watching what the lost
+    /// one watched.
+    async fn reconnect(&mut self, watched: &str, requests: &[&str]) -> Result<(), KernelError> {
+        let mut wait = RECONNECT_BACKOFF;
+        let mut last = None;
+        for attempt in 1..=RECONNECTS {
+            tracing::info!(kernel = %self.id, attempt, "the kernel's websocket dropped; reconnecting");
+            match socket::connect(
+                &self.gateway.rest,
+                &self.id,
+                &self.session,
+                max_message(&self.options),
+            )
+            .await
+            {
+                Ok(channels) => {
+                    channels.resume(watched, requests);
+                    self.channels = channels;
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+        Err(last.unwrap_or_else(|| KernelError::Gateway("reconnecting failed".into())))
+    }
+
+    /// Before a cell: a kernel whose process was replaced gets retrace's
+    /// setup again, a kernel the gateway lost is replaced by a new one, a
+    /// dropped websocket is reopened. `Ok(true)` when the state was lost.
+    async fn ready(&mut self) -> Result<bool, KernelError> {
+        if !self.needs_setup && self.channels.is_open() {
+            return Ok(false);
+        }
+        let known = self
+            .gateway
+            .rest
+            .call(Method::GET, &kernel_path(&self.id), None)
+            .await?;
+        if known.status == StatusCode::NOT_FOUND {
+            tracing::info!(kernel = %self.id, "the gateway no longer has the kernel; starting a new one");
+            self.replace().await?;
+            return Ok(true);
+        }
+        if known.body.get("execution_state").and_then(Value::as_str) == Some("dead") {
+            self.restart().await?;
+            return Ok(true);
+        }
+        if !self.channels.is_open() {
+            self.reconnect("", &[]).await?;
+            self.channels.unwatch_iopub();
+        }
+        if !self.needs_setup {
+            return Ok(false);
+        }
+        self.revive().await?;
+        Ok(true)
+    }
+
+    /// Waits for the kernel's new process to answer, then sets it up.
+    async fn revive(&mut self) -> Result<(), KernelError> {
+        let banner = tokio::time::timeout(REVIVE_TIMEOUT, handshake(&mut self.channels))
+            .await
+            .map_err(|_| {
+                KernelError::Gateway(format!(
+                    "kernel {} did not answer within {REVIVE_TIMEOUT:?} after its restart",
+                    self.id
+                ))
+            })??;
+        self.banner = banner;
+        self.needs_setup = true;
+        self.setup().await
+    }
+
+    /// A new kernel in place of one the gateway no longer has.
+    async fn replace(&mut self) -> Result<(), KernelError> {
+        let id = create(&self.gateway).await?;
+        self.id = id;
+        self.channels = socket::connect(
+            &self.gateway.rest,
+            &self.id,
+            &self.session,
+            max_message(&self.options),
+        )
+        .await?;
+        self.restarts += 1;
+        self.revive().await
+    }
+
+    /// Whether the gateway's model of the kernel says it was OOM-killed
+    /// (Enterprise Gateway on Kubernetes can pass the pod's reason on).
+    async fn oom_reported(&self) -> bool {
+        match self
+            .gateway
+            .rest
+            .call(Method::GET, &kernel_path(&self.id), None)
+            .await
+        {
+            Ok(answer) => answer.body.to_string().contains("OOMKilled"),
+            Err(_) => false,
+        }
+    }
+
+    /// A compact view of the state the last failure involved (see
+    /// [`Kernel::inspect_state`](super::super::Kernel::inspect_state)).
+    pub async fn inspect_state(&mut self, query: &StateQuery) -> Result<StateView, KernelError> {
+        if self.needs_setup || !self.channels.is_open() {
+            return Err(KernelError::Protocol(
+                "the kernel was replaced; there is no state to inspect".into(),
+            ));
+        }
+        match inspect(&mut self.channels, query).await? {
+            Some(view) => Ok(view),
+            None => {
+                let _ = self.interrupt().await;
+                Err(KernelError::StateTimeout(query.timeout))
+            }
+        }
+    }
+
+    /// Asks the gateway to interrupt the running execution.
+    pub async fn interrupt(&mut self) -> Result<(), KernelError> {
+        let path = format!("{}/interrupt", kernel_path(&self.id));
+        self.gateway
+            .rest
+            .call(Method::POST, &path, Some(&json!({})))
+            .await
+            .map(|_| ())
+    }
+
+    /// Restarts the kernel through the gateway (its variables are lost),
+    /// then sets the new process up as at the start.
+    pub async fn restart(&mut self) -> Result<(), KernelError> {
+        tracing::info!(kernel = %self.id, restarts = self.restarts, "restarting the gateway kernel");
+        let path = format!("{}/restart", kernel_path(&self.id));
+        let answer = self
+            .gateway
+            .rest
+            .call(Method::POST, &path, Some(&json!({})))
+            .await?;
+        if answer.status == StatusCode::NOT_FOUND {
+            return self.replace().await;
+        }
+        self.restarts += 1;
+        self.needs_setup = true;
+        if !self.channels.is_open() {
+            self.reconnect("", &[]).await?;
+        }
+        self.revive().await
+    }
+
+    /// Removes the kernel's working directory, then deletes the kernel.
+    pub async fn shutdown(mut self) {
+        self.close(Duration::from_secs(5)).await;
+    }
+
+    /// As `shutdown`, giving the clean-up only a moment.
+    pub async fn discard(mut self) {
+        self.close(Duration::from_millis(500)).await;
+    }
+
+    async fn close(&mut self, cleanup: Duration) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        if !self.needs_setup && self.channels.is_open() {
+            let _ = silent_ok(&mut self.channels, CLEANUP_CELL, cleanup, "cleaning up").await;
+        }
+        delete(&self.gateway, &self.id).await;
+    }
+
+    /// The outcome of an execution the infrastructure lost.
+    fn infra(&self, why: String) -> Outcome {
+        tracing::warn!(kernel = %self.id, gateway = %self.gateway.info.url, error = %why, "gateway failure");
+        let mut outcome = Outcome::not_run(Verdict::InternalError, "GatewayError", why.clone());
+        outcome.infra_error = Some(why);
+        outcome.state_lost = true;
+        outcome.enforcement = Some(Enforcement::gateway());
+        outcome
+    }
+}
+
+impl Drop for GatewayKernel {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        // Not closed (a cancelled task): the kernel must not outlive us on
+        // the gateway.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let (gateway, id) = (self.gateway.clone(), self.id.clone());
+            handle.spawn(async move { delete(&gateway, &id).await });
+        }
+    }
+}
+
+fn kernel_path(id: &str) -> String {
+    format!("/api/kernels/{id}")
+}
+
+/// Largest message the websocket takes: as a local kernel's relay, room
+/// for the output cap, at least 16 MiB (a plot travels as base64).
+fn max_message(options: &KernelOptions) -> usize {
+    let cap = options
+        .output_cap
+        .bytes
+        .saturating_mul(2)
+        .saturating_add(1 << 20);
+    usize::try_from(cap.max(16 << 20)).unwrap_or(usize::MAX)
+}
+
+/// Asks the gateway for a new kernel of its kernelspec; its id.
+async fn create(gateway: &Gateway) -> Result<String, KernelError> {
+    let body = json!({ "name": gateway.info.kernel });
+    let answer = gateway
+        .rest
+        .call(Method::POST, "/api/kernels", Some(&body))
+        .await?;
+    answer
+        .body
+        .get("id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            KernelError::Gateway(format!(
+                "{} did not start a `{}` kernel: {}",
+                gateway.info.url, gateway.info.kernel, answer.body
+            ))
+        })
+}
+
+/// Deletes the kernel; a gateway that cannot be reached is only logged.
+async fn delete(gateway: &Gateway, id: &str) {
+    if let Err(e) = gateway
+        .rest
+        .call(Method::DELETE, &kernel_path(id), None)
+        .await
+    {
+        tracing::warn!(kernel = %id, error = %e, "could not delete the kernel on the gateway");
+    }
+}
+
+/// Writes `file` into the kernel's working directory under its own name,
+/// in chunks a cell can carry.
+async fn upload(channels: &mut Channels, file: &std::path::Path) -> Result<(), KernelError> {
+    let name = file.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        KernelError::Launch(format!("task file {} has no usable name", file.display()))
+    })?;
+    let bytes = std::fs::read(file)
+        .map_err(|e| KernelError::io(format!("reading task file {}", file.display()), e))?;
+    let name = serde_json::to_string(name).unwrap_or_default();
+    let what = format!("copying {} to the kernel", file.display());
+    if bytes.is_empty() {
+        let cell = format!("open({name}, 'wb').close()");
+        return silent_ok(channels, &cell, SETUP_TIMEOUT, &what).await;
+    }
+    for (i, chunk) in bytes.chunks(FILE_CHUNK).enumerate() {
+        let mode = if i == 0 { "wb" } else { "ab" };
+        let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+        let cell = format!(
+            "(lambda b: (lambda f: (f.write(b.b64decode('{data}')), f.close()))(open({name}, '{mode}')))\
+             (__import__('base64'))"
+        );
+        silent_ok(channels, &cell, SETUP_TIMEOUT, &what).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! Kernels on a Jupyter Kernel Gateway or Enterprise Gateway: created and
+//! deleted through its REST API, spoken to over its websocket with the same
+//! messages and the same filters as local kernels, giving the same
+//! [`Outcome`](super::Outcome).
+//!
+//! retrace enforces on its side of the socket what it can from there: the
+//! wall timeout (interrupt, then restart) and the output caps. Memory, CPU,
+//! processes, disk, network and the filesystem belong to the gateway (the
+//! kernelspec, a pod's limits); every outcome says so in `enforcement`.
+
+mod kernel;
+mod rest;
+mod socket;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+pub use kernel::GatewayKernel;
+
+use super::{KernelError, KernelOptions};
+use rest::Rest;
+
+/// Where the gateway is and how to use it.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// `http(s)://host:port[/base]`.
+    pub url: String,
+    pub token: Option<String>,
+    /// The kernelspec to start; the gateway's default when `None`.
+    pub kernel: Option<String>,
+    /// Kernels alive on the gateway at once (a run's tasks wait for a slot).
+    pub concurrency: usize,
+    /// How long one REST call may take before it is retried.
+    pub request_timeout: Duration,
+}
+
+/// What records and reports say about a gateway (never its token).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GatewayInfo {
+    /// The URL without credentials or query.
+    pub url: String,
+    /// The kernelspec its kernels run.
+    pub kernel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_display_name: Option<String>,
+    /// The server's version (`GET /api`), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub concurrency: usize,
+}
+
+/// A gateway retrace checked and can start kernels on.
+pub struct Gateway {
+    rest: Rest,
+    info: GatewayInfo,
+    slots: Arc<Semaphore>,
+}
+
+impl Gateway {
+    /// Checks that `config.url` is a Jupyter gateway that takes the token
+    /// and serves the kernelspec (its default when none is named).
+    pub async fn connect(config: GatewayConfig) -> Result<Arc<Gateway>, KernelError> {
+        let rest = Rest::new(&config.url, config.token.clone(), config.request_timeout)?;
+        let specs = rest.call(Method::GET, "/api/kernelspecs", None).await?;
+        if specs.status == StatusCode::NOT_FOUND {
+            return Err(KernelError::Gateway(format!(
+                "{} has no /api/kernelspecs: is it a Jupyter Kernel Gateway or Enterprise Gateway?",
+                config.url
+            )));
+        }
+        let available: Vec<String> = specs
+            .body
+            .get("kernelspecs")
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let default = specs.body.get("default").and_then(Value::as_str);
+        let kernel = match (&config.kernel, default) {
+            (Some(name), _) => name.clone(),
+            (None, Some(name)) => name.to_string(),
+            (None, None) => {
+                return Err(KernelError::Gateway(format!(
+                    "{} names no default kernelspec; choose one with --gateway-kernel ({})",
+                    config.url,
+                    available.join(", ")
+                )))
+            }
+        };
+        if !available.contains(&kernel) {
+            return Err(KernelError::Gateway(format!(
+                "{} has no kernelspec `{kernel}`; it has: {}",
+                config.url,
+                available.join(", ")
+            )));
+        }
+        let kernel_display_name = specs.body["kernelspecs"][&kernel]["spec"]["display_name"]
+            .as_str()
+            .map(str::to_string);
+        // Kernel Gateway answers `/api` with its version; a server that does
+        // not is still usable.
+        let version = match rest.call(Method::GET, "/api", None).await {
+            Ok(a) => a
+                .body
+                .get("version")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            Err(_) => None,
+        };
+        let concurrency = config.concurrency.max(1);
+        Ok(Arc::new(Gateway {
+            info: GatewayInfo {
+                url: public_url(&config.url),
+                kernel,
+                kernel_display_name,
+                version,
+                concurrency,
+            },
+            rest,
+            slots: Arc::new(Semaphore::new(concurrency)),
+        }))
+    }
+
+    pub fn info(&self) -> &GatewayInfo {
+        &self.info
+    }
+
+    /// Starts a kernel (waiting for a slot), puts `files` in its own
+    /// working directory and installs retrace's probe.
+    pub async fn start(
+        self: &Arc<Self>,
+        files: &[PathBuf],
+        options: KernelOptions,
+    ) -> Result<GatewayKernel, KernelError> {
+        GatewayKernel::start(self.clone(), files, options).await
+    }
+}
+
+/// `url` without user, password, query or fragment: what may be recorded.
+fn public_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.as_str().trim_end_matches('/').to_string()
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_urls_carry_no_credentials() {
+        assert_eq!(
+            public_url("http://me:secret@gw.example:8888/base/?token=abc"),
+            "http://gw.example:8888/base"
+        );
+        assert_eq!(public_url("http://127.0.0.1:8888"), "http://127.0.0.1:8888");
+    }
+}

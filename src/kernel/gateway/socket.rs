@@ -1,0 +1,140 @@
+//! A kernel's channels over the gateway's websocket
+//! (`/api/kernels/<id>/channels`): Jupyter messages as JSON text frames
+//! with a `channel` field, the protocol every Jupyter server speaks. They
+//! arrive in the same queues as a local kernel's, through the same filters.
+
+use futures_util::stream::SplitSink;
+use futures_util::{SinkExt, StreamExt};
+use jupyter_protocol::{Channel, JupyterMessage};
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::super::client::{Channels, Outbound};
+use super::super::KernelError;
+use super::rest::Rest;
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+struct SocketOutbound(SplitSink<Socket, Message>);
+
+#[async_trait::async_trait]
+impl Outbound for SocketOutbound {
+    async fn send(&mut self, channel: Channel, mut msg: JupyterMessage) -> Result<(), KernelError> {
+        msg.channel = Some(channel);
+        let text = serde_json::to_string(&msg)
+            .map_err(|e| KernelError::Protocol(format!("encoding a message: {e}")))?;
+        self.0
+            .send(Message::text(text))
+            .await
+            .map_err(|e| KernelError::Gateway(format!("sending on the kernel's websocket: {e}")))
+    }
+}
+
+/// Opens the channels of kernel `kernel_id`. `session` names this client
+/// to the gateway: a reconnection with the same session gets the messages
+/// the server buffered while it was away. Messages larger than
+/// `max_message` bytes end the connection (as a local kernel's relay would
+/// drop them).
+pub(super) async fn connect(
+    rest: &Rest,
+    kernel_id: &str,
+    session: &str,
+    max_message: usize,
+) -> Result<Channels, KernelError> {
+    let url = socket_url(rest.base(), kernel_id, session);
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| KernelError::Gateway(format!("websocket {url}: {e}")))?;
+    if let Some(token) = rest.token() {
+        let value = format!("token {token}").parse().map_err(|_| {
+            KernelError::Gateway("the gateway token is not a valid header value".into())
+        })?;
+        request.headers_mut().insert("Authorization", value);
+    }
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), true)
+        .await
+        .map_err(|e| KernelError::Gateway(format!("websocket {url}: {e}")))?;
+    let (sink, mut stream) = socket.split();
+    let (router, mut channels) = Channels::open(Box::new(SocketOutbound(sink)));
+    let router = router.with_server_status();
+    let reader = tokio::spawn(async move {
+        while let Some(frame) = stream.next().await {
+            let text = match frame {
+                Ok(Message::Text(text)) => text,
+                Ok(Message::Close(_)) => break,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::info!(error = %e, "the kernel's websocket failed");
+                    break;
+                }
+            };
+            // Garbage from the kernel is that message's problem only.
+            let Some((channel, msg)) = parse(&text) else {
+                continue;
+            };
+            if !router.route(channel, msg).await {
+                break;
+            }
+        }
+        // Dropping the router ends the queues: the session sees the loss.
+    });
+    channels.keep_reader(reader);
+    Ok(channels)
+}
+
+/// `ws(s)://<base>/api/kernels/<id>/channels?session_id=<session>`.
+fn socket_url(base: &str, kernel_id: &str, session: &str) -> String {
+    let ws = match base.split_once("://") {
+        Some(("https", rest)) => format!("wss://{rest}"),
+        Some((_, rest)) => format!("ws://{rest}"),
+        None => format!("ws://{base}"),
+    };
+    format!("{ws}/api/kernels/{kernel_id}/channels?session_id={session}")
+}
+
+/// A frame's channel and message; `None` for anything else.
+fn parse(text: &str) -> Option<(Channel, JupyterMessage)> {
+    let mut value: Value = serde_json::from_str(text).ok()?;
+    let channel = serde_json::from_value(value.get_mut("channel")?.take()).ok()?;
+    let msg = JupyterMessage::from_value(value).ok()?;
+    Some((channel, msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jupyter_protocol::{JupyterMessageContent, Status};
+
+    #[test]
+    fn socket_urls_follow_the_scheme_and_path() {
+        assert_eq!(
+            socket_url("http://127.0.0.1:8888", "k1", "s"),
+            "ws://127.0.0.1:8888/api/kernels/k1/channels?session_id=s"
+        );
+        assert_eq!(
+            socket_url("https://eg.example/gateway", "k1", "s"),
+            "wss://eg.example/gateway/api/kernels/k1/channels?session_id=s"
+        );
+    }
+
+    #[test]
+    fn frames_carry_their_channel() {
+        let mut msg = JupyterMessage::new(Status::idle(), None);
+        msg.channel = Some(Channel::IOPub);
+        let text = serde_json::to_string(&msg).unwrap();
+        let (channel, back) = parse(&text).unwrap();
+        assert!(matches!(channel, Channel::IOPub));
+        assert!(matches!(back.content, JupyterMessageContent::Status(_)));
+        assert_eq!(back.header.msg_id, msg.header.msg_id);
+        assert!(parse("{\"channel\": \"shell\"}").is_none());
+        assert!(parse("not json").is_none());
+    }
+}
