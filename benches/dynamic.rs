@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use retrace::harness::packages::{Activated, Packages};
 use retrace::harness::Arm;
-use retrace::kernel::{ExecOptions, Kernel, KernelOptions};
+use retrace::kernel::{AnyKernel, ExecOptions, Kernel, KernelOptions};
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::InstallOn;
 use retrace::sandbox::{Confined, Sandbox, SandboxLimits};
@@ -59,10 +59,11 @@ fn options() -> KernelOptions {
     KernelOptions::enforcing(&SandboxLimits::default(), true)
 }
 
-async fn start(arm: &Arm, sandbox: &dyn Sandbox) -> Kernel {
-    Kernel::start(arm.spec.clone(), sandbox, options())
+async fn start(arm: &Arm, sandbox: &dyn Sandbox) -> AnyKernel {
+    let kernel = Kernel::start(arm.spec.clone(), sandbox, options())
         .await
-        .expect("a confined kernel starts")
+        .expect("a confined kernel starts");
+    AnyKernel::Local(kernel)
 }
 
 fn slow_group<'a>(c: &'a mut Criterion) -> BenchmarkGroup<'a, criterion::measurement::WallTime> {
@@ -78,7 +79,7 @@ fn slow_group<'a>(c: &'a mut Criterion) -> BenchmarkGroup<'a, criterion::measure
 /// One task's first cell in a fresh kernel: (task wall time, step ms).
 async fn scipy_cell(
     packages: &Packages,
-    kernel: &mut Kernel,
+    kernel: &mut AnyKernel,
     exec: &ExecOptions,
 ) -> (Duration, f64) {
     let mut activated = Activated::default();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use retrace::harness::packages::{Activated, CellRun, Packages};
 use retrace::harness::Arm;
-use retrace::kernel::{Kernel, KernelOptions};
+use retrace::kernel::{AnyKernel, Kernel, KernelOptions};
 use retrace::pyenv::dynamic::DYNAMIC_LOCK;
 use retrace::pyenv::dynamic::{Allowlist, Decision, Denial, RequestSource, IMPORT_MAP};
 use retrace::pyenv::{ImageName, Strategy};
@@ -30,14 +30,15 @@ fn arm() -> Arm {
     .unwrap()
 }
 
-async fn kernel(arm: &Arm) -> Kernel {
+async fn kernel(arm: &Arm) -> AnyKernel {
     let options = KernelOptions::enforcing(&SandboxLimits::default(), true);
-    Kernel::start(arm.spec.clone(), common::sandbox().as_ref(), options)
+    let kernel = Kernel::start(arm.spec.clone(), common::sandbox().as_ref(), options)
         .await
-        .expect("slim kernel starts")
+        .expect("slim kernel starts");
+    AnyKernel::Local(kernel)
 }
 
-async fn run(packages: &Packages, kernel: &mut Kernel, code: &str) -> CellRun {
+async fn run(packages: &Packages, kernel: &mut AnyKernel, code: &str) -> CellRun {
     let mut activated = Activated::default();
     packages
         .run_cell(kernel, &mut activated, code, &common::exec_opts(60))

@@ -37,6 +37,7 @@ fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
         limits: SandboxLimits::default(),
         unconfined: false,
         kernel_start: Default::default(),
+        gateway: None,
         out: Some(out.to_path_buf()),
         prompts: None,
         init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
@@ -312,6 +313,7 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
         init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
         progress: false,
         kernel_start: Default::default(),
+        gateway_token: None,
     };
     let run = Run::resume(&moved, resume.clone()).await.unwrap();
     assert_eq!(run.counts(), (0, 2));

@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use clap::Args;
 use retrace::kernel::{
-    default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec, KernelStart, Outcome,
+    default_kernel_root, AnyKernel, ExecOptions, Executor, Kernel, KernelOptions, KernelSpec,
+    KernelStart, Outcome,
 };
 use retrace::pyenv::{ImageName, ImageStore};
 
+use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
 use super::Failure;
 
@@ -22,6 +24,8 @@ pub struct ExecArgs {
     pub image: ImageName,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub executor: ExecutorArgs,
     /// Directory where plots and other images are written.
     #[arg(long, default_value = "retrace-artifacts")]
     pub artifacts: PathBuf,
@@ -57,31 +61,44 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
     };
     let cells = split_cells(&source);
 
-    let image = ImageStore::from_env()
-        .ensure_blocking(args.image, true)
-        .await
-        .map_err(Failure::infra)?;
-    let spec = Arc::new(KernelSpec::new(image, default_kernel_root()));
-    let sandbox = args.limits.sandbox()?;
-    let spec = Arc::new(KernelSpec {
-        threads: args.limits.limits().threads(),
-        ..(*spec).clone()
-    });
     // One kernel: it would wait for the zygote's own start, so cold unless
     // asked.
     let options = KernelOptions {
         start: args.limits.kernel_start.unwrap_or(KernelStart::Cold),
         ..args.limits.kernel_options()
     };
-    if !args.json {
-        eprintln!(
-            "{}",
-            super::limits::describe(&sandbox.info(), &args.limits.limits())
-        );
-    }
-    let mut kernel = Kernel::start(spec, sandbox.as_ref(), options)
-        .await
-        .map_err(Failure::infra)?;
+    let executor = args.executor.open(&args.limits, 1).await?;
+    let mut kernel = match &executor {
+        Executor::Local(sandbox) => {
+            let image = ImageStore::from_env()
+                .ensure_blocking(args.image, true)
+                .await
+                .map_err(Failure::infra)?;
+            let spec = Arc::new(KernelSpec {
+                threads: args.limits.limits().threads(),
+                ..KernelSpec::new(image, default_kernel_root())
+            });
+            if !args.json {
+                eprintln!(
+                    "{}",
+                    super::limits::describe(&sandbox.info(), &args.limits.limits())
+                );
+            }
+            let kernel = Kernel::start(spec, sandbox.as_ref(), options)
+                .await
+                .map_err(Failure::infra)?;
+            AnyKernel::Local(kernel)
+        }
+        Executor::Gateway(gateway) => {
+            if !args.json {
+                eprintln!(
+                    "{}",
+                    super::executor::describe(&executor).unwrap_or_default()
+                );
+            }
+            AnyKernel::Gateway(gateway.start(&[], options).await.map_err(Failure::infra)?)
+        }
+    };
 
     let mut outcomes = Vec::new();
     for (i, cell) in cells.iter().enumerate() {

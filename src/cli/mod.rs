@@ -5,6 +5,7 @@
 mod compare;
 mod doctor;
 mod exec;
+mod executor;
 mod image;
 mod limits;
 mod logging;

@@ -12,6 +12,7 @@ use retrace::report;
 use retrace::task::load::datasets_dir;
 use retrace::util::units::parse_duration;
 
+use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
 use super::Failure;
 
@@ -117,6 +118,8 @@ pub struct RunArgs {
     pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub executor: ExecutorArgs,
 }
 
 pub async fn run(args: RunArgs) -> Result<i32, Failure> {
@@ -138,6 +141,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                     init_binary,
                     progress,
                     kernel_start: args.limits.kernel_start(),
+                    gateway_token: args.executor.gateway_token.clone(),
                 },
             )
             .await
@@ -180,6 +184,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
                 limits: args.limits.limits(),
                 unconfined: args.limits.unsafe_no_sandbox,
                 kernel_start: args.limits.kernel_start(),
+                gateway: args.executor.gateway(args.concurrency)?,
                 out: args.out.clone(),
                 prompts: args.prompts.clone(),
                 init_binary,

@@ -6,12 +6,14 @@ use std::time::Duration;
 use clap::Subcommand;
 use retrace::harness::validate::validate;
 use retrace::harness::Arm;
+use retrace::kernel::Executor;
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
 use retrace::task::load::{datasets_dir, load_suite_with, Skipped};
 use retrace::task::{Expected, Task};
 use retrace::util::units::parse_duration;
 
+use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
 use super::Failure;
 
@@ -49,6 +51,8 @@ pub enum TasksCommand {
         reference_timeout: Duration,
         #[command(flatten)]
         limits: LimitArgs,
+        #[command(flatten)]
+        executor: Box<ExecutorArgs>,
     },
 }
 
@@ -138,13 +142,31 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             skip_invalid,
             reference_timeout,
             limits,
+            executor,
         } => {
             let tasks = load(&suite, skip_invalid)?;
+            if strategy.installs() && executor.gateway(jobs)?.is_some() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "strategy `dynamic` runs on the local executor only: its kernels import \
+                     from this machine's package store, which a gateway's kernels cannot see"
+                )));
+            }
+            let executor = executor.open(&limits, jobs).await?;
             let image = ImageStore::from_env()
                 .ensure_blocking(strategy.image(), true)
                 .await
                 .map_err(Failure::infra)?;
-            let sandbox = limits.sandbox()?;
+            let sandbox = match &executor {
+                Executor::Local(sandbox) => sandbox.clone(),
+                // Only the arm's bookkeeping sees it; the kernels are the gateway's.
+                Executor::Gateway(_) => {
+                    retrace::sandbox::open(true, std::env::current_exe().map_err(Failure::infra)?)
+                        .map_err(Failure::infra)?
+                }
+            };
+            if let Some(line) = super::executor::describe(&executor) {
+                eprintln!("{line}");
+            }
             let threads = limits.limits().threads();
             let arm =
                 Arm::new(strategy, image, threads, install_on, &sandbox).map_err(Failure::infra)?;
@@ -153,7 +175,7 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             let results = validate(
                 tasks,
                 Arc::new(arm),
-                sandbox,
+                executor,
                 options,
                 reference_timeout,
                 jobs,

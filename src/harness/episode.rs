@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::kernel::{ExecOptions, Kernel, KernelError, KernelSpec, Outcome};
+use crate::kernel::{AnyKernel, ExecOptions, KernelError, KernelSpec, Outcome};
 use crate::model::{ChatRequest, Message, Part, Role, Usage, KEEP_TOKEN};
 use crate::pyenv::Strategy;
 use crate::record::{
@@ -39,8 +39,8 @@ pub(super) struct Episode<'a> {
     carried: Option<Check>,
     /// The latest answer value as shown to the model in a review.
     carried_text: Option<String>,
-    starting: Option<tokio::task::JoinHandle<Result<(Kernel, f64), KernelError>>>,
-    kernel: Option<Kernel>,
+    starting: Option<tokio::task::JoinHandle<Result<(AnyKernel, f64), KernelError>>>,
+    kernel: Option<AnyKernel>,
     /// The kernel's start time (ms), until a round records it.
     kernel_start_ms: Option<f64>,
     /// What the `dynamic` strategy has put on the kernel's path.
@@ -59,10 +59,10 @@ impl<'a> Episode<'a> {
             files: task.files.clone(),
             ..(*arm.spec).clone()
         });
-        let (sandbox, options) = (runner.sandbox.clone(), runner.kernel_options.clone());
+        let (executor, options) = (runner.executor.clone(), runner.kernel_options.clone());
         let starting = tokio::spawn(async move {
             let started = Instant::now();
-            let kernel = Kernel::start(spec, sandbox.as_ref(), options).await?;
+            let kernel = executor.start(spec, options).await?;
             Ok((kernel, started.elapsed().as_secs_f64() * 1e3))
         });
         let (policy, packages) = packages_prompt(arm.strategy, arm.packages.as_deref());
@@ -173,6 +173,11 @@ impl<'a> Episode<'a> {
                     o
                 }
             };
+            if let Some(why) = &o.infra_error {
+                // The gateway lost the execution: not the model's doing.
+                let why = format!("executor: {why}");
+                return Ok(self.infra(rec, why, started));
+            }
             outcome = Some(o);
         }
 
@@ -341,7 +346,7 @@ impl<'a> Episode<'a> {
             .then(|| format!("What your variables hold now (checked by retrace):\n{text}"))
     }
 
-    async fn kernel(&mut self) -> Result<&mut Kernel, String> {
+    async fn kernel(&mut self) -> Result<&mut AnyKernel, String> {
         if self.kernel.is_none() {
             let started = match self.starting.take() {
                 Some(handle) => match handle.await {

@@ -1,7 +1,8 @@
 //! `results.jsonl`: append-only, one record per round, flushed per line so a
 //! crash or `kill -9` loses at most the round in flight. On resume, records
-//! of unfinished tasks are dropped (the tasks are redone from round 0), so
-//! nothing is duplicated.
+//! of unfinished tasks, and of tasks that ended on an infrastructure error
+//! (an endpoint or a gateway that was down), are dropped: those tasks are
+//! redone from round 0, so nothing is duplicated.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::HarnessError;
-use crate::record::AttemptRecord;
+use crate::record::{AttemptRecord, RecordKind};
 
 pub struct Journal {
     path: PathBuf,
@@ -93,12 +94,13 @@ impl ArmTask {
 }
 
 /// Keeps only the records of finished tasks, rewriting the journal
-/// atomically; returns the ids of the finished tasks.
+/// atomically; returns the ids of the finished tasks. A task that ended on
+/// an infrastructure error is not finished: the model never had its chance.
 pub fn compact_for_resume(path: &Path) -> Result<HashSet<ArmTask>, HarnessError> {
     let records = read(path)?;
     let finished: HashSet<ArmTask> = records
         .iter()
-        .filter(|r| r.is_final())
+        .filter(|r| r.is_final() && r.kind != RecordKind::InfraError)
         .map(ArmTask::of)
         .collect();
     let kept: Vec<AttemptRecord> = records
@@ -209,5 +211,18 @@ mod tests {
         // Compacting again changes nothing.
         assert_eq!(compact_for_resume(&path).unwrap(), finished);
         assert_eq!(read(&path).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn tasks_lost_to_the_infrastructure_are_redone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let mut lost = record("b", 0, true);
+        lost.kind = RecordKind::InfraError;
+        write(&path, &[record("a", 0, true), lost], "");
+        let finished = compact_for_resume(&path).unwrap();
+        let ids: Vec<&str> = finished.iter().map(|t| t.task_id.as_str()).collect();
+        assert_eq!(ids, ["a"]);
+        assert_eq!(read(&path).unwrap().len(), 1);
     }
 }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::kernel::{ExecOptions, Kernel, Outcome};
+use crate::kernel::{AnyKernel, ExecOptions, Outcome};
 use crate::pyenv::dynamic::{
     missing_module, scan, Allowlist, Decision, Installer, Pin, Request, RequestSource,
 };
@@ -50,7 +50,7 @@ pub struct Activated {
 }
 
 impl Activated {
-    fn follow(&mut self, kernel: &Kernel) {
+    fn follow(&mut self, kernel: &AnyKernel) {
         if kernel.restarts() != self.restarts {
             *self = Activated {
                 restarts: kernel.restarts(),
@@ -70,7 +70,7 @@ impl Packages {
     /// Runs `code` in `kernel`, installing what it asks for or misses.
     pub async fn run_cell(
         &self,
-        kernel: &mut Kernel,
+        kernel: &mut AnyKernel,
         activated: &mut Activated,
         code: &str,
         exec: &ExecOptions,
@@ -159,7 +159,7 @@ impl Packages {
     /// handled them (`None` when there were none).
     async fn explicit(
         &self,
-        kernel: &mut Kernel,
+        kernel: &mut AnyKernel,
         activated: &mut Activated,
         code: &str,
     ) -> Result<(String, Option<InstallStep>), String> {
@@ -192,7 +192,7 @@ impl Packages {
     /// kernel's path.
     async fn provide(
         &self,
-        kernel: &mut Kernel,
+        kernel: &mut AnyKernel,
         activated: &mut Activated,
         trigger: InstallTrigger,
         decisions: Vec<Decision>,

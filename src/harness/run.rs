@@ -13,7 +13,8 @@ use super::journal::{self, ArmTask, Journal};
 use super::progress::Progress;
 use super::runner::{Arm, Runner};
 use super::HarnessError;
-use crate::kernel::{zygote, KernelOptions, KernelStart};
+use crate::kernel::gateway::{Gateway, GatewayConfig};
+use crate::kernel::{zygote, Executor, ExecutorInfo, KernelOptions, KernelStart};
 use crate::model::spec::{from_spec, Endpoint};
 use crate::model::{Generation, ModelClient, ModelError};
 use crate::pyenv::{Image, ImageStore, Strategy};
@@ -54,6 +55,9 @@ pub struct RunOptions {
     pub unconfined: bool,
     /// How kernels start (`--kernel-start`).
     pub kernel_start: KernelStart,
+    /// Run the kernels on this Jupyter gateway instead of locally
+    /// (`--executor gateway`).
+    pub gateway: Option<GatewayConfig>,
     /// The run directory; `None` gives `reports/<run-id>/`.
     pub out: Option<PathBuf>,
     /// Templates overriding the built-in prompts.
@@ -75,6 +79,8 @@ pub struct ResumeOptions {
     pub progress: bool,
     /// How kernels start (`--kernel-start`); not part of `run.json`.
     pub kernel_start: KernelStart,
+    /// The gateway's token, for a run on a gateway (never written down).
+    pub gateway_token: Option<String>,
 }
 
 /// A run ready to execute: configuration written, journal open, model,
@@ -124,7 +130,14 @@ impl Run {
         }
         let model = model_for(&opts.model, &opts.generation, &opts.endpoint, &tasks).await?;
         let images = ensure_images(&opts.strategies).await?;
-        let sandbox = open_sandbox(opts.unconfined, &opts.init_binary)?;
+        let executor = open_executor(
+            opts.gateway.clone(),
+            opts.unconfined,
+            &opts.init_binary,
+            &opts.strategies,
+        )
+        .await?;
+        let sandbox = executor_sandbox(&executor, &opts.init_binary)?;
         let arms = make_arms(
             &opts.strategies,
             &images,
@@ -132,7 +145,9 @@ impl Run {
             opts.install_on,
             &sandbox,
         )?;
-        start_zygotes(&arms, &sandbox, opts.kernel_start);
+        if matches!(executor, Executor::Local(_)) {
+            start_zygotes(&arms, &sandbox, opts.kernel_start);
+        }
 
         let created = chrono::Utc::now();
         let run_id = format!(
@@ -182,6 +197,7 @@ impl Run {
                 .collect(),
             limits: opts.limits,
             sandbox: sandbox.info(),
+            executor: executor.info(),
             feedback_budget: opts.feedback_budget,
             prompts_dir: opts.prompts.clone(),
             prompts_hash: templates.hash(),
@@ -200,7 +216,7 @@ impl Run {
             HashSet::new(),
             model,
             arms,
-            sandbox,
+            (sandbox, executor),
             templates,
             opts.unconfined,
             opts.kernel_start,
@@ -247,7 +263,15 @@ impl Run {
         let strategies = Strategy::parse_list(&config.strategy).map_err(HarnessError::Config)?;
         let images = ensure_images(&strategies).await?;
         let unconfined = !config.sandbox.confined;
-        let sandbox = open_sandbox(unconfined, &opts.init_binary)?;
+        let gateway = match &config.executor {
+            ExecutorInfo::Local => None,
+            ExecutorInfo::Gateway(info) => Some(GatewayConfig {
+                token: opts.gateway_token.clone(),
+                ..GatewayConfig::recorded(info)
+            }),
+        };
+        let executor = open_executor(gateway, unconfined, &opts.init_binary, &strategies).await?;
+        let sandbox = executor_sandbox(&executor, &opts.init_binary)?;
         let arms = make_arms(
             &strategies,
             &images,
@@ -255,7 +279,9 @@ impl Run {
             config.install_on,
             &sandbox,
         )?;
-        start_zygotes(&arms, &sandbox, opts.kernel_start);
+        if matches!(executor, Executor::Local(_)) {
+            start_zygotes(&arms, &sandbox, opts.kernel_start);
+        }
         let finished = journal::compact_for_resume(&dir.join("results.jsonl"))?;
         Self::assemble(
             config,
@@ -264,7 +290,7 @@ impl Run {
             finished,
             model,
             arms,
-            sandbox,
+            (sandbox, executor),
             templates,
             unconfined,
             opts.kernel_start,
@@ -280,7 +306,7 @@ impl Run {
         finished: HashSet<ArmTask>,
         model: Arc<dyn ModelClient>,
         arms: Vec<Arm>,
-        sandbox: Arc<dyn Sandbox>,
+        (sandbox, executor): (Arc<dyn Sandbox>, Executor),
         templates: Templates,
         unconfined: bool,
         kernel_start: KernelStart,
@@ -314,6 +340,7 @@ impl Run {
             out_dir: dir,
             model,
             sandbox,
+            executor,
             templates: Arc::new(templates),
             journal: Arc::new(journal),
             progress: progress.clone(),
@@ -519,6 +546,48 @@ fn arm_image(image: &Image) -> ArmImage {
 fn open_sandbox(unconfined: bool, init: &Path) -> Result<Arc<dyn Sandbox>, HarnessError> {
     crate::sandbox::open(unconfined, init.to_path_buf())
         .map_err(|e| HarnessError::Setup(e.to_string()))
+}
+
+/// The executor of a run: the gateway when one is given (checked now, so a
+/// wrong URL, token or kernelspec stops the run before any task), else
+/// local kernels in this machine's sandbox.
+pub(super) async fn open_executor(
+    gateway: Option<GatewayConfig>,
+    unconfined: bool,
+    init: &Path,
+    strategies: &[Strategy],
+) -> Result<Executor, HarnessError> {
+    let Some(config) = gateway else {
+        return Ok(Executor::Local(open_sandbox(unconfined, init)?));
+    };
+    if strategies.iter().any(|s| s.installs()) {
+        return Err(HarnessError::Config(
+            "strategy `dynamic` runs on the local executor only: its kernels import from \
+             this machine's package store, which a gateway's kernels cannot see"
+                .into(),
+        ));
+    }
+    if strategies.len() > 1 {
+        return Err(HarnessError::Config(
+            "a run on a gateway has one strategy: the gateway's kernelspec (--gateway-kernel) \
+             decides its packages"
+                .into(),
+        ));
+    }
+    let gateway = Gateway::connect(config)
+        .await
+        .map_err(|e| HarnessError::Setup(e.to_string()))?;
+    Ok(Executor::Gateway(gateway))
+}
+
+/// The local sandbox (images, installs and zygotes use it): the executor's,
+/// or an unconfined one beside a gateway, which needs neither root nor
+/// cgroups on this machine.
+fn executor_sandbox(executor: &Executor, init: &Path) -> Result<Arc<dyn Sandbox>, HarnessError> {
+    match executor {
+        Executor::Local(sandbox) => Ok(sandbox.clone()),
+        Executor::Gateway(_) => open_sandbox(true, init),
+    }
 }
 
 /// A directory that already holds a run is never written into by a new

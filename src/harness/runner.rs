@@ -11,7 +11,7 @@ use super::journal::Journal;
 use super::packages::Packages;
 use super::progress::Progress;
 use super::HarnessError;
-use crate::kernel::{default_kernel_root, KernelOptions, KernelSpec};
+use crate::kernel::{default_kernel_root, Executor, KernelOptions, KernelSpec};
 use crate::model::ModelClient;
 use crate::pyenv::dynamic::{Allowlist, Installer, PackageStore};
 use crate::pyenv::Image;
@@ -83,6 +83,8 @@ pub struct Runner {
     pub out_dir: PathBuf,
     pub model: Arc<dyn ModelClient>,
     pub sandbox: Arc<dyn Sandbox>,
+    /// Where the tasks' kernels run (locally in `sandbox`, or a gateway).
+    pub executor: Executor,
     /// One per package strategy, in `--strategy` order; every task runs
     /// in every arm.
     pub arms: Vec<Arm>,

@@ -8,9 +8,9 @@ use serde::Serialize;
 
 use super::packages::Activated;
 use super::runner::Arm;
-use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec};
+use crate::kernel::{ExecOptions, Executor, KernelOptions, KernelSpec};
 use crate::record::InstallStep;
-use crate::sandbox::{Sandbox, Verdict};
+use crate::sandbox::Verdict;
 use crate::task::check::{check, Check};
 use crate::task::Task;
 
@@ -34,7 +34,7 @@ pub struct Validation {
 pub async fn validate(
     tasks: Vec<Task>,
     arm: Arc<Arm>,
-    sandbox: Arc<dyn Sandbox>,
+    executor: Executor,
     options: KernelOptions,
     timeout: Duration,
     jobs: usize,
@@ -43,11 +43,18 @@ pub async fn validate(
     let mut running = tokio::task::JoinSet::new();
     let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
     for (i, task) in tasks.into_iter().enumerate() {
-        let (arm, sandbox, options, slots) =
-            (arm.clone(), sandbox.clone(), options.clone(), slots.clone());
+        let (arm, executor, options, slots) = (
+            arm.clone(),
+            executor.clone(),
+            options.clone(),
+            slots.clone(),
+        );
         running.spawn(async move {
             let _permit = slots.acquire_owned().await;
-            (i, validate_one(task, &arm, sandbox, options, timeout).await)
+            (
+                i,
+                validate_one(task, &arm, &executor, options, timeout).await,
+            )
         });
     }
     let mut results: Vec<Option<Validation>> = vec![None; ids.len()];
@@ -78,7 +85,7 @@ pub async fn validate(
 async fn validate_one(
     task: Task,
     arm: &Arm,
-    sandbox: Arc<dyn Sandbox>,
+    executor: &Executor,
     options: KernelOptions,
     timeout: Duration,
 ) -> Validation {
@@ -100,7 +107,7 @@ async fn validate_one(
         files: task.files.clone(),
         ..(*arm.spec).clone()
     });
-    let mut kernel = match Kernel::start(spec, sandbox.as_ref(), options).await {
+    let mut kernel = match executor.start(spec, options).await {
         Ok(k) => k,
         Err(e) => {
             v.problem = Some(format!("kernel failed to start: {e}"));
@@ -122,6 +129,12 @@ async fn validate_one(
         }
         None => kernel.execute(&reference, &exec).await,
     };
+    if let Some(why) = &outcome.infra_error {
+        kernel.discard().await;
+        v.problem = Some(format!("executor: {why}"));
+        v.ms = started.elapsed().as_secs_f64() * 1e3;
+        return v;
+    }
     kernel.discard().await;
     v.verdict = Some(outcome.verdict);
     if outcome.succeeded() {

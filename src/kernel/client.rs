@@ -345,6 +345,12 @@ impl Channels {
         self.readers.push(reader);
     }
 
+    /// Passes every IOPub message again (the handshake checks that IOPub
+    /// is live, on new channels or after the kernel's process was replaced).
+    pub(super) fn watch_all_iopub(&self) {
+        *self.filters.iopub_watch.lock().unwrap() = IopubWatch::All;
+    }
+
     /// Whether the transport is still up (its readers still queue).
     pub(super) fn is_open(&self) -> bool {
         !self.shell_rx.is_closed()

@@ -23,6 +23,7 @@ pub(super) const PROBE_INSTALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// Sends `kernel_info_request` until the reply and an IOPub message have both
 /// arrived, so the IOPub subscription is known to be live.
 pub(super) async fn handshake(channels: &mut Channels) -> Result<KernelBanner, KernelError> {
+    channels.watch_all_iopub();
     let mut banner = None;
     let mut iopub_live = false;
     loop {

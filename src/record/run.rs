@@ -141,6 +141,10 @@ pub struct RunConfig {
     pub images: BTreeMap<String, ArmImage>,
     pub limits: SandboxLimits,
     pub sandbox: SandboxInfo,
+    /// Where the kernels ran (`local`, or a gateway with its URL and
+    /// kernelspec); `local` in runs made before there was a choice.
+    #[serde(default)]
+    pub executor: crate::kernel::ExecutorInfo,
     /// Characters of feedback per repair message.
     pub feedback_budget: usize,
     /// `--prompts DIR`, when the templates were overridden.

@@ -34,6 +34,10 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
 /// process (it died or was restarted).
 const REVIVE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// What a Jupyter server writes to the cell's stderr when it dropped
+/// output past its `iopub_data_rate_limit`.
+const RATE_LIMITED: &str = "IOPub data rate exceeded.";
+
 /// The cell that gives each kernel a private working directory: a
 /// gateway's kernels share the gateway's, and tasks' files must not meet.
 const WORKDIR_CELL: &str =
@@ -191,7 +195,10 @@ impl GatewayKernel {
         }
         let mut evidence = Evidence {
             harness_reason: run.reason,
-            truncated: run.capture.truncation().truncated,
+            // A Jupyter server drops output past its own rate limit and says
+            // so on stderr: output is missing either way.
+            truncated: run.capture.truncation().truncated
+                || run.capture.stderr().contains(RATE_LIMITED),
             reply_error: run
                 .error
                 .as_ref()
@@ -238,6 +245,8 @@ impl GatewayKernel {
                 traceback: Vec::new(),
             });
         }
+        outcome.truncated |= evidence.truncated;
+        outcome.truncation.truncated = outcome.truncated;
         outcome.exit = evidence.exit;
         outcome.state_lost = state_lost;
         outcome.fired = classification.fired;

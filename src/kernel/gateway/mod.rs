@@ -40,6 +40,23 @@ pub struct GatewayConfig {
     pub request_timeout: Duration,
 }
 
+/// How long one REST call may take: creating a kernel on Enterprise
+/// Gateway waits for its pod.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl GatewayConfig {
+    /// The gateway a run recorded (its token is never recorded).
+    pub fn recorded(info: &GatewayInfo) -> GatewayConfig {
+        GatewayConfig {
+            url: info.url.clone(),
+            token: None,
+            kernel: Some(info.kernel.clone()),
+            concurrency: info.concurrency,
+            request_timeout: REQUEST_TIMEOUT,
+        }
+    }
+}
+
 /// What records and reports say about a gateway (never its token).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GatewayInfo {

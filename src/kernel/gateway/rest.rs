@@ -86,7 +86,14 @@ impl Rest {
                     )));
                 }
                 Ok(answer) => last = format!("{} {}", answer.status, detail(&answer.body)),
-                Err(e) => last = e,
+                Err(Failure { text, sent }) => {
+                    last = text;
+                    // A POST that may have reached the gateway is not sent
+                    // twice: a second kernel would be left behind.
+                    if sent && method == Method::POST {
+                        break;
+                    }
+                }
             }
             if attempt < ATTEMPTS {
                 tracing::debug!(%url, attempt, error = %last, "gateway call failed; retrying");
@@ -94,9 +101,7 @@ impl Rest {
                 backoff *= 2;
             }
         }
-        Err(KernelError::Gateway(format!(
-            "{method} {url}: {last} (after {ATTEMPTS} attempts)"
-        )))
+        Err(KernelError::Gateway(format!("{method} {url}: {last}")))
     }
 
     async fn once(
@@ -104,7 +109,7 @@ impl Rest {
         method: Method,
         url: &str,
         body: Option<&Value>,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, Failure> {
         let mut request = self.http.request(method, url);
         if let Some(token) = &self.token {
             request = request.header("Authorization", format!("token {token}"));
@@ -112,12 +117,23 @@ impl Rest {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|e| describe(&e))?;
+        let failure = |e: reqwest::Error| Failure {
+            sent: !e.is_connect(),
+            text: describe(&e),
+        };
+        let response = request.send().await.map_err(failure)?;
         let status = response.status();
-        let text = response.text().await.map_err(|e| describe(&e))?;
+        let text = response.text().await.map_err(failure)?;
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Ok(Answer { status, body })
     }
+}
+
+/// A call that got no answer.
+struct Failure {
+    text: String,
+    /// The request may have reached the gateway (not a refused connection).
+    sent: bool,
 }
 
 /// Statuses worth another attempt.
