@@ -76,6 +76,7 @@ async fn whole_corpus_passes(kernel_start: KernelStart) {
         spec: common::spec(ImageName::Fat),
         jobs: 2,
         kernel_start,
+        gateway: None,
     };
     let progress: Arc<dyn Fn(&check::CaseResult) + Send + Sync> =
         Arc::new(|r| eprintln!("{}", check::row(r, 32)));

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use retrace::conformance::check::{self, CheckConfig, CheckError};
 use retrace::conformance::corpus;
-use retrace::kernel::{default_kernel_root, KernelSpec};
+use retrace::kernel::{default_kernel_root, Executor, KernelSpec};
 use retrace::pyenv::{ImageName, ImageStore};
 use retrace::sandbox::Confined;
 use retrace::util::builtin;
 use retrace::util::home::retrace_home;
 use retrace::util::IoError;
 
+use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
 use super::Failure;
 
@@ -52,6 +53,8 @@ pub struct CheckArgs {
     pub image: ImageName,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub executor: ExecutorArgs,
 }
 
 pub async fn run(cmd: SandboxCommand) -> Result<i32, Failure> {
@@ -76,9 +79,16 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
         )));
     }
 
-    // Fail closed (exit 3) before spending time on the image.
+    // Fail closed (exit 3) before spending time on the image; a gateway is
+    // checked as it is opened.
     let init_exe = std::env::current_exe().map_err(Failure::infra)?;
-    drop(Confined::open(init_exe.clone()).map_err(Failure::infra)?);
+    let gateway = match args.executor.open(&args.limits, args.jobs as usize).await? {
+        Executor::Local(_) => None,
+        Executor::Gateway(gateway) => Some(gateway),
+    };
+    if gateway.is_none() {
+        drop(Confined::open(init_exe.clone()).map_err(Failure::infra)?);
+    }
 
     let image = ImageStore::from_env()
         .ensure_blocking(args.image, true)
@@ -90,14 +100,28 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
         spec: Arc::new(KernelSpec::new(image, default_kernel_root())),
         jobs: args.jobs as usize,
         kernel_start: args.limits.kernel_start(),
+        gateway,
     };
 
     let width = cases.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
+    let applicable = match &config.gateway {
+        None => cases.len(),
+        Some(_) => cases
+            .iter()
+            .filter(|c| check::remote_reason(c).is_none())
+            .count(),
+    };
+    let place = match &config.gateway {
+        None => format!("image {}", args.image),
+        Some(g) => format!(
+            "on {} ({} case(s) do not apply on a gateway)",
+            g.info().url,
+            cases.len() - applicable
+        ),
+    };
     eprintln!(
-        "running {} case(s) from {source} with {} job(s), image {}",
-        cases.len(),
-        config.jobs,
-        args.image
+        "running {applicable} case(s) from {source} with {} job(s), {place}",
+        config.jobs
     );
     let progress: Arc<dyn Fn(&check::CaseResult) + Send + Sync> = Arc::new(move |r| {
         eprintln!("{}", check::row(r, width));
@@ -107,6 +131,15 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
         Err(CheckError::Unavailable(e)) => return Err(Failure::infra(e)),
     };
 
+    if !report.not_applicable.is_empty() {
+        println!(
+            "{} case(s) do not apply on a gateway (its kernelspec owns that confinement):",
+            report.not_applicable.len()
+        );
+        for n in &report.not_applicable {
+            println!("  {:<width$}  {}", n.id, n.reason);
+        }
+    }
     print!("{}", check::table(&report.results));
     println!("{}", check::summary_line(&report));
 

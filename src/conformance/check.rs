@@ -17,6 +17,11 @@
 //!
 //! Every case gets a fresh kernel with the command-line limits overridden
 //! by the case's own `[limits]`.
+//!
+//! On a gateway ([`CheckConfig::gateway`]) only the cases whose outcome
+//! retrace establishes from its side of the socket run ([`remote_reason`]
+//! says why the others do not); leftovers are checked by asking the gateway
+//! whether it still has the kernel.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -30,7 +35,8 @@ use walkdir::WalkDir;
 use super::corpus::{Case, Category, Setup};
 use super::expectation::head;
 use super::Expectation;
-use crate::kernel::{ExecOptions, Kernel, KernelOptions, KernelSpec, Outcome};
+use crate::kernel::gateway::Gateway;
+use crate::kernel::{AnyKernel, ExecOptions, Executor, Kernel, KernelOptions, KernelSpec, Outcome};
 use crate::report::junit::{render as render_junit, TestCase};
 use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
 use crate::util::stats::percentile;
@@ -57,6 +63,60 @@ pub struct CheckConfig {
     pub jobs: usize,
     /// How the cases' kernels start.
     pub kernel_start: crate::kernel::KernelStart,
+    /// Run the cases on this gateway instead of in local confined kernels.
+    pub gateway: Option<Arc<Gateway>>,
+}
+
+/// Verdicts retrace establishes itself on a gateway's kernel.
+const REMOTE_VERDICTS: [Verdict; 5] = [
+    Verdict::Ok,
+    Verdict::Error,
+    Verdict::TimeoutWall,
+    Verdict::OutputLimit,
+    Verdict::KernelExit,
+];
+
+/// Why `case` does not run against a gateway, or `None` when it does: its
+/// category tests confinement that is the gateway's (memory, processes,
+/// signals to other processes, disk, network, escapes), the case reaches
+/// beyond its kernel (`local_only`), or its verdict needs evidence only a
+/// local jail has (CPU time, OOM kills, exit signals, limits' counters).
+/// What remains stays inside the kernel's own process: on a gateway that
+/// does not confine its kernels, the rest could harm its host.
+pub fn remote_reason(case: &Case) -> Option<String> {
+    if let Some(why) = &case.local_only {
+        return Some(format!("local only: {why}"));
+    }
+    let owned_by_gateway = matches!(
+        case.category,
+        Category::Memory
+            | Category::Processes
+            | Category::Signals
+            | Category::Disk
+            | Category::NetworkIpc
+            | Category::Escape
+            | Category::Crashes
+    );
+    if owned_by_gateway {
+        return Some(format!(
+            "{} is confinement the gateway's kernelspec provides, not retrace",
+            case.category.as_str()
+        ));
+    }
+    if !REMOTE_VERDICTS.contains(&case.expect) {
+        return Some(format!(
+            "verdict {} needs evidence from a local jail (cgroup counters, exit signals)",
+            case.expect
+        ));
+    }
+    None
+}
+
+/// A case left out of a check on a gateway.
+#[derive(Debug, Clone, Serialize)]
+pub struct NotApplicable {
+    pub id: String,
+    pub reason: String,
 }
 
 /// The verdict of one case.
@@ -98,6 +158,11 @@ fn is_empty(e: &Expectation) -> bool {
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
     pub sandbox: SandboxInfo,
+    /// Where the kernels ran.
+    pub executor: crate::kernel::ExecutorInfo,
+    /// Cases that do not apply on this executor (a gateway), and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_applicable: Vec<NotApplicable>,
     pub limits: SandboxLimits,
     pub jobs: usize,
     pub duration_ms: f64,
@@ -171,12 +236,45 @@ pub async fn run(
     on_done: Arc<dyn Fn(&CaseResult) + Send + Sync>,
 ) -> Result<CheckReport, CheckError> {
     let started = Instant::now();
-    // One sandbox for every case (each jail gets the case's limits), set up
-    // before any case runs: fails closed, and sets the harness's own OOM
-    // score, which every case is then compared against.
-    let confined: Arc<Confined> =
-        Arc::new(Confined::open(config.init_exe.clone()).map_err(CheckError::Unavailable)?);
-    let sandbox = crate::sandbox::Sandbox::info(confined.as_ref());
+    let (executor, sandbox, cases, not_applicable) = match &config.gateway {
+        None => {
+            // One sandbox for every case (each jail gets the case's limits),
+            // set up before any case runs: fails closed, and sets the
+            // harness's own OOM score, which every case is then compared
+            // against.
+            let confined =
+                Arc::new(Confined::open(config.init_exe.clone()).map_err(CheckError::Unavailable)?);
+            let info = crate::sandbox::Sandbox::info(confined.as_ref());
+            (Executor::Local(confined), info, cases.to_vec(), Vec::new())
+        }
+        Some(gateway) => {
+            let (remote, skipped): (Vec<&Case>, Vec<&Case>) =
+                cases.iter().partition(|c| remote_reason(c).is_none());
+            let not_applicable = skipped
+                .into_iter()
+                .map(|c| NotApplicable {
+                    id: c.id.clone(),
+                    reason: remote_reason(c).unwrap_or_default(),
+                })
+                .collect();
+            let info = SandboxInfo {
+                confined: false,
+                mode: "gateway".into(),
+                notes: vec![format!(
+                    "kernels on {}: confinement is the gateway's",
+                    gateway.info().url
+                )],
+            };
+            let remote = remote.into_iter().cloned().collect();
+            (
+                Executor::Gateway(gateway.clone()),
+                info,
+                remote,
+                not_applicable,
+            )
+        }
+    };
+    let cases = &cases[..];
     let harness = HarnessState::now();
 
     let jobs = config.jobs.max(1);
@@ -188,10 +286,10 @@ pub async fn run(
         let harness = harness.clone();
         let permits = permits.clone();
         let on_done = on_done.clone();
-        let confined = confined.clone();
+        let executor = executor.clone();
         set.spawn(async move {
             let _permit = permits.acquire_owned().await.expect("semaphore open");
-            let result = run_case(&case, &config, confined.as_ref(), &harness).await;
+            let result = run_case(&case, &config, &executor, &harness).await;
             on_done(&result);
             (index, result)
         });
@@ -218,9 +316,12 @@ pub async fn run(
             })
         })
         .collect();
-    drop(confined);
+    let executor_info = executor.info();
+    drop(executor);
     Ok(CheckReport {
         sandbox,
+        executor: executor_info,
+        not_applicable,
         limits: config.limits,
         jobs,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
@@ -251,8 +352,12 @@ impl CaseResult {
     }
 
     /// Records how the kernel started; a fallback is never overwritten.
-    fn started(&mut self, path: &crate::kernel::StartPath) {
+    fn started(&mut self, kernel: &AnyKernel) {
         use crate::kernel::StartPath;
+        let Some(path) = kernel.as_local().map(Kernel::start_path) else {
+            self.start = Some("gateway".into());
+            return;
+        };
         if self
             .start
             .as_deref()
@@ -273,17 +378,18 @@ impl CaseResult {
     }
 }
 
-/// Runs one case in a fresh confined kernel and checks everything around it.
+/// Runs one case in a fresh kernel of `executor` and checks everything
+/// around it.
 pub async fn run_case(
     case: &Case,
     config: &CheckConfig,
-    sandbox: &Confined,
+    executor: &Executor,
     harness: &HarnessState,
 ) -> CaseResult {
     let started = Instant::now();
     let limits = case.limits.apply(&config.limits);
     let mut result = CaseResult::new(case, &limits);
-    run_case_into(case, config, sandbox, harness, &limits, &mut result).await;
+    run_case_into(case, config, executor, harness, &limits, &mut result).await;
     result.pass = result.failures.is_empty();
     result.duration_ms = started.elapsed().as_secs_f64() * 1e3;
     result
@@ -292,7 +398,7 @@ pub async fn run_case(
 async fn run_case_into(
     case: &Case,
     config: &CheckConfig,
-    sandbox: &Confined,
+    executor: &Executor,
     harness: &HarnessState,
     limits: &SandboxLimits,
     result: &mut CaseResult,
@@ -305,13 +411,13 @@ async fn run_case_into(
         start: config.kernel_start,
         ..KernelOptions::enforcing(limits, true)
     };
-    let mut kernel = match Kernel::start(spec.clone(), sandbox, options.clone()).await {
+    let mut kernel = match executor.start(spec.clone(), options.clone()).await {
         Ok(k) => k,
         Err(e) => return result.fail(format!("the kernel did not start: {e}")),
     };
     let id = kernel.id().to_string();
     result.kernel_id = Some(id.clone());
-    result.started(kernel.start_path());
+    result.started(&kernel);
     let mut namespaces = PidNamespaces::default();
     namespaces.record(&kernel);
 
@@ -348,7 +454,7 @@ async fn run_case_into(
                 result.fail(reason);
             }
             result.outcome = Some(outcome);
-            result.started(kernel.start_path());
+            result.started(&kernel);
         }
         Err(_) => result.fail(format!(
             "the executor did not return within {:.0} s",
@@ -363,8 +469,9 @@ async fn run_case_into(
     }
     namespaces.record(&kernel);
 
+    let id = kernel.id().to_string();
     kernel.shutdown().await;
-    for reason in leftovers(&id, &namespaces).await {
+    for reason in leftovers(executor, &id, &namespaces).await {
         result.fail(reason);
     }
 
@@ -383,16 +490,16 @@ async fn run_case_into(
     }
 
     // A fresh kernel must still work.
-    match Kernel::start(spec, sandbox, options).await {
+    match executor.start(spec, options).await {
         Ok(mut fresh) => {
-            let fresh_id = fresh.id().to_string();
             let mut fresh_ns = PidNamespaces::default();
             fresh_ns.record(&fresh);
             if let Err(reason) = probe(&mut fresh, "print(1)", "1\n").await {
                 result.fail(format!("fresh kernel: {reason}"));
             }
+            let fresh_id = fresh.id().to_string();
             fresh.shutdown().await;
-            for reason in leftovers(&fresh_id, &fresh_ns).await {
+            for reason in leftovers(executor, &fresh_id, &fresh_ns).await {
                 result.fail(format!("fresh kernel: {reason}"));
             }
         }
@@ -431,7 +538,7 @@ fn shorten(text: &str, max: usize) -> String {
 }
 
 /// Runs the case's setup cell (and the restart after it, if asked).
-async fn run_setup(kernel: &mut Kernel, setup: &Setup, id: &str, result: &mut CaseResult) {
+async fn run_setup(kernel: &mut AnyKernel, setup: &Setup, id: &str, result: &mut CaseResult) {
     let exec = ExecOptions {
         timeout: PROBE_TIMEOUT,
         artifact_dir: None,
@@ -462,7 +569,7 @@ async fn run_setup(kernel: &mut Kernel, setup: &Setup, id: &str, result: &mut Ca
 }
 
 /// Runs `code` and requires exactly `stdout` from it, with verdict `ok`.
-async fn probe(kernel: &mut Kernel, code: &str, stdout: &str) -> Result<(), String> {
+async fn probe(kernel: &mut AnyKernel, code: &str, stdout: &str) -> Result<(), String> {
     let exec = ExecOptions {
         timeout: PROBE_TIMEOUT,
         artifact_dir: None,
@@ -494,7 +601,10 @@ async fn probe(kernel: &mut Kernel, code: &str, stdout: &str) -> Result<(), Stri
 struct PidNamespaces(HashSet<String>);
 
 impl PidNamespaces {
-    fn record(&mut self, kernel: &Kernel) {
+    fn record(&mut self, kernel: &AnyKernel) {
+        let Some(kernel) = kernel.as_local() else {
+            return;
+        };
         let own = pid_namespace(std::process::id() as i32);
         let mut pids = kernel.live_processes();
         pids.push(kernel.pid());
@@ -514,9 +624,23 @@ fn pid_namespace(pid: i32) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
-/// Waits up to [`LEFTOVER_WAIT`] for every trace of kernel `id` to vanish;
-/// returns what is still there.
-async fn leftovers(id: &str, namespaces: &PidNamespaces) -> Vec<String> {
+/// Waits up to [`LEFTOVER_WAIT`] for every trace of kernel `id` to vanish
+/// (on a gateway: for the gateway to no longer list it); returns what is
+/// still there.
+async fn leftovers(executor: &Executor, id: &str, namespaces: &PidNamespaces) -> Vec<String> {
+    match executor {
+        Executor::Local(_) => local_leftovers(id, namespaces).await,
+        Executor::Gateway(gateway) => match gateway.has_kernel(id).await {
+            Ok(false) => Vec::new(),
+            Ok(true) => vec![format!(
+                "the gateway still has kernel {id} after its shutdown"
+            )],
+            Err(e) => vec![format!("could not ask the gateway about kernel {id}: {e}")],
+        },
+    }
+}
+
+async fn local_leftovers(id: &str, namespaces: &PidNamespaces) -> Vec<String> {
     let deadline = Instant::now() + LEFTOVER_WAIT;
     loop {
         let procs = processes_of(id, namespaces);

@@ -149,6 +149,10 @@ pub struct Case {
     pub next_code: String,
     pub next_stdout: String,
     pub limits: LimitOverrides,
+    /// Why the case must not run on a gateway's kernels even where its
+    /// category could (it reaches beyond the kernel: the network, the
+    /// image's packages); `local_only` in the file.
+    pub local_only: Option<String>,
     /// The file the case was read from.
     pub source: PathBuf,
 }
@@ -288,6 +292,7 @@ struct RawCase {
     next_stdout: Option<String>,
     #[serde(default)]
     limits: RawLimits,
+    local_only: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -447,6 +452,7 @@ impl RawCase {
             next_code: self.next_code.unwrap_or_else(|| "print(1)".into()),
             next_stdout: self.next_stdout.unwrap_or_else(|| "1\n".into()),
             limits,
+            local_only: self.local_only,
             source: source.to_path_buf(),
         })
     }

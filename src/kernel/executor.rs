@@ -31,6 +31,10 @@ pub enum ExecutorInfo {
 }
 
 impl ExecutorInfo {
+    pub fn is_local(&self) -> bool {
+        matches!(self, ExecutorInfo::Local)
+    }
+
     /// `local`, or `gateway <url> (kernel <name>)`.
     pub fn describe(&self) -> String {
         match self {

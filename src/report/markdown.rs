@@ -41,7 +41,7 @@ impl Exporter for MarkdownExporter {
         if !s.model_info.is_null() {
             let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
         }
-        let _ = writeln!(w, "Limits: {}.\n", s.limits.describe());
+        let _ = writeln!(w, "Limits: {}.\n", crate::report::limits_line(s));
         skipped(w, &run.config.skipped);
         if let Some(c) = &s.comparison {
             strategies(w, s, c);

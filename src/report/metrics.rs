@@ -12,6 +12,7 @@ use super::environment::{self, MemoryPeak};
 use super::installs::{self, InstallMetrics};
 use super::strategies::{self, StrategyComparison};
 use super::task_rounds::{self, TaskRounds};
+use crate::kernel::ExecutorInfo;
 use crate::record::{AttemptRecord, FeedbackKind, RunConfig, StopOn, SCHEMA_VERSION};
 use crate::sandbox::{SandboxLimits, Verdict};
 use crate::util::stats::percentile;
@@ -165,6 +166,9 @@ pub struct Summary {
     /// Kernels ran without confinement (`--unsafe-no-sandbox`).
     pub unconfined: bool,
     pub limits: SandboxLimits,
+    /// Where the kernels ran; absent for local kernels.
+    #[serde(default, skip_serializing_if = "ExecutorInfo::is_local")]
+    pub executor: ExecutorInfo,
     pub tasks: usize,
     /// Tasks with every round recorded (the rest were interrupted).
     pub tasks_finished: usize,
@@ -415,8 +419,10 @@ fn summarize_arm(
         oracle_feedback: config.stop_on == StopOn::Correct,
         feedback: config.feedback.name().into(),
         strategy: strategy.to_owned(),
-        unconfined: !config.sandbox.confined,
+        // A gateway's kernels are confined by the gateway, not unconfined.
+        unconfined: !config.sandbox.confined && config.executor.is_local(),
         limits: config.limits,
+        executor: config.executor.clone(),
         tasks: tasks.len(),
         tasks_finished: finished,
         rounds: config.rounds,

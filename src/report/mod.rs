@@ -139,5 +139,26 @@ pub fn labels(s: &Summary) -> Vec<&'static str> {
     if s.unconfined {
         labels.push("UNCONFINED (--unsafe-no-sandbox: kernels ran without confinement)");
     }
+    if !s.executor.is_local() {
+        labels.push(
+            "GATEWAY EXECUTOR (kernels ran on a Jupyter gateway: memory, CPU, processes, disk \
+             and network were the gateway's limits, not retrace's)",
+        );
+    }
     labels
+}
+
+/// The run's limits as reports state them: with a gateway, which of them
+/// retrace enforced and where the kernels ran.
+pub fn limits_line(s: &Summary) -> String {
+    match &s.executor {
+        crate::kernel::ExecutorInfo::Local => s.limits.describe(),
+        gateway => format!(
+            "{}; retrace enforced the wall timeout ({:?}) and the output cap ({} bytes), the \
+             rest is the kernelspec's",
+            gateway.describe(),
+            s.limits.timeout,
+            s.limits.output_cap_bytes
+        ),
+    }
 }

@@ -37,6 +37,9 @@ const REVIVE_TIMEOUT: Duration = Duration::from_secs(60);
 /// What a Jupyter server writes to the cell's stderr when it dropped
 /// output past its `iopub_data_rate_limit`.
 const RATE_LIMITED: &str = "IOPub data rate exceeded.";
+/// How long the gateway may take to notice a kernel that ended itself
+/// (`quit()`); Jupyter's restarter polls every 3 s.
+const QUIT_SETTLE: Duration = Duration::from_secs(10);
 
 /// The cell that gives each kernel a private working directory: a
 /// gateway's kernels share the gateway's, and tasks' files must not meet.
@@ -76,6 +79,8 @@ struct Ending {
     restart_needed: bool,
     /// The websocket went and did not come back: why.
     lost: Option<String>,
+    /// The server dropped output past its IOPub rate limit.
+    rate_limited: bool,
 }
 
 impl GatewayKernel {
@@ -185,33 +190,44 @@ impl GatewayKernel {
             Err(e) => return self.infra(e.to_string()),
         };
         let mut run = Run::new(self.options.output_cap);
-        let ending = self.collect(&mut run, &sent, exec.timeout).await;
-        if let Some(why) = ending.lost {
+        let mut ending = self.collect(&mut run, &sent, exec.timeout).await;
+        if let Some(why) = ending.lost.take() {
             // The kernel may still be there; the next cell finds out.
             return self.infra(format!(
                 "the websocket to kernel {} dropped mid-execution and did not come back: {why}",
                 self.id
             ));
         }
+        if run.ask_exit && !ending.died {
+            // `quit()`: the process ends after its reply; the gateway says
+            // so when its restarter notices.
+            ending.died = self.wait_for_server_status(QUIT_SETTLE).await;
+            if !ending.died {
+                ending.restart_needed = true;
+            }
+        }
+        if !ending.died && !ending.restart_needed {
+            run.settle_error();
+        }
         let mut evidence = Evidence {
             harness_reason: run.reason,
-            // A Jupyter server drops output past its own rate limit and says
-            // so on stderr: output is missing either way.
-            truncated: run.capture.truncation().truncated
-                || run.capture.stderr().contains(RATE_LIMITED),
+            truncated: run.capture.truncation().truncated || ending.rate_limited,
             reply_error: run
                 .error
                 .as_ref()
                 .map(|e| (e.ename.clone(), e.evalue.clone())),
+            killed_by_harness: ending.restart_needed && !run.ask_exit,
             ..Evidence::default()
         };
         let mut restart_error = None;
-        if ending.died {
+        if ending.died || run.ask_exit {
             evidence.exit = Some(ExitInfo {
                 code: None,
                 signal: None,
                 signal_name: None,
             });
+        }
+        if ending.died {
             if self.oom_reported().await {
                 evidence.delta = Counters {
                     oom_kills: 1,
@@ -220,10 +236,7 @@ impl GatewayKernel {
             }
             self.needs_setup = true;
         } else if ending.restart_needed {
-            evidence.killed_by_harness = true;
             restart_error = self.restart().await.err().map(|e| e.to_string());
-        } else {
-            run.settle_error();
         }
         let state_lost = lost_before || ending.died || ending.restart_needed;
         let classification = classify(&evidence);
@@ -281,6 +294,7 @@ impl GatewayKernel {
                 }
                 msg = self.channels.iopub_rx.recv() => match msg {
                     Some(msg) if parent_id(&msg) == Some(sent.msg_id.as_str()) => {
+                        ending.rate_limited |= rate_limit_notice(&msg);
                         run.on_iopub(msg);
                         if run.kernel_gone {
                             ending.died = true;
@@ -311,13 +325,30 @@ impl GatewayKernel {
                     break;
                 }
             }
-            if run.capture.exceeded() && run.reason.is_none() {
+            // Output the server dropped went past the output it lets
+            // through: the same limit as retrace's own cap.
+            if (run.capture.exceeded() || ending.rate_limited) && run.reason.is_none() {
                 run.reason = Some(HarnessReason::OutputLimit);
                 self.interrupt_for_limit(&mut deadline).await;
             }
         }
         self.channels.unwatch_iopub();
         ending
+    }
+
+    /// Waits up to `wait` for the server's word that the kernel's process
+    /// is restarting or dead.
+    async fn wait_for_server_status(&mut self, wait: Duration) -> bool {
+        let channels = &mut self.channels;
+        let seen = async {
+            while let Some(msg) = channels.iopub_rx.recv().await {
+                if is_server_status(&msg) {
+                    return true;
+                }
+            }
+            false
+        };
+        tokio::time::timeout(wait, seen).await.unwrap_or(false)
     }
 
     /// A limit was hit: interrupt through the gateway and give the cell
@@ -562,6 +593,14 @@ async fn create(gateway: &Gateway) -> Result<String, KernelError> {
                 gateway.info.url, gateway.info.kernel, answer.body
             ))
         })
+}
+
+/// The server's notice that it dropped output past its rate limit.
+fn rate_limit_notice(msg: &jupyter_protocol::JupyterMessage) -> bool {
+    matches!(
+        &msg.content,
+        jupyter_protocol::JupyterMessageContent::StreamContent(s) if s.text.contains(RATE_LIMITED)
+    )
 }
 
 /// Deletes the kernel; a gateway that cannot be reached is only logged.

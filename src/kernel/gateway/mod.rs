@@ -79,6 +79,12 @@ pub struct Gateway {
     slots: Arc<Semaphore>,
 }
 
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway").field("info", &self.info).finish()
+    }
+}
+
 impl Gateway {
     /// Checks that `config.url` is a Jupyter gateway that takes the token
     /// and serves the kernelspec (its default when none is named).
@@ -145,6 +151,15 @@ impl Gateway {
 
     pub fn info(&self) -> &GatewayInfo {
         &self.info
+    }
+
+    /// Whether the gateway still lists kernel `id`.
+    pub async fn has_kernel(&self, id: &str) -> Result<bool, KernelError> {
+        let answer = self
+            .rest
+            .call(Method::GET, &format!("/api/kernels/{id}"), None)
+            .await?;
+        Ok(answer.status != StatusCode::NOT_FOUND)
     }
 
     /// Starts a kernel (waiting for a slot), puts `files` in its own

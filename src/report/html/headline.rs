@@ -47,7 +47,7 @@ pub fn render(run: &RunView) -> String {
         s.rounds,
         escape(&s.stop_on),
         escape(&s.feedback),
-        escape(&s.limits.describe())
+        escape(&crate::report::limits_line(s))
     );
     let _ = writeln!(w, "<section id=\"headline\">");
     cards(w, s);
