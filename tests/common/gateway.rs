@@ -118,6 +118,15 @@ impl Gateway {
         self.spawn(venv());
     }
 
+    /// The websocket of a kernel's channels (the token still has to be
+    /// sent, as a header or a `token` query parameter).
+    pub fn channels_url(&self, kernel_id: &str) -> String {
+        format!(
+            "ws://127.0.0.1:{}/api/kernels/{kernel_id}/channels",
+            self.port
+        )
+    }
+
     /// The gateway's pid while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -193,9 +202,10 @@ impl Gateway {
             .arg("--JupyterWebsocketPersonality.list_kernels=True")
             // Only retrace's kernelspec, not one for the gateway's own venv.
             .arg("--KernelSpecManager.ensure_native_kernel=False")
+            // Not KG_AUTH_TOKEN: kernels inherit the gateway's environment.
+            .arg(format!("--KernelGatewayApp.auth_token={}", self.token))
             // Kernels inherit this environment under their kernelspec's.
             .env_clear()
-            .env("KG_AUTH_TOKEN", &self.token)
             .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
             .env("HOME", dir.join("home"))
             .env("LANG", "C.UTF-8")
