@@ -1,7 +1,10 @@
-//! `retrace image build|list`.
+//! `retrace image build|list|kernelspec`.
 
+use std::path::PathBuf;
+
+use anyhow::Context;
 use clap::Subcommand;
-use retrace::pyenv::{ImageName, ImageStore};
+use retrace::pyenv::{ImageName, ImageStore, Kernelspec};
 
 use super::Failure;
 
@@ -17,6 +20,22 @@ pub enum ImageCommand {
     List {
         #[arg(long)]
         json: bool,
+    },
+    /// Write a Jupyter kernelspec that runs kernels of an image (built
+    /// first if needed) as retrace does, for a Jupyter server or kernel
+    /// gateway on this machine: DIR/kernels/NAME/kernel.json.
+    Kernelspec {
+        #[arg(value_enum, default_value_t = ImageName::Fat)]
+        image: ImageName,
+        /// The kernel name clients ask for (default `retrace-<image>`).
+        #[arg(long)]
+        name: Option<String>,
+        /// A JUPYTER_PATH entry: the kernelspec goes under its `kernels/`.
+        #[arg(long)]
+        dir: PathBuf,
+        /// BLAS/OpenMP threads per kernel.
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
     },
 }
 
@@ -38,6 +57,31 @@ pub async fn run(cmd: ImageCommand) -> Result<i32, Failure> {
                     .map_err(Failure::infra)?;
                 println!("{name}: {}", image.dir.display());
             }
+            Ok(0)
+        }
+        ImageCommand::Kernelspec {
+            image,
+            name,
+            dir,
+            threads,
+        } => {
+            let name = name.unwrap_or_else(|| format!("retrace-{image}"));
+            Kernelspec::check_name(&name).map_err(Failure::usage)?;
+            // The kernelspec's paths must hold from wherever the gateway runs.
+            let dir = std::path::absolute(&dir)
+                .with_context(|| format!("resolving {}", dir.display()))
+                .map_err(Failure::usage)?;
+            let built = store
+                .ensure_blocking(image, true)
+                .await
+                .map_err(Failure::infra)?;
+            let path = built
+                .kernelspec(threads)
+                .write(&dir, &name)
+                .with_context(|| format!("writing kernelspec `{name}` under {}", dir.display()))
+                .map_err(Failure::infra)?;
+            println!("wrote {}", path.display());
+            println!("JUPYTER_PATH={}", dir.display());
             Ok(0)
         }
         ImageCommand::List { json } => {

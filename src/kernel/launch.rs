@@ -217,53 +217,27 @@ pub fn socket_paths(info: &ConnectionInfo) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The command line and environment of one kernel.
+/// The command line and environment of one kernel: the image's own
+/// (shared with its kernelspec) plus this kernel's HOME and the
+/// directories under it.
 pub fn launch_command(spec: &KernelSpec, layout: &KernelLayout, conn_file: &Path) -> LaunchCommand {
     let image = &spec.image;
-    let python = image.python();
-    let venv_bin = python.parent().map(Path::to_path_buf).unwrap_or_default();
-    let threads = spec.threads.max(1).to_string();
-    let home = layout.home_dir.as_os_str().to_owned();
-    let mut env: Vec<(OsString, OsString)> = vec![
-        (
-            "PATH".into(),
-            format!("{}:/usr/local/bin:/usr/bin:/bin", venv_bin.display()).into(),
-        ),
-        ("HOME".into(), home.clone()),
+    let mut env: Vec<(OsString, OsString)> = image
+        .kernel_env(spec.threads)
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+    env.extend([
+        ("HOME".into(), layout.home_dir.as_os_str().to_owned()),
         ("IPYTHONDIR".into(), layout.home_dir.join(".ipython").into()),
         (
             "MPLCONFIGDIR".into(),
             layout.home_dir.join(".mplconfig").into(),
         ),
-        (
-            "MPLBACKEND".into(),
-            "module://matplotlib_inline.backend_inline".into(),
-        ),
-        ("TMPDIR".into(), "/tmp".into()),
-        ("LANG".into(), "C.UTF-8".into()),
-        ("LC_ALL".into(), "C.UTF-8".into()),
-        ("PYTHONNOUSERSITE".into(), "1".into()),
-        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
-        ("PYDEVD_DISABLE_FILE_VALIDATION".into(), "1".into()),
-    ];
-    for var in [
-        "OPENBLAS_NUM_THREADS",
-        "OMP_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "NUMEXPR_NUM_THREADS",
-        "VECLIB_MAXIMUM_THREADS",
-    ] {
-        env.push((var.into(), threads.clone().into()));
-    }
+    ]);
     LaunchCommand {
-        program: python,
-        args: vec![
-            "-m".into(),
-            "ipykernel_launcher".into(),
-            "-f".into(),
-            conn_file.into(),
-            format!("--config={}", image.kernel_config().display()).into(),
-        ],
+        program: image.python(),
+        args: image.kernel_args(conn_file.as_os_str()),
         env,
         image_dir: image.dir.clone(),
         ro_binds: spec.ro_binds.clone(),

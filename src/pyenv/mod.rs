@@ -19,6 +19,7 @@ mod build;
 pub mod dynamic;
 mod file_lock;
 mod interpreter;
+mod kernelspec;
 mod lock;
 pub(crate) mod marker;
 pub(crate) mod progress;
@@ -29,6 +30,7 @@ mod store;
 mod strategy;
 pub(crate) mod venv;
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -37,6 +39,7 @@ use strum::IntoEnumIterator;
 
 pub(crate) use interpreter::resolve as find_program;
 pub use interpreter::Interpreter;
+pub use kernelspec::{Kernelspec, KernelspecImage, KernelspecMetadata};
 pub use lock::{normalize, Lock, LockEntry};
 pub(crate) use store::disk_usage;
 pub use store::ImageStore;
@@ -122,6 +125,58 @@ impl Image {
         self.dir.join("kernel_config.py")
     }
 
+    /// What follows `python()` on a kernel's command line: ipykernel
+    /// reading `connection_file`, configured by the image's kernel config.
+    /// retrace's launcher passes a path, a kernelspec jupyter's
+    /// `{connection_file}` placeholder.
+    pub fn kernel_args(&self, connection_file: &OsStr) -> Vec<OsString> {
+        vec![
+            "-m".into(),
+            "ipykernel_launcher".into(),
+            "-f".into(),
+            connection_file.to_owned(),
+            format!("--config={}", self.kernel_config().display()).into(),
+        ]
+    }
+
+    /// The environment of every kernel of this image, wherever it runs, with
+    /// BLAS/OpenMP pools of `threads` threads (at least one). retrace's
+    /// launcher adds the per-kernel HOME, IPYTHONDIR and MPLCONFIGDIR.
+    pub fn kernel_env(&self, threads: u32) -> Vec<(String, String)> {
+        let python = self.python();
+        let venv_bin = python.parent().map(Path::to_path_buf).unwrap_or_default();
+        let threads = threads.max(1).to_string();
+        let mut env: Vec<(String, String)> = [
+            (
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", venv_bin.display()),
+            ),
+            (
+                "MPLBACKEND",
+                "module://matplotlib_inline.backend_inline".into(),
+            ),
+            ("TMPDIR", "/tmp".into()),
+            ("LANG", "C.UTF-8".into()),
+            ("LC_ALL", "C.UTF-8".into()),
+            ("PYTHONNOUSERSITE", "1".into()),
+            ("PYTHONDONTWRITEBYTECODE", "1".into()),
+            ("PYDEVD_DISABLE_FILE_VALIDATION", "1".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        for var in [
+            "OPENBLAS_NUM_THREADS",
+            "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "NUMEXPR_NUM_THREADS",
+            "VECLIB_MAXIMUM_THREADS",
+        ] {
+            env.push((var.to_string(), threads.clone()));
+        }
+        env
+    }
+
     /// Matplotlib config dir with a prebuilt font cache. Kernels should copy
     /// it into a writable `MPLCONFIGDIR`: matplotlib rebuilds the cache (about
     /// a second, on the first plot of every task) when its dir is missing or
@@ -170,6 +225,11 @@ pub enum PyenvError {
         log: PathBuf,
         tail: String,
     },
+    #[error(
+        "kernelspec name `{name}`: jupyter lists only names of ASCII letters, digits, `.`, `_` \
+         and `-`"
+    )]
+    KernelspecName { name: String },
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
 }

@@ -1,6 +1,7 @@
 //! Shared setup for integration tests: real images, real kernels.
 #![allow(dead_code)]
 
+pub mod gateway;
 pub mod host;
 pub mod scripted_http;
 
