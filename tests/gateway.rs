@@ -1,0 +1,455 @@
+//! The `gateway` executor against a real jupyter-kernel-gateway on
+//! 127.0.0.1 serving retrace's fat image (tests/common/gateway.rs): the
+//! same outcomes as local kernels, limits enforced from retrace's side of
+//! the socket, a kernel that dies, a gateway that goes away mid-run, and an
+//! oracle run with the accuracy of a local one.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::gateway::Gateway as TestGateway;
+use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
+use retrace::kernel::gateway::{Gateway, GatewayConfig, GatewayKernel, REQUEST_TIMEOUT};
+use retrace::kernel::{ExecOptions, ExecutorInfo, KernelOptions, Outcome};
+use retrace::model::spec::Endpoint;
+use retrace::model::Generation;
+use retrace::pyenv::{ImageName, Strategy};
+use retrace::record::{FeedbackMode, InstallOn, RecordKind, Selection, StopOn};
+use retrace::sandbox::{SandboxLimits, Verdict};
+use retrace::task::load::datasets_dir;
+
+fn config(gw: &TestGateway) -> GatewayConfig {
+    GatewayConfig {
+        url: gw.url.clone(),
+        token: Some(gw.token.clone()),
+        kernel: Some(gw.kernel.clone()),
+        concurrency: 2,
+        request_timeout: REQUEST_TIMEOUT,
+    }
+}
+
+async fn kernel(gw: &TestGateway, limits: &SandboxLimits) -> GatewayKernel {
+    let gateway = Gateway::connect(config(gw))
+        .await
+        .expect("gateway accepted");
+    let options = KernelOptions::enforcing(limits, false);
+    gateway
+        .start(&[], options)
+        .await
+        .expect("gateway kernel starts")
+}
+
+fn exec(timeout: Duration, artifacts: Option<&Path>) -> ExecOptions {
+    ExecOptions {
+        timeout,
+        artifact_dir: artifacts.map(Path::to_path_buf),
+        artifact_prefix: "cell".into(),
+    }
+}
+
+fn stdout_of(o: &Outcome) -> &str {
+    o.stdout.as_str()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cells_keep_state_and_give_tracebacks_plots_and_answers() {
+    let gw = TestGateway::start();
+    let mut k = kernel(&gw, &SandboxLimits::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = exec(Duration::from_secs(30), Some(dir.path()));
+
+    let first = k.execute("x = 41\nprint('hi')", &opts).await;
+    assert_eq!(first.verdict, Verdict::Ok, "{:?}", first.error);
+    assert_eq!(stdout_of(&first), "hi\n");
+    let enforcement = first
+        .enforcement
+        .as_ref()
+        .expect("outcomes say who enforced what");
+    assert_eq!(enforcement.executor, "gateway");
+    assert_eq!(enforcement.enforced, ["timeout_wall", "output"]);
+    assert!(enforcement.requested.contains(&"memory".to_string()));
+
+    let second = k.execute("answer = x + 1", &opts).await;
+    assert_eq!(second.verdict, Verdict::Ok);
+    assert_eq!(second.answer.as_ref().unwrap().value, "42");
+
+    let failing = k.execute("def f():\n    return 1 / 0\nf()", &opts).await;
+    assert_eq!(failing.verdict, Verdict::Error);
+    let error = failing.error.as_ref().unwrap();
+    assert_eq!(error.ename, "ZeroDivisionError");
+    assert!(
+        error.traceback.iter().any(|l| l.contains("return 1 / 0")),
+        "{:?}",
+        error.traceback
+    );
+    assert!(failing.answer.is_none());
+
+    let plot = k
+        .execute(
+            "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()",
+            &opts,
+        )
+        .await;
+    assert_eq!(plot.verdict, Verdict::Ok, "{:?}", plot.error);
+    assert_eq!(plot.artifacts.len(), 1, "{:?}", plot.displays);
+    let png = std::fs::read(dir.path().join(&plot.artifacts[0].path)).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "the artifact is a PNG");
+
+    // The kernel works in a directory of its own, not the gateway's.
+    let cwd = k.execute("import os\nprint(os.getcwd())", &opts).await;
+    assert!(cwd.stdout.contains("retrace-"), "{}", cwd.stdout);
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_interrupts_through_the_gateway_and_the_state_survives() {
+    let gw = TestGateway::start();
+    let mut k = kernel(&gw, &SandboxLimits::default()).await;
+    let opts = exec(Duration::from_secs(2), None);
+    k.execute("kept = 7", &opts).await;
+    let spin = k.execute("while True:\n    pass", &opts).await;
+    assert_eq!(spin.verdict, Verdict::TimeoutWall);
+    assert_eq!(spin.error.as_ref().unwrap().ename, "KeyboardInterrupt");
+    assert!(!spin.state_lost, "an interrupt keeps the kernel");
+    let after = k.execute("print(kept)", &opts).await;
+    assert_eq!(after.stdout, "7\n");
+
+    // A cell that ignores the interrupt is ended by a restart through the
+    // gateway; the next cell runs in the fresh kernel.
+    let stubborn = k
+        .execute(
+            "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)",
+            &opts,
+        )
+        .await;
+    assert_eq!(stubborn.verdict, Verdict::TimeoutWall);
+    assert!(stubborn.state_lost);
+    assert!(
+        stubborn.flags.contains(&"interrupt_ignored".to_string()),
+        "{:?}",
+        stubborn.flags
+    );
+    let fresh = k.execute("print(globals().get('kept'))", &opts).await;
+    assert_eq!(fresh.verdict, Verdict::Ok, "{:?}", fresh.error);
+    assert_eq!(fresh.stdout, "None\n");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_killed_from_inside_is_reported_and_the_next_cell_runs() {
+    let gw = TestGateway::start();
+    let mut k = kernel(&gw, &SandboxLimits::default()).await;
+    let opts = exec(Duration::from_secs(30), None);
+    k.execute("kept = 1", &opts).await;
+    let died = k.execute("import os\nos.kill(os.getpid(), 9)", &opts).await;
+    assert_eq!(died.verdict, Verdict::KernelExit, "{:?}", died.error);
+    assert!(died.state_lost);
+    assert!(
+        died.flags.contains(&"restarted".to_string()),
+        "{:?}",
+        died.flags
+    );
+    let next = k
+        .execute("print(globals().get('kept'))\nanswer = 5", &opts)
+        .await;
+    assert_eq!(next.verdict, Verdict::Ok, "{:?}", next.error);
+    assert_eq!(next.stdout, "None\n");
+    assert_eq!(
+        next.answer.unwrap().value,
+        "5",
+        "the probe is back after the restart"
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_past_the_cap_is_stopped_from_retraces_side() {
+    let gw = TestGateway::start();
+    let limits = SandboxLimits {
+        output_cap_bytes: 64 * 1024,
+        ..SandboxLimits::default()
+    };
+    let mut k = kernel(&gw, &limits).await;
+    let opts = exec(Duration::from_secs(30), None);
+    let flood = k.execute("while True:\n    print('x' * 100)", &opts).await;
+    assert_eq!(flood.verdict, Verdict::OutputLimit);
+    assert!(flood.truncated);
+    assert!(flood.stdout.len() <= 80 * 1024, "{}", flood.stdout.len());
+    let next = k.execute("print('ok')", &opts).await;
+    assert_eq!(next.stdout, "ok\n");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_or_kernelspec_is_refused_with_what_to_do() {
+    let gw = TestGateway::start();
+    let wrong = GatewayConfig {
+        token: Some("not-the-token".into()),
+        ..config(&gw)
+    };
+    let e = Gateway::connect(wrong).await.err().unwrap().to_string();
+    assert!(e.contains("401") && e.contains("--gateway-token"), "{e}");
+    let unknown = GatewayConfig {
+        kernel: Some("no-such-kernel".into()),
+        ..config(&gw)
+    };
+    let e = Gateway::connect(unknown).await.err().unwrap().to_string();
+    assert!(
+        e.contains("no-such-kernel") && e.contains(&gw.kernel),
+        "{e}"
+    );
+    let gateway = Gateway::connect(config(&gw)).await.unwrap();
+    assert_eq!(gateway.info().url, gw.url);
+    assert_eq!(gateway.info().kernel, gw.kernel);
+}
+
+fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> RunOptions {
+    common::image(ImageName::Fat);
+    RunOptions {
+        suite: suite.into(),
+        datasets: datasets_dir(suite).unwrap(),
+        selection: Selection {
+            limit_tasks: Some(12),
+            ..Selection::default()
+        },
+        skip_invalid: false,
+        model: "oracle".into(),
+        endpoint: Endpoint::default(),
+        generation: Generation::default(),
+        rounds: 2,
+        stop_on: StopOn::Clean,
+        feedback: FeedbackMode::Parsed,
+        feedback_budget: 4000,
+        concurrency: 2,
+        strategies: vec![Strategy::Fat],
+        install_on: InstallOn::Both,
+        limits: SandboxLimits::default(),
+        unconfined: false,
+        kernel_start: Default::default(),
+        gateway,
+        out: Some(out.to_path_buf()),
+        prompts: None,
+        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
+        progress: false,
+    }
+}
+
+async fn run(opts: RunOptions) -> RunResult {
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    Run::create(opts)
+        .await
+        .expect("run created")
+        .execute(rx)
+        .await
+        .expect("run executed")
+}
+
+/// The oracle's accuracy through the gateway is the local executor's, on
+/// a suite with task files (tabular: CSVs copied to each kernel).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oracle_run_through_the_gateway_scores_as_a_local_run() {
+    if common::lacks_root() {
+        return;
+    }
+    let gw = TestGateway::start();
+    for suite in ["math", "tabular"] {
+        let out = tempfile::tempdir().unwrap();
+        let remote = run(run_options(
+            suite,
+            &out.path().join("gw"),
+            Some(config(&gw)),
+        ))
+        .await;
+        let local = run(run_options(suite, &out.path().join("local"), None)).await;
+        assert_eq!(remote.infra_tasks, 0, "{suite}");
+        let acc = |r: &RunResult| {
+            r.summary
+                .accuracy_by_round
+                .iter()
+                .map(|a| a.value)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(acc(&remote), acc(&local), "{suite}");
+        assert!(acc(&remote)[0] > 0.9, "{suite}: {:?}", acc(&remote));
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("gw/run.json")).unwrap())
+                .unwrap();
+        assert_eq!(config["executor"]["kind"], "gateway");
+        assert_eq!(config["executor"]["url"], gw.url.as_str());
+        assert!(
+            !config.to_string().contains(&gw.token),
+            "the token is never written down"
+        );
+        let report = std::fs::read_to_string(out.path().join("gw/report.md")).unwrap();
+        assert!(report.contains("GATEWAY EXECUTOR"), "{report}");
+    }
+}
+
+/// The gateway goes away in the middle of a run: the tasks it took down
+/// are infrastructure errors (not model failures, not a crash), and a
+/// resume once it is back redoes exactly those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_lost_mid_run_gives_infra_errors_and_the_run_resumes() {
+    let gw = Arc::new(Mutex::new(TestGateway::start()));
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let cfg = config(&gw.lock().unwrap());
+    let mut opts = run_options("math", &dir, Some(cfg.clone()));
+    opts.concurrency = 1;
+    let journal = dir.join("results.jsonl");
+    let stopper = {
+        let gw = gw.clone();
+        std::thread::spawn(move || {
+            // Stop once a few tasks are done.
+            let deadline = std::time::Instant::now() + Duration::from_secs(300);
+            while std::time::Instant::now() < deadline {
+                let done = std::fs::read_to_string(&journal)
+                    .map(|t| t.lines().count())
+                    .unwrap_or(0);
+                if done >= 3 {
+                    gw.lock().unwrap().stop();
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        })
+    };
+    let first = run(opts).await;
+    assert!(stopper.join().unwrap(), "the run never got 3 records in");
+    let records = retrace::harness::journal::read(&dir.join("results.jsonl")).unwrap();
+    let lost: Vec<_> = records
+        .iter()
+        .filter(|r| r.kind == RecordKind::InfraError)
+        .collect();
+    assert!(
+        !lost.is_empty(),
+        "tasks after the stop are infrastructure errors"
+    );
+    assert_eq!(first.infra_tasks, lost.len());
+    assert!(
+        lost.iter().all(|r| r
+            .infra_error
+            .as_deref()
+            .is_some_and(|e| e.contains("gateway"))),
+        "{:?}",
+        lost.iter().map(|r| &r.infra_error).collect::<Vec<_>>()
+    );
+    assert!(
+        records.iter().any(|r| r.correct),
+        "tasks before the stop were scored"
+    );
+
+    gw.lock().unwrap().start_again();
+    let resume = ResumeOptions {
+        endpoint: Endpoint::default(),
+        datasets: datasets_dir("math").unwrap(),
+        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
+        progress: false,
+        kernel_start: Default::default(),
+        gateway_token: cfg.token.clone(),
+    };
+    let run = Run::resume(&dir, resume).await.expect("resumed");
+    assert!(matches!(run.config().executor, ExecutorInfo::Gateway(_)));
+    let (todo, finished) = run.counts();
+    assert_eq!(todo, lost.len(), "exactly the lost tasks are redone");
+    assert_eq!(finished + todo, 12);
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let second = run.execute(rx).await.unwrap();
+    assert_eq!(second.infra_tasks, 0);
+    assert_eq!(second.summary.accuracy_by_round[0].value, 1.0);
+}
+
+/// `retrace exec` and `retrace sandbox check` on a gateway, from the
+/// command line, with the token from the environment as Jupyter has it.
+#[test]
+fn the_cli_runs_exec_and_the_sandbox_check_on_a_gateway() {
+    let gw = TestGateway::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cells = dir.path().join("cells.py");
+    std::fs::write(&cells, "x = 2\n# %%\nprint(x * 21)\n# %%\n1/0\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args([
+            "exec",
+            cells.to_str().unwrap(),
+            "--json",
+            "--executor",
+            "gateway",
+        ])
+        .env("JUPYTER_GATEWAY_URL", &gw.url)
+        .env("JUPYTER_GATEWAY_AUTH_TOKEN", &gw.token)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let outcomes: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(outcomes[1]["stdout"], "42\n");
+    assert_eq!(outcomes[2]["error"]["ename"], "ZeroDivisionError");
+    assert_eq!(outcomes[2]["enforcement"]["executor"], "gateway");
+
+    // A few cases of the shipped corpus: two that run on a gateway, three
+    // that must not (one would kill every process of the host it runs on).
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir(&corpus).unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile");
+    for id in [
+        "out_line_flood",
+        "jp_forged_reply",
+        "mem_numpy_ones",
+        "jp_in_kernel_pip",
+        "sig_kill_everything",
+    ] {
+        let file = format!("{id}.toml");
+        std::fs::copy(shipped.join(&file), corpus.join(&file)).unwrap();
+    }
+    let report = dir.path().join("check.json");
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args([
+            "sandbox",
+            "check",
+            "--executor",
+            "gateway",
+            "--gateway-url",
+            &gw.url,
+        ])
+        .args(["--gateway-token", &gw.token, "--jobs", "2", "--json"])
+        .arg(&report)
+        .arg("--corpus")
+        .arg(&corpus)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["executor"]["kind"], "gateway");
+    let mut ran: Vec<&str> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    ran.sort();
+    assert_eq!(ran, ["jp_forged_reply", "out_line_flood"]);
+    let skipped = report["not_applicable"].as_array().unwrap();
+    let reason_of = |id: &str| {
+        skipped
+            .iter()
+            .find(|n| n["id"] == id)
+            .and_then(|n| n["reason"].as_str())
+            .unwrap_or_else(|| panic!("{id} is not listed as not applicable: {skipped:?}"))
+            .to_string()
+    };
+    assert!(reason_of("mem_numpy_ones").contains("memory"));
+    assert!(reason_of("sig_kill_everything").contains("signals"));
+    assert!(reason_of("jp_in_kernel_pip").contains("local only"));
+    assert!(text.contains("do not apply on a gateway"), "{text}");
+}
