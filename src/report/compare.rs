@@ -12,6 +12,7 @@ use super::metrics::{arm_names, KillRate, Percentiles, Rate};
 use super::strategies::McNemar;
 use super::task_rounds::{by_task, TaskRounds};
 use super::{percent, plots, summarize, Plot, ReportError, Summary};
+use crate::kernel::ExecutorInfo;
 use crate::record::{AttemptRecord, RunConfig};
 use crate::util::stats::percentile;
 
@@ -132,6 +133,11 @@ pub struct Comparison {
     pub new: String,
     pub base_model: String,
     pub new_model: String,
+    /// Where each side's kernels ran (absent when local).
+    #[serde(skip_serializing_if = "ExecutorInfo::is_local")]
+    pub base_executor: ExecutorInfo,
+    #[serde(skip_serializing_if = "ExecutorInfo::is_local")]
+    pub new_executor: ExecutorInfo,
     /// Tasks both sides finished, in BASE's order.
     pub shared_tasks: Vec<String>,
     /// Tasks of one side only (or unfinished on the other): not paired.
@@ -264,6 +270,8 @@ pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
         new: new.label.clone(),
         base_model: base.config.model.clone(),
         new_model: new.config.model.clone(),
+        base_executor: base.config.executor.clone(),
+        new_executor: new.config.executor.clone(),
         unpaired_tasks: all.len() - ids.len(),
         shared_tasks: ids,
         rounds,
@@ -491,6 +499,19 @@ fn kill_reasons(c: &Comparison) -> Vec<(String, u64, u64)> {
 }
 
 /// `compare.md`: tables, flipped tasks, the decision, links to the chart.
+/// Where the two sides' kernels ran, when either was not local: the
+/// comparison then also compares executors (their limits differ).
+fn executors(c: &Comparison) -> Option<String> {
+    if c.base_executor.is_local() && c.new_executor.is_local() {
+        return None;
+    }
+    Some(format!(
+        "Executors: {} → {}.",
+        c.base_executor.describe(),
+        c.new_executor.describe()
+    ))
+}
+
 pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
     let mut w = String::new();
     let _ = writeln!(w, "# retrace compare\n");
@@ -515,6 +536,9 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
             c.shared_tasks.len(),
             c.unpaired_tasks
         );
+        if let Some(line) = executors(c) {
+            let _ = writeln!(w, "{line}\n");
+        }
         match j.regressions.as_slice() {
             [] => {
                 let _ = writeln!(
@@ -618,6 +642,9 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
             c.shared_tasks.len(),
             c.unpaired_tasks
         );
+        if let Some(line) = executors(c) {
+            let _ = writeln!(w, "<p>{}</p>", escape(&line));
+        }
         if j.regressions.is_empty() {
             w.push_str("<p class=\"pass\"><strong>Verdict: pass</strong></p>\n");
         } else {
