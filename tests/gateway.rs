@@ -16,8 +16,7 @@ use retrace::kernel::gateway::{Gateway, GatewayConfig, GatewayKernel, REQUEST_TI
 use retrace::kernel::{ExecOptions, ExecutorInfo, KernelOptions, Outcome};
 use retrace::model::spec::Endpoint;
 use retrace::model::Generation;
-use retrace::pyenv::{ImageName, Strategy};
-use retrace::record::{FeedbackMode, InstallOn, RecordKind, Selection, StopOn};
+use retrace::record::RecordKind;
 use retrace::sandbox::{SandboxLimits, Verdict};
 use retrace::task::load::datasets_dir;
 
@@ -207,34 +206,11 @@ async fn a_wrong_token_or_kernelspec_is_refused_with_what_to_do() {
 }
 
 fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> RunOptions {
-    common::image(ImageName::Fat);
-    RunOptions {
-        suite: suite.into(),
-        datasets: datasets_dir(suite).unwrap(),
-        selection: Selection {
-            limit_tasks: Some(12),
-            ..Selection::default()
-        },
-        skip_invalid: false,
-        model: "oracle".into(),
-        endpoint: Endpoint::default(),
-        generation: Generation::default(),
-        rounds: 2,
-        stop_on: StopOn::Clean,
-        feedback: FeedbackMode::Parsed,
-        feedback_budget: 4000,
-        concurrency: 2,
-        strategies: vec![Strategy::Fat],
-        install_on: InstallOn::Both,
-        limits: SandboxLimits::default(),
-        unconfined: false,
-        kernel_start: Default::default(),
-        gateway,
-        out: Some(out.to_path_buf()),
-        prompts: None,
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-    }
+    let mut opts = common::run_options(suite, "oracle", out);
+    opts.selection.limit_tasks = Some(12);
+    opts.generation = Generation::default();
+    opts.gateway = gateway;
+    opts
 }
 
 async fn run(opts: RunOptions) -> RunResult {

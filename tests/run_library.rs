@@ -8,41 +8,12 @@ use std::path::{Path, PathBuf};
 use common::scripted_http::{ok, Server};
 use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
 use retrace::model::spec::Endpoint;
-use retrace::model::Generation;
 use retrace::pyenv::{ImageName, Strategy};
-use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, InstallOn, Selection, StopOn};
-use retrace::sandbox::SandboxLimits;
+use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, Selection, StopOn};
 use retrace::task::load::{datasets_dir, load_suite};
 
 fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
-    common::image(ImageName::Fat);
-    RunOptions {
-        suite: suite.into(),
-        datasets: datasets_dir(suite).unwrap(),
-        selection: Selection::default(),
-        skip_invalid: false,
-        model: model.into(),
-        endpoint: Endpoint::default(),
-        generation: Generation {
-            max_retries: 0,
-            ..Generation::default()
-        },
-        rounds: 2,
-        stop_on: StopOn::Clean,
-        feedback: FeedbackMode::Parsed,
-        feedback_budget: 4000,
-        concurrency: 2,
-        strategies: vec![Strategy::Fat],
-        install_on: InstallOn::Both,
-        limits: SandboxLimits::default(),
-        unconfined: false,
-        kernel_start: Default::default(),
-        gateway: None,
-        out: Some(out.to_path_buf()),
-        prompts: None,
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-    }
+    common::run_options(suite, model, out)
 }
 
 async fn run(opts: RunOptions) -> RunResult {

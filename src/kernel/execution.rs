@@ -311,8 +311,6 @@ impl Run {
         flags.sort();
         flags.dedup();
         Outcome {
-            status,
-            verdict,
             flags: flags.iter().map(|f| f.as_str().to_string()).collect(),
             execution_count: self.execution_count,
             stdout,
@@ -329,17 +327,7 @@ impl Run {
             },
             results: self.results,
             displays: self.displays,
-            kill_ms: None,
-            kill_method: None,
-            exit: None,
-            state_lost: false,
-            memory_peak_bytes: None,
-            kernel_uid: None,
-            policy: None,
-            fired: Vec::new(),
-            suggested: None,
-            enforcement: None,
-            infra_error: None,
+            ..Outcome::blank(status, verdict)
         }
     }
 

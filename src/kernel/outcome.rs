@@ -277,7 +277,19 @@ impl Outcome {
     /// error named `ename` with `message`, under `verdict`.
     pub fn not_run(verdict: Verdict, ename: &str, message: String) -> Outcome {
         Outcome {
-            status: ExecStatus::Error,
+            error: Some(ErrorInfo {
+                ename: ename.into(),
+                evalue: message,
+                traceback: Vec::new(),
+            }),
+            ..Outcome::blank(ExecStatus::Error, verdict)
+        }
+    }
+
+    /// An outcome with nothing in it yet.
+    pub(super) fn blank(status: ExecStatus, verdict: Verdict) -> Outcome {
+        Outcome {
+            status,
             verdict,
             flags: Vec::new(),
             execution_count: None,
@@ -285,11 +297,7 @@ impl Outcome {
             stderr: String::new(),
             results: Vec::new(),
             displays: Vec::new(),
-            error: Some(ErrorInfo {
-                ename: ename.into(),
-                evalue: message,
-                traceback: Vec::new(),
-            }),
+            error: None,
             answer: None,
             artifacts: Vec::new(),
             truncated: false,

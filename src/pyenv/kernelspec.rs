@@ -149,13 +149,7 @@ mod tests {
             env("MPLBACKEND"),
             Some("module://matplotlib_inline.backend_inline")
         );
-        for var in [
-            "OPENBLAS_NUM_THREADS",
-            "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS",
-            "NUMEXPR_NUM_THREADS",
-            "VECLIB_MAXIMUM_THREADS",
-        ] {
+        for var in crate::pyenv::THREAD_VARS {
             assert_eq!(env(var), Some("2"), "{var}");
         }
         assert_eq!(env("PYTHONNOUSERSITE"), Some("1"));

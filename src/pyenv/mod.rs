@@ -111,6 +111,15 @@ pub struct Image {
     pub dir: PathBuf,
 }
 
+/// The variables that size BLAS, OpenMP and numexpr thread pools.
+pub(crate) const THREAD_VARS: [&str; 5] = [
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+];
+
 impl Image {
     /// Its size on disk (recorded when it was built).
     pub fn size(&self) -> u64 {
@@ -165,13 +174,7 @@ impl Image {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        for var in [
-            "OPENBLAS_NUM_THREADS",
-            "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS",
-            "NUMEXPR_NUM_THREADS",
-            "VECLIB_MAXIMUM_THREADS",
-        ] {
+        for var in THREAD_VARS {
             env.push((var.to_string(), threads.clone()));
         }
         env

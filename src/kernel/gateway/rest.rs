@@ -144,8 +144,9 @@ fn passing(status: StatusCode) -> bool {
 /// The gateway's own explanation (`{"message": ...}` or `{"reason": ...}`).
 fn detail(body: &Value) -> String {
     for key in ["message", "reason"] {
-        if let Some(text) = body.get(key).and_then(Value::as_str) {
-            return format!("({text})");
+        match body.get(key).and_then(Value::as_str) {
+            Some(text) if !text.is_empty() => return format!("({text})"),
+            _ => {}
         }
     }
     match body {
