@@ -218,8 +218,10 @@ pub struct Enforcement {
     /// Limits retrace itself enforced.
     pub enforced: Vec<String>,
     /// Limits the run asked for that retrace did not enforce: an
-    /// unconfined local kernel has none of them, a gateway's kernel has the
-    /// limits of its kernelspec (pod limits), whatever the run asked.
+    /// unconfined local kernel has none of them; a gateway's kernel has the
+    /// limits of its kernelspec (pod limits), to which retrace passes the
+    /// run's CPU and memory limits as Enterprise Gateway's `KERNEL_*`
+    /// variables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requested: Vec<String>,
 }

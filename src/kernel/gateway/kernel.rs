@@ -95,7 +95,7 @@ impl GatewayKernel {
             .acquire_owned()
             .await
             .map_err(|_| KernelError::Gateway("the gateway is closed".into()))?;
-        let id = create(&gateway).await?;
+        let id = create(&gateway, &options).await?;
         let session = uuid::Uuid::new_v4().to_string();
         let prepared = async {
             let mut channels =
@@ -439,7 +439,7 @@ impl GatewayKernel {
 
     /// A new kernel in place of one the gateway no longer has.
     async fn replace(&mut self) -> Result<(), KernelError> {
-        let id = create(&self.gateway).await?;
+        let id = create(&self.gateway, &self.options).await?;
         self.id = id;
         self.channels = socket::connect(
             &self.gateway.rest,
@@ -576,8 +576,8 @@ fn max_message(options: &KernelOptions) -> usize {
 }
 
 /// Asks the gateway for a new kernel of its kernelspec; its id.
-async fn create(gateway: &Gateway) -> Result<String, KernelError> {
-    let body = json!({ "name": gateway.info.kernel });
+async fn create(gateway: &Gateway, options: &KernelOptions) -> Result<String, KernelError> {
+    let body = json!({ "name": gateway.info.kernel, "env": requested_limits(options) });
     let answer = gateway
         .rest
         .call(Method::POST, "/api/kernels", Some(&body))
@@ -593,6 +593,21 @@ async fn create(gateway: &Gateway) -> Result<String, KernelError> {
                 gateway.info.url, gateway.info.kernel, answer.body
             ))
         })
+}
+
+/// The run's CPU and memory limits as the `KERNEL_*` variables Enterprise
+/// Gateway's Kubernetes pod template makes the pod's requests and limits
+/// of (Kernel Gateway passes them into the kernel's environment, where
+/// nothing reads them).
+fn requested_limits(options: &KernelOptions) -> Value {
+    let cpus = options.limits.cpus.to_string();
+    let memory = options.limits.memory_bytes.to_string();
+    json!({
+        "KERNEL_CPUS": cpus,
+        "KERNEL_CPUS_LIMIT": cpus,
+        "KERNEL_MEMORY": memory,
+        "KERNEL_MEMORY_LIMIT": memory,
+    })
 }
 
 /// The server's notice that it dropped output past its rate limit.
@@ -638,4 +653,34 @@ async fn upload(channels: &mut Channels, file: &std::path::Path) -> Result<(), K
         silent_ok(channels, &cell, SETUP_TIMEOUT, &what).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::SandboxLimits;
+
+    #[test]
+    fn the_runs_limits_are_requested_as_enterprise_gateway_reads_them() {
+        let limits = SandboxLimits {
+            cpus: 0.5,
+            memory_bytes: 512 << 20,
+            ..SandboxLimits::default()
+        };
+        let env = requested_limits(&KernelOptions::enforcing(&limits, false));
+        assert_eq!(env["KERNEL_CPUS"], "0.5");
+        assert_eq!(env["KERNEL_CPUS_LIMIT"], "0.5");
+        assert_eq!(env["KERNEL_MEMORY"], "536870912");
+        assert_eq!(env["KERNEL_MEMORY_LIMIT"], "536870912");
+    }
+
+    #[test]
+    fn only_the_servers_rate_limit_notice_counts() {
+        use jupyter_protocol::{JupyterMessage, StreamContent};
+        let notice =
+            JupyterMessage::new(StreamContent::stderr("IOPub data rate exceeded.\n"), None);
+        let other = JupyterMessage::new(StreamContent::stdout("hello\n"), None);
+        assert!(rate_limit_notice(&notice));
+        assert!(!rate_limit_notice(&other));
+    }
 }
