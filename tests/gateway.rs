@@ -429,3 +429,118 @@ fn the_cli_runs_exec_and_the_sandbox_check_on_a_gateway() {
     assert!(reason_of("jp_in_kernel_pip").contains("local only"));
     assert!(text.contains("do not apply on a gateway"), "{text}");
 }
+
+/// A TCP proxy in front of the gateway whose connections can be cut (as a
+/// load balancer or a flaky network would) and which can refuse new ones.
+struct Proxy {
+    url: String,
+    cut: tokio::sync::watch::Sender<u64>,
+    refuse: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    async fn start(upstream: &str) -> Proxy {
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (cut, cuts) = tokio::sync::watch::channel(0u64);
+        let refuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let refusing = refuse.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if refusing.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: the connection is reset
+                }
+                let upstream = upstream.clone();
+                let mut cuts = cuts.clone();
+                cuts.mark_unchanged();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        Proxy { url, cut, refuse }
+    }
+
+    /// Cuts every open connection.
+    fn cut(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+}
+
+/// A websocket cut in the middle of a cell is reopened with the same
+/// session: the server's buffer gives back what was said meanwhile, and the
+/// cell's outcome is whole. A gateway that stays unreachable ends the cell
+/// as an infrastructure error, and the kernel is usable once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_websocket_is_reopened_and_a_lost_one_is_an_infra_error() {
+    let gw = TestGateway::start();
+    let proxy = Proxy::start(&gw.url).await;
+    let via_proxy = GatewayConfig {
+        url: proxy.url.clone(),
+        ..config(&gw)
+    };
+    let gateway = Gateway::connect(via_proxy).await.unwrap();
+    let options = KernelOptions::enforcing(&SandboxLimits::default(), false);
+    let mut k = gateway.start(&[], options).await.unwrap();
+    let opts = exec(Duration::from_secs(30), None);
+    k.execute("kept = 3", &opts).await;
+
+    let cell =
+        "import time\nprint('before', flush=True)\ntime.sleep(1.5)\nprint('after')\nanswer = kept";
+    let cutter = {
+        let cut = proxy.cut.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            cut.send_modify(|n| *n += 1);
+        })
+    };
+    let outcome = k.execute(cell, &opts).await;
+    cutter.await.unwrap();
+    assert_eq!(outcome.infra_error, None);
+    assert_eq!(outcome.verdict, Verdict::Ok, "{:?}", outcome.error);
+    assert_eq!(outcome.stdout, "before\nafter\n");
+    assert_eq!(outcome.answer.unwrap().value, "3");
+
+    proxy
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let cutter = {
+        let cut = proxy.cut.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cut.send_modify(|n| *n += 1);
+        })
+    };
+    let lost = k
+        .execute("import time\ntime.sleep(1)\nprint('x')", &opts)
+        .await;
+    cutter.await.unwrap();
+    let why = lost
+        .infra_error
+        .as_deref()
+        .expect("an infrastructure error");
+    assert!(why.contains("dropped mid-execution"), "{why}");
+    assert_eq!(lost.verdict, Verdict::InternalError);
+
+    proxy
+        .refuse
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let back = k.execute("print(kept)", &opts).await;
+    assert_eq!(
+        back.verdict,
+        Verdict::Ok,
+        "{:?} {:?}",
+        back.error,
+        back.infra_error
+    );
+    assert_eq!(back.stdout, "3\n", "the kernel kept its state");
+    proxy.cut();
+    k.shutdown().await;
+}
