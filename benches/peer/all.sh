@@ -29,13 +29,15 @@
 #     (kernel_memory.py): smaps_rollup of its processes and its cgroup
 #  7. oracle throughput: `retrace run --model oracle --suite math --rounds 2`
 #     at concurrency 1, 2 and 4, tasks per minute of wall time
+#  8. optional: kernels on a Jupyter Kernel Gateway against local kernels
+#     (benches/peer/gateway.sh: kernel start and per-cell round trip)
 #
 # The last lines repeat every figure as `key=value`. No figure is asserted:
 # nothing fails because a goal is missed. A figure that could not be
 # measured (a command failed, or this build lacks the zygote) prints
 # `n/a (<reason>)` and the others are still measured and printed; the exit
 # status is 0 only when every figure and every ratio was measured, 1
-# otherwise (after printing). Uses $RETRACE_HOME as is (images are shared
+# otherwise (after printing). The optional figures (8) do not count there. Uses $RETRACE_HOME as is (images are shared
 # with other runs); builds target/release/retrace first.
 set -euo pipefail
 
@@ -51,7 +53,7 @@ while [ $# -gt 0 ]; do
         --starts) starts="$2"; shift 2 ;;
         --json) json_out="$2"; shift 2 ;;
         --keep) keep="$2"; shift 2 ;;
-        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -59,12 +61,14 @@ if [ "$quick" -eq 1 ]; then
     rounds="${rounds:-1}"
     starts="${starts:-2}"
     rt_args=(--rounds 2 --n 100 --warmup 10)
+    gw_args=(--rounds 1 --starts 2 --cells 100)
     kill_filters=(memory processes)
     oracle_limit=(--limit-tasks 12)
 else
     rounds="${rounds:-3}"
     starts="${starts:-4}"
     rt_args=(--rounds 4 --n 500 --warmup 50)
+    gw_args=(--rounds "$rounds" --starts "$starts" --cells 500)
     kill_filters=(cpu_time memory processes signals jupyter_protocol)
     oracle_limit=()
 fi
@@ -91,8 +95,8 @@ samples="$work/samples.txt" # lines: figure contender value
 : >"$samples"
 # Lines `what reason...`: what could not be measured and why (the first
 # reason per `what` is the one printed). `what` is `all`, `roundtrip`,
-# `start_<contender>`, `kill_<condition>`, `memory_<kind>`, `oracle_c<N>`
-# or `pool_acquire`.
+# `start_<contender>`, `kill_<condition>`, `memory_<kind>`, `oracle_c<N>`,
+# `pool_acquire` or `gateway`.
 failures="$work/failures.txt"
 : >"$failures"
 log() { echo "== $*" >&2; }
@@ -328,10 +332,25 @@ pool_figure() {
     sample_load
 }
 
+# --- figure 8 (optional): gateway.sh does its own interleaving -------------
+gateway_figure() {
+    log "figure 8 (optional): gateway vs local kernels (gateway.sh ${gw_args[*]})"
+    sample_load
+    local rc=0
+    "$here/gateway.sh" "${gw_args[@]}" --json "$work/gateway.json" >"$work/gateway.txt" 2>"$work/gateway.err" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        tail -20 "$work/gateway.err" >&2
+        fail gateway "gateway.sh exited $rc: $(last_line "$work/gateway.err")"
+        rm -f "$work/gateway.json"
+    fi
+    sample_load
+}
+
 if setup; then
     roundtrip_figure
     rounds_figures
     pool_figure
+    gateway_figure
 fi
 load_end="$(loadavg)"
 kernels_python="$( ([ -n "$fat_python" ] && "$fat_python" --version 2>&1) || echo 'python ?')"
@@ -396,15 +415,16 @@ def start_samples(who):
 figures = []  # dicts: key, name, value text, versus text, goal text, met, numbers
 
 
-def figure(key, name, goal, measure):
+def figure(key, name, goal, measure, optional=False):
     """Adds one figure; `measure()` returns (value, versus, met, numbers)
     or raises NotMeasured. A ratio that cannot be had is `versus` text
-    starting with `n/a`, and counts as not measured."""
+    starting with `n/a`, and counts as not measured (unless `optional`)."""
     try:
         value, versus, met, numbers = measure()
     except NotMeasured as e:
         value, versus, met, numbers = f"n/a ({e})", "n/a", None, {}
-    figures.append(dict(key=key, name=name, value=value, versus=versus, goal=goal, met=met, **numbers))
+    figures.append(dict(key=key, name=name, value=value, versus=versus, goal=goal, met=met, optional=optional,
+                        **numbers))
 
 
 def verdict(met):
@@ -589,6 +609,32 @@ for conc in ("1", "2", "4"):
            ">= 3x baseline at the same concurrency" if conc == "2" else ">= 3x baseline (baseline only known at concurrency 2)",
            lambda conc=conc: oracle(conc))
 
+# 8. gateway executor (optional)
+def gateway(key, against):
+    need("gateway")
+    g = load("gateway.json")
+    if g is None:
+        raise NotMeasured("gateway.sh wrote no gateway.json")
+    f = next((f for f in g["figures"] if f["key"] == key), None)
+    if f is None:
+        raise NotMeasured(f"gateway.json has no figure {key}")
+    gw, lo, ratio = f["gateway"], f["local"], f["ratio_p50"]
+    d = 0 if key.startswith("start_") else 2
+    note = "" if g["same_image"] else " (NOT the same image)"
+    return (f"{gw['p50']:.{d}f}/{gw['p95']:.{d}f} ms",
+            f"ratio vs {against} {lo['p50']:.{d}f}/{lo['p95']:.{d}f} ms = {ratio:.2f}{note}", None,
+            dict(gateway_p50_ms=gw["p50"], gateway_p95_ms=gw["p95"], local_p50_ms=lo["p50"],
+                 local_p95_ms=lo["p95"], ratio=ratio))
+
+
+for key, name, against in (
+        ("start_zygote", "gateway kernel start vs zygote (start + first pass, p50/p95)", "local confined zygote"),
+        ("start_cold", "gateway kernel start vs cold (start + first pass, p50/p95)", "local confined cold"),
+        ("roundtrip", "gateway per-cell round trip (pass, p50/p95)", "local zygote kernel"),
+        ("overhead", "gateway per-cell overhead (round trip - kernel span, p50/p95)", "local zygote kernel")):
+    figure(f"gateway_{key}", name, "none (optional figure)", lambda key=key, against=against: gateway(key, against),
+           optional=True)
+
 loads = [float(x) for x in open(os.path.join(work, "load.txt")).read().split()] or [math.nan]
 print()
 print(f"machine: {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, kernels' {py}; shared machine:"
@@ -600,10 +646,11 @@ print()
 missing = []
 for f in figures:
     if f["value"].startswith("n/a"):
-        missing.append(f["key"])
+        if not f["optional"]:
+            missing.append(f["key"])
         print(f"{f['name']}: {f['value']} (goal {f['goal']}: not measured)")
     else:
-        if f["versus"].startswith("n/a"):
+        if f["versus"].startswith("n/a") and not f["optional"]:
             missing.append(f["key"] + " (ratio)")
         print(f"{f['name']}: {f['value']} ({f['versus']}; goal {f['goal']}: {verdict(f['met'])})")
 print()
@@ -612,7 +659,7 @@ for f in figures:
         print(f"{f['key']}.measured=no")
         continue
     for k, v in f.items():
-        if k in ("key", "name", "value", "versus", "goal"):
+        if k in ("key", "name", "value", "versus", "goal", "optional"):
             continue
         if k == "met":
             v = verdict(v).replace(" ", "_")
