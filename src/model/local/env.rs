@@ -37,9 +37,19 @@ const SERVER_PACKAGE: &str = "llama-cpp-python";
 /// The server environment's directory under `models/`, and its label.
 const SERVER_DIR: &str = "llama-cpp-server";
 
-/// Bumped when the layout of the environment changes.
-const FORMAT: u32 = 2;
+/// Bumped when the layout of the environment or the way it is built
+/// changes (3: llama.cpp compiled without AMX, see [`BUILD_FLAGS`]).
+const FORMAT: u32 = 3;
 
+/// How pip's build of llama-cpp-python compiles llama.cpp: for this CPU
+/// (`-march=native`, llama.cpp's default) but without Intel AMX. On hosts
+/// whose CPU reports AMX but whose kernel or hypervisor does not let
+/// processes use it, the AMX matrix code faults (`ldtilecfg`: general
+/// protection fault) on the first completion; the AVX-512 and AVX2 paths
+/// serve these small models as well. GCC keeps explicit `-mno-` flags over
+/// what `-march` implies, whatever their order; CMake starts its compiler
+/// flags from `CFLAGS` and `CXXFLAGS`.
+const BUILD_FLAGS: &str = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
 /// `complete.json`: what makes the directory a prepared environment, and
 /// what went into it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -507,7 +517,15 @@ impl ServerRecipe {
             .map(|e| e.name.as_str())
             .collect();
         let mut cmd = venv::pip(python, "install");
-        cmd.arg("--no-deps")
+        // pip's wheel cache does not key on the build flags: a wheel built
+        // with other flags (or by another retrace) must not be taken, so
+        // the built wheel lives in a cache of this format's own.
+        let cache = self.site.parent.join(format!(".pip-cache-format-{FORMAT}"));
+        cmd.env("CFLAGS", BUILD_FLAGS)
+            .env("CXXFLAGS", BUILD_FLAGS)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--no-deps")
             .arg("--only-binary")
             .arg(binary_only.join(","))
             .arg("-r")
