@@ -95,16 +95,26 @@ impl GatewayKernel {
             .acquire_owned()
             .await
             .map_err(|_| KernelError::Gateway("the gateway is closed".into()))?;
+        let started = Instant::now();
         let id = create(&gateway, &options).await?;
+        let created = started.elapsed();
         let session = uuid::Uuid::new_v4().to_string();
         let prepared = async {
             let mut channels =
                 socket::connect(&gateway.rest, &id, &session, max_message(&options)).await?;
+            let connected = started.elapsed();
             let banner = handshake(&mut channels).await?;
+            // Where a start spends its time, for `-vv` and the benchmark.
+            tracing::debug!(
+                kernel = %id,
+                create_ms = ms(created),
+                websocket_ms = ms(connected - created),
+                kernel_info_ms = ms(started.elapsed() - connected),
+                "gateway kernel answering"
+            );
             Ok::<_, KernelError>((channels, banner))
         };
         let timeout = options.startup_timeout;
-        let started = Instant::now();
         let (channels, banner) = match tokio::time::timeout(timeout, prepared).await {
             Ok(Ok(ready)) => ready,
             Ok(Err(e)) => {
@@ -558,6 +568,10 @@ impl Drop for GatewayKernel {
             handle.spawn(async move { delete(&gateway, &id).await });
         }
     }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 fn kernel_path(id: &str) -> String {
