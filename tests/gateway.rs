@@ -214,13 +214,7 @@ fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> RunOp
 }
 
 async fn run(opts: RunOptions) -> RunResult {
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    Run::create(opts)
-        .await
-        .expect("run created")
-        .execute(rx)
-        .await
-        .expect("run executed")
+    common::run(opts).await
 }
 
 /// The oracle's accuracy through the gateway is the local executor's, on

@@ -17,13 +17,7 @@ fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
 }
 
 async fn run(opts: RunOptions) -> RunResult {
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    Run::create(opts)
-        .await
-        .expect("run created")
-        .execute(rx)
-        .await
-        .expect("run executed")
+    common::run(opts).await
 }
 
 fn records(dir: &Path) -> Vec<AttemptRecord> {

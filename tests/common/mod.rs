@@ -239,3 +239,14 @@ pub fn run_options(suite: &str, model: &str, out: &Path) -> RunOptions {
         progress: false,
     }
 }
+
+/// Creates and executes a run to its end (no cancel).
+pub async fn run(opts: RunOptions) -> retrace::harness::RunResult {
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    retrace::harness::Run::create(opts)
+        .await
+        .expect("run created")
+        .execute(rx)
+        .await
+        .expect("run executed")
+}
