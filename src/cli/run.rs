@@ -72,9 +72,10 @@ pub struct RunArgs {
     /// Run directory (default `reports/<run-id>/`).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Continue an interrupted run in this directory (its run.json decides
+    /// Continue an interrupted run in this directory; tasks that ended on an
+    /// infrastructure error are redone too (its run.json decides
     /// everything that shapes the run; other flags are ignored except
-    /// --base-url, --api-key and --max-infra-errors).
+    /// --base-url, --api-key, --gateway-token and --max-infra-errors).
     #[arg(long)]
     pub resume: Option<PathBuf>,
     /// Directory with prompt templates overriding the built-in ones.
