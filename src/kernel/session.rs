@@ -398,6 +398,16 @@ impl Kernel {
         }
         let channels = &mut self.channels;
         let settled = async {
+            // The limit's interrupt is sent by the kernel's control thread as
+            // a SIGINT; its reply says the signal has gone out. A SIGINT
+            // that lands later, inside the marker's or the next cell's
+            // handler, would end that handler without a reply: the next
+            // cell would hang until its own timeout.
+            while let Some(msg) = channels.control_rx.recv().await {
+                if matches!(msg.content, JupyterMessageContent::InterruptReply(_)) {
+                    break;
+                }
+            }
             let marker = channels
                 .send_shell_watched(KernelInfoRequest {}.into())
                 .await
