@@ -25,6 +25,10 @@
 //!     --gateway-token T --starts 5 --cells 500 --rounds 3
 //! ```
 
+#[path = "stats.rs"]
+mod stats;
+
+use stats::Stats;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -458,33 +462,6 @@ impl Cells {
             .zip(&self.busy)
             .map(|(rt, busy)| rt - busy)
             .collect()
-    }
-}
-
-/// Nearest-rank percentiles, as every retrace report.
-#[derive(Debug, Clone, Serialize)]
-struct Stats {
-    n: usize,
-    p50: f64,
-    p95: f64,
-    mean: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Stats {
-    fn of(samples: &[f64]) -> Stats {
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let pct = |p: f64| retrace::util::stats::percentile(&sorted, p).unwrap_or(f64::NAN);
-        Stats {
-            n: sorted.len(),
-            p50: pct(50.0),
-            p95: pct(95.0),
-            mean: sorted.iter().sum::<f64>() / sorted.len().max(1) as f64,
-            min: sorted.first().copied().unwrap_or(f64::NAN),
-            max: sorted.last().copied().unwrap_or(f64::NAN),
-        }
     }
 }
 

@@ -17,6 +17,10 @@
 //! cargo run --release --example roundtrip -- --n 500 --warmup 50
 //! ```
 
+#[path = "stats.rs"]
+mod stats;
+
+use stats::Stats;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -303,34 +307,4 @@ fn trace_segments(entries: &[TraceEntry], wall: &[(f64, f64)]) -> Result<serde_j
         out.insert(name.to_string(), serde_json::to_value(Stats::of(&column))?);
     }
     Ok(serde_json::Value::Object(out))
-}
-
-/// Nearest-rank percentiles (the Python side uses the same definition).
-#[derive(serde::Serialize)]
-struct Stats {
-    n: usize,
-    p50: f64,
-    p90: f64,
-    p99: f64,
-    mean: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Stats {
-    fn of(samples: &[f64]) -> Stats {
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let pct = |p: f64| retrace::util::stats::percentile(&sorted, p).unwrap_or(f64::NAN);
-        Stats {
-            n,
-            p50: pct(50.0),
-            p90: pct(90.0),
-            p99: pct(99.0),
-            mean: sorted.iter().sum::<f64>() / n.max(1) as f64,
-            min: sorted.first().copied().unwrap_or(f64::NAN),
-            max: sorted.last().copied().unwrap_or(f64::NAN),
-        }
-    }
 }

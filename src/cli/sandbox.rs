@@ -7,7 +7,8 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use retrace::conformance::check::{self, CheckConfig, CheckError};
 use retrace::conformance::corpus;
-use retrace::kernel::{default_kernel_root, Executor, KernelSpec};
+use retrace::kernel::gateway::Gateway;
+use retrace::kernel::{default_kernel_root, KernelSpec};
 use retrace::pyenv::{ImageName, ImageStore};
 use retrace::sandbox::Confined;
 use retrace::util::builtin;
@@ -82,13 +83,13 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
     // Fail closed (exit 3) before spending time on the image; a gateway is
     // checked as it is opened.
     let init_exe = std::env::current_exe().map_err(Failure::infra)?;
-    let gateway = match args.executor.open(&args.limits, args.jobs as usize).await? {
-        Executor::Local(_) => None,
-        Executor::Gateway(gateway) => Some(gateway),
+    let gateway = match args.executor.gateway(args.jobs as usize)? {
+        None => {
+            drop(Confined::open(init_exe.clone()).map_err(Failure::infra)?);
+            None
+        }
+        Some(config) => Some(Gateway::connect(config).await.map_err(Failure::infra)?),
     };
-    if gateway.is_none() {
-        drop(Confined::open(init_exe.clone()).map_err(Failure::infra)?);
-    }
 
     let image = ImageStore::from_env()
         .ensure_blocking(args.image, true)

@@ -6,7 +6,6 @@ use std::time::Duration;
 use clap::Subcommand;
 use retrace::harness::validate::validate;
 use retrace::harness::Arm;
-use retrace::kernel::Executor;
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
 use retrace::task::load::{datasets_dir, load_suite_with, Skipped};
@@ -156,14 +155,9 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
                 .ensure_blocking(strategy.image(), true)
                 .await
                 .map_err(Failure::infra)?;
-            let sandbox = match &executor {
-                Executor::Local(sandbox) => sandbox.clone(),
-                // Only the arm's bookkeeping sees it; the kernels are the gateway's.
-                Executor::Gateway(_) => {
-                    retrace::sandbox::open(true, std::env::current_exe().map_err(Failure::infra)?)
-                        .map_err(Failure::infra)?
-                }
-            };
+            let sandbox = executor
+                .local_sandbox(std::env::current_exe().map_err(Failure::infra)?)
+                .map_err(Failure::infra)?;
             if let Some(line) = super::executor::describe(&executor) {
                 eprintln!("{line}");
             }

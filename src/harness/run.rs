@@ -137,7 +137,7 @@ impl Run {
             &opts.strategies,
         )
         .await?;
-        let sandbox = executor_sandbox(&executor, &opts.init_binary)?;
+        let sandbox = local_sandbox(&executor, &opts.init_binary)?;
         let arms = make_arms(
             &opts.strategies,
             &images,
@@ -271,7 +271,7 @@ impl Run {
             }),
         };
         let executor = open_executor(gateway, unconfined, &opts.init_binary, &strategies).await?;
-        let sandbox = executor_sandbox(&executor, &opts.init_binary)?;
+        let sandbox = local_sandbox(&executor, &opts.init_binary)?;
         let arms = make_arms(
             &strategies,
             &images,
@@ -543,6 +543,12 @@ fn arm_image(image: &Image) -> ArmImage {
     }
 }
 
+fn local_sandbox(executor: &Executor, init: &Path) -> Result<Arc<dyn Sandbox>, HarnessError> {
+    executor
+        .local_sandbox(init.to_path_buf())
+        .map_err(|e| HarnessError::Setup(e.to_string()))
+}
+
 fn open_sandbox(unconfined: bool, init: &Path) -> Result<Arc<dyn Sandbox>, HarnessError> {
     crate::sandbox::open(unconfined, init.to_path_buf())
         .map_err(|e| HarnessError::Setup(e.to_string()))
@@ -578,16 +584,6 @@ pub(super) async fn open_executor(
         .await
         .map_err(|e| HarnessError::Setup(e.to_string()))?;
     Ok(Executor::Gateway(gateway))
-}
-
-/// The local sandbox (images, installs and zygotes use it): the executor's,
-/// or an unconfined one beside a gateway, which needs neither root nor
-/// cgroups on this machine.
-fn executor_sandbox(executor: &Executor, init: &Path) -> Result<Arc<dyn Sandbox>, HarnessError> {
-    match executor {
-        Executor::Local(sandbox) => Ok(sandbox.clone()),
-        Executor::Gateway(_) => open_sandbox(true, init),
-    }
 }
 
 /// A directory that already holds a run is never written into by a new

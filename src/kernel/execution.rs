@@ -93,6 +93,11 @@ pub(super) fn deadline_after(d: Duration) -> tokio::time::Instant {
         .unwrap_or_else(|| now + crate::util::units::MAX_DURATION)
 }
 
+/// Milliseconds, for timings and logs.
+pub(super) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 /// The state of one execution while its messages arrive.
 pub(super) struct Run {
     pub(super) capture: Capture,

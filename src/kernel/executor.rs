@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::gateway::{Gateway, GatewayInfo, GatewayKernel};
 use super::{ExecOptions, Kernel, KernelBanner, KernelError, KernelOptions, KernelSpec, Outcome};
 use super::{StateQuery, StateView};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, SandboxError};
 
 /// Where a run's kernels run.
 #[derive(Clone)]
@@ -60,6 +60,16 @@ impl Executor {
                 .start(&spec.files, options)
                 .await
                 .map(AnyKernel::Gateway),
+        }
+    }
+
+    /// The local sandbox that images, installs and zygotes use: this
+    /// executor's, or an unconfined one beside a gateway (whose kernels it
+    /// never runs), which needs neither root nor cgroups on this machine.
+    pub fn local_sandbox(&self, init: PathBuf) -> Result<Arc<dyn Sandbox>, SandboxError> {
+        match self {
+            Executor::Local(sandbox) => Ok(sandbox.clone()),
+            Executor::Gateway(_) => crate::sandbox::open(true, init),
         }
     }
 

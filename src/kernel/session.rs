@@ -16,7 +16,7 @@ use tokio::time::sleep_until;
 
 use super::capture::OutputCap;
 use super::client::{parent_id, wait_for_sockets, Channels, WireCap};
-use super::execution::{deadline_after, send_cell, Deadline, Run, Sent};
+use super::execution::{deadline_after, ms, send_cell, Deadline, Run, Sent};
 use super::launch::{
     connection_info, create_layout, launch_command, lock_runtime_dir, renew_layout, socket_paths,
     write_connection_file, AdoptError, KernelProcess, KernelSpec, PROBE_MARKER,
@@ -846,10 +846,6 @@ async fn start_process(
     tracing::warn!(kernel = %layout.id, reason = %reason, "the zygote cannot serve; starting cold");
     let process = KernelProcess::spawn(jail, command, layout)?;
     Ok((process, StartPath::Fallback(reason)))
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// Starts the kernel process in its jail and waits for `kernel_info_reply`.

@@ -13,7 +13,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::sleep_until;
 
 use super::super::client::{is_server_status, parent_id, Channels};
-use super::super::execution::{deadline_after, send_cell, Deadline, Run, Sent};
+use super::super::execution::{deadline_after, ms, send_cell, Deadline, Run, Sent};
 use super::super::outcome::{Enforcement, Outcome};
 use super::super::requests::{handshake, inspect, install_probe, probe_inline, silent_ok};
 use super::super::session::{ExecOptions, KernelBanner, KernelOptions};
@@ -568,10 +568,6 @@ impl Drop for GatewayKernel {
             handle.spawn(async move { delete(&gateway, &id).await });
         }
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn kernel_path(id: &str) -> String {
