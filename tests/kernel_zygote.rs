@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use retrace::kernel::{zygote, Kernel, KernelOptions, KernelStart, StartPath};
+use retrace::kernel::{zygote, Kernel, KernelOptions, KernelStart, StartPath, StateQuery};
 use retrace::pyenv::ImageName;
 use retrace::sandbox::{Sandbox, SandboxLimits, Verdict};
 use serde_json::Value;
@@ -491,4 +491,69 @@ async fn figures_render_inline_in_a_zygote_kernel() {
         o.artifacts.iter().map(|a| &a.mime).collect::<Vec<_>>()
     );
     k.shutdown().await;
+}
+
+/// The completion probe is answered by retrace's reply at the dispatcher's
+/// door on both kinds of kernel, and still only after the cell: a cell that
+/// forges its own reply and idle, then works on, is not cut short; the
+/// kernel's other shell requests (an async cell, the state inspector's
+/// silent cells) still take ipykernel's path.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_completion_probe_is_answered_only_after_the_cell() {
+    let _shared = ZYGOTE_USE.read().await;
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    const FORGE_THEN_WORK: &str = r#"
+import time
+k = get_ipython().kernel
+parent = k.get_parent('shell')
+k.session.send(k.shell_stream, 'execute_reply',
+               {'status': 'ok', 'execution_count': 1, 'user_expressions': {}, 'payload': []},
+               parent=parent, ident=k._parent_ident['shell'])
+k.session.send(k.iopub_socket, 'status', {'execution_state': 'idle'}, parent=parent)
+time.sleep(1.5)
+print('worked on')
+"#;
+    for how in [KernelStart::Cold, KernelStart::Zygote] {
+        let mut k = start(&sandbox, how).await;
+        let door = k
+            .execute(
+                "print(get_ipython().kernel.dispatch_shell.__qualname__)",
+                &common::exec_opts(20),
+            )
+            .await;
+        assert_eq!(
+            door.stdout.trim(),
+            "_install_completion_reply.<locals>.dispatch_shell",
+            "{how:?}: {door:?}"
+        );
+        let forged = k.execute(FORGE_THEN_WORK, &common::exec_opts(20)).await;
+        assert_eq!(forged.verdict, Verdict::Ok, "{how:?}: {forged:?}");
+        assert!(forged.stdout.contains("worked on"), "{how:?}: {forged:?}");
+        assert!(forged.timings_ms.total >= 1500.0, "{how:?}: {forged:?}");
+        let awaited = k
+            .execute(
+                "import asyncio\nawait asyncio.sleep(0.01)\ntotal = 7\nanswer = total",
+                &common::exec_opts(20),
+            )
+            .await;
+        assert_eq!(awaited.verdict, Verdict::Ok, "{how:?}: {awaited:?}");
+        assert_eq!(
+            awaited.answer.as_ref().map(|a| a.value.as_str()),
+            Some("7"),
+            "{how:?}: {awaited:?}"
+        );
+        let query = StateQuery {
+            names: vec!["total".into()],
+            ..Default::default()
+        };
+        let state = k.inspect_state(&query).await.expect("state inspection");
+        assert_eq!(
+            state.variables.first().and_then(|v| v.value.as_deref()),
+            Some("7"),
+            "{how:?}: {state:?}"
+        );
+        k.shutdown().await;
+    }
 }

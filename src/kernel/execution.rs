@@ -29,7 +29,8 @@ pub(super) const ANSWER_EXPRESSION: &str = "__retrace_answer__()";
 /// The key of that expression in `user_expressions`.
 pub(super) const ANSWER_KEY: &str = "retrace";
 /// The comm target the completion probe asks about: none is registered
-/// under it, so the reply is empty.
+/// under it, so the reply is empty. `probe.py` answers it at the kernel's
+/// dispatcher (its `_COMPLETION_TARGET`).
 const PROBE_COMM_TARGET: &str = "retrace.completion";
 
 /// Sends the cell, then (when `verify`) the completion probe behind it.
@@ -358,5 +359,17 @@ impl Run {
             }
         }
         saved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PROBE_COMM_TARGET;
+    use crate::kernel::launch::PROBE_SOURCE;
+
+    #[test]
+    fn the_kernel_side_answers_the_target_the_harness_asks_about() {
+        let line = format!("_COMPLETION_TARGET = \"{PROBE_COMM_TARGET}\"");
+        assert!(PROBE_SOURCE.lines().any(|l| l == line), "{line}");
     }
 }
