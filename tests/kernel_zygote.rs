@@ -530,8 +530,9 @@ print('worked on')
         );
         let forged = k.execute(FORGE_THEN_WORK, &common::exec_opts(20)).await;
         assert_eq!(forged.verdict, Verdict::Ok, "{how:?}: {forged:?}");
+        // Printed after the sleep: an execution ended by the forged reply
+        // would not have it.
         assert!(forged.stdout.contains("worked on"), "{how:?}: {forged:?}");
-        assert!(forged.timings_ms.total >= 1500.0, "{how:?}: {forged:?}");
         let awaited = k
             .execute(
                 "import asyncio\nawait asyncio.sleep(0.01)\ntotal = 7\nanswer = total",

@@ -24,7 +24,9 @@
 #  3. the same `retrace exec`, confined vs --unsafe-no-sandbox
 #  4. pool acquire: the criterion bench kernel/pool_acquire_warm (median)
 #  5. kill latency over the corpus's killed cases (`retrace sandbox check`),
-#     quiet and beside two CPU-bound processes
+#     quiet and beside two CPU-bound processes, next to its physical floor:
+#     the host's exit work for 63 forks of the fat image's python, SIGKILLed
+#     without retrace (exit_floor.py)
 #  6. memory of one idle fat kernel with the stack imported, from the host
 #     (kernel_memory.py): smaps_rollup of its processes and its cgroup
 #  7. oracle throughput: `retrace run --model oracle --suite math --rounds 2`
@@ -241,6 +243,14 @@ kill_check() { # condition (quiet|load), round
             rm -f "$out.json"
         fi
     done
+    # The physical floor beside it: the host's exit work for a fork bomb's
+    # processes, without retrace (exit_floor.py).
+    out="$work/killfloor-$cond-$round"
+    if MPLCONFIGDIR="$work/mplconfig" "$fat_python" "$here/exit_floor.py" --reps 3 >"$out.txt" 2>"$out.err"; then
+        sed "s/^/killfloor $cond /" "$out.txt" >>"$samples"
+    else
+        fail "killfloor_$cond" "exit_floor.py failed: $(last_line "$out.err")"
+    fi
 }
 with_load() { # command...: runs it beside two CPU-bound processes
     sh -c 'while :; do :; done' &
@@ -517,11 +527,26 @@ def kills(cond):
     return list(by_case.values()), sorted(set(failed_cases))
 
 
+def kill_floor(cond, p99, numbers):
+    """`; host floor ...` text for a kill figure, its numbers added."""
+    try:
+        need(f"killfloor_{cond}")
+        floor = samples.get(("killfloor", cond))
+        if not floor:
+            raise NotMeasured("exit_floor.py was not run")
+    except NotMeasured as e:
+        return f"; host floor n/a ({e})"
+    f99 = pct(floor, 99)
+    numbers.update(floor_p99_ms=f99, floor_ratio=p99 / f99)
+    return f"; host floor (63 forks SIGKILLed, no sandbox) p99 {f99:.0f} ms, ratio {p99 / f99:.2f}"
+
+
 def kill_quiet():
     quiet, bad = kills("quiet")
     q99 = pct(quiet, 99)
-    return (f"{pct(quiet, 50):.0f}/{q99:.0f} ms", f"{len(quiet)} kills", q99 <= 100,
-            dict(p50_ms=pct(quiet, 50), p99_ms=q99, n=len(quiet), failed=bad))
+    numbers = dict(p50_ms=pct(quiet, 50), p99_ms=q99, n=len(quiet), failed=bad)
+    versus = f"{len(quiet)} kills" + kill_floor("quiet", q99, numbers)
+    return f"{pct(quiet, 50):.0f}/{q99:.0f} ms", versus, q99 <= 100, numbers
 
 
 def kill_load():
@@ -535,6 +560,7 @@ def kill_load():
     else:
         versus = f"ratio vs quiet p99 = {l99 / q99:.2f}; {len(load_)} kills"
         numbers["ratio"] = l99 / q99
+    versus += kill_floor("load", l99, numbers)
     return f"{pct(load_, 50):.0f}/{l99:.0f} ms", versus, l99 <= 100, numbers
 
 
@@ -650,7 +676,8 @@ for f in figures:
             missing.append(f["key"])
         print(f"{f['name']}: {f['value']} (goal {f['goal']}: not measured)")
     else:
-        if f["versus"].startswith("n/a") and not f["optional"]:
+        # `n/a` anywhere in it: a ratio (or the floor beside it) is missing.
+        if "n/a" in f["versus"] and not f["optional"]:
             missing.append(f["key"] + " (ratio)")
         print(f"{f['name']}: {f['value']} ({f['versus']}; goal {f['goal']}: {verdict(f['met'])})")
 print()
