@@ -907,9 +907,15 @@ _COMPLETION_TARGET = "retrace.completion"
 
 
 def _install_completion_reply():
+    import inspect
+
     kernel = _obj_getattribute(_shell, "kernel")
     session = kernel.session
     dispatch = kernel.dispatch_shell
+    # ipykernel 6 and 7 dispatch with `await dispatch_shell(msg, ...)`;
+    # anything else (an older kernel on a gateway) keeps its own path.
+    if not inspect.iscoroutinefunction(dispatch):
+        return
     request_type = b'"comm_info_request"'
     target = _str.encode(_json_str(_COMPLETION_TARGET))
 
@@ -926,24 +932,29 @@ def _install_completion_reply():
         return idents, frames
 
     def reply_stream(subshell_id):
-        if kernel._supports_kernel_subshells:
+        # ipykernel 7 replies through its shell channel thread when it has one.
+        if getattr(kernel, "_supports_kernel_subshells", False):
             manager = kernel.shell_channel_thread.manager
             return manager.get_subshell_to_shell_channel_socket(subshell_id)
         return kernel.shell_stream
 
-    async def dispatch_shell(msg, subshell_id=None, **kwargs):
+    async def dispatch_shell(msg, *args, **kwargs):
+        # Everything that can fail before the message is verified does so
+        # here, and the message then takes ipykernel's path untouched.
         try:
-            probe = None if kwargs else unverified_probe(msg)
+            probe = None
+            if not args and _len(kwargs) <= 1 and (not kwargs or "subshell_id" in kwargs):
+                probe = unverified_probe(msg)
+            stream = reply_stream(_dict_get(kwargs, "subshell_id")) if probe is not None else None
         except Exception:  # noqa: BLE001 (ipykernel's path reports it)
             probe = None
         if probe is None:
-            return await dispatch(msg, subshell_id=subshell_id, **kwargs)
+            return await dispatch(msg, *args, **kwargs)
         idents, frames = probe
         try:
             request = session.deserialize(frames, content=True, copy=False)
         except Exception:  # noqa: BLE001 (as ipykernel: dropped)
             return None
-        stream = reply_stream(subshell_id)
         if request["content"].get("target_name") == _COMPLETION_TARGET:
             session.send(stream, "comm_info_reply", {"comms": {}, "status": "ok"}, request, idents)
         else:
