@@ -97,8 +97,8 @@ samples="$work/samples.txt" # lines: figure contender value
 : >"$samples"
 # Lines `what reason...`: what could not be measured and why (the first
 # reason per `what` is the one printed). `what` is `all`, `roundtrip`,
-# `start_<contender>`, `kill_<condition>`, `memory_<kind>`, `oracle_c<N>`,
-# `pool_acquire` or `gateway`.
+# `start_<contender>`, `kill_<condition>`, `killfloor_<condition>`,
+# `memory_<kind>`, `oracle_c<N>`, `pool_acquire` or `gateway`.
 failures="$work/failures.txt"
 : >"$failures"
 log() { echo "== $*" >&2; }

@@ -892,7 +892,6 @@ def _install_thread_context():
 _install_thread_context()
 
 
-
 # The harness's completion probe (a comm_info request for this target, sent
 # right behind each cell; execution.rs, PROBE_COMM_TARGET) proves the cell
 # has returned because the kernel's dispatcher takes shell requests one at a
