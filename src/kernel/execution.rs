@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::artifact;
 use super::capture::{Capture, OutputCap, Stream};
-use super::client::Channels;
+use super::client::{parent_id, Channels};
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
 };
@@ -78,6 +78,24 @@ pub(super) struct Sent {
     /// The completion probe's msg_id until its reply arrives; `None` when
     /// completion is not verified.
     pub(super) probe_id: Option<String>,
+}
+
+impl Sent {
+    /// A shell message: the cell's reply goes to `run`; the probe's means
+    /// the cell has returned. Anything else is not this execution's.
+    pub(super) fn on_shell(&mut self, run: &mut Run, msg: JupyterMessage) {
+        match parent_id(&msg) {
+            Some(id) if id == self.msg_id => run.on_shell(msg),
+            Some(id) if self.probe_id.as_deref() == Some(id) => self.probe_id = None,
+            _ => {}
+        }
+    }
+
+    /// The cell's reply and idle are in, and so is the probe's reply when
+    /// one was sent.
+    pub(super) fn complete(&self, run: &Run) -> bool {
+        run.reply.is_some() && run.idle && self.probe_id.is_none()
+    }
 }
 
 /// The end of one execution's wall time, then, once a limit interrupted

@@ -919,14 +919,19 @@ def _install_completion_reply():
     target = _str.encode(_json_str(_COMPLETION_TARGET))
 
     def unverified_probe(msg):
-        """(idents, frames) of what looks like a probe, else None."""
-        idents, frames = session.feed_identities(msg, copy=False)
-        if _len(frames) < 5:
+        """(idents, frames) of what looks like a probe, else None. Every
+        shell request passes here: a probe has no buffers, so its header and
+        content are the last frames but three and the last, and only those
+        are looked at before it is known to be one."""
+        if _len(msg) < 6:
             return None
-        header = _bytes(frames[1])
-        if request_type not in header or target not in _bytes(frames[4]):
+        header = _bytes(msg[-4])
+        if request_type not in header or target not in _bytes(msg[-1]):
             return None
         if _json_loads(_bytes_decode(header, "utf-8")).get("msg_type") != "comm_info_request":
+            return None
+        idents, frames = session.feed_identities(msg, copy=False)
+        if _len(frames) != 5:
             return None
         return idents, frames
 

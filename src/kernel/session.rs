@@ -302,14 +302,10 @@ impl Kernel {
     async fn collect(
         &mut self,
         run: &mut Run,
-        sent: Sent,
+        mut sent: Sent,
         timeout: Duration,
         before: &Counters,
     ) -> Ending {
-        let Sent {
-            msg_id,
-            mut probe_id,
-        } = sent;
         let mut deadline = Deadline {
             at: deadline_after(timeout),
             interrupted: false,
@@ -320,7 +316,7 @@ impl Kernel {
         let mut cpu_tick = tokio::time::interval(CPU_POLL);
         cpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
-        while !(run.reply.is_some() && run.idle && probe_id.is_none()) {
+        while !sent.complete(run) {
             // Biased, timers before messages: a flood of output must not
             // starve the deadline.
             tokio::select! {
@@ -352,7 +348,7 @@ impl Kernel {
                     self.interrupt_for_limit(&mut deadline).await;
                 }
                 Some(msg) = self.channels.iopub_rx.recv() => {
-                    if parent_id(&msg) == Some(msg_id.as_str()) {
+                    if parent_id(&msg) == Some(sent.msg_id.as_str()) {
                         run.on_iopub(msg);
                         if run.kernel_gone {
                             ending.decide_kill();
@@ -363,17 +359,11 @@ impl Kernel {
                 Some(big) = self.channels.oversize_rx.recv() => {
                     // A message whose parent header could not be read is
                     // counted against the cell that is running.
-                    if big.parent.as_deref().is_none_or(|p| p == msg_id) {
+                    if big.parent.as_deref().is_none_or(|p| p == sent.msg_id) {
                         run.capture.drop_oversize(big.bytes);
                     }
                 }
-                Some(msg) = self.channels.shell_rx.recv() => {
-                    match parent_id(&msg) {
-                        Some(id) if id == msg_id => run.on_shell(msg),
-                        Some(id) if probe_id.as_deref() == Some(id) => probe_id = None,
-                        _ => {}
-                    }
-                }
+                Some(msg) = self.channels.shell_rx.recv() => sent.on_shell(run, msg),
             }
             if run.capture.exceeded() && run.reason.is_none() {
                 run.reason = Some(HarnessReason::OutputLimit);

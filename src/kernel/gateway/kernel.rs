@@ -195,12 +195,13 @@ impl GatewayKernel {
             Ok(lost) => lost,
             Err(e) => return self.infra(format!("the kernel is not usable: {e}")),
         };
-        let sent = match send_cell(&mut self.channels, code, self.options.verify_completion).await {
-            Ok(sent) => sent,
-            Err(e) => return self.infra(e.to_string()),
-        };
+        let mut sent =
+            match send_cell(&mut self.channels, code, self.options.verify_completion).await {
+                Ok(sent) => sent,
+                Err(e) => return self.infra(e.to_string()),
+            };
         let mut run = Run::new(self.options.output_cap);
-        let mut ending = self.collect(&mut run, &sent, exec.timeout).await;
+        let mut ending = self.collect(&mut run, &mut sent, exec.timeout).await;
         if let Some(why) = ending.lost.take() {
             // The kernel may still be there; the next cell finds out.
             return self.infra(format!(
@@ -282,14 +283,13 @@ impl GatewayKernel {
     /// probe's reply are in. The wall time and the output cap interrupt the
     /// cell (through the gateway); a cell still running `interrupt_grace`
     /// later is ended by a restart. A dropped websocket is reopened.
-    async fn collect(&mut self, run: &mut Run, sent: &Sent, timeout: Duration) -> Ending {
-        let mut probe_id = sent.probe_id.clone();
+    async fn collect(&mut self, run: &mut Run, sent: &mut Sent, timeout: Duration) -> Ending {
         let mut deadline = Deadline {
             at: deadline_after(timeout),
             interrupted: false,
         };
         let mut ending = Ending::default();
-        while !(run.reply.is_some() && run.idle && probe_id.is_none()) {
+        while !sent.complete(run) {
             let mut dropped = false;
             tokio::select! {
                 biased;
@@ -319,17 +319,13 @@ impl GatewayKernel {
                     None => dropped = true,
                 },
                 msg = self.channels.shell_rx.recv() => match msg {
-                    Some(msg) => match parent_id(&msg) {
-                        Some(id) if id == sent.msg_id => run.on_shell(msg),
-                        Some(id) if probe_id.as_deref() == Some(id) => probe_id = None,
-                        _ => {}
-                    },
+                    Some(msg) => sent.on_shell(run, msg),
                     None => dropped = true,
                 },
             }
             if dropped {
                 let mut requests = vec![sent.msg_id.as_str()];
-                requests.extend(probe_id.as_deref());
+                requests.extend(sent.probe_id.as_deref());
                 if let Err(e) = self.reconnect(&sent.msg_id, &requests).await {
                     ending.lost = Some(e.to_string());
                     break;
