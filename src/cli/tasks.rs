@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Subcommand;
 use retrace::harness::validate::validate;
 use retrace::harness::Arm;
+use retrace::kernel::Executor;
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
 use retrace::task::load::{datasets_dir, load_suite_with, Skipped};
@@ -146,8 +147,7 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             let tasks = load(&suite, skip_invalid)?;
             if strategy.installs() && executor.gateway(jobs)?.is_some() {
                 return Err(Failure::usage(anyhow::anyhow!(
-                    "strategy `dynamic` runs on the local executor only: its kernels import \
-                     from this machine's package store, which a gateway's kernels cannot see"
+                    Executor::LOCAL_ONLY_DYNAMIC
                 )));
             }
             let executor = executor.open(&limits, jobs).await?;

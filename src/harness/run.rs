@@ -145,9 +145,7 @@ impl Run {
             opts.install_on,
             &sandbox,
         )?;
-        if matches!(executor, Executor::Local(_)) {
-            start_zygotes(&arms, &sandbox, opts.kernel_start);
-        }
+        start_zygotes(&arms, &sandbox, &executor, opts.kernel_start);
 
         let created = chrono::Utc::now();
         let run_id = format!(
@@ -279,9 +277,7 @@ impl Run {
             config.install_on,
             &sandbox,
         )?;
-        if matches!(executor, Executor::Local(_)) {
-            start_zygotes(&arms, &sandbox, opts.kernel_start);
-        }
+        start_zygotes(&arms, &sandbox, &executor, opts.kernel_start);
         let finished = journal::compact_for_resume(&dir.join("results.jsonl"))?;
         Self::assemble(
             config,
@@ -509,11 +505,17 @@ fn make_arms(
         .collect()
 }
 
-/// When kernels start from a zygote, each arm's zygote starts now, in the
-/// background: its own start (about 1.5 s for the fat image) then overlaps
-/// the rest of the run's setup instead of delaying the first kernel.
-fn start_zygotes(arms: &[Arm], sandbox: &Arc<dyn Sandbox>, start: KernelStart) {
-    if start != KernelStart::Zygote {
+/// When kernels are forked locally from a zygote (not cold, not on a
+/// gateway), each arm's zygote starts now, in the background: its own start
+/// (about 1.5 s for the fat image) then overlaps the rest of the run's setup
+/// instead of delaying the first kernel.
+fn start_zygotes(
+    arms: &[Arm],
+    sandbox: &Arc<dyn Sandbox>,
+    executor: &Executor,
+    start: KernelStart,
+) {
+    if start != KernelStart::Zygote || !matches!(executor, Executor::Local(_)) {
         return;
     }
     for arm in arms {
@@ -567,11 +569,7 @@ pub(super) async fn open_executor(
         return Ok(Executor::Local(open_sandbox(unconfined, init)?));
     };
     if strategies.iter().any(|s| s.installs()) {
-        return Err(HarnessError::Config(
-            "strategy `dynamic` runs on the local executor only: its kernels import from \
-             this machine's package store, which a gateway's kernels cannot see"
-                .into(),
-        ));
+        return Err(HarnessError::Config(Executor::LOCAL_ONLY_DYNAMIC.into()));
     }
     if strategies.len() > 1 {
         return Err(HarnessError::Config(

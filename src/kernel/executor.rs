@@ -45,6 +45,11 @@ impl ExecutorInfo {
 }
 
 impl Executor {
+    /// Why the `dynamic` strategy cannot run on a gateway.
+    pub const LOCAL_ONLY_DYNAMIC: &'static str =
+        "strategy `dynamic` runs on the local executor only: its kernels import from this \
+         machine's package store, which a gateway's kernels cannot see";
+
     /// A kernel for `spec` (its image on this machine; its task files are
     /// copied to the gateway's kernel).
     pub async fn start(
