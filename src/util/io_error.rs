@@ -32,3 +32,40 @@ impl fmt::Display for IoError {
 }
 
 impl std::error::Error for IoError {}
+
+/// Attaches what was being done to an `io::Result`, so a call site reads
+/// `fs::read(&p).at("reading", &p)?` and every stage's `Io` variant (a
+/// `From<IoError>`) takes it; no `X::io(format!(..))` per site.
+pub trait IoContext<T> {
+    /// "`what` `path`: cause".
+    fn at(self, what: &str, path: &std::path::Path) -> Result<T, IoError>;
+    /// A context built only when the call failed.
+    fn io_context(self, context: impl FnOnce() -> String) -> Result<T, IoError>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, what: &str, path: &std::path::Path) -> Result<T, IoError> {
+        self.map_err(|cause| IoError::new(format!("{what} {}", path.display()), cause))
+    }
+
+    fn io_context(self, context: impl FnOnce() -> String) -> Result<T, IoError> {
+        self.map_err(|cause| IoError::new(context(), cause))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_names_the_path_and_keeps_the_kind() {
+        let missing = std::path::Path::new("/nonexistent/retrace-io-context");
+        let err = std::fs::read(missing).at("reading", missing).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+        assert!(err.to_string().starts_with("reading /nonexistent/retrace-io-context: "));
+        let err = std::fs::read(missing)
+            .io_context(|| "loading the corpus".into())
+            .unwrap_err();
+        assert!(err.to_string().starts_with("loading the corpus: "));
+    }
+}

@@ -7,4 +7,4 @@ pub mod nofollow;
 pub mod proc;
 pub mod stats;
 pub mod units;
-pub use io_error::IoError;
+pub use io_error::{IoContext, IoError};
