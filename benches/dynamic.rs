@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode};
 use retrace::harness::packages::{Activated, Packages};
-use retrace::harness::Arm;
+use retrace::harness::ArmKernels;
 use retrace::kernel::{AnyKernel, ExecOptions, Kernel, KernelOptions};
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::InstallOn;
@@ -47,11 +47,11 @@ fn sandbox() -> Arc<dyn Sandbox> {
     }
 }
 
-fn arm(strategy: Strategy, sandbox: &Arc<dyn Sandbox>) -> Arm {
+fn arm(strategy: Strategy, sandbox: &Arc<dyn Sandbox>) -> ArmKernels {
     let image = ImageStore::from_env()
         .ensure(strategy.image(), false)
         .unwrap_or_else(|e| panic!("building the {} image: {e}", strategy.image()));
-    Arm::new(strategy, image, 1, InstallOn::Both, sandbox)
+    ArmKernels::new(strategy, image, 1, InstallOn::Both, sandbox)
         .unwrap_or_else(|e| panic!("the {strategy} arm: {e}"))
 }
 
@@ -59,8 +59,8 @@ fn options() -> KernelOptions {
     KernelOptions::enforcing(&SandboxLimits::default(), true)
 }
 
-async fn start(arm: &Arm, sandbox: &dyn Sandbox) -> AnyKernel {
-    let kernel = Kernel::start(arm.spec.clone(), sandbox, options())
+async fn start(arm: &ArmKernels, sandbox: &dyn Sandbox) -> AnyKernel {
+    let kernel = Kernel::start(arm.kernel.clone(), sandbox, options())
         .await
         .expect("a confined kernel starts");
     AnyKernel::Local(kernel)

@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 
 use retrace::harness::packages::{Activated, CellRun, Packages};
-use retrace::harness::Arm;
+use retrace::harness::ArmKernels;
 use retrace::kernel::{AnyKernel, Kernel, KernelOptions};
 use retrace::pyenv::dynamic::DYNAMIC_LOCK;
 use retrace::pyenv::dynamic::{Allowlist, Decision, Denial, RequestSource, IMPORT_MAP};
@@ -18,9 +18,9 @@ use retrace::pyenv::{ImageName, Strategy};
 use retrace::record::{InstallOn, InstallTrigger};
 use retrace::sandbox::{SandboxLimits, Verdict};
 
-fn arm() -> Arm {
+fn arm() -> ArmKernels {
     let sandbox = common::sandbox();
-    Arm::new(
+    ArmKernels::new(
         Strategy::Dynamic,
         common::image(ImageName::Slim),
         1,
@@ -30,9 +30,9 @@ fn arm() -> Arm {
     .unwrap()
 }
 
-async fn kernel(arm: &Arm) -> AnyKernel {
+async fn kernel(arm: &ArmKernels) -> AnyKernel {
     let options = KernelOptions::enforcing(&SandboxLimits::default(), true);
-    let kernel = Kernel::start(arm.spec.clone(), common::sandbox().as_ref(), options)
+    let kernel = Kernel::start(arm.kernel.clone(), common::sandbox().as_ref(), options)
         .await
         .expect("slim kernel starts");
     AnyKernel::Local(kernel)

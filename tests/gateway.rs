@@ -6,19 +6,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::gateway::Gateway as TestGateway;
-use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
+use retrace::harness::{Run, RunContext, RunResult};
 use retrace::kernel::gateway::{Gateway, GatewayConfig, GatewayKernel, REQUEST_TIMEOUT};
 use retrace::kernel::{ExecOptions, ExecutorInfo, KernelOptions, Outcome};
-use retrace::model::spec::Endpoint;
 use retrace::model::Generation;
-use retrace::record::RecordKind;
+use retrace::record::{ExecutorSpec, GatewaySpec, RecordKind};
 use retrace::sandbox::{SandboxLimits, Verdict};
-use retrace::task::load::datasets_dir;
 
 fn config(gw: &TestGateway) -> GatewayConfig {
     GatewayConfig {
@@ -205,15 +203,18 @@ async fn a_wrong_token_or_kernelspec_is_refused_with_what_to_do() {
     assert_eq!(gateway.info().kernel, gw.kernel);
 }
 
-fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> RunOptions {
+fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> common::TestRun {
     let mut opts = common::run_options(suite, "oracle", out);
-    opts.selection.limit_tasks = Some(12);
-    opts.generation = Generation::default();
-    opts.gateway = gateway;
+    opts.spec.tasks.selection.limit_tasks = Some(12);
+    opts.spec.model.generation = Generation::default();
+    if let Some(gateway) = gateway {
+        opts.ctx.gateway_token = gateway.token.clone();
+        opts.spec.execution.executor = ExecutorSpec::Gateway(GatewaySpec::of(&gateway));
+    }
     opts
 }
 
-async fn run(opts: RunOptions) -> RunResult {
+async fn run(opts: common::TestRun) -> RunResult {
     common::run(opts).await
 }
 
@@ -268,7 +269,7 @@ async fn a_gateway_lost_mid_run_gives_infra_errors_and_the_run_resumes() {
     let dir = out.path().join("run");
     let cfg = config(&gw.lock().unwrap());
     let mut opts = run_options("math", &dir, Some(cfg.clone()));
-    opts.concurrency = 1;
+    opts.spec.execution.concurrency = 1;
     let journal = dir.join("results.jsonl");
     let stopper = {
         let gw = gw.clone();
@@ -314,16 +315,16 @@ async fn a_gateway_lost_mid_run_gives_infra_errors_and_the_run_resumes() {
     );
 
     gw.lock().unwrap().start_again();
-    let resume = ResumeOptions {
-        endpoint: Endpoint::default(),
-        datasets: datasets_dir("math").unwrap(),
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-        kernel_start: Default::default(),
+    let resume = RunContext {
         gateway_token: cfg.token.clone(),
+        kernel_start: Some(Default::default()),
+        ..common::run_context("math")
     };
     let run = Run::resume(&dir, resume).await.expect("resumed");
-    assert!(matches!(run.config().executor, ExecutorInfo::Gateway(_)));
+    assert!(matches!(
+        run.config().provenance.executor,
+        ExecutorInfo::Gateway(_)
+    ));
     let (todo, finished) = run.counts();
     assert_eq!(todo, lost.len(), "exactly the lost tasks are redone");
     assert_eq!(finished + todo, 12);

@@ -254,12 +254,14 @@ fn an_oracle_run_opens_filters_and_draws_in_chromium() {
 
     // A tag of the suite: the rows of the tasks that carry it.
     let tag = config
+        .provenance
         .task_tags
         .values()
         .flatten()
         .next()
         .expect("math tasks have tags");
     let tagged = config
+        .provenance
         .task_tags
         .values()
         .filter(|tags| tags.contains(tag))
@@ -269,7 +271,7 @@ fn an_oracle_run_opens_filters_and_draws_in_chromium() {
     assert_eq!(by_tag.rows(), tagged, "#tag={tag}");
 
     // Opening a task shows its rounds: prompt, reply, code, verdict.
-    let id = &config.task_ids[0];
+    let id = &config.provenance.task_ids[0];
     let opened = load(&page, &format!("#open={id}"));
     opened.assert_clean();
     assert_eq!(

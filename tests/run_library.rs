@@ -3,20 +3,20 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::scripted_http::{ok, Server};
-use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
+use retrace::harness::{Run, RunContext, RunResult};
 use retrace::model::spec::Endpoint;
 use retrace::pyenv::{ImageName, Strategy};
 use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, Selection, StopOn};
 use retrace::task::load::{datasets_dir, load_suite};
 
-fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
+fn options(suite: &str, model: &str, out: &Path) -> common::TestRun {
     common::run_options(suite, model, out)
 }
 
-async fn run(opts: RunOptions) -> RunResult {
+async fn run(opts: common::TestRun) -> RunResult {
     common::run(opts).await
 }
 
@@ -76,17 +76,17 @@ async fn no_ground_truth_reaches_the_endpoint() {
     let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
     let dir = tempfile::tempdir().unwrap();
     let mut opts = options("math", "openai:captured", &dir.path().join("run"));
-    opts.endpoint = Endpoint {
+    opts.ctx.endpoint = Endpoint {
         base_url: Some(server.base_url()),
         api_key: Some("test".into()),
         vision: false,
     };
-    opts.selection = Selection {
+    opts.spec.tasks.selection = Selection {
         limit_tasks: Some(8),
         ..Default::default()
     };
-    opts.stop_on = StopOn::Never;
-    opts.rounds = 1;
+    opts.spec.policy.stop_on = StopOn::Never;
+    opts.spec.policy.rounds = 1;
     let result = run(opts).await;
     assert_eq!(result.summary.tasks, 8);
     assert_eq!(result.infra_tasks, 0);
@@ -130,18 +130,18 @@ async fn repair_rounds_use_their_temperature_and_a_seed_per_conversation() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut opts = options("math", "openai:captured", &out);
-    opts.endpoint = Endpoint {
+    opts.ctx.endpoint = Endpoint {
         base_url: Some(server.base_url()),
         api_key: Some("test".into()),
         vision: false,
     };
-    opts.selection = Selection {
+    opts.spec.tasks.selection = Selection {
         limit_tasks: Some(3),
         ..Default::default()
     };
-    opts.generation.repair_temperature = Some(0.7);
-    opts.stop_on = StopOn::Never;
-    opts.rounds = 1;
+    opts.spec.model.generation.repair_temperature = Some(0.7);
+    opts.spec.policy.stop_on = StopOn::Never;
+    opts.spec.policy.rounds = 1;
     run(opts).await;
 
     let bodies: Vec<serde_json::Value> = server
@@ -187,7 +187,7 @@ async fn a_broken_right_answer_is_a_regression() {
         ],
     );
     let mut opts = options(&suite, &model, &dir.path().join("run"));
-    opts.stop_on = StopOn::Never;
+    opts.spec.policy.stop_on = StopOn::Never;
     let result = run(opts).await;
     let s = &result.summary;
     let acc: Vec<u64> = s.accuracy_by_round.iter().map(|r| r.successes).collect();
@@ -259,7 +259,8 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     run(options(&suite, &model, &first)).await;
     let before = records(&first).len();
 
-    let again = match Run::create(options(&suite, &model, &first)).await {
+    let opts = options(&suite, &model, &first);
+    let again = match Run::create(opts.spec, Some(opts.out), opts.ctx).await {
         Ok(_) => panic!("a second run was created in an existing run directory"),
         Err(e) => e,
     };
@@ -272,13 +273,9 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     let moved = dir.path().join("moved");
     std::fs::rename(&first, &moved).unwrap();
     std::fs::remove_file(moved.join("summary.json")).unwrap();
-    let resume = ResumeOptions {
-        endpoint: Endpoint::default(),
-        datasets: datasets_dir(&suite).unwrap(),
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-        kernel_start: Default::default(),
-        gateway_token: None,
+    let resume = RunContext {
+        kernel_start: Some(Default::default()),
+        ..common::run_context(&suite)
     };
     let run = Run::resume(&moved, resume.clone()).await.unwrap();
     assert_eq!(run.counts(), (0, 2));
@@ -307,8 +304,8 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     assert!(err.contains("t2"), "{err}");
 }
 
-fn limited(mut opts: RunOptions, n: usize) -> RunOptions {
-    opts.selection = Selection {
+fn limited(mut opts: common::TestRun, n: usize) -> common::TestRun {
+    opts.spec.tasks.selection = Selection {
         limit_tasks: Some(n),
         ..Default::default()
     };
@@ -328,7 +325,7 @@ async fn clean_but_wrong_answers_under_each_stop_rule() {
     for stop_on in [StopOn::Never, StopOn::Clean, StopOn::Correct] {
         let out = dir.path().join(stop_on.name());
         let mut opts = limited(options("math", "oracle:wrong", &out), 6);
-        opts.stop_on = stop_on;
+        opts.spec.policy.stop_on = stop_on;
         results.push((stop_on, run(opts).await));
     }
     for (stop_on, result) in &results {
@@ -389,7 +386,7 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
         options("math", "oracle:faults", &dir.path().join("starved")),
         8,
     );
-    starved.feedback_budget = 0;
+    starved.spec.policy.feedback_budget = 0;
     let starved = run(starved).await;
     let last = |r: &RunResult| r.summary.accuracy_by_round[2].successes;
     assert_eq!(last(&full), 8, "full feedback repairs every fault");
@@ -426,7 +423,7 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
         options("math", "oracle:faults", &dir.path().join("minimal")),
         8,
     );
-    minimal.feedback = FeedbackMode::Minimal;
+    minimal.spec.policy.feedback = FeedbackMode::Minimal;
     let minimal = run(minimal).await;
     assert!(last(&minimal) < last(&full));
     let recs = records(&minimal.dir);
@@ -464,9 +461,9 @@ async fn parsed_state_feedback_shows_the_real_columns() {
     );
     let suite = dir.path().join("t.jsonl").display().to_string();
     let mut plain = options(&suite, &model, &dir.path().join("plain"));
-    plain.feedback = FeedbackMode::Parsed;
+    plain.spec.policy.feedback = FeedbackMode::Parsed;
     let mut state = options(&suite, &model, &dir.path().join("state"));
-    state.feedback = FeedbackMode::ParsedState;
+    state.spec.policy.feedback = FeedbackMode::ParsedState;
     let plain = run(plain).await;
     let state = run(state).await;
     let repair = |r: &RunResult| {
@@ -496,7 +493,7 @@ async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let mut opts = options("packages", "oracle", &out);
-    opts.strategies = vec![Strategy::Fat, Strategy::Dynamic];
+    opts.spec.packages.strategies = vec![Strategy::Fat, Strategy::Dynamic];
     common::image(ImageName::Slim);
     let result = run(opts).await;
     let recs = records(&out);
@@ -530,8 +527,8 @@ async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
     assert_eq!(started, 2 * tasks);
     let config: retrace::record::RunConfig =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
-    assert_eq!(config.strategy, "fat,dynamic");
-    assert!(config.images["fat"].bytes > config.images["dynamic"].bytes);
+    assert_eq!(config.arm_names(), ["fat", "dynamic"]);
+    assert!(config.provenance.images["fat"].bytes > config.provenance.images["dynamic"].bytes);
     assert_eq!(result.summary.strategy, "fat");
     assert_eq!(result.summary.arms.len(), 2);
     let comparison = result.summary.comparison.as_ref().expect("a comparison");

@@ -79,7 +79,7 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
         });
     }
     let out = args.out.clone().unwrap_or_else(|| {
-        let mut name = format!("compare-{}", base.config.run_id);
+        let mut name = format!("compare-{}", base.config.provenance.run_id);
         if base.arm.is_some() || new.arm.is_some() {
             for (b, n) in &pairs {
                 name.push_str(&format!("-{b}-{n}"));

@@ -26,7 +26,7 @@ pub struct ReportArgs {
 pub async fn run(args: ReportArgs) -> Result<i32, Failure> {
     let (summary, files) = if args.rescore {
         let done = rescore_run(&args.dir, &run_datasets(&args.dir)?).map_err(failure)?;
-        if done.config.stop_on == StopOn::Correct {
+        if done.config.spec.policy.stop_on == StopOn::Correct {
             eprintln!(
                 "note: this run stopped on correct answers (--stop-on correct); \
                  its rounds were steered by the old checks, only the scores change"
@@ -52,7 +52,7 @@ pub fn write_junit(dir: &Path, path: &Path) -> Result<(), Failure> {
     let records = journal::read(&dir.join("results.jsonl")).map_err(failure)?;
     // Expected answers name what a wrong task should have answered; a
     // suite that cannot be read any more only loses that detail.
-    let tasks = datasets_dir(&config.suite)
+    let tasks = datasets_dir(&config.spec.tasks.suite)
         .ok()
         .and_then(|datasets| run_tasks(&config, &datasets).ok())
         .unwrap_or_default();
@@ -65,7 +65,7 @@ pub fn write_junit(dir: &Path, path: &Path) -> Result<(), Failure> {
 /// Where the suite of the run in `dir` is found (its `run.json` names it).
 pub(super) fn run_datasets(dir: &Path) -> Result<PathBuf, Failure> {
     let config = read_config(dir).map_err(failure)?;
-    datasets_dir(&config.suite).map_err(Failure::infra)
+    datasets_dir(&config.spec.tasks.suite).map_err(Failure::infra)
 }
 
 fn print_changes(c: &RescoreChanges) {

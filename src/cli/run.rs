@@ -4,10 +4,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use retrace::harness::{cancel_on_ctrl_c, HarnessError, ResumeOptions, Run, RunOptions};
-use retrace::model::{spec::Endpoint, Generation};
+use retrace::harness::{cancel_on_ctrl_c, HarnessError, Run, RunContext};
+use retrace::model::spec::{Endpoint, ModelSpec};
+use retrace::model::Generation;
 use retrace::pyenv::Strategy;
-use retrace::record::{FeedbackMode, InstallOn, Selection, StopOn};
+use retrace::record::{
+    Execution, ExecutorSpec, FeedbackMode, GatewaySpec, InstallOn, LoopPolicy, ModelSetup,
+    PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
+};
 use retrace::report;
 use retrace::task::load::datasets_dir;
 use retrace::util::units::parse_duration;
@@ -16,28 +20,16 @@ use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
 use super::Failure;
 
+/// `retrace run`'s flags: one group per section of the run's spec, and
+/// what only this invocation needs (where, resume, exit policy, JUnit).
 #[derive(Args)]
 pub struct RunArgs {
-    /// Suite: `math`, `tabular`, `packages`, or a path to a .jsonl file or directory.
-    #[arg(long, default_value = "math")]
-    pub suite: String,
-    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`, `oracle:wrong`,
-    /// `replay:<file>`.
-    #[arg(long, default_value = "local")]
-    pub model: String,
-    /// Repair rounds after the first attempt (rounds are 0..=K).
-    #[arg(long, default_value_t = 2)]
-    pub rounds: u32,
-    /// When a task stops early: `clean` (ran cleanly with an answer of any
-    /// type; no ground truth), `never` (all rounds; clean rounds get a
-    /// review prompt) or `correct` (oracle feedback; labelled as such).
-    #[arg(long, value_enum, default_value = "clean")]
-    pub stop_on: StopOn,
-    /// What repair messages say after a failure: `parsed`, `parsed+state`
-    /// (adds the live kernel's state around the failure), `raw`,
-    /// `minimal` or `none`.
-    #[arg(long, value_enum, default_value = "parsed")]
-    pub feedback: FeedbackMode,
+    #[command(flatten)]
+    pub tasks: TaskArgs,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Exit 0 despite up to N tasks ending on infrastructure errors
     /// (endpoint down, kernel start failed); more exit 3.
     #[arg(long, default_value_t = 0)]
@@ -45,6 +37,38 @@ pub struct RunArgs {
     /// Tasks in flight at once.
     #[arg(long, default_value_t = 2)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub packages: PackageArgs,
+    /// Run directory (default `reports/<run-id>/`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted run in this directory; tasks that ended on an
+    /// infrastructure error are redone too (its run.json decides
+    /// everything that shapes the run; other flags are ignored except
+    /// --base-url, --api-key, --gateway-token, --kernel-start and
+    /// --max-infra-errors).
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
+    #[command(flatten)]
+    pub generation: GenerationArgs,
+    /// Also write the run as JUnit XML to FILE (one test case per task,
+    /// per arm with several strategies), for CI dashboards.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub executor: ExecutorArgs,
+}
+
+/// Which tasks (the spec's `tasks`).
+#[derive(Args)]
+pub struct TaskArgs {
+    /// Suite: `math`, `tabular`, `packages`, or a path to a .jsonl file or directory.
+    #[arg(long, default_value = "math")]
+    pub suite: String,
     /// Keep only the first N tasks (after sampling).
     #[arg(long)]
     pub limit_tasks: Option<usize>,
@@ -58,6 +82,43 @@ pub struct RunArgs {
     /// printed with file:line and recorded in run.json and the report.
     #[arg(long)]
     pub skip_invalid: bool,
+}
+
+#[derive(Args)]
+pub struct ModelArgs {
+    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`, `oracle:wrong`,
+    /// `replay:<file>`.
+    #[arg(long, default_value = "local", value_parser = parse_model)]
+    pub model: ModelSpec,
+}
+
+/// The repair loop (the spec's `policy`).
+#[derive(Args)]
+pub struct PolicyArgs {
+    /// Repair rounds after the first attempt (rounds are 0..=K).
+    #[arg(long, default_value_t = 2)]
+    pub rounds: u32,
+    /// When a task stops early: `clean` (ran cleanly with an answer of any
+    /// type; no ground truth), `never` (all rounds; clean rounds get a
+    /// review prompt) or `correct` (oracle feedback; labelled as such).
+    #[arg(long, value_enum, default_value = "clean")]
+    pub stop_on: StopOn,
+    /// What repair messages say after a failure: `parsed`, `parsed+state`
+    /// (adds the live kernel's state around the failure), `raw`,
+    /// `minimal` or `none`.
+    #[arg(long, value_enum, default_value = "parsed")]
+    pub feedback: FeedbackMode,
+    /// Directory with prompt templates overriding the built-in ones.
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Characters of error feedback per repair message.
+    #[arg(long, default_value_t = 4000)]
+    pub feedback_budget: usize,
+}
+
+/// How packages reach the kernel (the spec's `packages`).
+#[derive(Args)]
+pub struct PackageArgs {
     /// Package strategy: `fat` (everything pre-installed), `dynamic` (the
     /// slim image plus installs on demand from the allowlist), `slim`
     /// (standard library only), or several comma-separated (`fat,dynamic`):
@@ -69,21 +130,11 @@ pub struct RunArgs {
     /// lines (`explicit`), a `ModuleNotFoundError` (`missing`), or `both`.
     #[arg(long, value_enum, default_value = "both")]
     pub install_on: InstallOn,
-    /// Run directory (default `reports/<run-id>/`).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Continue an interrupted run in this directory; tasks that ended on an
-    /// infrastructure error are redone too (its run.json decides
-    /// everything that shapes the run; other flags are ignored except
-    /// --base-url, --api-key, --gateway-token and --max-infra-errors).
-    #[arg(long)]
-    pub resume: Option<PathBuf>,
-    /// Directory with prompt templates overriding the built-in ones.
-    #[arg(long)]
-    pub prompts: Option<PathBuf>,
-    /// Characters of error feedback per repair message.
-    #[arg(long, default_value_t = 4000)]
-    pub feedback_budget: usize,
+}
+
+/// Where a remote model lives; never written down.
+#[derive(Args)]
+pub struct EndpointArgs {
     /// OpenAI-compatible endpoint (else `OPENAI_BASE_URL`).
     #[arg(long)]
     pub base_url: Option<String>,
@@ -93,6 +144,11 @@ pub struct RunArgs {
     /// Send the plots of a failing round to the model as images.
     #[arg(long)]
     pub vision: bool,
+}
+
+/// How the model is sampled (the spec's `model.generation`).
+#[derive(Args)]
+pub struct GenerationArgs {
     /// Sampling temperature (round 0, and repairs unless
     /// `--repair-temperature` is given).
     #[arg(long, default_value_t = 0.0)]
@@ -113,104 +169,125 @@ pub struct RunArgs {
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[arg(long, default_value_t = 4)]
     pub max_retries: u32,
-    /// Also write the run as JUnit XML to FILE (one test case per task,
-    /// per arm with several strategies), for CI dashboards.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    #[command(flatten)]
-    pub executor: ExecutorArgs,
+}
+
+impl RunArgs {
+    /// The spec these flags ask for; the model's own defaults fill what
+    /// the user left unsaid.
+    fn spec(&self) -> Result<RunSpec, Failure> {
+        let model = &self.model.model;
+        let defaults = model.defaults();
+        let t = &self.tasks;
+        let sample = t.sample.or_else(|| {
+            let sample = defaults.sample.filter(|_| t.limit_tasks.is_none())?;
+            eprintln!(
+                "note: the local model runs on {sample} sampled tasks by default; \
+                 pass --sample N or --limit-tasks N to change that"
+            );
+            Some(sample)
+        });
+        let g = &self.generation;
+        let p = &self.policy;
+        let executor = match self.executor.gateway(self.concurrency)? {
+            Some(gateway) => ExecutorSpec::Gateway(GatewaySpec::of(&gateway)),
+            None => ExecutorSpec::Local,
+        };
+        Ok(RunSpec {
+            tasks: TaskSpec {
+                suite: t.suite.clone(),
+                selection: Selection {
+                    limit_tasks: t.limit_tasks,
+                    sample,
+                    seed: t.seed,
+                },
+                skip_invalid: t.skip_invalid,
+            },
+            policy: LoopPolicy {
+                rounds: p.rounds,
+                stop_on: p.stop_on,
+                feedback: p.feedback,
+                feedback_budget: p.feedback_budget,
+                prompts: p.prompts.clone(),
+            },
+            model: ModelSetup {
+                spec: model.clone(),
+                generation: Generation {
+                    temperature: g.temperature,
+                    repair_temperature: g.repair_temperature.or(defaults.repair_temperature),
+                    max_tokens: g.max_tokens,
+                    request_timeout: g.request_timeout.unwrap_or(defaults.request_timeout),
+                    max_retries: g.max_retries,
+                },
+                vision: self.endpoint.vision,
+            },
+            packages: PackageSpec {
+                strategies: self.packages.strategy.0.clone(),
+                install_on: self.packages.install_on,
+            },
+            execution: Execution {
+                limits: self.limits.limits(),
+                unconfined: self.limits.unsafe_no_sandbox,
+                kernel_start: self.limits.kernel_start(),
+                concurrency: self.concurrency,
+                executor,
+            },
+        })
+    }
+
+    /// What the run needs besides its spec; `datasets` for the suite.
+    fn context(&self, datasets: PathBuf) -> Result<RunContext, Failure> {
+        Ok(RunContext {
+            datasets,
+            init_binary: std::env::current_exe().map_err(Failure::infra)?,
+            // A bar on a terminal, plain lines in a log (the library picks).
+            progress: true,
+            endpoint: Endpoint {
+                base_url: self.endpoint.base_url.clone(),
+                api_key: self.endpoint.api_key.clone(),
+                vision: self.endpoint.vision,
+            },
+            gateway_token: self.executor.gateway_token.clone(),
+            kernel_start: None,
+        })
+    }
 }
 
 pub async fn run(args: RunArgs) -> Result<i32, Failure> {
-    // A bar on a terminal, plain lines in a log (the library picks).
-    let progress = true;
-    let init_binary = std::env::current_exe().map_err(Failure::infra)?;
-    let endpoint = Endpoint {
-        base_url: args.base_url.clone(),
-        api_key: args.api_key.clone(),
-        vision: args.vision,
-    };
     let prepared = match &args.resume {
         Some(dir) => {
-            Run::resume(
-                dir,
-                ResumeOptions {
-                    endpoint,
-                    datasets: super::report::run_datasets(dir)?,
-                    init_binary,
-                    progress,
-                    kernel_start: args.limits.kernel_start(),
-                    gateway_token: args.executor.gateway_token.clone(),
-                },
-            )
-            .await
+            let ctx = RunContext {
+                kernel_start: Some(args.limits.kernel_start()),
+                ..args.context(super::report::run_datasets(dir)?)?
+            };
+            Run::resume(dir, ctx).await
         }
         None => {
             if args.limits.unsafe_no_sandbox {
                 eprintln!("warning: --unsafe-no-sandbox: kernels run WITHOUT confinement");
             }
-            Run::create(RunOptions {
-                suite: args.suite.clone(),
-                datasets: datasets_dir(&args.suite).map_err(Failure::infra)?,
-                selection: Selection {
-                    limit_tasks: args.limit_tasks,
-                    sample: args.sample.or_else(|| default_sample(&args)),
-                    seed: args.seed,
-                },
-                skip_invalid: args.skip_invalid,
-                model: args.model.clone(),
-                endpoint,
-                generation: Generation {
-                    temperature: args.temperature,
-                    repair_temperature: args
-                        .repair_temperature
-                        .or_else(|| is_local(&args.model).then_some(LOCAL_REPAIR_TEMPERATURE)),
-                    max_tokens: args.max_tokens,
-                    request_timeout: args.request_timeout.unwrap_or(if is_local(&args.model) {
-                        LOCAL_REQUEST_TIMEOUT
-                    } else {
-                        REQUEST_TIMEOUT
-                    }),
-                    max_retries: args.max_retries,
-                },
-                rounds: args.rounds,
-                stop_on: args.stop_on,
-                feedback: args.feedback,
-                feedback_budget: args.feedback_budget,
-                concurrency: args.concurrency,
-                strategies: args.strategy.0.clone(),
-                install_on: args.install_on,
-                limits: args.limits.limits(),
-                unconfined: args.limits.unsafe_no_sandbox,
-                kernel_start: args.limits.kernel_start(),
-                gateway: args.executor.gateway(args.concurrency)?,
-                out: args.out.clone(),
-                prompts: args.prompts.clone(),
-                init_binary,
-                progress,
-            })
-            .await
+            let spec = args.spec()?;
+            let ctx = args.context(datasets_dir(&spec.tasks.suite).map_err(Failure::infra)?)?;
+            Run::create(spec, args.out.clone(), ctx).await
         }
     };
     let run = prepared.map_err(failure)?;
     let config = run.config();
-    super::tasks::print_skipped(&config.skipped);
+    super::tasks::print_skipped(&config.provenance.skipped);
     let (todo, done) = run.counts();
+    let spec = &config.spec;
     eprintln!(
         "run {}: {} tasks ({todo} to do, {done} done), strategy {}, model {}, rounds 0..={}, stop on {}, feedback {}",
-        config.run_id,
-        config.task_ids.len(),
-        config.strategy,
-        config.model,
-        config.rounds,
-        config.stop_on.name(),
-        config.feedback.name(),
+        config.provenance.run_id,
+        config.provenance.task_ids.len(),
+        Strategy::join(&spec.packages.strategies),
+        config.provenance.model,
+        spec.policy.rounds,
+        spec.policy.stop_on.name(),
+        spec.policy.feedback.name(),
     );
     eprintln!(
         "{}",
-        super::limits::describe(&config.sandbox, &config.limits)
+        super::limits::describe(&config.provenance.sandbox, &spec.execution.limits)
     );
     let result = run.execute(cancel_on_ctrl_c()).await.map_err(failure)?;
     print_summary(&result.summary, &result.dir);
@@ -235,6 +312,11 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
+fn parse_model(text: &str) -> Result<ModelSpec, String> {
+    text.parse()
+        .map_err(|e: retrace::model::spec::ModelSpecError| e.to_string())
+}
+
 /// `--strategy fat,dynamic`, parsed as one value.
 #[derive(Debug, Clone)]
 pub struct Strategies(pub Vec<Strategy>);
@@ -249,28 +331,6 @@ fn failure(e: HarnessError) -> Failure {
     } else {
         Failure::infra(e)
     }
-}
-
-/// The embedded model is small and slow (one request at a time on the
-/// CPU), so its default run is a sample that finishes in minutes; any
-/// explicit selection wins.
-fn default_sample(args: &RunArgs) -> Option<usize> {
-    (is_local(&args.model) && args.limit_tasks.is_none()).then(|| {
-        eprintln!(
-            "note: the local model runs on {LOCAL_DEFAULT_SAMPLE} sampled tasks by default; \
-             pass --sample N or --limit-tasks N to change that"
-        );
-        LOCAL_DEFAULT_SAMPLE
-    })
-}
-
-const LOCAL_DEFAULT_SAMPLE: usize = retrace::model::local::DEFAULT_SAMPLE;
-const LOCAL_REPAIR_TEMPERATURE: f32 = retrace::model::local::DEFAULT_REPAIR_TEMPERATURE;
-const LOCAL_REQUEST_TIMEOUT: Duration = retrace::model::local::DEFAULT_REQUEST_TIMEOUT;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn is_local(model: &str) -> bool {
-    model == "local" || model.starts_with("local:")
 }
 
 fn print_summary(s: &report::Summary, out: &std::path::Path) {

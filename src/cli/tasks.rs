@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use retrace::harness::validate::validate;
-use retrace::harness::Arm;
+use retrace::harness::ArmKernels;
 use retrace::kernel::Executor;
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
@@ -162,8 +162,8 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
                 eprintln!("{line}");
             }
             let threads = limits.limits().threads();
-            let arm =
-                Arm::new(strategy, image, threads, install_on, &sandbox).map_err(Failure::infra)?;
+            let arm = ArmKernels::new(strategy, image, threads, install_on, &sandbox)
+                .map_err(Failure::infra)?;
             let mut options = limits.kernel_options();
             options.cpu_time = options.cpu_time.map(|_| reference_timeout);
             let results = validate(

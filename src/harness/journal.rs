@@ -10,8 +10,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::HarnessError;
+use super::error::HarnessError;
 use crate::record::{AttemptRecord, RecordKind};
+use crate::util::IoContext;
 
 pub struct Journal {
     path: PathBuf,
@@ -25,7 +26,7 @@ impl Journal {
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| HarnessError::io(format!("opening {}", path.display()), e))?;
+            .at("opening", path)?;
         Ok(Self {
             path: path.to_path_buf(),
             file: Mutex::new(file),
@@ -34,15 +35,22 @@ impl Journal {
 
     /// Appends one record as one line and flushes it.
     pub fn append(&self, record: &AttemptRecord) -> Result<(), HarnessError> {
-        let mut line = serde_json::to_vec(record)
-            .map_err(|e| HarnessError::Journal(format!("encoding a record: {e}")))?;
+        let mut line = encode(record)?;
         line.push(b'\n');
         let mut file = self.file.lock().unwrap();
         // One write call per line: a line is never interleaved with another.
-        file.write_all(&line)
+        Ok(file
+            .write_all(&line)
             .and_then(|_| file.flush())
-            .map_err(|e| HarnessError::io(format!("writing {}", self.path.display()), e))
+            .at("writing", &self.path)?)
     }
+}
+
+fn encode(record: &AttemptRecord) -> Result<Vec<u8>, HarnessError> {
+    serde_json::to_vec(record).map_err(|source| HarnessError::Encode {
+        what: "a record",
+        source,
+    })
 }
 
 /// Reads every record. A torn last line (the process died mid-write) is
@@ -51,12 +59,14 @@ pub fn read(path: &Path) -> Result<Vec<AttemptRecord>, HarnessError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(HarnessError::io(format!("reading {}", path.display()), e)),
+        Err(e) => {
+            return Err(crate::util::IoError::new(format!("reading {}", path.display()), e).into())
+        }
     };
     let lines: Vec<String> = BufReader::new(file)
         .lines()
         .collect::<Result<_, _>>()
-        .map_err(|e| HarnessError::io(format!("reading {}", path.display()), e))?;
+        .at("reading", path)?;
     let mut records = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         if line.trim().is_empty() {
@@ -65,12 +75,12 @@ pub fn read(path: &Path) -> Result<Vec<AttemptRecord>, HarnessError> {
         match serde_json::from_str(line) {
             Ok(r) => records.push(r),
             Err(_) if i + 1 == lines.len() => break,
-            Err(e) => {
-                return Err(HarnessError::Journal(format!(
-                    "{}:{}: not a record: {e}",
-                    path.display(),
-                    i + 1
-                )))
+            Err(source) => {
+                return Err(HarnessError::JournalLine {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    source,
+                })
             }
         }
     }
@@ -115,18 +125,14 @@ pub fn compact_for_resume(path: &Path) -> Result<HashSet<ArmTask>, HarnessError>
 /// renamed over it), so a crash leaves either journal whole.
 pub fn rewrite(path: &Path, records: &[AttemptRecord]) -> Result<(), HarnessError> {
     let tmp = path.with_extension("jsonl.tmp");
-    let mut out = File::create(&tmp)
-        .map_err(|e| HarnessError::io(format!("writing {}", tmp.display()), e))?;
+    let mut out = File::create(&tmp).at("writing", &tmp)?;
     for r in records {
-        let mut line = serde_json::to_vec(r)
-            .map_err(|e| HarnessError::Journal(format!("encoding a record: {e}")))?;
+        let mut line = encode(r)?;
         line.push(b'\n');
-        out.write_all(&line)
-            .map_err(|e| HarnessError::io(format!("writing {}", tmp.display()), e))?;
+        out.write_all(&line).at("writing", &tmp)?;
     }
-    out.sync_all()
-        .map_err(|e| HarnessError::io(format!("writing {}", tmp.display()), e))?;
-    fs::rename(&tmp, path).map_err(|e| HarnessError::io(format!("replacing {}", path.display()), e))
+    out.sync_all().at("writing", &tmp)?;
+    Ok(fs::rename(&tmp, path).at("replacing", path)?)
 }
 
 #[cfg(test)]

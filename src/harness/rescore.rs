@@ -4,12 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::{HarnessError, UsageError};
 use super::journal;
-use super::run::{read_config, run_tasks, write_reports};
-use super::HarnessError;
+use super::run::write_reports;
+use super::run_dir::{read_config, run_tasks};
 use crate::record::RunConfig;
 use crate::report::rescore::{rescore, RescoreChanges};
 use crate::report::Summary;
+use crate::util::IoContext;
 
 /// What re-scoring a run did.
 #[derive(Debug)]
@@ -36,17 +38,13 @@ pub fn rescore_run(dir: &Path, datasets: &Path) -> Result<RescoreResult, Harness
     let path = dir.join("results.jsonl");
     let records = journal::read(&path)?;
     if records.is_empty() {
-        return Err(HarnessError::Config(format!(
-            "{}: no records to re-score",
-            path.display()
-        )));
+        return Err(UsageError::NoRecords { path }.into());
     }
     let tasks = run_tasks(&config, datasets)?;
     let rescored = rescore(&config, &records, &tasks);
     let original = dir.join(ORIGINAL_JOURNAL);
     if !original.exists() {
-        std::fs::copy(&path, &original)
-            .map_err(|e| HarnessError::io(format!("keeping {}", original.display()), e))?;
+        std::fs::copy(&path, &original).at("keeping", &original)?;
     }
     journal::rewrite(&path, &rescored.records)?;
     let (summary, files) = write_reports(&config, dir)?;

@@ -7,25 +7,56 @@ use std::sync::Arc;
 use tokio::sync::{watch, Semaphore};
 
 use super::episode::Episode;
+use super::error::HarnessError;
 use super::journal::Journal;
 use super::packages::Packages;
 use super::progress::Progress;
-use super::HarnessError;
 use crate::kernel::{default_kernel_root, Executor, KernelOptions, KernelSpec};
 use crate::model::ModelClient;
 use crate::pyenv::dynamic::{Allowlist, Installer, PackageStore};
 use crate::pyenv::Image;
 use crate::pyenv::Strategy;
-use crate::record::InstallOn;
-use crate::record::{AttemptRecord, RunConfig};
+use crate::record::{ArmSpec, AttemptRecord, InstallOn, RunConfig, RunSpec};
 use crate::repair::prompt::Templates;
 use crate::sandbox::Sandbox;
 use crate::task::Task;
 
-/// One package strategy of a run: how its kernels start and get packages.
+/// One arm of a run: its spec (the run's with the arm's fields changed)
+/// and how its kernels start and get packages.
 pub struct Arm {
+    /// What records call the arm (their `strategy`).
+    pub name: String,
+    pub spec: RunSpec,
+    pub kernels: ArmKernels,
+}
+
+impl Arm {
+    /// The arm with its built `image`.
+    pub fn new(
+        arm: ArmSpec,
+        image: Image,
+        sandbox: &Arc<dyn Sandbox>,
+    ) -> Result<Arm, HarnessError> {
+        let ArmSpec { name, spec } = arm;
+        let kernels = ArmKernels::new(
+            spec.strategy(),
+            image,
+            spec.execution.limits.threads(),
+            spec.packages.install_on,
+            sandbox,
+        )?;
+        Ok(Arm {
+            name,
+            spec,
+            kernels,
+        })
+    }
+}
+
+/// How the kernels of one package strategy start and get packages.
+pub struct ArmKernels {
     pub strategy: Strategy,
-    pub spec: Arc<KernelSpec>,
+    pub kernel: Arc<KernelSpec>,
     /// The `dynamic` strategy's installs (`None` for the others).
     pub packages: Option<Arc<Packages>>,
 }
@@ -34,43 +65,48 @@ pub struct Arm {
 /// closure included).
 const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
-impl Arm {
-    /// The arm of `strategy` with its built `image`; a `dynamic` arm gets
-    /// the installer and the package store, read-only in its kernels.
+impl ArmKernels {
+    /// The kernels of `strategy` with its built `image`; a `dynamic` arm
+    /// gets the installer and the package store, read-only in its kernels.
     pub fn new(
         strategy: Strategy,
         image: Image,
         threads: u32,
         install_on: InstallOn,
         sandbox: &Arc<dyn Sandbox>,
-    ) -> Result<Arm, HarnessError> {
-        let mut spec = KernelSpec {
+    ) -> Result<ArmKernels, HarnessError> {
+        let mut kernel = KernelSpec {
             threads,
             ..KernelSpec::new(image.clone(), default_kernel_root())
         };
         let packages = if strategy.installs() {
-            let setup = |e: String| HarnessError::Setup(format!("strategy {strategy}: {e}"));
             let installer = Installer::new(
                 PackageStore::from_env(),
                 image.clone(),
                 sandbox.clone(),
                 INSTALL_TIMEOUT,
             )
-            .map_err(|e| setup(e.to_string()))?;
+            .map_err(|source| HarnessError::Installer {
+                strategy: strategy.to_string(),
+                source,
+            })?;
             let packages = Packages {
-                allowlist: Allowlist::embedded().map_err(|e| setup(e.to_string()))?,
+                allowlist: Allowlist::embedded().map_err(|source| HarnessError::Allowlist {
+                    strategy: strategy.to_string(),
+                    source,
+                })?,
                 installer: Arc::new(installer),
                 scanner_python: image.python(),
                 install_on,
             };
-            spec.ro_binds.push(packages.store_dir().to_path_buf());
+            kernel.ro_binds.push(packages.store_dir().to_path_buf());
             Some(Arc::new(packages))
         } else {
             None
         };
-        Ok(Arm {
+        Ok(ArmKernels {
             strategy,
-            spec: Arc::new(spec),
+            kernel: Arc::new(kernel),
             packages,
         })
     }
@@ -104,7 +140,9 @@ impl Runner {
         tasks: Vec<(usize, Task)>,
         mut cancel: watch::Receiver<bool>,
     ) -> Result<(), HarnessError> {
-        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let slots = Arc::new(Semaphore::new(
+            self.config.spec.execution.concurrency.max(1),
+        ));
         let mut running = tokio::task::JoinSet::new();
         let result = async {
             for (arm, task) in tasks {
@@ -119,13 +157,13 @@ impl Runner {
                     result
                 });
                 while let Some(done) = running.try_join_next() {
-                    done.map_err(|e| HarnessError::Task(e.to_string()))??;
+                    done??;
                 }
             }
             loop {
                 tokio::select! {
                     done = running.join_next() => match done {
-                        Some(done) => done.map_err(|e| HarnessError::Task(e.to_string()))??,
+                        Some(done) => done??,
                         None => return Ok(()),
                     },
                     _ = cancel.wait_for(|c| *c) => return Err(HarnessError::Interrupted),
@@ -148,7 +186,7 @@ impl Runner {
     pub(super) fn artifact_dir(&self, arm: &Arm, task_id: &str) -> PathBuf {
         let dir = self.out_dir.join("artifacts");
         let dir = if self.arms.len() > 1 {
-            dir.join(arm.strategy.as_str())
+            dir.join(&arm.name)
         } else {
             dir
         };

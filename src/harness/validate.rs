@@ -7,11 +7,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::packages::Activated;
-use super::runner::Arm;
+use super::runner::ArmKernels;
 use crate::kernel::{ExecOptions, Executor, KernelOptions, KernelSpec};
 use crate::record::InstallStep;
 use crate::sandbox::Verdict;
-use crate::task::check::{check, Check};
+use crate::task::check::Check;
+use crate::task::score::score;
 use crate::task::Task;
 
 #[derive(Debug, Clone, Serialize)]
@@ -33,7 +34,7 @@ pub struct Validation {
 /// references need), `jobs` at a time; results are in task order.
 pub async fn validate(
     tasks: Vec<Task>,
-    arm: Arc<Arm>,
+    arm: Arc<ArmKernels>,
     executor: Executor,
     options: KernelOptions,
     timeout: Duration,
@@ -84,7 +85,7 @@ pub async fn validate(
 
 async fn validate_one(
     task: Task,
-    arm: &Arm,
+    arm: &ArmKernels,
     executor: &Executor,
     options: KernelOptions,
     timeout: Duration,
@@ -105,7 +106,7 @@ async fn validate_one(
     };
     let spec = Arc::new(KernelSpec {
         files: task.files.clone(),
-        ..(*arm.spec).clone()
+        ..(*arm.kernel).clone()
     });
     let mut kernel = match executor.start(spec, options).await {
         Ok(k) => k,
@@ -138,20 +139,23 @@ async fn validate_one(
     kernel.discard().await;
     v.verdict = Some(outcome.verdict);
     if outcome.succeeded() {
-        let c = check(
-            &task.expected,
-            outcome.answer.as_ref().and_then(|a| a.checkable()),
-            &outcome.stdout,
-        );
-        v.correct = c.correct;
-        if !c.correct {
-            v.problem = Some(format!(
-                "answer {:?} does not match ({})",
-                c.extracted.as_deref().unwrap_or("<none>"),
-                c.rule
-            ));
+        // Scored as a live round is: an answer retrace does not read (a
+        // DataFrame, say) is no answer, whatever stdout holds.
+        let answer = outcome.answer.as_ref().and_then(|a| a.checkable());
+        match score(&task.expected, None, answer, &outcome.stdout) {
+            Some(c) => {
+                v.correct = c.correct;
+                if !c.correct {
+                    v.problem = Some(format!(
+                        "answer {:?} does not match ({})",
+                        c.extracted.as_deref().unwrap_or("<none>"),
+                        c.rule
+                    ));
+                }
+                v.check = Some(c);
+            }
+            None => v.problem = Some("the reference left no answer retrace reads".into()),
         }
-        v.check = Some(c);
     } else {
         let e = outcome.error.as_ref();
         v.problem = Some(format!(

@@ -1,6 +1,11 @@
-//! Parsing `--model` strings into clients.
+//! The `--model` value, parsed once into [`ModelSpec`]: what it names, the
+//! defaults that follow from it, and the client it builds.
 
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::local::{self, LocalModel};
 use super::openai::{OpenAiClient, OpenAiSettings};
@@ -21,60 +26,164 @@ pub struct Endpoint {
 pub const VALID_SPECS: &str =
     "openai:<model>, oracle, oracle:faults, oracle:wrong, replay:<path.jsonl>, local, local:<name>, local:<file.gguf>";
 
-/// `openai:<model>` | `oracle` | `oracle:faults` | `oracle:wrong` |
-/// `replay:<path>` | `local[:smollm2-135m-instruct]`. The synthetic models
-/// (oracles, replay) are built from `tasks`, the tasks of the run: they
-/// recognise each task from its conversation, since requests carry no task
-/// id or reference. Async because `local` prepares the model on first use
-/// (with progress on stderr) and starts its server, which the returned
-/// client owns.
-pub async fn from_spec(
-    spec: &str,
-    generation: &Generation,
-    endpoint: &Endpoint,
-    tasks: &[Task],
-) -> Result<Arc<dyn ModelClient>, ModelError> {
-    let spec = spec.trim();
-    let (kind, arg) = match spec.split_once(':') {
-        Some((kind, arg)) => (kind, Some(arg)),
-        None => (spec, None),
-    };
-    match (kind, arg) {
-        ("openai", Some(model)) if !model.trim().is_empty() => {
-            let client = OpenAiClient::new(
+/// A model as `--model` names it. Written to `run.json` as that same
+/// string, so a resumed run builds the same client.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ModelSpec {
+    /// `local[:<name>|<file.gguf>]`: the managed llama.cpp server.
+    Local(Option<String>),
+    /// `openai:<model>` on any OpenAI-compatible endpoint.
+    OpenAi(String),
+    /// `oracle`, `oracle:faults`, `oracle:wrong`: deterministic stand-ins.
+    Oracle(OracleKind),
+    /// `replay:<file>`: replies recorded earlier, by absolute path so the
+    /// run resumes from any directory.
+    Replay(PathBuf),
+}
+
+/// What a model kind changes in a run when the user does not say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelDefaults {
+    /// Tasks sampled when no selection is given.
+    pub sample: Option<usize>,
+    /// Temperature of repair rounds.
+    pub repair_temperature: Option<f32>,
+    /// Timeout of one model request.
+    pub request_timeout: Duration,
+}
+
+/// A `--model` value that names no model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelSpecError {
+    #[error("`openai` needs a model name: openai:<model>")]
+    NoModelName,
+    #[error("`replay` needs a file: replay:<path.jsonl>")]
+    NoReplayFile,
+    #[error("unknown model `{0}`: use one of {VALID_SPECS}")]
+    Unknown(String),
+}
+
+/// The request timeout of remote models.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl FromStr for ModelSpec {
+    type Err = ModelSpecError;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        let spec = spec.trim();
+        let (kind, arg) = match spec.split_once(':') {
+            Some((kind, arg)) => (kind, Some(arg)),
+            None => (spec, None),
+        };
+        match (kind, arg) {
+            ("openai", Some(model)) if !model.trim().is_empty() => {
+                Ok(ModelSpec::OpenAi(model.trim().to_string()))
+            }
+            ("openai", _) => Err(ModelSpecError::NoModelName),
+            ("oracle", None) => Ok(ModelSpec::Oracle(OracleKind::Reference)),
+            ("oracle", Some("faults")) => Ok(ModelSpec::Oracle(OracleKind::Faults)),
+            ("oracle", Some("wrong")) => Ok(ModelSpec::Oracle(OracleKind::Wrong)),
+            ("replay", Some(path)) if !path.trim().is_empty() => {
+                let path = PathBuf::from(path.trim());
+                Ok(ModelSpec::Replay(
+                    std::path::absolute(&path).unwrap_or(path),
+                ))
+            }
+            ("replay", _) => Err(ModelSpecError::NoReplayFile),
+            ("local", arg) => Ok(ModelSpec::Local(
+                arg.map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(String::from),
+            )),
+            _ => Err(ModelSpecError::Unknown(spec.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelSpec::Local(None) => write!(f, "local"),
+            ModelSpec::Local(Some(arg)) => write!(f, "local:{arg}"),
+            ModelSpec::OpenAi(model) => write!(f, "openai:{model}"),
+            ModelSpec::Oracle(OracleKind::Reference) => write!(f, "oracle"),
+            ModelSpec::Oracle(OracleKind::Faults) => write!(f, "oracle:faults"),
+            ModelSpec::Oracle(OracleKind::Wrong) => write!(f, "oracle:wrong"),
+            ModelSpec::Replay(path) => write!(f, "replay:{}", path.display()),
+        }
+    }
+}
+
+impl TryFrom<String> for ModelSpec {
+    type Error = ModelSpecError;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        text.parse()
+    }
+}
+
+impl From<ModelSpec> for String {
+    fn from(spec: ModelSpec) -> String {
+        spec.to_string()
+    }
+}
+
+impl ModelSpec {
+    pub fn is_local(&self) -> bool {
+        matches!(self, ModelSpec::Local(_))
+    }
+
+    /// The embedded model is small and slow (one request at a time on the
+    /// CPU): its default run is a sample that finishes in minutes, its
+    /// requests may take minutes, and its repairs sample (greedy decoding
+    /// makes it resend failing code). Any explicit flag wins.
+    pub fn defaults(&self) -> ModelDefaults {
+        if self.is_local() {
+            ModelDefaults {
+                sample: Some(local::DEFAULT_SAMPLE),
+                repair_temperature: Some(local::DEFAULT_REPAIR_TEMPERATURE),
+                request_timeout: local::DEFAULT_REQUEST_TIMEOUT,
+            }
+        } else {
+            ModelDefaults {
+                sample: None,
+                repair_temperature: None,
+                request_timeout: REQUEST_TIMEOUT,
+            }
+        }
+    }
+
+    /// The client. The synthetic models (oracles, replay) are built from
+    /// `tasks`, the tasks of the run: they recognise each task from its
+    /// conversation, since requests carry no task id or reference. Async
+    /// because `local` prepares the model on first use (with progress on
+    /// stderr) and starts its server, which the returned client owns.
+    pub async fn client(
+        &self,
+        generation: &Generation,
+        endpoint: &Endpoint,
+        tasks: &[Task],
+    ) -> Result<Arc<dyn ModelClient>, ModelError> {
+        Ok(match self {
+            ModelSpec::OpenAi(model) => Arc::new(OpenAiClient::new(
                 OpenAiSettings {
-                    model: model.trim().to_string(),
+                    model: model.clone(),
                     base_url: endpoint.base_url.clone(),
                     api_key: endpoint.api_key.clone(),
                     vision: endpoint.vision,
                 },
                 generation.clone(),
-            )?;
-            Ok(Arc::new(client))
-        }
-        ("openai", _) => Err(ModelError::Config(
-            "`openai` needs a model name: openai:<model>".into(),
-        )),
-        ("oracle", None) => Ok(Arc::new(Oracle::new(OracleKind::Reference, tasks)?)),
-        ("oracle", Some("faults")) => Ok(Arc::new(Oracle::new(OracleKind::Faults, tasks)?)),
-        ("oracle", Some("wrong")) => Ok(Arc::new(Oracle::new(OracleKind::Wrong, tasks)?)),
-        ("replay", Some(path)) if !path.trim().is_empty() => {
-            Ok(Arc::new(Replay::load(path, tasks)?))
-        }
-        ("replay", _) => Err(ModelError::Config(
-            "`replay` needs a file: replay:<path.jsonl>".into(),
-        )),
-        ("local", arg) => {
-            // Unknown names and unusable files fail here, before anything
-            // is prepared or started.
-            let choice = local::resolve(arg)?;
-            Ok(Arc::new(
-                LocalModel::start(choice, generation.clone(), true).await?,
-            ))
-        }
-        _ => Err(ModelError::Config(format!(
-            "unknown model `{spec}`: use one of {VALID_SPECS}"
-        ))),
+            )?),
+            ModelSpec::Oracle(kind) => Arc::new(Oracle::new(*kind, tasks)?),
+            ModelSpec::Replay(path) => Arc::new(Replay::load(path, tasks)?),
+            ModelSpec::Local(arg) => {
+                // Unknown names and unusable files fail here, before
+                // anything is prepared or started.
+                let choice = local::resolve(arg.as_deref())?;
+                Arc::new(LocalModel::start(choice, generation.clone(), true).await?)
+            }
+        })
     }
 }
 
@@ -82,62 +191,100 @@ pub async fn from_spec(
 mod tests {
     use super::*;
 
-    fn parse(spec: &str) -> Result<Arc<dyn ModelClient>, ModelError> {
+    fn client(spec: &str) -> Result<Arc<dyn ModelClient>, ModelError> {
         let endpoint = Endpoint {
             base_url: Some("http://127.0.0.1:9/v1".into()),
             api_key: Some("test".into()),
             vision: true,
         };
+        let spec: ModelSpec = spec.parse().expect("a valid spec");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(from_spec(spec, &Generation::default(), &endpoint, &[]))
-    }
-
-    fn config_error(spec: &str) -> String {
-        match parse(spec) {
-            Err(ModelError::Config(m)) => m,
-            Err(other) => panic!("{spec}: {other:?}"),
-            Ok(m) => panic!("{spec}: parsed as {}", m.name()),
-        }
+        runtime.block_on(spec.client(&Generation::default(), &endpoint, &[]))
     }
 
     #[test]
-    fn parses_the_valid_forms() {
-        let m = parse("openai:gpt-4o-mini").unwrap();
+    fn parses_the_valid_forms_and_writes_them_back() {
+        let m = client("openai:gpt-4o-mini").unwrap();
         assert_eq!(m.name(), "openai:gpt-4o-mini");
         assert!(!m.is_synthetic());
         assert!(m.vision());
         // Model names may contain colons (e.g. ollama tags).
         assert_eq!(
-            parse("openai:qwen2.5:7b").unwrap().name(),
+            client("openai:qwen2.5:7b").unwrap().name(),
             "openai:qwen2.5:7b"
         );
-        assert_eq!(parse("oracle").unwrap().name(), "oracle");
-        assert_eq!(parse(" oracle:faults ").unwrap().name(), "oracle:faults");
-        assert_eq!(parse("oracle:wrong").unwrap().name(), "oracle:wrong");
-        assert!(parse("oracle").unwrap().is_synthetic());
+        assert_eq!(client("oracle").unwrap().name(), "oracle");
+        assert_eq!(client(" oracle:faults ").unwrap().name(), "oracle:faults");
+        assert_eq!(client("oracle:wrong").unwrap().name(), "oracle:wrong");
+        assert!(client("oracle").unwrap().is_synthetic());
+        for text in [
+            "local",
+            "local:smollm2-135m-instruct",
+            "openai:qwen2.5:7b",
+            "oracle:wrong",
+        ] {
+            let spec: ModelSpec = text.parse().unwrap();
+            assert_eq!(spec.to_string(), text);
+            let json = serde_json::to_string(&spec).unwrap();
+            assert_eq!(serde_json::from_str::<ModelSpec>(&json).unwrap(), spec);
+        }
 
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("r.jsonl");
         std::fs::write(&file, "{\"task_id\":\"t\",\"round\":0,\"reply\":\"x\"}\n").unwrap();
-        let m = parse(&format!("replay:{}", file.display())).unwrap();
+        let m = client(&format!("replay:{}", file.display())).unwrap();
         assert_eq!(m.name(), "replay:r.jsonl");
     }
 
     #[test]
+    fn a_relative_replay_file_is_recorded_by_its_absolute_path() {
+        let spec: ModelSpec = "replay:some/replies.jsonl".parse().unwrap();
+        let ModelSpec::Replay(path) = &spec else {
+            panic!("{spec:?}")
+        };
+        assert!(path.is_absolute(), "{}", path.display());
+        assert!(path.ends_with("some/replies.jsonl"));
+    }
+
+    #[test]
     fn rejects_the_rest() {
-        // A valid `local` prepares and serves the real model: that is
-        // tests/local_model.rs. Unknown names fail before anything starts.
-        let m = config_error("local:smollm2");
-        assert!(m.contains("smollm2-135m-instruct"), "{m}");
-        assert!(config_error("openai").contains("openai:<model>"));
-        assert!(config_error("openai:").contains("openai:<model>"));
-        assert!(config_error("replay:").contains("replay:<path"));
-        assert!(config_error("replay:/nonexistent/x.jsonl").contains("/nonexistent/x.jsonl"));
-        let m = config_error("gpt-4");
+        let err = |s: &str| s.parse::<ModelSpec>().unwrap_err().to_string();
+        assert!(err("openai").contains("openai:<model>"));
+        assert!(err("openai:").contains("openai:<model>"));
+        assert!(err("replay:").contains("replay:<path"));
+        let m = err("gpt-4");
         assert!(m.contains("gpt-4") && m.contains(VALID_SPECS), "{m}");
-        assert!(config_error("oracle:typo").contains(VALID_SPECS));
+        assert!(err("oracle:typo").contains(VALID_SPECS));
+        assert!(serde_json::from_str::<ModelSpec>("\"gpt-4\"").is_err());
+        // A valid `local` prepares and serves the real model: that is
+        // tests/local_model.rs. Unknown names and missing files fail
+        // before anything starts.
+        let local = |s: &str| match client(s) {
+            Err(ModelError::Config(m)) => m,
+            Err(other) => panic!("{s}: {other:?}"),
+            Ok(m) => panic!("{s}: built {}", m.name()),
+        };
+        assert!(local("local:smollm2").contains("smollm2-135m-instruct"));
+        match client("replay:/nonexistent/x.jsonl") {
+            Err(e) => assert!(e.to_string().contains("/nonexistent/x.jsonl"), "{e}"),
+            Ok(_) => panic!("a missing replay file built a client"),
+        }
+    }
+
+    #[test]
+    fn local_models_have_their_own_defaults() {
+        let local: ModelSpec = "local".parse().unwrap();
+        assert_eq!(local.defaults().sample, Some(local::DEFAULT_SAMPLE));
+        assert_eq!(
+            local.defaults().request_timeout,
+            local::DEFAULT_REQUEST_TIMEOUT
+        );
+        let remote: ModelSpec = "openai:m".parse().unwrap();
+        assert_eq!(remote.defaults().sample, None);
+        assert_eq!(remote.defaults().repair_temperature, None);
+        assert_eq!(remote.defaults().request_timeout, REQUEST_TIMEOUT);
     }
 }

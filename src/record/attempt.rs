@@ -10,8 +10,8 @@ use crate::model::{Message, Usage};
 use crate::repair::extract::Extraction;
 use crate::task::check::Check;
 
-use super::run::StopOn;
-use crate::repair::FeedbackMode;
+use super::spec::StopOn;
+use crate::repair::{FeedbackKind, FeedbackMode};
 
 /// What kind of round this was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,26 +37,6 @@ pub enum StopReason {
     RoundsExhausted,
     /// The round could not be done; the task ends here.
     InfraError,
-}
-
-/// The message the model was sent after a round (none once the task stops).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FeedbackKind {
-    /// The execution failed or was killed: `repair.md` (or
-    /// `repair_with_images.md`), filled according to the feedback mode.
-    Error,
-    /// The reply had no code: `repair_no_code.md`.
-    NoCode,
-    /// The code ran cleanly but left no answer: `repair_no_answer.md`.
-    NoAnswer,
-    /// The answer is not a plain value: `repair_unsupported.md`.
-    Unsupported,
-    /// `--stop-on never`: a clean answer, to review: `review.md`.
-    Review,
-    /// `--stop-on correct`: a clean answer that is wrong (ground truth):
-    /// `repair_wrong.md`.
-    Wrong,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -4,9 +4,17 @@
 
 mod attempt;
 mod install;
+mod legacy;
 mod run;
+mod spec;
 
-pub use crate::repair::FeedbackMode;
-pub use attempt::{AttemptRecord, FeedbackKind, RecordKind, RoundTimings, StopReason};
+pub use crate::repair::{FeedbackKind, FeedbackMode};
+pub use attempt::{AttemptRecord, RecordKind, RoundTimings, StopReason};
 pub use install::{InstallStep, InstallTrigger, WheelRecord};
-pub use run::{ArmImage, InstallOn, RunConfig, Selection, StopOn, SCHEMA_VERSION};
+pub use run::{
+    ArmImage, Provenance, RunConfig, RunConfigError, RUN_SCHEMA_VERSION, SCHEMA_VERSION,
+};
+pub use spec::{
+    ArmSpec, Execution, ExecutorSpec, GatewaySpec, InstallOn, LoopPolicy, ModelSetup, PackageSpec,
+    RunSpec, Selection, StopOn, TaskSpec,
+};

@@ -1,101 +1,43 @@
-//! A run's configuration, written to `run.json` when the run starts and
-//! read back by `--resume`, so a resumed run is the same run.
+//! `run.json`: the run's spec and its provenance, written when the run
+//! starts (and again when it ends, should the model's server have
+//! restarted) and read back by `--resume`, `report` and `compare`.
+//! Schema 3; `run.json` files of schema 2 (one flat object) still load.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Generation;
-use crate::repair::FeedbackMode;
-use crate::sandbox::{SandboxInfo, SandboxLimits};
+use super::legacy::RunConfigV2;
+use super::spec::RunSpec;
+use crate::kernel::ExecutorInfo;
+use crate::sandbox::SandboxInfo;
 use crate::task::load::Skipped;
 
 /// Version of the record and summary formats.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// When a task stops before its last round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum StopOn {
-    /// Non-oracle (default): the code ran cleanly and produced an answer
-    /// value of any type; the checker decides correctness afterwards.
-    #[value(name = "clean")]
-    #[serde(alias = "clean_answer")]
-    Clean,
-    /// Every task runs all rounds; after a clean round the model is asked
-    /// to review its answer (intrinsic self-correction).
-    Never,
-    /// Oracle feedback: stop on a correct answer; a clean wrong answer is
-    /// reported as wrong (uses ground truth; labelled everywhere).
-    Correct,
-}
+/// Version of `run.json`: 3 is the spec plus provenance.
+pub const RUN_SCHEMA_VERSION: u32 = 3;
 
-/// What makes the `dynamic` strategy install a package.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum InstallOn {
-    /// The model's own `pip install` lines (intercepted; they never run).
-    Explicit,
-    /// A `ModuleNotFoundError` for a module the image lacks.
-    Missing,
-    /// Both.
-    #[default]
-    Both,
-}
-
-impl InstallOn {
-    pub fn explicit(self) -> bool {
-        self != InstallOn::Missing
-    }
-
-    pub fn missing(self) -> bool {
-        self != InstallOn::Explicit
-    }
-}
-
-impl StopOn {
-    pub fn name(self) -> &'static str {
-        match self {
-            StopOn::Clean => "clean",
-            StopOn::Never => "never",
-            StopOn::Correct => "correct",
-        }
-    }
-}
-
-/// Which tasks of the suite, reproducibly.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Selection {
-    pub limit_tasks: Option<usize>,
-    pub sample: Option<usize>,
-    pub seed: u64,
-}
-
-/// The image an arm's kernels start from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ArmImage {
-    pub name: String,
-    pub lock_hash: String,
-    /// The image directory's size on disk.
-    pub bytes: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunConfig {
     pub schema_version: u32,
+    pub spec: RunSpec,
+    pub provenance: Provenance,
+}
+
+/// What the run was, beyond what was asked for: who made it and when, the
+/// tasks as loaded, what the model, images, sandbox and executor turned out
+/// to be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
     pub run_id: String,
     pub retrace_version: String,
     pub created: String,
     /// Where the run was created; a resumed run uses the directory it is
     /// given, whatever this says.
     pub out_dir: PathBuf,
-    pub suite: String,
-    pub selection: Selection,
-    /// `--skip-invalid`: flawed dataset records were left out (and are
-    /// left out again on resume) instead of stopping the run.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub skip_invalid: bool,
     /// The records `--skip-invalid` left out: file, line, id, reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
@@ -107,52 +49,91 @@ pub struct RunConfig {
     /// Each selected task's tags, so reports can filter by them.
     #[serde(default)]
     pub task_tags: BTreeMap<String, Vec<String>>,
-    /// Rounds are 0..=rounds.
-    pub rounds: u32,
-    pub stop_on: StopOn,
-    #[serde(default)]
-    pub feedback: FeedbackMode,
-    pub concurrency: usize,
-    /// The model as recorded (`local:<name>`, `openai:<model>`, ...).
+    /// The model as its client names itself (`local:<name>`, `openai:<model>`, ...).
     pub model: String,
-    /// The `--model` value that builds the client again on resume.
-    #[serde(default)]
-    pub model_spec: String,
     pub synthetic_model: bool,
     /// What the model client says about itself (for a local model: the
-    /// file's sha256, the server version).
+    /// file's sha256, the server version, restarts of its server).
     #[serde(default)]
     pub model_info: serde_json::Value,
-    pub generation: Generation,
-    /// Failing rounds' plots are sent to the model as images.
-    #[serde(default)]
-    pub vision: bool,
-    /// How packages reach the kernel: one strategy (`fat`, `dynamic`,
-    /// `slim`) or several, comma-separated, one arm each on the same
-    /// tasks; the first is the baseline the others are compared with.
-    pub strategy: String,
     /// The lock hash of the first arm's image.
     pub image_lock_hash: String,
-    /// What triggers installs in a `dynamic` arm.
-    #[serde(default)]
-    pub install_on: InstallOn,
     /// Each arm's image: lock hash and size on disk, by strategy.
     #[serde(default)]
     pub images: BTreeMap<String, ArmImage>,
-    pub limits: SandboxLimits,
     pub sandbox: SandboxInfo,
     /// Where the kernels ran (`local`, or a gateway with its URL and
-    /// kernelspec); `local` in runs made before there was a choice.
+    /// kernelspec).
     #[serde(default)]
-    pub executor: crate::kernel::ExecutorInfo,
-    /// Characters of feedback per repair message.
-    pub feedback_budget: usize,
-    /// `--prompts DIR`, when the templates were overridden.
-    #[serde(default)]
-    pub prompts_dir: Option<PathBuf>,
+    pub executor: ExecutorInfo,
     /// sha256 over every template's name and text as used.
     #[serde(default)]
     pub prompts_hash: String,
+}
+
+/// The image an arm's kernels start from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmImage {
+    pub name: String,
+    pub lock_hash: String,
+    /// The image directory's size on disk.
+    pub bytes: u64,
+}
+
+/// A `run.json` that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunConfigError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("schema {found} is newer than this retrace reads ({RUN_SCHEMA_VERSION}); use a newer retrace")]
+    Newer { found: u64 },
+    #[error("schema 2 names an unknown strategy list `{list}`: {why}")]
+    Strategies { list: String, why: String },
+}
+
+impl RunConfig {
+    /// The run's arms by name, the baseline first.
+    pub fn arm_names(&self) -> Vec<String> {
+        self.spec.arms().into_iter().map(|a| a.name).collect()
+    }
+
+    /// Reads `run.json` of schema 3, or of schema 2 (converted).
+    pub fn from_json(text: &str) -> Result<RunConfig, RunConfigError> {
+        RunConfig::from_value(serde_json::from_str(text)?)
+    }
+
+    fn from_value(value: serde_json::Value) -> Result<RunConfig, RunConfigError> {
+        let schema = value
+            .get("schema_version")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        if schema > RUN_SCHEMA_VERSION as u64 {
+            return Err(RunConfigError::Newer { found: schema });
+        }
+        if schema < RUN_SCHEMA_VERSION as u64 {
+            return serde_json::from_value::<RunConfigV2>(value)?.upgrade();
+        }
+        #[derive(Deserialize)]
+        struct V3 {
+            spec: RunSpec,
+            provenance: Provenance,
+        }
+        let v3: V3 = serde_json::from_value(value)?;
+        Ok(RunConfig {
+            schema_version: RUN_SCHEMA_VERSION,
+            spec: v3.spec,
+            provenance: v3.provenance,
+        })
+    }
+}
+
+/// Any schema `from_json` reads, so `serde_json::from_str::<RunConfig>`
+/// works on old runs too.
+impl<'de> Deserialize<'de> for RunConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        RunConfig::from_value(value).map_err(serde::de::Error::custom)
+    }
 }
 
 #[cfg(test)]
@@ -160,41 +141,77 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::pyenv::Strategy;
+    use crate::record::{ExecutorSpec, StopOn};
+    use crate::sandbox::SandboxLimits;
 
-    /// A run.json written before `--skip-invalid` existed.
-    fn old_run_json() -> serde_json::Value {
+    /// A run.json of schema 2, as retrace wrote it before the spec.
+    fn schema_2() -> serde_json::Value {
         json!({
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": 2,
             "run_id": "t", "retrace_version": "0", "created": "now", "out_dir": "x",
-            "suite": "s", "selection": {"limit_tasks": null, "sample": null, "seed": 0},
-            "task_ids": ["a"], "rounds": 0, "stop_on": "clean", "concurrency": 1,
-            "model": "m", "synthetic_model": false,
+            "suite": "s", "selection": {"limit_tasks": 3, "sample": null, "seed": 7},
+            "task_ids": ["a"], "rounds": 2, "stop_on": "never", "concurrency": 4,
+            "model": "replay:r.jsonl", "model_spec": "replay:/abs/r.jsonl",
+            "synthetic_model": true,
             "generation": {"temperature": 0.0, "max_tokens": 1, "request_timeout": 1.0, "max_retries": 0},
-            "strategy": "fat", "image_lock_hash": "h", "limits": SandboxLimits::default(),
-            "sandbox": {"confined": true, "mode": "test", "notes": []}, "feedback_budget": 100
+            "strategy": "fat,dynamic", "image_lock_hash": "h", "limits": SandboxLimits::default(),
+            "sandbox": {"confined": false, "mode": "test", "notes": []}, "feedback_budget": 100,
+            "skip_invalid": true,
+            "skipped": [{"id": null, "file": "data/test.jsonl", "line": 3, "reason": "bad"}]
         })
     }
 
     #[test]
-    fn skipped_records_round_trip_and_old_run_json_still_loads() {
-        let mut config: RunConfig = serde_json::from_value(old_run_json()).unwrap();
-        assert!(!config.skip_invalid);
-        assert!(config.skipped.is_empty());
-        let text = serde_json::to_string(&config).unwrap();
-        assert!(
-            !text.contains("skip"),
-            "nothing new written when unused: {text}"
+    fn a_schema_2_run_json_loads_as_spec_and_provenance() {
+        let config: RunConfig = serde_json::from_value(schema_2()).unwrap();
+        let spec = &config.spec;
+        assert_eq!(config.schema_version, RUN_SCHEMA_VERSION);
+        assert_eq!(spec.tasks.selection.limit_tasks, Some(3));
+        assert!(spec.tasks.skip_invalid);
+        assert_eq!(
+            (spec.policy.rounds, spec.policy.stop_on),
+            (2, StopOn::Never)
         );
+        assert_eq!(spec.model.spec.to_string(), "replay:/abs/r.jsonl");
+        assert_eq!(spec.packages.strategies, [Strategy::Fat, Strategy::Dynamic]);
+        assert!(
+            spec.execution.unconfined,
+            "an unconfined run resumes unconfined"
+        );
+        assert_eq!(spec.execution.concurrency, 4);
+        assert_eq!(spec.execution.executor, ExecutorSpec::Local);
+        assert_eq!(config.provenance.model, "replay:r.jsonl");
+        assert_eq!(config.provenance.skipped.len(), 1);
+        assert_eq!(config.arm_names(), ["fat", "dynamic"]);
+    }
 
-        config.skip_invalid = true;
-        config.skipped = vec![Skipped {
-            id: None,
-            file: "data/test.jsonl".into(),
-            line: 3,
-            reason: "invalid JSON at column 9: EOF while parsing an object".into(),
-        }];
-        let back: RunConfig =
-            serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
-        assert_eq!(back, config);
+    #[test]
+    fn schema_3_round_trips_and_a_newer_schema_is_refused() {
+        let config: RunConfig = serde_json::from_value(schema_2()).unwrap();
+        let text = serde_json::to_string(&config).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["schema_version"], 3);
+        assert!(value["spec"]["policy"].is_object() && value["provenance"]["run_id"] == "t");
+        assert_eq!(RunConfig::from_json(&text).unwrap(), config);
+
+        let mut newer = value;
+        newer["schema_version"] = 4.into();
+        let err = RunConfig::from_json(&newer.to_string()).unwrap_err();
+        assert!(err.to_string().contains("newer retrace"), "{err}");
+    }
+
+    #[test]
+    fn each_arm_is_the_spec_with_its_strategy() {
+        let config: RunConfig = serde_json::from_value(schema_2()).unwrap();
+        let arms = config.spec.arms();
+        assert_eq!(arms.len(), 2);
+        for (arm, strategy) in arms.iter().zip([Strategy::Fat, Strategy::Dynamic]) {
+            assert_eq!(arm.name, strategy.to_string());
+            assert_eq!(arm.spec.strategy(), strategy);
+            let mut same = arm.spec.clone();
+            same.packages.strategies = config.spec.packages.strategies.clone();
+            assert_eq!(same, config.spec, "only the strategy differs");
+        }
     }
 }

@@ -43,6 +43,26 @@ impl FeedbackMode {
     }
 }
 
+/// The message the model was sent after a round (none once the task stops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedbackKind {
+    /// The execution failed or was killed: `repair.md` (or
+    /// `repair_with_images.md`), filled according to the feedback mode.
+    Error,
+    /// The reply had no code: `repair_no_code.md`.
+    NoCode,
+    /// The code ran cleanly but left no answer: `repair_no_answer.md`.
+    NoAnswer,
+    /// The answer is not a plain value: `repair_unsupported.md`.
+    Unsupported,
+    /// `--stop-on never`: a clean answer, to review: `review.md`.
+    Review,
+    /// `--stop-on correct`: a clean answer that is wrong (ground truth):
+    /// `repair_wrong.md`.
+    Wrong,
+}
+
 /// The text of a repair message after a failed execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorFeedback {

@@ -3,7 +3,8 @@
 
 pub mod extract;
 pub mod feedback;
+pub mod message;
 pub mod prompt;
 pub mod traceback;
 
-pub use feedback::FeedbackMode;
+pub use feedback::{FeedbackKind, FeedbackMode};

@@ -37,7 +37,7 @@ impl Side {
     pub fn new(role: &str, config: &RunConfig, records: &[AttemptRecord], strategy: &str) -> Side {
         let one_arm = arm_names(config).len() == 1;
         Side {
-            label: format!("{role} {} [{strategy}]", config.run_id),
+            label: format!("{role} {} [{strategy}]", config.provenance.run_id),
             config: config.clone(),
             strategy: strategy.to_string(),
             records: records
@@ -52,8 +52,15 @@ impl Side {
     /// a one-arm run.
     fn restricted(&self, ids: &[String]) -> (RunConfig, Vec<AttemptRecord>) {
         let mut config = self.config.clone();
-        config.task_ids = ids.to_vec();
-        config.strategy = self.strategy.clone();
+        config.provenance.task_ids = ids.to_vec();
+        if let Some(arm) = config
+            .spec
+            .arms()
+            .into_iter()
+            .find(|a| a.name == self.strategy)
+        {
+            config.spec = arm.spec;
+        }
         let records = self
             .records
             .iter()
@@ -178,6 +185,7 @@ pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
     let n_tasks = by_task(&new.config, &new_refs);
     let finished_new: Vec<&String> = new
         .config
+        .provenance
         .task_ids
         .iter()
         .zip(&n_tasks)
@@ -185,11 +193,16 @@ pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
         .map(|(id, _)| id)
         .collect();
     let mut pairs: Vec<(&String, &TaskRounds, &TaskRounds)> = Vec::new();
-    for (id, bt) in base.config.task_ids.iter().zip(&b_tasks) {
+    for (id, bt) in base.config.provenance.task_ids.iter().zip(&b_tasks) {
         if !bt.finished() || !finished_new.contains(&id) {
             continue;
         }
-        let i = new.config.task_ids.iter().position(|x| x == id)?;
+        let i = new
+            .config
+            .provenance
+            .task_ids
+            .iter()
+            .position(|x| x == id)?;
         pairs.push((id, bt, &n_tasks[i]));
     }
     if pairs.is_empty() {
@@ -198,11 +211,17 @@ pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
     let ids: Vec<String> = pairs.iter().map(|(id, _, _)| (*id).clone()).collect();
     let all: std::collections::BTreeSet<&String> = base
         .config
+        .provenance
         .task_ids
         .iter()
-        .chain(&new.config.task_ids)
+        .chain(&new.config.provenance.task_ids)
         .collect();
-    let k = base.config.rounds.max(new.config.rounds) as usize;
+    let k = base
+        .config
+        .spec
+        .policy
+        .rounds
+        .max(new.config.spec.policy.rounds) as usize;
     let n = pairs.len() as u64;
     let rounds = (0..=k)
         .map(|r| {
@@ -268,10 +287,10 @@ pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
     Some(Comparison {
         base: base.label.clone(),
         new: new.label.clone(),
-        base_model: base.config.model.clone(),
-        new_model: new.config.model.clone(),
-        base_executor: base.config.executor.clone(),
-        new_executor: new.config.executor.clone(),
+        base_model: base.config.provenance.model.clone(),
+        new_model: new.config.provenance.model.clone(),
+        base_executor: base.config.provenance.executor.clone(),
+        new_executor: new.config.provenance.executor.clone(),
         unpaired_tasks: all.len() - ids.len(),
         shared_tasks: ids,
         rounds,

@@ -141,7 +141,7 @@ mod tests {
     fn hits_downloads_failures_and_denials() {
         let (k, s) = (0, StopOn::Clean);
         let mut cfg = config(&["a", "b", "c", "d"], k, s);
-        cfg.strategy = "dynamic".into();
+        cfg.spec.packages.strategies = vec![crate::pyenv::Strategy::Dynamic];
         let mut a = task("a", &[R::Right], s, k);
         // a: scipy and numpy downloaded.
         a[0].installs = vec![step(

@@ -42,7 +42,7 @@ impl Exporter for MarkdownExporter {
             let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
         }
         let _ = writeln!(w, "Limits: {}.\n", crate::report::limits_line(s));
-        skipped(w, &run.config.skipped);
+        skipped(w, &run.config.provenance.skipped);
         if let Some(c) = &s.comparison {
             strategies(w, s, c);
         }
@@ -471,8 +471,8 @@ mod tests {
         let records = task("a", &[R::Right], s, k);
         let md = render(&MarkdownExporter, &cfg, &records).unwrap();
         assert!(!md.contains("Skipped"), "{md}");
-        cfg.skip_invalid = true;
-        cfg.skipped = vec![crate::task::load::Skipped {
+        cfg.spec.tasks.skip_invalid = true;
+        cfg.provenance.skipped = vec![crate::task::load::Skipped {
             id: Some("5".into()),
             file: "da-dev-labels.jsonl".into(),
             line: 2,
@@ -493,7 +493,7 @@ mod tests {
     fn one_dynamic_arm_gets_an_installs_section_and_no_strategies() {
         let (k, s) = (0, StopOn::Clean);
         let mut cfg = config(&["a"], k, s);
-        cfg.strategy = "dynamic".into();
+        cfg.spec.packages.strategies = vec![crate::pyenv::Strategy::Dynamic];
         let mut records = task("a", &[R::Right], s, k);
         records[0].installs = vec![step(
             vec![allowed("scipy")],

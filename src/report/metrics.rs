@@ -258,7 +258,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         arms.push(summarize_arm(config, name, &mine, &tasks));
         arm_tasks.push((name.clone(), tasks));
     }
-    let comparison = strategies::compare(config.rounds as usize, &arm_tasks);
+    let comparison = strategies::compare(config.spec.policy.rounds as usize, &arm_tasks);
     let mut top = arms[0].clone();
     top.arms = arms;
     top.comparison = Some(comparison);
@@ -267,18 +267,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
 
 /// The run's arms in `--strategy` order: `fat,dynamic` → `fat`, `dynamic`.
 pub fn arm_names(config: &RunConfig) -> Vec<String> {
-    let names: Vec<String> = config
-        .strategy
-        .split(',')
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .collect();
-    if names.is_empty() {
-        vec![config.strategy.clone()]
-    } else {
-        names
-    }
+    config.arm_names()
 }
 
 /// The summary of one arm: `records` are the arm's, `tasks` the same
@@ -289,7 +278,7 @@ fn summarize_arm(
     records: &[&AttemptRecord],
     tasks: &[TaskRounds],
 ) -> Summary {
-    let k = config.rounds as usize;
+    let k = config.spec.policy.rounds as usize;
     let n = tasks.len() as u64;
     let count = |f: &dyn Fn(&TaskRounds) -> bool| tasks.iter().filter(|t| f(t)).count() as u64;
     let over_all = |f: &dyn Fn(&TaskRounds, usize) -> bool| -> Vec<Rate> {
@@ -403,29 +392,29 @@ fn summarize_arm(
     };
     let infra_tasks = count(&|t| t.records.iter().any(|r| r.infra_error.is_some()));
     let finished = count(&|t| t.records.iter().any(|r| r.is_final())) as usize;
-    let mine = |r: &&AttemptRecord| config.task_ids.contains(&r.task_id);
+    let mine = |r: &&AttemptRecord| config.provenance.task_ids.contains(&r.task_id);
     let ours: Vec<&AttemptRecord> = records.iter().copied().filter(mine).collect();
     let tokens_prompt: u64 = ours.iter().map(|r| r.tokens.prompt_tokens).sum();
     let tokens_completion: u64 = ours.iter().map(|r| r.tokens.completion_tokens).sum();
 
     Summary {
         schema_version: SCHEMA_VERSION,
-        run_id: config.run_id.clone(),
-        suite: config.suite.clone(),
-        model: config.model.clone(),
-        synthetic_model: config.synthetic_model,
-        model_info: config.model_info.clone(),
-        stop_on: config.stop_on.name().into(),
-        oracle_feedback: config.stop_on == StopOn::Correct,
-        feedback: config.feedback.name().into(),
+        run_id: config.provenance.run_id.clone(),
+        suite: config.spec.tasks.suite.clone(),
+        model: config.provenance.model.clone(),
+        synthetic_model: config.provenance.synthetic_model,
+        model_info: config.provenance.model_info.clone(),
+        stop_on: config.spec.policy.stop_on.name().into(),
+        oracle_feedback: config.spec.policy.stop_on == StopOn::Correct,
+        feedback: config.spec.policy.feedback.name().into(),
         strategy: strategy.to_owned(),
         // A gateway's kernels are confined by the gateway, not unconfined.
-        unconfined: !config.sandbox.confined && config.executor.is_local(),
-        limits: config.limits,
-        executor: config.executor.clone(),
+        unconfined: !config.provenance.sandbox.confined && config.provenance.executor.is_local(),
+        limits: config.spec.execution.limits,
+        executor: config.provenance.executor.clone(),
         tasks: tasks.len(),
         tasks_finished: finished,
-        rounds: config.rounds,
+        rounds: config.spec.policy.rounds,
         accuracy_by_round: accuracy,
         delta_by_round: delta,
         solved_by_round: solved,
@@ -469,7 +458,7 @@ fn summarize_arm(
         installs: installs::InstallMetrics::of(strategy, tasks),
         kernel_start_ms: environment::kernel_start(&ours),
         memory_peak_bytes: environment::MemoryPeak::of(tasks),
-        image_bytes: config.images.get(strategy).map(|i| i.bytes),
+        image_bytes: config.provenance.images.get(strategy).map(|i| i.bytes),
         arms: Vec::new(),
         comparison: None,
     }
@@ -505,7 +494,7 @@ fn multi_parts(config: &RunConfig, tasks: &[TaskRounds], k: usize) -> Vec<Rate> 
         .filter(|(_, p)| *p > 0)
         .collect();
     let total: usize = multi.iter().map(|(_, p)| p).sum();
-    if total == 0 || config.task_ids.is_empty() {
+    if total == 0 || config.provenance.task_ids.is_empty() {
         return Vec::new();
     }
     (0..=k)

@@ -201,7 +201,7 @@ mod tests {
     fn one_arm_has_no_arms_and_no_comparison() {
         let k = 1;
         let mut cfg = config(&["a"], k, StopOn::Clean);
-        cfg.strategy = " dynamic ".into();
+        cfg.spec.packages.strategies = vec![crate::pyenv::Strategy::Dynamic];
         // A record naming another strategy still counts: one arm takes all.
         let records = task("a", &[R::Right], StopOn::Clean, k);
         let s = summarize(&cfg, &records);
@@ -216,7 +216,11 @@ mod tests {
     #[test]
     fn three_arms_compare_each_with_the_first() {
         let (mut cfg, mut records) = two_arms();
-        cfg.strategy = "fat,dynamic,slim".into();
+        cfg.spec.packages.strategies = vec![
+            crate::pyenv::Strategy::Fat,
+            crate::pyenv::Strategy::Dynamic,
+            crate::pyenv::Strategy::Slim,
+        ];
         // The slim arm: everything fails on a missing module.
         for id in ["a", "b", "c", "d", "e", "f"] {
             let mut t = task(id, &[R::Raised("ModuleNotFoundError")], StopOn::Clean, 0);

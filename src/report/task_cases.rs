@@ -15,26 +15,26 @@ use crate::task::{Expected, Task};
 /// failures (a task missing from them is named without one).
 pub fn render(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> String {
     junit::render(
-        &format!("retrace run {}", config.run_id),
+        &format!("retrace run {}", config.provenance.run_id),
         &cases(config, records, tasks),
     )
 }
 
-/// One case per task of `config.task_ids`, arm by arm.
+/// One case per task of `config.provenance.task_ids`, arm by arm.
 pub fn cases(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> Vec<TestCase> {
     let expected: HashMap<&str, &Expected> =
         tasks.iter().map(|t| (t.id.as_str(), &t.expected)).collect();
     let arms = arm_names(config);
     let mut out = Vec::new();
     for arm in &arms {
-        for id in &config.task_ids {
+        for id in &config.provenance.task_ids {
             let mut mine: Vec<&AttemptRecord> = records
                 .iter()
                 .filter(|r| &r.task_id == id && (arms.len() == 1 || &r.strategy == arm))
                 .collect();
             mine.sort_by_key(|r| r.round);
             let classname = if arms.len() == 1 {
-                config.suite.clone()
+                config.spec.tasks.suite.clone()
             } else {
                 arm.clone()
             };
@@ -45,7 +45,7 @@ pub fn cases(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> V
                         Some(r) => format!(
                             "{message}\n(round {} of 0..={}, {})",
                             r.round,
-                            config.rounds,
+                            config.spec.policy.rounds,
                             r.check
                                 .as_ref()
                                 .map_or("no answer checked".into(), |c| format!(
@@ -114,7 +114,7 @@ fn failure(
             None => "error".into(),
         }),
         other => Some(
-            kill_message(outcome, &config.limits)
+            kill_message(outcome, &config.spec.execution.limits)
                 .map(|m| format!("{other}: {m}"))
                 .unwrap_or_else(|| other.to_string()),
         ),

@@ -108,6 +108,7 @@ pub(super) fn by_task<'a>(
         grouped.entry(r.task_id.as_str()).or_default().push(r);
     }
     config
+        .provenance
         .task_ids
         .iter()
         .map(|id| {

@@ -172,10 +172,12 @@ pub fn two_arms() -> (RunConfig, Vec<AttemptRecord>) {
     use R::*;
     let (k, s) = (1, StopOn::Clean);
     let mut cfg = config(&["a", "b", "c", "d", "e", "f"], k, s);
-    cfg.strategy = "fat,dynamic".into();
+    cfg.spec.packages.strategies =
+        vec![crate::pyenv::Strategy::Fat, crate::pyenv::Strategy::Dynamic];
     for (name, bytes) in [("fat", 3u64 << 30), ("dynamic", 200 << 20)] {
         let image = json!({"name": name, "lock_hash": "h", "bytes": bytes});
-        cfg.images
+        cfg.provenance
+            .images
             .insert(name.into(), serde_json::from_value(image).unwrap());
     }
     let mut fat = Vec::new();

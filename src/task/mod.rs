@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod load;
+pub mod score;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -5,6 +5,7 @@ pub mod home;
 pub mod io_error;
 pub mod nofollow;
 pub mod proc;
+pub mod secs;
 pub mod stats;
 pub mod units;
 pub use io_error::{IoContext, IoError};

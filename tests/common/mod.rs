@@ -11,12 +11,15 @@ use std::sync::{Arc, OnceLock};
 use retrace::pyenv::dynamic::Pin;
 use sha2::{Digest, Sha256};
 
-use retrace::harness::RunOptions;
+use retrace::harness::RunContext;
 use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec};
 use retrace::model::spec::Endpoint;
 use retrace::model::Generation;
 use retrace::pyenv::{Image, ImageName, ImageStore, Strategy};
-use retrace::record::{FeedbackMode, InstallOn, Selection, StopOn};
+use retrace::record::{
+    Execution, ExecutorSpec, FeedbackMode, InstallOn, LoopPolicy, ModelSetup, PackageSpec, RunSpec,
+    Selection, StopOn, TaskSpec,
+};
 use retrace::sandbox::{Confined, Sandbox, SandboxLimits};
 use retrace::task::load::datasets_dir;
 
@@ -206,44 +209,75 @@ pub fn retrace_cli_in(cwd: &Path, args: &[&str], stdin: &str) -> (i32, String, S
     )
 }
 
+/// A run as a test makes it: its spec, its directory and its context.
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    pub spec: RunSpec,
+    pub out: PathBuf,
+    pub ctx: RunContext,
+}
+
+/// The context of a test's run (no progress, this build as the init).
+pub fn run_context(suite: &str) -> RunContext {
+    RunContext {
+        datasets: datasets_dir(suite).unwrap(),
+        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
+        progress: false,
+        endpoint: Endpoint::default(),
+        gateway_token: None,
+        kernel_start: None,
+    }
+}
+
 /// A run of `model` on `suite` into `out` as the CLI's defaults make it
 /// (fat strategy, confined local kernels, 2 rounds, concurrency 2), without
 /// model retries.
-pub fn run_options(suite: &str, model: &str, out: &Path) -> RunOptions {
+pub fn run_options(suite: &str, model: &str, out: &Path) -> TestRun {
     image(ImageName::Fat);
-    RunOptions {
-        suite: suite.into(),
-        datasets: datasets_dir(suite).unwrap(),
-        selection: Selection::default(),
-        skip_invalid: false,
-        model: model.into(),
-        endpoint: Endpoint::default(),
-        generation: Generation {
-            max_retries: 0,
-            ..Generation::default()
+    let spec = RunSpec {
+        tasks: TaskSpec {
+            suite: suite.into(),
+            selection: Selection::default(),
+            skip_invalid: false,
         },
-        rounds: 2,
-        stop_on: StopOn::Clean,
-        feedback: FeedbackMode::Parsed,
-        feedback_budget: 4000,
-        concurrency: 2,
-        strategies: vec![Strategy::Fat],
-        install_on: InstallOn::Both,
-        limits: SandboxLimits::default(),
-        unconfined: false,
-        kernel_start: Default::default(),
-        gateway: None,
-        out: Some(out.to_path_buf()),
-        prompts: None,
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
+        policy: LoopPolicy {
+            rounds: 2,
+            stop_on: StopOn::Clean,
+            feedback: FeedbackMode::Parsed,
+            feedback_budget: 4000,
+            prompts: None,
+        },
+        model: ModelSetup {
+            spec: model.parse().expect("a valid model spec"),
+            generation: Generation {
+                max_retries: 0,
+                ..Generation::default()
+            },
+            vision: false,
+        },
+        packages: PackageSpec {
+            strategies: vec![Strategy::Fat],
+            install_on: InstallOn::Both,
+        },
+        execution: Execution {
+            limits: SandboxLimits::default(),
+            unconfined: false,
+            kernel_start: Default::default(),
+            concurrency: 2,
+            executor: ExecutorSpec::Local,
+        },
+    };
+    TestRun {
+        spec,
+        out: out.to_path_buf(),
+        ctx: run_context(suite),
     }
 }
 
 /// Creates and executes a run to its end (no cancel).
-pub async fn run(opts: RunOptions) -> retrace::harness::RunResult {
+pub async fn run(opts: TestRun) -> retrace::harness::RunResult {
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    retrace::harness::Run::create(opts)
+    retrace::harness::Run::create(opts.spec, Some(opts.out), opts.ctx)
         .await
         .expect("run created")
         .execute(rx)

@@ -57,7 +57,7 @@ pub fn render(run: &RunView) -> String {
     accuracy(w, s);
     executions(w, s);
     let _ = writeln!(w, "</section>");
-    skipped(w, &run.config.skipped);
+    skipped(w, &run.config.provenance.skipped);
     h
 }
 

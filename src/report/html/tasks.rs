@@ -161,13 +161,7 @@ pub struct ImageView {
 
 /// Everything the page's task list shows.
 pub fn collect(run: &RunView) -> Data {
-    let mut arms: Vec<String> = run
-        .config
-        .strategy
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let mut arms: Vec<String> = run.config.arm_names();
     let several = arms.len() > 1;
     let mut by_key: BTreeMap<(&str, &str), Vec<&AttemptRecord>> = BTreeMap::new();
     for r in run.records {
@@ -179,7 +173,13 @@ pub fn collect(run: &RunView) -> Data {
             .or_default()
             .push(r);
     }
-    let mut ids: Vec<&str> = run.config.task_ids.iter().map(String::as_str).collect();
+    let mut ids: Vec<&str> = run
+        .config
+        .provenance
+        .task_ids
+        .iter()
+        .map(String::as_str)
+        .collect();
     for r in run.records {
         if !ids.contains(&r.task_id.as_str()) {
             ids.push(&r.task_id);
@@ -205,7 +205,13 @@ pub fn collect(run: &RunView) -> Data {
                 }
             });
             let artifact_dir = artifact_dir(several.then_some(arm.as_str()), id);
-            let tags = run.config.task_tags.get(*id).cloned().unwrap_or_default();
+            let tags = run
+                .config
+                .provenance
+                .task_tags
+                .get(*id)
+                .cloned()
+                .unwrap_or_default();
             tasks.push(task(
                 id,
                 arm,
@@ -217,7 +223,14 @@ pub fn collect(run: &RunView) -> Data {
             ));
         }
     }
-    let mut tags: Vec<String> = run.config.task_tags.values().flatten().cloned().collect();
+    let mut tags: Vec<String> = run
+        .config
+        .provenance
+        .task_tags
+        .values()
+        .flatten()
+        .cloned()
+        .collect();
     tags.sort();
     tags.dedup();
     Data {

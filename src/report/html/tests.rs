@@ -17,8 +17,11 @@ const HOSTILE: &str = "<script>alert('x')</script></script><!-- </SCRIPT> & \u{2
 fn journal() -> (RunConfig, Vec<AttemptRecord>) {
     let (k, s) = (1, StopOn::Clean);
     let mut cfg = config(&["a", "b", "c"], k, s);
-    cfg.task_tags.insert("a".into(), vec!["easy".into()]);
-    cfg.task_tags
+    cfg.provenance
+        .task_tags
+        .insert("a".into(), vec!["easy".into()]);
+    cfg.provenance
+        .task_tags
         .insert("c".into(), vec!["hard".into(), "slow".into()]);
     let mut records = task("a", &[R::Right], s, k);
     records[0].reply = Some(HOSTILE.into());
@@ -108,7 +111,7 @@ fn a_hostile_reply_is_data_not_markup() {
 #[test]
 fn hostile_names_in_the_headline_are_escaped() {
     let (mut cfg, records) = journal();
-    cfg.model = "<img src=x onerror=alert(1)>".into();
+    cfg.provenance.model = "<img src=x onerror=alert(1)>".into();
     let page = render(&HtmlExporter, &cfg, &records).unwrap();
     assert!(!page.contains("<img src=x"));
     assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
@@ -235,13 +238,13 @@ fn several_arms_give_a_row_per_task_and_arm_and_the_strategies_table() {
 #[test]
 fn labels_are_shown() {
     let (mut cfg, mut records) = journal();
-    cfg.synthetic_model = true;
-    cfg.stop_on = StopOn::Correct;
+    cfg.provenance.synthetic_model = true;
+    cfg.spec.policy.stop_on = StopOn::Correct;
     for r in &mut records {
         r.synthetic_model = true;
         r.stop_on = StopOn::Correct;
     }
-    cfg.sandbox.confined = false;
+    cfg.provenance.sandbox.confined = false;
     let page = render(&HtmlExporter, &cfg, &records).unwrap();
     assert!(page.contains("<p class=\"label\">SYNTHETIC MODEL"));
     assert!(page.contains("<p class=\"label\">ORACLE FEEDBACK"));
@@ -253,8 +256,8 @@ fn skipped_records_are_listed_escaped_only_when_there_are_some() {
     let (mut cfg, records) = journal();
     let page = render(&HtmlExporter, &cfg, &records).unwrap();
     assert!(!page.contains("id=\"skipped\""));
-    cfg.skip_invalid = true;
-    cfg.skipped = vec![crate::task::load::Skipped {
+    cfg.spec.tasks.skip_invalid = true;
+    cfg.provenance.skipped = vec![crate::task::load::Skipped {
         id: Some("7".into()),
         file: "data/da-dev-labels.jsonl".into(),
         line: 2,
