@@ -86,7 +86,7 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
     let run_id = |d: &Path| -> String {
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(d.join("run.json")).unwrap()).unwrap();
-        v["run_id"].as_str().unwrap().to_string()
+        v["provenance"]["run_id"].as_str().unwrap().to_string()
     };
     let written = bad.join(format!("compare-{}", run_id(&good)));
     let md = std::fs::read_to_string(written.join("compare.md")).unwrap();

@@ -127,7 +127,7 @@ fn assert_complete_run_n(dir: &Path, model: &str, tasks: usize, output: &Output)
             "{file} missing; stderr:\n{stderr}"
         );
     }
-    let run = read_json(&dir.join("run.json"));
+    let run = read_json(&dir.join("run.json"))["provenance"].clone();
     assert_eq!(run["model"], model, "{run}");
     assert_eq!(run["synthetic_model"], false);
     let task_ids: BTreeSet<String> = run["task_ids"]
@@ -220,7 +220,7 @@ fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     let output = retrace_run(SMALL, &dir, &[]);
     assert_complete_run(&dir, SMALL, &output);
 
-    let run = read_json(&dir.join("run.json"));
+    let run = read_json(&dir.join("run.json"))["provenance"].clone();
     assert_model_info(&run, &p.model, p.env.server_version());
     let info = &run["model_info"];
     assert!(
@@ -292,7 +292,7 @@ fn the_default_model_prepares_and_runs() {
     let dir = out.path().join("run");
     let output = retrace_run_n("local", 2, &dir, &[]);
     assert_complete_run_n(&dir, &default.spec(), 2, &output);
-    let run = read_json(&dir.join("run.json"));
+    let run = read_json(&dir.join("run.json"))["provenance"].clone();
     assert_model_info(&run, &p.model, p.env.server_version());
 }
 
@@ -374,7 +374,7 @@ fn a_gguf_of_ones_own_is_served_and_recorded() {
     let dir = out.path().join("run");
     let output = retrace_run_n(&spec, 1, &dir, &[]);
     assert_complete_run_n(&dir, &spec, 1, &output);
-    let run = read_json(&dir.join("run.json"));
+    let run = read_json(&dir.join("run.json"))["provenance"].clone();
     let info = &run["model_info"];
     assert_eq!(info["gguf_pinned"], false, "{info}");
     assert_eq!(info["gguf_sha256"], p.model.sha256.as_str(), "{info}");
@@ -648,7 +648,7 @@ fn a_run_goes_on_when_its_server_is_killed() {
     };
     let output = child.wait_with_output().unwrap();
     assert_complete_run_n(&dir, SMALL, tasks, &output);
-    let run = read_json(&dir.join("run.json"));
+    let run = read_json(&dir.join("run.json"))["provenance"].clone();
     assert_eq!(
         run["model_info"]["model_restarts"], 1,
         "{}",

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::kernel::{AnyKernel, ExecOptions, KernelError, KernelSpec, StateView};
-use crate::model::{ChatRequest, Message, Role, KEEP_TOKEN};
+use crate::model::{ChatRequest, Message, ModelError, Role, KEEP_TOKEN};
 use crate::record::{AttemptRecord, FeedbackKind, FeedbackMode};
 use crate::repair::extract::extract_code;
 use crate::repair::feedback::state_query;
@@ -28,6 +28,17 @@ use super::runner::{Arm, Runner};
 use super::stop::decide;
 
 type Starting = tokio::task::JoinHandle<Result<(AnyKernel, f64), KernelError>>;
+
+/// Why the task's kernel is not there when its first code is.
+#[derive(Debug, thiserror::Error)]
+enum StartFailed {
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    #[error(transparent)]
+    Join(#[from] tokio::task::JoinError),
+    #[error("kernel start was already consumed")]
+    Consumed,
+}
 
 /// The state of one task between rounds.
 pub(super) struct Episode<'a> {
@@ -114,8 +125,8 @@ impl<'a> Episode<'a> {
 
         let solved = match self.solve(round, reviewing).await {
             Ok(solved) => solved,
-            Err(why) => {
-                let carried = self.carried.clone();
+            Err(e) => {
+                let (carried, why) = (self.carried.clone(), e.to_string());
                 return Ok(head.infra(prompt, None, &Executed::default(), carried, why, elapsed()));
             }
         };
@@ -144,17 +155,12 @@ impl<'a> Episode<'a> {
 
     /// The model's reply to the conversation so far; `Err` names why there
     /// was none (an infrastructure failure).
-    async fn solve(&mut self, round: u32, reviewing: bool) -> Result<Solved, String> {
+    async fn solve(&mut self, round: u32, reviewing: bool) -> Result<Solved, ModelError> {
         let request = ChatRequest {
             messages: self.conversation.clone(),
             round,
         };
-        let reply = self
-            .runner
-            .model
-            .chat(&request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let reply = self.runner.model.chat(&request).await?;
         self.conversation
             .push(Message::text(Role::Assistant, reply.text.clone()));
         let extraction = extract_code(&reply.text);
@@ -289,20 +295,12 @@ impl<'a> Episode<'a> {
         kernel.inspect_state(&query).await.ok()
     }
 
-    async fn kernel(&mut self) -> Result<&mut AnyKernel, String> {
+    async fn kernel(&mut self) -> Result<&mut AnyKernel, StartFailed> {
         if self.kernel.is_none() {
-            let started = match self.starting.take() {
-                Some(handle) => match handle.await {
-                    Ok(Ok((k, ms))) => {
-                        self.kernel_start_ms = Some(ms);
-                        k
-                    }
-                    Ok(Err(e)) => return Err(e.to_string()),
-                    Err(e) => return Err(e.to_string()),
-                },
-                None => return Err("kernel start was already consumed".into()),
-            };
-            self.kernel = Some(started);
+            let handle = self.starting.take().ok_or(StartFailed::Consumed)?;
+            let (kernel, ms) = handle.await??;
+            self.kernel_start_ms = Some(ms);
+            self.kernel = Some(kernel);
         }
         Ok(self.kernel.as_mut().expect("set above"))
     }

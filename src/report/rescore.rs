@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::summarize;
 use crate::record::{AttemptRecord, RunConfig};
-use crate::task::check::{check, Check};
+use crate::task::check::Check;
+use crate::task::score::score;
 use crate::task::Task;
 
 /// The journal re-scored, and what changed.
@@ -47,10 +48,10 @@ pub struct Flip {
     pub now_correct: bool,
 }
 
-/// Checks every round's answer again against `tasks` with the semantics
-/// of the episode: a round whose code produced an answer value gets a new
-/// check of that value (and its stdout); a round without one carries the
-/// check in force before it.
+/// Checks every round's answer again against `tasks` with the episode's
+/// own scorer ([`score`]): a round whose code produced an answer value gets
+/// a new check of that value (and its stdout); a round without one carries
+/// the check in force before it.
 pub fn rescore(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> Rescored {
     let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let mut out = records.to_vec();
@@ -78,18 +79,17 @@ pub fn rescore(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) ->
         let mut carried: Option<Check> = None;
         for &i in indices.iter() {
             let rec = &mut out[i];
-            if rec.answered {
-                carried = match rec.outcome.as_ref().and_then(|o| o.answer.as_ref()) {
-                    Some(a) => Some(check(
-                        &task.expected,
-                        Some(&a.value),
-                        rec.outcome.as_ref().map_or("", |o| o.stdout.as_str()),
-                    )),
-                    // An answered round always records its value; should
-                    // one not, its old check is the best there is.
-                    None => rec.check.clone(),
-                };
-            }
+            let value = rec.outcome.as_ref().and_then(|o| o.answer.as_ref());
+            carried = match (rec.answered, value) {
+                (true, Some(a)) => {
+                    let stdout = rec.outcome.as_ref().map_or("", |o| o.stdout.as_str());
+                    score(&task.expected, carried.as_ref(), Some(&a.value), stdout)
+                }
+                // An answered round always records its value; should one
+                // not, its old check is the best there is.
+                (true, None) => rec.check.clone(),
+                (false, _) => carried,
+            };
             let before = (rec.check.clone(), rec.correct, rec.parsed);
             rec.check = carried.clone();
             rec.correct = carried.as_ref().is_some_and(|c| c.correct);
