@@ -162,7 +162,9 @@ async fn repair_rounds_use_their_temperature_and_a_seed_per_conversation() {
     assert_eq!(seeds.len(), 6, "one seed per conversation");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
-    let recorded = config["generation"]["repair_temperature"].as_f64().unwrap();
+    let recorded = config["spec"]["model"]["generation"]["repair_temperature"]
+        .as_f64()
+        .unwrap();
     assert!((recorded - 0.7).abs() < 1e-6, "{config}");
 }
 

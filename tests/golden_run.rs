@@ -1,0 +1,116 @@
+//! The golden run: `retrace run` of a fixed deterministic configuration
+//! (`oracle:faults` on 10 math tasks, `--feedback parsed+state`, 2 repair
+//! rounds, confined fat kernels) must give, record for record and field
+//! for field, the journal and summary that retrace gave before its
+//! restructuring (`tests/fixtures/golden_run/`). Only what measures the
+//! machine is left out: run ids, timings, latencies, kernel uids and
+//! memory peaks. `RETRACE_BLESS=1` rewrites the fixture from this run,
+//! for a change that is meant to change behaviour.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+fn fixture() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/golden_run"))
+}
+
+/// A record without what measures the machine.
+fn record(mut r: Value) -> Value {
+    let o = r.as_object_mut().expect("a record is an object");
+    o.remove("run_id");
+    o.remove("timings_ms");
+    if let Some(outcome) = o.get_mut("outcome").and_then(Value::as_object_mut) {
+        for key in ["kernel_uid", "memory_peak_bytes", "timings_ms"] {
+            outcome.remove(key);
+        }
+    }
+    r
+}
+
+/// A summary (and its arms) without what measures the machine.
+fn summary(mut s: Value) -> Value {
+    let o = s.as_object_mut().expect("a summary is an object");
+    for key in ["run_id", "latency_ms", "kernel_start_ms", "memory_peak_bytes"] {
+        o.remove(key);
+    }
+    if let Some(arms) = o.get_mut("arms").and_then(Value::as_array_mut) {
+        for arm in arms {
+            *arm = summary(arm.take());
+        }
+    }
+    s
+}
+
+/// Records by (arm, task, round): concurrency decides the journal's order.
+fn records(text: &str) -> BTreeMap<(String, String, u64), Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let r = record(serde_json::from_str(l).expect("a record"));
+            let key = (
+                r["strategy"].as_str().unwrap_or_default().to_string(),
+                r["task_id"].as_str().unwrap_or_default().to_string(),
+                r["round"].as_u64().unwrap_or_default(),
+            );
+            (key, r)
+        })
+        .collect()
+}
+
+#[test]
+fn a_deterministic_run_gives_the_golden_records_and_summary() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(retrace::pyenv::ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, _, stderr) = common::retrace_cli(
+        &[
+            "run",
+            "--suite",
+            "math",
+            "--model",
+            "oracle:faults",
+            "--rounds",
+            "2",
+            "--feedback",
+            "parsed+state",
+            "--limit-tasks",
+            "10",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let got_records = records(&std::fs::read_to_string(out.join("results.jsonl")).unwrap());
+    let got_summary = summary(
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap(),
+    );
+    if std::env::var_os("RETRACE_BLESS").is_some() {
+        let lines: Vec<String> = got_records.values().map(|r| r.to_string()).collect();
+        std::fs::write(fixture().join("results.jsonl"), lines.join("\n") + "\n").unwrap();
+        let text = serde_json::to_string_pretty(&got_summary).unwrap();
+        std::fs::write(fixture().join("summary.json"), text + "\n").unwrap();
+        return;
+    }
+    let want_records =
+        records(&std::fs::read_to_string(fixture().join("results.jsonl")).unwrap());
+    let want_summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        got_records.keys().collect::<Vec<_>>(),
+        want_records.keys().collect::<Vec<_>>(),
+        "the same (arm, task, round) records"
+    );
+    for (key, want) in &want_records {
+        assert_eq!(&got_records[key], want, "record {key:?}");
+    }
+    assert_eq!(got_summary, want_summary, "summary.json");
+}
