@@ -15,7 +15,10 @@ use std::path::Path;
 use serde_json::Value;
 
 fn fixture() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/golden_run"))
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/golden_run"
+    ))
 }
 
 /// A record without what measures the machine.
@@ -34,7 +37,12 @@ fn record(mut r: Value) -> Value {
 /// A summary (and its arms) without what measures the machine.
 fn summary(mut s: Value) -> Value {
     let o = s.as_object_mut().expect("a summary is an object");
-    for key in ["run_id", "latency_ms", "kernel_start_ms", "memory_peak_bytes"] {
+    for key in [
+        "run_id",
+        "latency_ms",
+        "kernel_start_ms",
+        "memory_peak_bytes",
+    ] {
         o.remove(key);
     }
     if let Some(arms) = o.get_mut("arms").and_then(Value::as_array_mut) {
@@ -99,8 +107,7 @@ fn a_deterministic_run_gives_the_golden_records_and_summary() {
         std::fs::write(fixture().join("summary.json"), text + "\n").unwrap();
         return;
     }
-    let want_records =
-        records(&std::fs::read_to_string(fixture().join("results.jsonl")).unwrap());
+    let want_records = records(&std::fs::read_to_string(fixture().join("results.jsonl")).unwrap());
     let want_summary: Value =
         serde_json::from_str(&std::fs::read_to_string(fixture().join("summary.json")).unwrap())
             .unwrap();

@@ -570,8 +570,8 @@ fn skip_invalid_runs_the_valid_records_and_records_the_rest() {
     assert_consistent(&recs, 2);
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
-    assert_eq!(run["skip_invalid"], true, "{run}");
-    let skipped = run["skipped"]
+    assert_eq!(run["spec"]["tasks"]["skip_invalid"], true, "{run}");
+    let skipped = run["provenance"]["skipped"]
         .as_array()
         .expect("skipped records in run.json");
     assert_eq!(skipped.len(), 2, "{run}");

@@ -21,10 +21,11 @@ use crate::task::score::score;
 use crate::task::Task;
 
 use super::answer::RoundAnswer;
+use super::arm::Arm;
 use super::error::HarnessError;
 use super::packages::Activated;
 use super::round::{Executed, RoundHead, Scored, Solved};
-use super::runner::{Arm, Runner};
+use super::runner::Runner;
 use super::stop::decide;
 
 type Starting = tokio::task::JoinHandle<Result<(AnyKernel, f64), KernelError>>;

@@ -4,6 +4,7 @@
 //! `crate::record`.
 
 mod answer;
+mod arm;
 mod episode;
 mod error;
 pub mod journal;
@@ -15,12 +16,14 @@ mod round;
 mod run;
 mod run_dir;
 pub mod runner;
+mod schedule;
 mod stop;
 pub mod validate;
 
+pub use arm::{Arm, ArmKernels};
 pub use error::{HarnessError, UsageError};
 pub use prepare::RunContext;
 pub use rescore::{rescore_run, RescoreResult};
 pub use run::{cancel_on_ctrl_c, write_reports, Run, RunResult};
 pub use run_dir::{read_config, run_tasks};
-pub use runner::{Arm, ArmKernels, Runner};
+pub use runner::Runner;

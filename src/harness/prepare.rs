@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::arm::Arm;
 use super::error::{HarnessError, UsageError};
-use super::runner::Arm;
 use crate::kernel::gateway::{Gateway, GatewayConfig};
 use crate::kernel::{zygote, Executor, KernelStart};
 use crate::model::spec::Endpoint;

@@ -17,6 +17,7 @@ use super::run_dir::{
     load_tasks, read_config, refuse_existing_run, same_tasks, task_hash, write_config,
 };
 use super::runner::Runner;
+use super::schedule;
 use crate::kernel::KernelOptions;
 use crate::model::ModelClient;
 use crate::pyenv::Image;
@@ -182,7 +183,7 @@ impl Run {
             progress,
             ..
         } = self;
-        let outcome = runner.clone().run_all(todo, cancel).await;
+        let outcome = schedule::run_all(runner.clone(), todo, cancel).await;
         progress.finish();
         let interrupted = match outcome {
             Ok(()) => false,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::arm::ArmKernels;
 use super::packages::Activated;
-use super::runner::ArmKernels;
 use crate::kernel::{ExecOptions, Executor, KernelOptions, KernelSpec};
 use crate::record::InstallStep;
 use crate::sandbox::Verdict;

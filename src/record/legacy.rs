@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::run::{ArmImage, Provenance, RunConfig, RunConfigError, RUN_SCHEMA_VERSION};
+use super::provenance::{ArmImage, Provenance};
 use super::spec::{
     Execution, ExecutorSpec, GatewaySpec, InstallOn, LoopPolicy, ModelSetup, PackageSpec, RunSpec,
     Selection, StopOn, TaskSpec,
@@ -71,13 +71,20 @@ pub(super) struct RunConfigV2 {
     prompts_hash: String,
 }
 
+/// A schema-2 `strategy` list that names no strategy retrace knows.
+#[derive(Debug, thiserror::Error)]
+#[error("schema 2 names an unknown strategy list `{list}`: {why}")]
+pub struct UnknownStrategies {
+    list: String,
+    why: String,
+}
+
 impl RunConfigV2 {
-    pub(super) fn upgrade(self) -> Result<RunConfig, RunConfigError> {
-        let strategies =
-            Strategy::parse_list(&self.strategy).map_err(|why| RunConfigError::Strategies {
-                list: self.strategy.clone(),
-                why: why.to_string(),
-            })?;
+    pub(super) fn upgrade(self) -> Result<(RunSpec, Provenance), UnknownStrategies> {
+        let strategies = Strategy::parse_list(&self.strategy).map_err(|why| UnknownStrategies {
+            list: self.strategy.clone(),
+            why: why.to_string(),
+        })?;
         let model_text = if self.model_spec.is_empty() {
             &self.model
         } else {
@@ -127,10 +134,9 @@ impl RunConfigV2 {
                 executor,
             },
         };
-        Ok(RunConfig {
-            schema_version: RUN_SCHEMA_VERSION,
+        Ok((
             spec,
-            provenance: Provenance {
+            Provenance {
                 run_id: self.run_id,
                 retrace_version: self.retrace_version,
                 created: self.created,
@@ -148,6 +154,6 @@ impl RunConfigV2 {
                 executor: self.executor,
                 prompts_hash: self.prompts_hash,
             },
-        })
+        ))
     }
 }

@@ -5,15 +5,15 @@
 mod attempt;
 mod install;
 mod legacy;
+mod provenance;
 mod run;
 mod spec;
 
 pub use crate::repair::{FeedbackKind, FeedbackMode};
 pub use attempt::{AttemptRecord, RecordKind, RoundTimings, StopReason};
 pub use install::{InstallStep, InstallTrigger, WheelRecord};
-pub use run::{
-    ArmImage, Provenance, RunConfig, RunConfigError, RUN_SCHEMA_VERSION, SCHEMA_VERSION,
-};
+pub use provenance::{ArmImage, Provenance};
+pub use run::{RunConfig, RunConfigError, RUN_SCHEMA_VERSION, SCHEMA_VERSION};
 pub use spec::{
     ArmSpec, Execution, ExecutorSpec, GatewaySpec, InstallOn, LoopPolicy, ModelSetup, PackageSpec,
     RunSpec, Selection, StopOn, TaskSpec,

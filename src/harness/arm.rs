@@ -1,0 +1,103 @@
+//! A run's arms: each is the run's spec with some fields changed, with
+//! the kernels of its package strategy.
+
+use std::sync::Arc;
+
+use super::error::HarnessError;
+use super::packages::Packages;
+use crate::kernel::{default_kernel_root, KernelSpec};
+use crate::pyenv::dynamic::{Allowlist, Installer, PackageStore};
+use crate::pyenv::{Image, Strategy};
+use crate::record::{ArmSpec, InstallOn, RunSpec};
+use crate::sandbox::Sandbox;
+
+/// One arm of a run: its spec (the run's with the arm's fields changed)
+/// and how its kernels start and get packages.
+pub struct Arm {
+    /// What records call the arm (their `strategy`).
+    pub name: String,
+    pub spec: RunSpec,
+    pub kernels: ArmKernels,
+}
+
+impl Arm {
+    /// The arm with its built `image`.
+    pub fn new(
+        arm: ArmSpec,
+        image: Image,
+        sandbox: &Arc<dyn Sandbox>,
+    ) -> Result<Arm, HarnessError> {
+        let ArmSpec { name, spec } = arm;
+        let kernels = ArmKernels::new(
+            spec.strategy(),
+            image,
+            spec.execution.limits.threads(),
+            spec.packages.install_on,
+            sandbox,
+        )?;
+        Ok(Arm {
+            name,
+            spec,
+            kernels,
+        })
+    }
+}
+
+/// How the kernels of one package strategy start and get packages.
+pub struct ArmKernels {
+    pub strategy: Strategy,
+    pub kernel: Arc<KernelSpec>,
+    /// The `dynamic` strategy's installs (`None` for the others).
+    pub packages: Option<Arc<Packages>>,
+}
+
+/// How long one installer run may take (a cold download of a large
+/// closure included).
+const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl ArmKernels {
+    /// The kernels of `strategy` with its built `image`; a `dynamic` arm
+    /// gets the installer and the package store, read-only in its kernels.
+    pub fn new(
+        strategy: Strategy,
+        image: Image,
+        threads: u32,
+        install_on: InstallOn,
+        sandbox: &Arc<dyn Sandbox>,
+    ) -> Result<ArmKernels, HarnessError> {
+        let mut kernel = KernelSpec {
+            threads,
+            ..KernelSpec::new(image.clone(), default_kernel_root())
+        };
+        let packages = if strategy.installs() {
+            let installer = Installer::new(
+                PackageStore::from_env(),
+                image.clone(),
+                sandbox.clone(),
+                INSTALL_TIMEOUT,
+            )
+            .map_err(|source| HarnessError::Installer {
+                strategy: strategy.to_string(),
+                source,
+            })?;
+            let packages = Packages {
+                allowlist: Allowlist::embedded().map_err(|source| HarnessError::Allowlist {
+                    strategy: strategy.to_string(),
+                    source,
+                })?,
+                installer: Arc::new(installer),
+                scanner_python: image.python(),
+                install_on,
+            };
+            kernel.ro_binds.push(packages.store_dir().to_path_buf());
+            Some(Arc::new(packages))
+        } else {
+            None
+        };
+        Ok(ArmKernels {
+            strategy,
+            kernel: Arc::new(kernel),
+            packages,
+        })
+    }
+}

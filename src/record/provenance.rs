@@ -1,0 +1,63 @@
+//! What a run turned out to be, recorded in `run.json` beside its spec.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::ExecutorInfo;
+use crate::sandbox::SandboxInfo;
+use crate::task::load::Skipped;
+
+/// What the run was, beyond what was asked for: who made it and when, the
+/// tasks as loaded, what the model, images, sandbox and executor turned out
+/// to be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub run_id: String,
+    pub retrace_version: String,
+    pub created: String,
+    /// Where the run was created; a resumed run uses the directory it is
+    /// given, whatever this says.
+    pub out_dir: PathBuf,
+    /// The records `--skip-invalid` left out: file, line, id, reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+    pub task_ids: Vec<String>,
+    /// sha256 of each selected task as loaded (question, files' contents,
+    /// expected, reference): a resume refuses a changed dataset.
+    #[serde(default)]
+    pub task_hashes: BTreeMap<String, String>,
+    /// Each selected task's tags, so reports can filter by them.
+    #[serde(default)]
+    pub task_tags: BTreeMap<String, Vec<String>>,
+    /// The model as its client names itself (`local:<name>`, `openai:<model>`, ...).
+    pub model: String,
+    pub synthetic_model: bool,
+    /// What the model client says about itself (for a local model: the
+    /// file's sha256, the server version, restarts of its server).
+    #[serde(default)]
+    pub model_info: serde_json::Value,
+    /// The lock hash of the first arm's image.
+    pub image_lock_hash: String,
+    /// Each arm's image: lock hash and size on disk, by strategy.
+    #[serde(default)]
+    pub images: BTreeMap<String, ArmImage>,
+    pub sandbox: SandboxInfo,
+    /// Where the kernels ran (`local`, or a gateway with its URL and
+    /// kernelspec).
+    #[serde(default)]
+    pub executor: ExecutorInfo,
+    /// sha256 over every template's name and text as used.
+    #[serde(default)]
+    pub prompts_hash: String,
+}
+
+/// The image an arm's kernels start from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmImage {
+    pub name: String,
+    pub lock_hash: String,
+    /// The image directory's size on disk.
+    pub bytes: u64,
+}
