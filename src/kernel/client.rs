@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::wire_cap::{Oversize, Relay};
 use super::KernelError;
+use crate::util::IoContext;
 
 /// Oversize reports queued; more are dropped (one is enough to end a cell).
 const OVERSIZE_QUEUE: usize = 16;
@@ -235,7 +236,7 @@ impl Channels {
             let kernel = PathBuf::from(format!("{}-{port}", info.ip));
             let listen = PathBuf::from(format!("{}-{port}", relayed.ip));
             let relay = Relay::start(&listen, &kernel, wire.max_message, oversize_send.clone())
-                .map_err(|e| KernelError::io(format!("relaying {}", kernel.display()), e))?;
+                .at("relaying", &kernel)?;
             relays.push(relay);
         }
         let info = &relayed;

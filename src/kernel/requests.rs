@@ -12,8 +12,8 @@ use tokio::time::sleep_until;
 
 use super::client::{parent_id, Channels};
 use super::execution::ANSWER_KEY;
-use super::launch::{PROBE_FILE, PROBE_SOURCE};
-use super::session::KernelBanner;
+use super::options::KernelBanner;
+use super::start::{PROBE_FILE, PROBE_SOURCE};
 use super::state::{StateQuery, StateView};
 use super::KernelError;
 

@@ -110,7 +110,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::launch::{copy_dir, launch_command, KernelSpec, PROBE_FILE, PROBE_SOURCE};
+use super::start::{copy_dir, launch_command, KernelSpec, PROBE_FILE, PROBE_SOURCE};
 use crate::sandbox::{ForkPlan, KernelCgroup, KernelLayout, Sandbox};
 
 /// The zygote's program (`python -c`).
