@@ -28,7 +28,10 @@ pub fn save(dir: &Path, stem: &str, mime: &str, payload: &str) -> Result<Artifac
         let compact: String = payload.chars().filter(|c| !c.is_whitespace()).collect();
         base64::engine::general_purpose::STANDARD
             .decode(compact)
-            .map_err(|e| KernelError::Protocol(format!("{mime} display is not base64: {e}")))?
+            .map_err(|source| KernelError::Base64 {
+                mime: mime.to_string(),
+                source,
+            })?
     };
     fs::create_dir_all(dir).at("creating artifact dir", dir)?;
     let name = format!("{stem}.{ext}");

@@ -120,10 +120,10 @@ impl Outbound for ZmqOutbound {
             Channel::Control => &mut self.control,
             _ => &mut self.shell,
         };
-        socket
-            .send(msg)
-            .await
-            .map_err(|e| KernelError::Protocol(format!("sending on {channel:?}: {e}")))
+        socket.send(msg).await.map_err(|source| KernelError::Wire {
+            what: format!("sending on {channel:?}"),
+            source,
+        })
     }
 }
 
@@ -241,7 +241,10 @@ impl Channels {
         }
         let info = &relayed;
         let session = uuid::Uuid::new_v4().to_string();
-        let zmq = |e: jupyter_zmq_client::RuntimeError| KernelError::Protocol(e.to_string());
+        let zmq = |source| KernelError::Wire {
+            what: "connecting".into(),
+            source,
+        };
         let identity = peer_identity_for_session(&session).map_err(zmq)?;
         let mut iopub = create_client_iopub_connection(info, "", &session)
             .await

@@ -16,7 +16,7 @@ pub enum KernelError {
     #[error("the kernel process exited before it could be watched")]
     NotWatched,
     /// retrace's own data could not be encoded as JSON.
-    #[error("encoding {what}")]
+    #[error("jupyter protocol: encoding {what}")]
     Encode {
         what: &'static str,
         #[source]
@@ -33,7 +33,7 @@ pub enum KernelError {
     #[error("jupyter protocol: {0}")]
     Protocol(String),
     /// A display's image payload is not base64.
-    #[error("{mime} display is not base64")]
+    #[error("jupyter protocol: {mime} display is not base64")]
     Base64 {
         mime: String,
         #[source]
@@ -51,7 +51,7 @@ pub enum KernelError {
         source: reqwest::Error,
     },
     /// The kernel's websocket on the gateway failed.
-    #[error("gateway: websocket {what}")]
+    #[error("gateway: {what}")]
     Websocket {
         what: String,
         #[source]
@@ -78,4 +78,23 @@ pub enum KernelError {
     Image(#[from] crate::pyenv::PyenvError),
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
+}
+
+impl KernelError {
+    /// The message with the typed cause after it, as an outcome records it
+    /// (`Display` leaves the cause to the error chain).
+    pub fn full(&self) -> String {
+        use std::error::Error;
+        match self {
+            KernelError::Encode { .. }
+            | KernelError::Wire { .. }
+            | KernelError::Base64 { .. }
+            | KernelError::Http { .. }
+            | KernelError::Websocket { .. } => match self.source() {
+                Some(cause) => format!("{self}: {cause}"),
+                None => self.to_string(),
+            },
+            _ => self.to_string(),
+        }
+    }
 }

@@ -373,7 +373,7 @@ impl Run {
                 Ok(a) => saved.push(a),
                 Err(e) => self
                     .capture
-                    .push_stream(Stream::Stderr, &format!("[retrace] {e}\n")),
+                    .push_stream(Stream::Stderr, &format!("[retrace] {}\n", e.full())),
             }
         }
         saved

@@ -223,8 +223,10 @@ impl Backend for LocalBackend {
 
     fn not_run(&self, failure: Failure) -> Outcome {
         let message = match failure {
-            Failure::NotReady(e) => format!("the kernel is dead and did not restart: {e}"),
-            Failure::NotSent(e) | Failure::Dropped(e) => e.to_string(),
+            Failure::NotReady(e) => {
+                format!("the kernel is dead and did not restart: {}", e.full())
+            }
+            Failure::NotSent(e) | Failure::Dropped(e) => e.full(),
         };
         Outcome::not_run(Verdict::InternalError, "HarnessError", message)
     }

@@ -422,7 +422,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         if let Some(e) = restart_error {
             outcome.error.get_or_insert(ErrorInfo {
                 ename: "KernelRestartFailed".into(),
-                evalue: e.to_string(),
+                evalue: e.full(),
                 traceback: Vec::new(),
             });
         }

@@ -354,11 +354,12 @@ impl Backend for GatewayBackend {
     /// An execution the infrastructure lost: `infra_error` says so.
     fn not_run(&self, failure: Failure) -> Outcome {
         let why = match failure {
-            Failure::NotReady(e) => format!("the kernel is not usable: {e}"),
-            Failure::NotSent(e) => e.to_string(),
+            Failure::NotReady(e) => format!("the kernel is not usable: {}", e.full()),
+            Failure::NotSent(e) => e.full(),
             Failure::Dropped(e) => format!(
-                "the websocket to kernel {} dropped mid-execution and did not come back: {e}",
-                self.id
+                "the websocket to kernel {} dropped mid-execution and did not come back: {}",
+                self.id,
+                e.full()
             ),
         };
         tracing::warn!(kernel = %self.id, gateway = %self.gateway.info.url, error = %why, "gateway failure");
