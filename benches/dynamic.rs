@@ -63,7 +63,7 @@ async fn start(arm: &ArmKernels, sandbox: &dyn Sandbox) -> AnyKernel {
     let kernel = Kernel::start(arm.kernel.clone(), sandbox, options())
         .await
         .expect("a confined kernel starts");
-    AnyKernel::Local(kernel)
+    kernel.into_any()
 }
 
 fn slow_group<'a>(c: &'a mut Criterion) -> BenchmarkGroup<'a, criterion::measurement::WallTime> {

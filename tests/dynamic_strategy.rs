@@ -35,7 +35,7 @@ async fn kernel(arm: &ArmKernels) -> AnyKernel {
     let kernel = Kernel::start(arm.kernel.clone(), common::sandbox().as_ref(), options)
         .await
         .expect("slim kernel starts");
-    AnyKernel::Local(kernel)
+    kernel.into_any()
 }
 
 async fn run(packages: &Packages, kernel: &mut AnyKernel, code: &str) -> CellRun {

@@ -22,7 +22,7 @@
 #     start_new_kernel steps on the same image, unconfined, over ipc:// as
 #     retrace's kernels (jupyter_client_start.py)
 #  3. the same `retrace exec`, confined vs --unsafe-no-sandbox
-#  4. pool acquire: the criterion bench kernel/pool_acquire_warm (median)
+#  4. (was the warm pool's acquire; the pool is gone, the zygote superseded it)
 #  5. kill latency over the corpus's killed cases (`retrace sandbox check`),
 #     quiet and beside two CPU-bound processes, next to its physical floor:
 #     the host's exit work for 63 forks of the fat image's python, SIGKILLed
@@ -98,7 +98,7 @@ samples="$work/samples.txt" # lines: figure contender value
 # Lines `what reason...`: what could not be measured and why (the first
 # reason per `what` is the one printed). `what` is `all`, `roundtrip`,
 # `start_<contender>`, `kill_<condition>`, `killfloor_<condition>`,
-# `memory_<kind>`, `oracle_c<N>`, `pool_acquire` or `gateway`.
+# `memory_<kind>`, `oracle_c<N>` or `gateway`.
 failures="$work/failures.txt"
 : >"$failures"
 log() { echo "== $*" >&2; }
@@ -325,23 +325,6 @@ rounds_figures() {
     done
 }
 
-# --- figure 4: criterion, once, outside the rounds ---------------------------
-pool_figure() {
-    log "figure 4: cargo bench --bench kernel -- kernel/pool_acquire_warm\$ --noplot"
-    sample_load
-    local rc=0
-    # --noplot: criterion's plots need fonts a server may lack (it panics
-    # with FontUnavailable after measuring); only estimates.json is read.
-    cargo bench --quiet --bench kernel -- 'kernel/pool_acquire_warm$' --noplot >"$work/pool.txt" 2>&1 || rc=$?
-    if [ "$rc" -ne 0 ]; then
-        tail -20 "$work/pool.txt" >&2
-        fail pool_acquire "cargo bench --bench kernel exited $rc: $(last_line "$work/pool.txt")"
-    elif ! cp "$target/criterion/kernel/pool_acquire_warm/new/estimates.json" "$work/pool.json"; then
-        fail pool_acquire "no criterion estimates for kernel/pool_acquire_warm"
-    fi
-    sample_load
-}
-
 # --- figure 8 (optional): gateway.sh does its own interleaving -------------
 gateway_figure() {
     log "figure 8 (optional): gateway vs local kernels (gateway.sh ${gw_args[*]})"
@@ -359,7 +342,6 @@ gateway_figure() {
 if setup; then
     roundtrip_figure
     rounds_figures
-    pool_figure
     gateway_figure
 fi
 load_end="$(loadavg)"
@@ -488,25 +470,6 @@ def confined():
 
 
 figure("confined_start", "confined vs unconfined start (retrace exec, cold, p50)", "<= 1.20", confined)
-
-
-# 4. pool acquire
-def pool():
-    need("pool_acquire")
-    est = load("pool.json")
-    if est is None:
-        raise NotMeasured("no criterion estimates")
-    med_us = est["median"]["point_estimate"] / 1000.0
-    try:
-        c = pct(start_samples("cold"), 50)
-    except NotMeasured as e:
-        versus = f"n/a: ratio vs a cold fresh kernel not measured ({e})"
-    else:
-        versus = f"ratio vs a cold fresh kernel {c:.0f} ms = {med_us / 1000.0 / c:.5f}"
-    return f"{med_us:.1f} us", versus, None, dict(median_us=med_us)
-
-
-figure("pool_acquire", "pool acquire (criterion kernel/pool_acquire_warm, median)", "none in issue 14", pool)
 
 
 # 5. kill latency

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use clap::Args;
 use retrace::kernel::{
-    default_kernel_root, AnyKernel, ExecOptions, Executor, Kernel, KernelOptions, KernelSpec,
-    KernelStart, Outcome,
+    default_kernel_root, ExecOptions, Executor, Kernel, KernelOptions, KernelSpec, KernelStart,
+    Outcome,
 };
 use retrace::pyenv::{ImageName, ImageStore};
 
@@ -84,10 +84,10 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
                     super::limits::describe(&sandbox.info(), &args.limits.limits())
                 );
             }
-            let kernel = Kernel::start(spec, sandbox.as_ref(), options)
+            executor
+                .start(spec, options)
                 .await
-                .map_err(Failure::infra)?;
-            AnyKernel::Local(kernel)
+                .map_err(Failure::infra)?
         }
         Executor::Gateway(gateway) => {
             if !args.json {
@@ -96,7 +96,12 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
                     super::executor::describe(&executor).unwrap_or_default()
                 );
             }
-            AnyKernel::Gateway(gateway.start(&[], options).await.map_err(Failure::infra)?)
+            // No image: a gateway's kernels run the gateway's own.
+            gateway
+                .start(&[], options)
+                .await
+                .map(Kernel::into_any)
+                .map_err(Failure::infra)?
         }
     };
 
@@ -116,31 +121,27 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
     kernel.discard().await;
 
     if args.json {
-        let mut value = serde_json::to_value(&outcomes).map_err(Failure::infra)?;
         // Base64 copies of images are for vision models, not for terminals;
         // a path must open from where the command ran, not only from the
         // artifact directory.
-        if let Some(items) = value.as_array_mut() {
-            for item in items {
-                if let Some(arts) = item.get_mut("artifacts").and_then(|a| a.as_array_mut()) {
-                    for art in arts {
-                        if let Some(obj) = art.as_object_mut() {
-                            obj.remove("base64");
-                            if let Some(path) = obj.get("path").and_then(|p| p.as_str()) {
-                                let opens = args.artifacts.join(path);
-                                obj.insert(
-                                    "path".into(),
-                                    opens.to_string_lossy().into_owned().into(),
-                                );
-                            }
-                        }
-                    }
+        let shown: Vec<Outcome> = outcomes
+            .iter()
+            .cloned()
+            .map(|mut outcome| {
+                for artifact in &mut outcome.artifacts {
+                    artifact.base64 = None;
+                    artifact.path = args
+                        .artifacts
+                        .join(&artifact.path)
+                        .to_string_lossy()
+                        .into_owned();
                 }
-            }
-        }
+                outcome
+            })
+            .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&value).map_err(Failure::infra)?
+            serde_json::to_string_pretty(&shown).map_err(Failure::infra)?
         );
     }
     Ok(if outcomes.iter().all(Outcome::succeeded) {

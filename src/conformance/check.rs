@@ -36,7 +36,9 @@ use super::corpus::{Case, Category, Setup};
 use super::expectation::head;
 use super::Expectation;
 use crate::kernel::gateway::Gateway;
-use crate::kernel::{AnyKernel, ExecOptions, Executor, Kernel, KernelOptions, KernelSpec, Outcome};
+use crate::kernel::{
+    AnyKernel, ExecOptions, Executor, KernelOptions, KernelSpec, LocalBackend, Outcome,
+};
 use crate::report::junit::{render as render_junit, TestCase};
 use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits, Verdict};
 use crate::util::stats::percentile;
@@ -354,7 +356,7 @@ impl CaseResult {
     /// Records how the kernel started; a fallback is never overwritten.
     fn started(&mut self, kernel: &AnyKernel) {
         use crate::kernel::StartPath;
-        let Some(path) = kernel.as_local().map(Kernel::start_path) else {
+        let Some(path) = kernel.as_local().map(LocalBackend::start_path) else {
             self.start = Some("gateway".into());
             return;
         };

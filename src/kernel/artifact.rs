@@ -10,6 +10,7 @@ use base64::Engine;
 use super::outcome::Artifact;
 use super::KernelError;
 use crate::util::nofollow;
+use crate::util::IoContext;
 
 /// MIME types saved as artifacts, with their file extension.
 pub const IMAGE_TYPES: [(&str, &str); 2] = [("image/png", "png"), ("image/svg+xml", "svg")];
@@ -27,17 +28,19 @@ pub fn save(dir: &Path, stem: &str, mime: &str, payload: &str) -> Result<Artifac
         let compact: String = payload.chars().filter(|c| !c.is_whitespace()).collect();
         base64::engine::general_purpose::STANDARD
             .decode(compact)
-            .map_err(|e| KernelError::Protocol(format!("{mime} display is not base64: {e}")))?
+            .map_err(|source| KernelError::Base64 {
+                mime: mime.to_string(),
+                source,
+            })?
     };
-    fs::create_dir_all(dir)
-        .map_err(|e| KernelError::io(format!("creating artifact dir {}", dir.display()), e))?;
+    fs::create_dir_all(dir).at("creating artifact dir", dir)?;
     let name = format!("{stem}.{ext}");
     let path = dir.join(&name);
     // Replaced, not opened: a link with this name is never written through.
     nofollow::remove_entry(&path)
         .and_then(|()| nofollow::create_new(&path, 0o644))
         .and_then(|mut file| file.write_all(&bytes))
-        .map_err(|e| KernelError::io(format!("writing artifact {}", path.display()), e))?;
+        .at("writing artifact", &path)?;
     let base64 = match mime {
         "image/svg+xml" => base64::engine::general_purpose::STANDARD.encode(&bytes),
         _ => payload.chars().filter(|c| !c.is_whitespace()).collect(),

@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::wire_cap::{Oversize, Relay};
 use super::KernelError;
+use crate::util::IoContext;
 
 /// Oversize reports queued; more are dropped (one is enough to end a cell).
 const OVERSIZE_QUEUE: usize = 16;
@@ -119,10 +120,10 @@ impl Outbound for ZmqOutbound {
             Channel::Control => &mut self.control,
             _ => &mut self.shell,
         };
-        socket
-            .send(msg)
-            .await
-            .map_err(|e| KernelError::Protocol(format!("sending on {channel:?}: {e}")))
+        socket.send(msg).await.map_err(|source| KernelError::Wire {
+            what: format!("sending on {channel:?}"),
+            source,
+        })
     }
 }
 
@@ -235,12 +236,15 @@ impl Channels {
             let kernel = PathBuf::from(format!("{}-{port}", info.ip));
             let listen = PathBuf::from(format!("{}-{port}", relayed.ip));
             let relay = Relay::start(&listen, &kernel, wire.max_message, oversize_send.clone())
-                .map_err(|e| KernelError::io(format!("relaying {}", kernel.display()), e))?;
+                .at("relaying", &kernel)?;
             relays.push(relay);
         }
         let info = &relayed;
         let session = uuid::Uuid::new_v4().to_string();
-        let zmq = |e: jupyter_zmq_client::RuntimeError| KernelError::Protocol(e.to_string());
+        let zmq = |source| KernelError::Wire {
+            what: "connecting".into(),
+            source,
+        };
         let identity = peer_identity_for_session(&session).map_err(zmq)?;
         let mut iopub = create_client_iopub_connection(info, "", &session)
             .await

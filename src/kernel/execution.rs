@@ -15,10 +15,10 @@ use serde_json::{Map, Value};
 use super::artifact;
 use super::capture::{Capture, OutputCap, Stream};
 use super::client::{parent_id, Channels};
+use super::options::ExecOptions;
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
 };
-use super::session::ExecOptions;
 use super::KernelError;
 use crate::sandbox::{Flag, HarnessReason, Verdict};
 
@@ -373,7 +373,7 @@ impl Run {
                 Ok(a) => saved.push(a),
                 Err(e) => self
                     .capture
-                    .push_stream(Stream::Stderr, &format!("[retrace] {e}\n")),
+                    .push_stream(Stream::Stderr, &format!("[retrace] {}\n", e.full())),
             }
         }
         saved
@@ -383,7 +383,7 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::PROBE_COMM_TARGET;
-    use crate::kernel::launch::PROBE_SOURCE;
+    use crate::kernel::start::PROBE_SOURCE;
 
     #[test]
     fn the_kernel_side_answers_the_target_the_harness_asks_about() {

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::gateway::{Gateway, GatewayInfo, GatewayKernel};
-use super::{ExecOptions, Kernel, KernelBanner, KernelError, KernelOptions, KernelSpec, Outcome};
-use super::{StateQuery, StateView};
+use super::gateway::{Gateway, GatewayInfo};
+use super::{AnyKernel, Kernel, KernelError, KernelOptions, KernelSpec};
 use crate::sandbox::{Sandbox, SandboxError};
 
 /// Where a run's kernels run.
@@ -60,11 +59,11 @@ impl Executor {
         match self {
             Executor::Local(sandbox) => Kernel::start(spec, sandbox.as_ref(), options)
                 .await
-                .map(AnyKernel::Local),
+                .map(Kernel::into_any),
             Executor::Gateway(gateway) => gateway
                 .start(&spec.files, options)
                 .await
-                .map(AnyKernel::Gateway),
+                .map(Kernel::into_any),
         }
     }
 
@@ -82,96 +81,6 @@ impl Executor {
         match self {
             Executor::Local(_) => ExecutorInfo::Local,
             Executor::Gateway(gateway) => ExecutorInfo::Gateway(gateway.info().clone()),
-        }
-    }
-}
-
-/// A running kernel of either executor.
-pub enum AnyKernel {
-    Local(Kernel),
-    Gateway(GatewayKernel),
-}
-
-impl AnyKernel {
-    pub fn id(&self) -> &str {
-        match self {
-            AnyKernel::Local(k) => k.id(),
-            AnyKernel::Gateway(k) => k.id(),
-        }
-    }
-
-    pub fn banner(&self) -> &KernelBanner {
-        match self {
-            AnyKernel::Local(k) => k.banner(),
-            AnyKernel::Gateway(k) => k.banner(),
-        }
-    }
-
-    pub fn restarts(&self) -> u32 {
-        match self {
-            AnyKernel::Local(k) => k.restarts(),
-            AnyKernel::Gateway(k) => k.restarts(),
-        }
-    }
-
-    /// The local kernel, for what only it has (processes, its jail).
-    pub fn as_local(&self) -> Option<&Kernel> {
-        match self {
-            AnyKernel::Local(k) => Some(k),
-            AnyKernel::Gateway(_) => None,
-        }
-    }
-
-    pub async fn execute(&mut self, code: &str, exec: &ExecOptions) -> Outcome {
-        match self {
-            AnyKernel::Local(k) => k.execute(code, exec).await,
-            AnyKernel::Gateway(k) => k.execute(code, exec).await,
-        }
-    }
-
-    pub async fn inspect_state(&mut self, query: &StateQuery) -> Result<StateView, KernelError> {
-        match self {
-            AnyKernel::Local(k) => k.inspect_state(query).await,
-            AnyKernel::Gateway(k) => k.inspect_state(query).await,
-        }
-    }
-
-    /// Local kernels only: a gateway's kernels cannot see this machine's
-    /// package store.
-    pub async fn add_import_paths(&mut self, dirs: &[PathBuf]) -> Result<(), KernelError> {
-        match self {
-            AnyKernel::Local(k) => k.add_import_paths(dirs).await,
-            AnyKernel::Gateway(_) => Err(KernelError::Gateway(
-                "a gateway's kernels cannot import from this machine's package store".into(),
-            )),
-        }
-    }
-
-    pub async fn interrupt(&mut self) -> Result<(), KernelError> {
-        match self {
-            AnyKernel::Local(k) => k.interrupt().await,
-            AnyKernel::Gateway(k) => k.interrupt().await,
-        }
-    }
-
-    pub async fn restart(&mut self) -> Result<(), KernelError> {
-        match self {
-            AnyKernel::Local(k) => k.restart().await,
-            AnyKernel::Gateway(k) => k.restart().await,
-        }
-    }
-
-    pub async fn shutdown(self) {
-        match self {
-            AnyKernel::Local(k) => k.shutdown().await,
-            AnyKernel::Gateway(k) => k.shutdown().await,
-        }
-    }
-
-    pub async fn discard(self) {
-        match self {
-            AnyKernel::Local(k) => k.discard().await,
-            AnyKernel::Gateway(k) => k.discard().await,
         }
     }
 }

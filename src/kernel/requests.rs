@@ -12,8 +12,8 @@ use tokio::time::sleep_until;
 
 use super::client::{parent_id, Channels};
 use super::execution::ANSWER_KEY;
-use super::launch::{PROBE_FILE, PROBE_SOURCE};
-use super::session::KernelBanner;
+use super::options::KernelBanner;
+use super::start::{PROBE_FILE, PROBE_SOURCE};
 use super::state::{StateQuery, StateView};
 use super::KernelError;
 
@@ -141,8 +141,10 @@ pub(super) async fn inspect(
     channels: &mut Channels,
     query: &StateQuery,
 ) -> Result<Option<StateView>, KernelError> {
-    let body = serde_json::to_string(query)
-        .map_err(|e| KernelError::Protocol(format!("state query: {e}")))?;
+    let body = serde_json::to_string(query).map_err(|source| KernelError::Encode {
+        what: "the state query",
+        source,
+    })?;
     let expression = format!("__retrace_inspect__('{}')", hex::encode(body));
     let expressions = HashMap::from([(ANSWER_KEY.to_string(), expression)]);
     let Some(reply) = silent_request(channels, "", Some(expressions), query.timeout).await? else {

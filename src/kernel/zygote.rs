@@ -2,9 +2,9 @@
 //! that has already imported the image's libraries (the pattern of
 //! Android's zygote and of the fork servers of sandboxed judges).
 //!
-//! Opt-in (`KernelOptions::start`, `--kernel-start zygote`,
-//! `RETRACE_KERNEL_START`); `cold` stays the default until the whole corpus
-//! passes on zygote kernels in CI.
+//! The default (`KernelOptions::start`, `--kernel-start`,
+//! `RETRACE_KERNEL_START`); `cold` is asked for by name, and is what an
+//! unconfined kernel or a zygote that cannot serve falls back to.
 //!
 //! ```text
 //! harness ──JSON lines──► zygote (root, host namespaces, own cgroup;
@@ -110,7 +110,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::launch::{copy_dir, launch_command, KernelSpec, PROBE_FILE, PROBE_SOURCE};
+use super::start::{copy_dir, launch_command, KernelSpec, PROBE_FILE, PROBE_SOURCE};
 use crate::sandbox::{ForkPlan, KernelCgroup, KernelLayout, Sandbox};
 
 /// The zygote's program (`python -c`).
@@ -443,25 +443,71 @@ impl Running {
     }
 }
 
-// pre_exec (between fork and exec) is unsafe by nature; the block says why it is sound.
-#[allow(unsafe_code)]
+/// Starts the image's zygote and waits until it has imported the image's
+/// libraries and says it is ready.
 fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteError> {
     let image = &spec.image.dir;
     let id = format!("z{}", &uuid::Uuid::new_v4().simple().to_string()[..11]);
     let home = spec.root.join(&id);
+    let launch = prepare_home(spec, &id, &home)?;
+    let group = match sandbox.helper_group(&id) {
+        Ok(group) => group,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&home);
+            return Err(failed(image, format!("its cgroup: {e}")));
+        }
+    };
+    let mut child = match spawn(image, &launch, &home, group.as_ref()) {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(group) = &group {
+                let _ = group.remove();
+            }
+            let _ = fs::remove_dir_all(&home);
+            return Err(e);
+        }
+    };
+    let stderr = Arc::new(Mutex::new(VecDeque::new()));
+    if let Some(pipe) = child.stderr.take() {
+        let tail = stderr.clone();
+        std::thread::spawn(move || keep_tail(pipe, tail));
+    }
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(failed(image, "no pipes"));
+    };
+    let running = Running {
+        child,
+        stdin,
+        stdout: BufReader::new(stdout),
+        group,
+        home,
+        stderr,
+        ready: None,
+    };
+    await_ready(image, running)
+}
+
+/// The zygote's own HOME (the image's matplotlib cache, retrace's probe)
+/// and the command line of the kernels it forks.
+fn prepare_home(
+    spec: &KernelSpec,
+    id: &str,
+    home: &Path,
+) -> Result<crate::sandbox::LaunchCommand, ZygoteError> {
+    let image = &spec.image.dir;
     let io = |what: &str, e: std::io::Error| failed(image, format!("{what}: {e}"));
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(&home)
+        .create(home)
         .map_err(|e| io(&format!("creating {}", home.display()), e))?;
     // The kernel's environment with the zygote's own HOME: matplotlib
     // finds the image's font cache there and never rebuilds it.
     let layout = KernelLayout {
-        id: id.clone(),
-        runtime_dir: home.clone(),
-        work_dir: home.clone(),
-        home_dir: home.clone(),
+        id: id.to_string(),
+        runtime_dir: home.to_path_buf(),
+        work_dir: home.to_path_buf(),
+        home_dir: home.to_path_buf(),
     };
     if let Some(cache) = spec.image.mpl_cache() {
         copy_dir(&cache, &home.join(".mplconfig")).map_err(|e| failed(image, e.to_string()))?;
@@ -475,17 +521,23 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
         threads: 1,
         ..spec.clone()
     };
-    let launch = launch_command(&single, &layout, Path::new("/dev/null"));
-    let group = match sandbox.helper_group(&id) {
-        Ok(group) => group,
-        Err(e) => {
-            let _ = fs::remove_dir_all(&home);
-            return Err(failed(image, format!("its cgroup: {e}")));
-        }
-    };
+    Ok(launch_command(&single, &layout, Path::new("/dev/null")))
+}
+
+/// Spawns the zygote's interpreter inside its own cgroup (`group`),
+/// joined between fork and exec.
+// pre_exec (between fork and exec) is unsafe by nature; the block says why it is sound.
+#[allow(unsafe_code)]
+fn spawn(
+    image: &Path,
+    launch: &crate::sandbox::LaunchCommand,
+    home: &Path,
+    group: Option<&KernelCgroup>,
+) -> Result<Child, ZygoteError> {
+    let io = |what: &str, e: std::io::Error| failed(image, format!("{what}: {e}"));
     let procs: Vec<fs::File> = group
         .iter()
-        .flat_map(KernelCgroup::procs_files)
+        .flat_map(|g| g.procs_files())
         .map(|p| fs::OpenOptions::new().write(true).open(&p))
         .collect::<Result<_, _>>()
         .map_err(|e| io("opening its cgroup", e))?;
@@ -497,7 +549,7 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
         .args(&launch.args)
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&home)
+        .current_dir(home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -513,33 +565,13 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
             Ok(())
         });
     }
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            if let Some(group) = &group {
-                let _ = group.remove();
-            }
-            let _ = fs::remove_dir_all(&home);
-            return Err(io(&format!("starting {}", launch.program.display()), e));
-        }
-    };
-    let stderr = Arc::new(Mutex::new(VecDeque::new()));
-    if let Some(pipe) = child.stderr.take() {
-        let tail = stderr.clone();
-        std::thread::spawn(move || keep_tail(pipe, tail));
-    }
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(failed(image, "no pipes"));
-    };
-    let mut running = Running {
-        child,
-        stdin,
-        stdout: BufReader::new(stdout),
-        group,
-        home,
-        stderr,
-        ready: None,
-    };
+    cmd.spawn()
+        .map_err(|e| io(&format!("starting {}", launch.program.display()), e))
+}
+
+/// Waits for the zygote's `ready` line; a zygote with more than one thread
+/// after its imports cannot fork kernels.
+fn await_ready(image: &Path, mut running: Running) -> Result<Running, ZygoteError> {
     let started = Instant::now();
     let ready = read_line(&mut running.stdout, START_TIMEOUT)
         .and_then(|t| serde_json::from_str::<Ready>(&t).map_err(|e| format!("{t:?}: {e}")));

@@ -1,6 +1,8 @@
-//! One kernel on a gateway: the session a local [`Kernel`](super::super::Kernel)
-//! is, with the gateway's REST API where a local kernel has its process and
-//! jail (interrupt, restart, delete, the kernel's status).
+//! The gateway backend: one kernel on a gateway, with the gateway's REST
+//! API where a local kernel has its process and jail (interrupt, restart,
+//! delete, the kernel's status) and its websocket where a local kernel has
+//! ZMQ. Its death is learned from the server's status messages; its stop
+//! is a restart through the gateway (no kill latency to report).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,18 +12,18 @@ use base64::Engine;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::time::sleep_until;
 
-use super::super::client::{is_server_status, parent_id, Channels};
-use super::super::execution::{deadline_after, ms, send_cell, Deadline, Run, Sent};
+use super::super::backend::{Backend, Baseline, Ending, Failure, Stopped};
+use super::super::client::{is_server_status, Channels};
+use super::super::execution::ms;
+use super::super::options::{KernelBanner, KernelOptions};
 use super::super::outcome::{Enforcement, Outcome};
-use super::super::requests::{handshake, inspect, install_probe, probe_inline, silent_ok};
-use super::super::session::{ExecOptions, KernelBanner, KernelOptions};
-use super::super::state::{StateQuery, StateView};
+use super::super::requests::{handshake, install_probe, probe_inline, silent_ok};
 use super::super::KernelError;
 use super::socket;
 use super::Gateway;
-use crate::sandbox::{classify, Counters, Evidence, ExitInfo, HarnessReason, Verdict};
+use crate::sandbox::{Counters, Evidence, ExitInfo, Verdict};
+use crate::util::IoContext;
 
 /// Bytes of a task file per setup request (base64 in the cell).
 const FILE_CHUNK: usize = 512 * 1024;
@@ -50,7 +52,7 @@ const CLEANUP_CELL: &str =
     "(lambda os, s: (lambda d: (os.chdir('/'), s.rmtree(d, True)))(os.getcwd()))\
      (__import__('os'), __import__('shutil'))";
 
-pub struct GatewayKernel {
+pub struct GatewayBackend {
     gateway: Arc<Gateway>,
     /// The gateway's id of the kernel.
     id: String,
@@ -61,7 +63,6 @@ pub struct GatewayKernel {
     banner: KernelBanner,
     options: KernelOptions,
     files: Vec<PathBuf>,
-    artifact_seq: u32,
     restarts: u32,
     /// The kernel's process was replaced (it died, it was restarted):
     /// retrace's setup must run in the new one before the next cell.
@@ -70,31 +71,18 @@ pub struct GatewayKernel {
     _slot: OwnedSemaphorePermit,
 }
 
-/// How collecting an execution's messages ended.
-#[derive(Debug, Default)]
-struct Ending {
-    /// The gateway said the kernel is restarting or dead.
-    died: bool,
-    /// The cell outlived its interrupt: the kernel is to be restarted.
-    restart_needed: bool,
-    /// The websocket went and did not come back: why.
-    lost: Option<String>,
-    /// The server dropped output past its IOPub rate limit.
-    rate_limited: bool,
-}
-
-impl GatewayKernel {
+impl GatewayBackend {
     pub(super) async fn start(
         gateway: Arc<Gateway>,
         files: &[PathBuf],
         options: KernelOptions,
-    ) -> Result<GatewayKernel, KernelError> {
+    ) -> Result<GatewayBackend, KernelError> {
         let slot = gateway
             .slots
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| KernelError::Gateway("the gateway is closed".into()))?;
+            .map_err(|_| KernelError::GatewayClosed)?;
         let started = Instant::now();
         let id = create(&gateway, &options).await?;
         let created = started.elapsed();
@@ -123,13 +111,14 @@ impl GatewayKernel {
             }
             Err(_) => {
                 delete(&gateway, &id).await;
-                return Err(KernelError::Gateway(format!(
-                    "kernel {id} on {} did not answer within {timeout:?}",
-                    gateway.info.url
-                )));
+                return Err(KernelError::GatewayTimeout {
+                    url: gateway.info.url.clone(),
+                    id,
+                    waited: timeout,
+                });
             }
         };
-        let mut kernel = GatewayKernel {
+        let mut kernel = GatewayBackend {
             gateway,
             id,
             session,
@@ -137,14 +126,13 @@ impl GatewayKernel {
             banner,
             options,
             files: files.to_vec(),
-            artifact_seq: 0,
             restarts: 0,
             needs_setup: true,
             closed: false,
             _slot: slot,
         };
         if let Err(e) = kernel.setup().await {
-            kernel.discard().await;
+            kernel.close_within(Duration::from_millis(500)).await;
             return Err(e);
         }
         tracing::info!(
@@ -154,19 +142,6 @@ impl GatewayKernel {
             "gateway kernel started"
         );
         Ok(kernel)
-    }
-
-    /// The gateway's id of this kernel.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub fn banner(&self) -> &KernelBanner {
-        &self.banner
-    }
-
-    pub fn restarts(&self) -> u32 {
-        self.restarts
     }
 
     /// A private working directory, the task's files in it, retrace's probe.
@@ -187,161 +162,6 @@ impl GatewayKernel {
         Ok(())
     }
 
-    /// Runs one cell. Never fails: a lost gateway is an outcome whose
-    /// `infra_error` says so.
-    pub async fn execute(&mut self, code: &str, exec: &ExecOptions) -> Outcome {
-        let started = Instant::now();
-        let lost_before = match self.ready().await {
-            Ok(lost) => lost,
-            Err(e) => return self.infra(format!("the kernel is not usable: {e}")),
-        };
-        let mut sent =
-            match send_cell(&mut self.channels, code, self.options.verify_completion).await {
-                Ok(sent) => sent,
-                Err(e) => return self.infra(e.to_string()),
-            };
-        let mut run = Run::new(self.options.output_cap);
-        let mut ending = self.collect(&mut run, &mut sent, exec.timeout).await;
-        if let Some(why) = ending.lost.take() {
-            // The kernel may still be there; the next cell finds out.
-            return self.infra(format!(
-                "the websocket to kernel {} dropped mid-execution and did not come back: {why}",
-                self.id
-            ));
-        }
-        if run.ask_exit && !ending.died {
-            // `quit()`: the process ends after its reply; the gateway says
-            // so when its restarter notices.
-            ending.died = self.wait_for_server_status(QUIT_SETTLE).await;
-            if !ending.died {
-                ending.restart_needed = true;
-            }
-        }
-        if !ending.died && !ending.restart_needed {
-            run.settle_error();
-        }
-        let mut evidence = Evidence {
-            harness_reason: run.reason,
-            truncated: run.capture.truncation().truncated || ending.rate_limited,
-            reply_error: run
-                .error
-                .as_ref()
-                .map(|e| (e.ename.clone(), e.evalue.clone())),
-            killed_by_harness: ending.restart_needed && !run.ask_exit,
-            ..Evidence::default()
-        };
-        let mut restart_error = None;
-        if ending.died || run.ask_exit {
-            evidence.exit = Some(ExitInfo {
-                code: None,
-                signal: None,
-                signal_name: None,
-            });
-        }
-        if ending.died {
-            if self.oom_reported().await {
-                evidence.delta = Counters {
-                    oom_kills: 1,
-                    ..Counters::default()
-                };
-            }
-            self.needs_setup = true;
-        } else if ending.restart_needed {
-            restart_error = self.restart().await.err().map(|e| e.to_string());
-        }
-        let state_lost = lost_before || ending.died || ending.restart_needed;
-        let classification = classify(&evidence);
-        let mut flags = classification.flags;
-        if lost_before {
-            flags.push(crate::sandbox::Flag::Restarted);
-        }
-        let mut outcome = run.into_outcome(
-            exec,
-            &mut self.artifact_seq,
-            classification.verdict,
-            flags,
-            started,
-        );
-        if let Some(message) = restart_error {
-            outcome.error.get_or_insert(super::super::ErrorInfo {
-                ename: "KernelRestartFailed".into(),
-                evalue: message,
-                traceback: Vec::new(),
-            });
-        }
-        outcome.truncated |= evidence.truncated;
-        outcome.truncation.truncated = outcome.truncated;
-        outcome.exit = evidence.exit;
-        outcome.state_lost = state_lost;
-        outcome.fired = classification.fired;
-        outcome.suggested = classification.suggested;
-        outcome.enforcement = Some(Enforcement::gateway());
-        outcome
-    }
-
-    /// Collects the cell's messages until its reply, its idle and the
-    /// probe's reply are in. The wall time and the output cap interrupt the
-    /// cell (through the gateway); a cell still running `interrupt_grace`
-    /// later is ended by a restart. A dropped websocket is reopened.
-    async fn collect(&mut self, run: &mut Run, sent: &mut Sent, timeout: Duration) -> Ending {
-        let mut deadline = Deadline {
-            at: deadline_after(timeout),
-            interrupted: false,
-        };
-        let mut ending = Ending::default();
-        while !sent.complete(run) {
-            let mut dropped = false;
-            tokio::select! {
-                biased;
-                _ = sleep_until(deadline.at) => {
-                    if deadline.interrupted {
-                        tracing::info!(kernel = %self.id, "the cell outlived its interrupt; restarting the kernel");
-                        ending.restart_needed = true;
-                        break;
-                    }
-                    run.reason.get_or_insert(HarnessReason::TimeoutWall);
-                    self.interrupt_for_limit(&mut deadline).await;
-                }
-                msg = self.channels.iopub_rx.recv() => match msg {
-                    Some(msg) if parent_id(&msg) == Some(sent.msg_id.as_str()) => {
-                        ending.rate_limited |= rate_limit_notice(&msg);
-                        run.on_iopub(msg);
-                        if run.kernel_gone {
-                            ending.died = true;
-                            break;
-                        }
-                    }
-                    Some(msg) if is_server_status(&msg) => {
-                        ending.died = true;
-                        break;
-                    }
-                    Some(_) => {}
-                    None => dropped = true,
-                },
-                msg = self.channels.shell_rx.recv() => match msg {
-                    Some(msg) => sent.on_shell(run, msg),
-                    None => dropped = true,
-                },
-            }
-            if dropped {
-                let mut requests = vec![sent.msg_id.as_str()];
-                requests.extend(sent.probe_id.as_deref());
-                if let Err(e) = self.reconnect(&sent.msg_id, &requests).await {
-                    ending.lost = Some(e.to_string());
-                    break;
-                }
-            }
-            // Output the server dropped went past the output it lets
-            // through: the same limit as retrace's own cap.
-            if (run.capture.exceeded() || ending.rate_limited) && run.reason.is_none() {
-                run.reason = Some(HarnessReason::OutputLimit);
-                self.interrupt_for_limit(&mut deadline).await;
-            }
-        }
-        self.channels.unwatch_iopub();
-        ending
-    }
-
     /// Waits up to `wait` for the server's word that the kernel's process
     /// is restarting or dead.
     async fn wait_for_server_status(&mut self, wait: Duration) -> bool {
@@ -355,17 +175,6 @@ impl GatewayKernel {
             false
         };
         tokio::time::timeout(wait, seen).await.unwrap_or(false)
-    }
-
-    /// A limit was hit: interrupt through the gateway and give the cell
-    /// `interrupt_grace` to stop.
-    async fn interrupt_for_limit(&mut self, deadline: &mut Deadline) {
-        tracing::info!(kernel = %self.id, "limit reached; interrupting the cell");
-        deadline.interrupted = true;
-        deadline.at = tokio::time::Instant::now() + self.options.interrupt_grace;
-        if let Err(e) = self.interrupt().await {
-            tracing::warn!(kernel = %self.id, error = %e, "the gateway did not take the interrupt");
-        }
     }
 
     /// Reopens the websocket with the same session, watching what the lost
@@ -399,7 +208,7 @@ impl GatewayKernel {
     /// Before a cell: a kernel whose process was replaced gets retrace's
     /// setup again, a kernel the gateway lost is replaced by a new one, a
     /// dropped websocket is reopened. `Ok(true)` when the state was lost.
-    async fn ready(&mut self) -> Result<bool, KernelError> {
+    async fn make_ready(&mut self) -> Result<bool, KernelError> {
         if !self.needs_setup && self.channels.is_open() {
             return Ok(false);
         }
@@ -414,7 +223,7 @@ impl GatewayKernel {
             return Ok(true);
         }
         if known.body.get("execution_state").and_then(Value::as_str) == Some("dead") {
-            self.restart().await?;
+            self.rest_restart().await?;
             return Ok(true);
         }
         if !self.channels.is_open() {
@@ -432,11 +241,10 @@ impl GatewayKernel {
     async fn revive(&mut self) -> Result<(), KernelError> {
         let banner = tokio::time::timeout(REVIVE_TIMEOUT, handshake(&mut self.channels))
             .await
-            .map_err(|_| {
-                KernelError::Gateway(format!(
-                    "kernel {} did not answer within {REVIVE_TIMEOUT:?} after its restart",
-                    self.id
-                ))
+            .map_err(|_| KernelError::GatewayTimeout {
+                id: self.id.clone(),
+                url: self.gateway.info.url.clone(),
+                waited: REVIVE_TIMEOUT,
             })??;
         self.banner = banner;
         self.needs_setup = true;
@@ -472,25 +280,8 @@ impl GatewayKernel {
         }
     }
 
-    /// A compact view of the state the last failure involved (see
-    /// [`Kernel::inspect_state`](super::super::Kernel::inspect_state)).
-    pub async fn inspect_state(&mut self, query: &StateQuery) -> Result<StateView, KernelError> {
-        if self.needs_setup || !self.channels.is_open() {
-            return Err(KernelError::Protocol(
-                "the kernel was replaced; there is no state to inspect".into(),
-            ));
-        }
-        match inspect(&mut self.channels, query).await? {
-            Some(view) => Ok(view),
-            None => {
-                let _ = self.interrupt().await;
-                Err(KernelError::StateTimeout(query.timeout))
-            }
-        }
-    }
-
     /// Asks the gateway to interrupt the running execution.
-    pub async fn interrupt(&mut self) -> Result<(), KernelError> {
+    async fn rest_interrupt(&mut self) -> Result<(), KernelError> {
         let path = format!("{}/interrupt", kernel_path(&self.id));
         self.gateway
             .rest
@@ -501,7 +292,7 @@ impl GatewayKernel {
 
     /// Restarts the kernel through the gateway (its variables are lost),
     /// then sets the new process up as at the start.
-    pub async fn restart(&mut self) -> Result<(), KernelError> {
+    async fn rest_restart(&mut self) -> Result<(), KernelError> {
         tracing::info!(kernel = %self.id, restarts = self.restarts, "restarting the gateway kernel");
         let path = format!("{}/restart", kernel_path(&self.id));
         let answer = self
@@ -520,17 +311,9 @@ impl GatewayKernel {
         self.revive().await
     }
 
-    /// Removes the kernel's working directory, then deletes the kernel.
-    pub async fn shutdown(mut self) {
-        self.close(Duration::from_secs(5)).await;
-    }
-
-    /// As `shutdown`, giving the clean-up only a moment.
-    pub async fn discard(mut self) {
-        self.close(Duration::from_millis(500)).await;
-    }
-
-    async fn close(&mut self, cleanup: Duration) {
+    /// Removes the kernel's working directory (given `cleanup` to do so),
+    /// then deletes the kernel.
+    async fn close_within(&mut self, cleanup: Duration) {
         if self.closed {
             return;
         }
@@ -540,9 +323,45 @@ impl GatewayKernel {
         }
         delete(&self.gateway, &self.id).await;
     }
+}
 
-    /// The outcome of an execution the infrastructure lost.
-    fn infra(&self, why: String) -> Outcome {
+#[async_trait::async_trait]
+impl Backend for GatewayBackend {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn banner(&self) -> &KernelBanner {
+        &self.banner
+    }
+
+    fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    fn options(&self) -> &KernelOptions {
+        &self.options
+    }
+
+    fn channels(&mut self) -> &mut Channels {
+        &mut self.channels
+    }
+
+    async fn ready(&mut self) -> Result<bool, KernelError> {
+        self.make_ready().await
+    }
+
+    /// An execution the infrastructure lost: `infra_error` says so.
+    fn not_run(&self, failure: Failure) -> Outcome {
+        let why = match failure {
+            Failure::NotReady(e) => format!("the kernel is not usable: {}", e.full()),
+            Failure::NotSent(e) => e.full(),
+            Failure::Dropped(e) => format!(
+                "the websocket to kernel {} dropped mid-execution and did not come back: {}",
+                self.id,
+                e.full()
+            ),
+        };
         tracing::warn!(kernel = %self.id, gateway = %self.gateway.info.url, error = %why, "gateway failure");
         let mut outcome = Outcome::not_run(Verdict::InternalError, "GatewayError", why.clone());
         outcome.infra_error = Some(why);
@@ -550,9 +369,104 @@ impl GatewayKernel {
         outcome.enforcement = Some(Enforcement::gateway());
         outcome
     }
+
+    /// A status saying the kernel is going: the gateway replaces its
+    /// process itself.
+    fn announced_end(&self, ending: &mut Ending) {
+        ending.died = true;
+    }
+
+    /// The server's notice that it dropped output past its rate limit.
+    fn output_dropped(&self, msg: &jupyter_protocol::JupyterMessage) -> bool {
+        rate_limit_notice(msg)
+    }
+
+    async fn interrupt(&mut self) -> Result<(), KernelError> {
+        self.rest_interrupt().await
+    }
+
+    /// The websocket dropped: reopened with the same session, watching
+    /// what the lost one watched.
+    async fn reopen(&mut self, watched: &str, requests: &[&str]) -> Result<bool, KernelError> {
+        self.reconnect(watched, requests).await.map(|()| true)
+    }
+
+    /// `quit()`: the process ends after its reply; the gateway says so
+    /// when its restarter notices.
+    async fn requested_exit(&mut self) -> bool {
+        self.wait_for_server_status(QUIT_SETTLE).await
+    }
+
+    /// A restart through the gateway.
+    async fn stop(&mut self, _decided: Option<Instant>) -> Stopped {
+        Stopped {
+            report: None,
+            error: self.rest_restart().await.err(),
+        }
+    }
+
+    /// The gateway tells no exit status: only that the process ended.
+    fn exit(&self, asked_exit: bool, ending: &Ending) -> Option<ExitInfo> {
+        (ending.died || asked_exit).then_some(ExitInfo {
+            code: None,
+            signal: None,
+            signal_name: None,
+        })
+    }
+
+    async fn evidence_after(
+        &mut self,
+        evidence: &mut Evidence,
+        _since: &Baseline,
+        ending: &Ending,
+    ) {
+        if ending.died && self.oom_reported().await {
+            evidence.delta = Counters {
+                oom_kills: 1,
+                ..Counters::default()
+            };
+        }
+    }
+
+    /// The gateway replaced a dead kernel's process itself: retrace's
+    /// setup runs in the new one before the next cell.
+    async fn replace_after_loss(&mut self, ending: &Ending) -> Option<KernelError> {
+        if ending.died {
+            self.needs_setup = true;
+        }
+        None
+    }
+
+    fn enforcement(&self) -> Enforcement {
+        Enforcement::gateway()
+    }
+
+    fn inspectable(&self) -> Result<(), KernelError> {
+        if self.needs_setup || !self.channels.is_open() {
+            return Err(KernelError::Protocol(
+                "the kernel was replaced; there is no state to inspect".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn restart(&mut self) -> Result<(), KernelError> {
+        self.rest_restart().await
+    }
+
+    /// `polite` gives the clean-up of the working directory 5 s, else a
+    /// moment.
+    async fn close(&mut self, polite: bool) {
+        let cleanup = if polite {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_millis(500)
+        };
+        self.close_within(cleanup).await;
+    }
 }
 
-impl Drop for GatewayKernel {
+impl Drop for GatewayBackend {
     fn drop(&mut self) {
         if self.closed {
             return;
@@ -638,11 +552,11 @@ async fn delete(gateway: &Gateway, id: &str) {
 /// Writes `file` into the kernel's working directory under its own name,
 /// in chunks a cell can carry.
 async fn upload(channels: &mut Channels, file: &std::path::Path) -> Result<(), KernelError> {
-    let name = file.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
-        KernelError::Launch(format!("task file {} has no usable name", file.display()))
-    })?;
-    let bytes = std::fs::read(file)
-        .map_err(|e| KernelError::io(format!("reading task file {}", file.display()), e))?;
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| KernelError::TaskFileName(file.to_path_buf()))?;
+    let bytes = std::fs::read(file).at("reading task file", file)?;
     let name = serde_json::to_string(name).unwrap_or_default();
     let what = format!("copying {} to the kernel", file.display());
     if bytes.is_empty() {

@@ -21,9 +21,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-pub use kernel::GatewayKernel;
+pub use kernel::GatewayBackend;
 
-use super::{KernelError, KernelOptions};
+use super::{Kernel, KernelError, KernelOptions};
+
+/// A kernel on a gateway.
+pub type GatewayKernel = Kernel<GatewayBackend>;
 use rest::Rest;
 
 /// Where the gateway is and how to use it.
@@ -169,7 +172,9 @@ impl Gateway {
         files: &[PathBuf],
         options: KernelOptions,
     ) -> Result<GatewayKernel, KernelError> {
-        GatewayKernel::start(self.clone(), files, options).await
+        GatewayBackend::start(self.clone(), files, options)
+            .await
+            .map(Kernel::new)
     }
 }
 

@@ -45,7 +45,10 @@ impl Rest {
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .build()
-            .map_err(|e| KernelError::Gateway(format!("HTTP client: {e}")))?;
+            .map_err(|source| KernelError::Http {
+                what: "HTTP client".into(),
+                source,
+            })?;
         Ok(Rest {
             http,
             base: url.trim_end_matches('/').to_string(),

@@ -30,14 +30,19 @@ struct SocketOutbound {
 impl Outbound for SocketOutbound {
     async fn send(&mut self, channel: Channel, mut msg: JupyterMessage) -> Result<(), KernelError> {
         msg.channel = Some(channel);
-        let text = serde_json::to_string(&msg)
-            .map_err(|e| KernelError::Protocol(format!("encoding a message: {e}")))?;
+        let text = serde_json::to_string(&msg).map_err(|source| KernelError::Encode {
+            what: "a message",
+            source,
+        })?;
         // The answers to this request are to be ACKed at once (see [`ack_switch`]).
         quick_ack(&self.quickack);
         self.sink
             .send(Message::text(text))
             .await
-            .map_err(|e| KernelError::Gateway(format!("sending on the kernel's websocket: {e}")))
+            .map_err(|e| KernelError::Websocket {
+                what: "sending on the kernel's websocket".into(),
+                source: Box::new(e),
+            })
     }
 }
 
@@ -56,7 +61,10 @@ pub(super) async fn connect(
     let mut request = url
         .as_str()
         .into_client_request()
-        .map_err(|e| KernelError::Gateway(format!("websocket {url}: {e}")))?;
+        .map_err(|e| KernelError::Websocket {
+            what: format!("websocket {url}"),
+            source: Box::new(e),
+        })?;
     if let Some(token) = rest.token() {
         let value = format!("token {token}").parse().map_err(|_| {
             KernelError::Gateway("the gateway token is not a valid header value".into())
@@ -68,7 +76,10 @@ pub(super) async fn connect(
         .max_frame_size(Some(max_message));
     let (socket, _) = tokio_tungstenite::connect_async_with_config(request, Some(config), true)
         .await
-        .map_err(|e| KernelError::Gateway(format!("websocket {url}: {e}")))?;
+        .map_err(|e| KernelError::Websocket {
+            what: format!("websocket {url}"),
+            source: Box::new(e),
+        })?;
     let quickack = ack_switch(&socket);
     let (sink, mut stream) = socket.split();
     let outbound = SocketOutbound {

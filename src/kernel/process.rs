@@ -1,249 +1,22 @@
-//! Starting an ipykernel process: its directories, its connection file with
-//! `ipc://` sockets and a random key, a clean environment, and the drain of
-//! its own stdout/stderr (a full pipe would block the kernel).
+//! A running kernel process: spawned cold through its jail or adopted from
+//! a zygote's fork, watched for its exit, its own stdout/stderr drained (a
+//! full pipe would block the kernel) with the last lines kept.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use jupyter_protocol::connection_info::{ConnectionInfo, Transport};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
-use walkdir::WalkDir;
 
 use super::KernelError;
-use crate::pyenv::Image;
 use crate::sandbox::{ExitInfo, Jail, KernelLayout, LaunchCommand};
-use crate::util::nofollow;
+use crate::util::IoContext;
 
 /// How many lines of the kernel's own stderr are kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
 /// How much of each such line is kept.
 const STDERR_LINE_BYTES: usize = 2000;
-
-/// Everything needed to start kernels of one image.
-#[derive(Debug, Clone)]
-pub struct KernelSpec {
-    pub image: Image,
-    /// Parent of the per-kernel directories.
-    pub root: PathBuf,
-    /// BLAS/OpenMP thread count, capped to the CPU limit.
-    pub threads: u32,
-    /// Files copied into each kernel's working directory.
-    pub files: Vec<PathBuf>,
-    /// Directories the kernel may read besides its image (the package
-    /// store of the `dynamic` strategy).
-    pub ro_binds: Vec<PathBuf>,
-}
-
-impl KernelSpec {
-    pub fn new(image: Image, root: PathBuf) -> Self {
-        Self {
-            image,
-            root,
-            threads: 1,
-            files: Vec::new(),
-            ro_binds: Vec::new(),
-        }
-    }
-}
-
-/// The default parent of per-kernel directories. Short, because a unix
-/// socket path must fit in 108 bytes.
-pub fn default_kernel_root() -> PathBuf {
-    std::env::temp_dir().join(format!("retrace-{}", nix::unistd::getuid()))
-}
-
-fn mkdir_private(path: &Path) -> Result<(), KernelError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|e| KernelError::io(format!("creating {}", path.display()), e))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
-        .map_err(|e| KernelError::io(format!("chmod {}", path.display()), e))
-}
-
-/// Creates the directories of one kernel.
-pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, KernelError> {
-    // The root is shared by all kernels and must be reachable (x) by the
-    // kernel user of a confined kernel, but not listable.
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o711)
-        .create(&spec.root)
-        .map_err(|e| KernelError::io(format!("creating {}", spec.root.display()), e))?;
-    let base = spec.root.join(id);
-    let layout = KernelLayout {
-        id: id.to_string(),
-        runtime_dir: base.join("rt"),
-        work_dir: base.join("work"),
-        home_dir: base.join("home"),
-    };
-    mkdir_private(&base)?;
-    for dir in [&layout.runtime_dir, &layout.work_dir, &layout.home_dir] {
-        mkdir_private(dir)?;
-    }
-    seed(spec, &layout)?;
-    Ok(layout)
-}
-
-/// Makes the layout of a dead kernel as good as new before its restart, so
-/// nothing the old kernel left can reach the new one: the working directory
-/// and HOME (with `$IPYTHONDIR`) are recreated with the task files copied
-/// anew; the runtime directory, which the kernel user owns and writes
-/// (connection file, sockets), is emptied in place so its owner stays.
-/// Nothing a planted symlink points to is touched. A confined kernel never
-/// wrote the host's working directory or HOME (it had private copies), an
-/// unconfined one did.
-pub fn renew_layout(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
-    let rt = &layout.runtime_dir;
-    match fs::symlink_metadata(rt) {
-        Ok(meta) if meta.is_dir() => nofollow::empty_dir(rt)
-            .map_err(|e| KernelError::io(format!("emptying {}", rt.display()), e))?,
-        _ => {
-            nofollow::remove_entry(rt)
-                .map_err(|e| KernelError::io(format!("removing {}", rt.display()), e))?;
-            mkdir_private(rt)?;
-        }
-    }
-    fs::set_permissions(rt, fs::Permissions::from_mode(0o700))
-        .map_err(|e| KernelError::io(format!("chmod {}", rt.display()), e))?;
-    for dir in [&layout.work_dir, &layout.home_dir] {
-        nofollow::remove_entry(dir)
-            .map_err(|e| KernelError::io(format!("removing {}", dir.display()), e))?;
-        mkdir_private(dir)?;
-    }
-    seed(spec, layout)
-}
-
-/// Once the kernel has bound its sockets, its runtime directory becomes the
-/// harness's and read-only to everyone else: the kernel can no longer swap a
-/// socket for a link the harness's client would reconnect through, nor plant
-/// anything there. For a restart the jail hands it back to the kernel user.
-pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
-    let rt = &layout.runtime_dir;
-    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-    std::os::unix::fs::lchown(rt, Some(uid.as_raw()), Some(gid.as_raw()))
-        .and_then(|()| fs::set_permissions(rt, fs::Permissions::from_mode(0o711)))
-        .map_err(|e| KernelError::io(format!("locking {}", rt.display()), e))
-}
-
-/// retrace's code inside every kernel: answer reader and state inspector.
-pub(super) const PROBE_SOURCE: &str = include_str!("probe.py");
-/// Where the kernel finds it in its HOME (the installing cell removes it).
-pub(super) const PROBE_FILE: &str = ".retrace-probe.py";
-/// In the runtime directory: a forked kernel installed the probe itself
-/// before it answered (zygote.py's `PROBE_MARKER`).
-pub(super) const PROBE_MARKER: &str = "probe-installed";
-
-/// Copies the task files into the working directory, the image's
-/// matplotlib cache and retrace's probe into HOME.
-fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
-    let probe = layout.home_dir.join(PROBE_FILE);
-    nofollow::create_new(&probe, 0o644)
-        .and_then(|mut f| f.write_all(PROBE_SOURCE.as_bytes()))
-        .map_err(|e| KernelError::io(format!("writing {}", probe.display()), e))?;
-    for file in &spec.files {
-        let name = file.file_name().ok_or_else(|| {
-            KernelError::Launch(format!("task file {} has no file name", file.display()))
-        })?;
-        // The task file itself may be a link (it is the user's input); the
-        // copy is a new file that nothing else holds.
-        let dest = layout.work_dir.join(name);
-        let copied = fs::File::open(file).and_then(|mut from| {
-            let mut to = nofollow::create_new(&dest, 0o644)?;
-            std::io::copy(&mut from, &mut to)
-        });
-        copied.map_err(|e| KernelError::io(format!("copying task file {}", file.display()), e))?;
-    }
-    if let Some(cache) = spec.image.mpl_cache() {
-        copy_dir(&cache, &layout.home_dir.join(".mplconfig"))?;
-    }
-    Ok(())
-}
-
-/// Copies a directory tree; links and special files are left out.
-pub(super) fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
-    for entry in WalkDir::new(from) {
-        let entry = entry.map_err(|e| {
-            let at = e.path().unwrap_or(from).display().to_string();
-            KernelError::io(format!("reading {at}"), e.into())
-        })?;
-        let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
-        let target = to.join(relative);
-        let kind = entry.file_type();
-        if kind.is_dir() {
-            fs::create_dir_all(&target)
-                .map_err(|e| KernelError::io(format!("creating {}", target.display()), e))?;
-        } else if kind.is_file() {
-            nofollow::copy(entry.path(), &target, 0o644)
-                .map_err(|e| KernelError::io(format!("copying {}", target.display()), e))?;
-        }
-    }
-    Ok(())
-}
-
-/// A fresh connection description: ipc sockets in the runtime directory and
-/// a random HMAC key.
-pub fn connection_info(layout: &KernelLayout) -> ConnectionInfo {
-    ConnectionInfo {
-        transport: Transport::IPC,
-        ip: layout.runtime_dir.join("k").to_string_lossy().into_owned(),
-        stdin_port: 1,
-        control_port: 2,
-        hb_port: 3,
-        shell_port: 4,
-        iopub_port: 5,
-        signature_scheme: "hmac-sha256".into(),
-        key: format!(
-            "{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        ),
-        kernel_name: Some("retrace".into()),
-    }
-}
-
-/// Socket files the kernel creates when it binds; the client waits for them.
-pub fn socket_paths(info: &ConnectionInfo) -> Vec<PathBuf> {
-    [info.shell_port, info.iopub_port, info.control_port]
-        .iter()
-        .map(|port| PathBuf::from(format!("{}-{}", info.ip, port)))
-        .collect()
-}
-
-/// The command line and environment of one kernel: the image's own
-/// (shared with its kernelspec) plus this kernel's HOME and the
-/// directories under it.
-pub fn launch_command(spec: &KernelSpec, layout: &KernelLayout, conn_file: &Path) -> LaunchCommand {
-    let image = &spec.image;
-    let mut env: Vec<(OsString, OsString)> = image
-        .kernel_env(spec.threads)
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect();
-    env.extend([
-        ("HOME".into(), layout.home_dir.as_os_str().to_owned()),
-        ("IPYTHONDIR".into(), layout.home_dir.join(".ipython").into()),
-        (
-            "MPLCONFIGDIR".into(),
-            layout.home_dir.join(".mplconfig").into(),
-        ),
-    ]);
-    LaunchCommand {
-        program: image.python(),
-        args: image.kernel_args(conn_file.as_os_str()),
-        env,
-        image_dir: image.dir.clone(),
-        ro_binds: spec.ro_binds.clone(),
-        network: false,
-    }
-}
 
 /// A running kernel process and what it has said on its own stderr.
 pub struct KernelProcess {
@@ -343,7 +116,10 @@ impl KernelProcess {
                 };
                 drop(stdin);
                 sent.map_err(|e| {
-                    AdoptError::Jail(KernelError::io("handing the kernel to its init", e))
+                    AdoptError::Jail(KernelError::Io(crate::util::IoError::new(
+                        "handing the kernel to its init",
+                        e,
+                    )))
                 })?;
                 Ok(Some(process))
             }
@@ -357,9 +133,10 @@ impl KernelProcess {
     where
         O: AsyncRead + Unpin + Send + 'static,
     {
-        let pid = child.id().map(|p| p as i32).ok_or_else(|| {
-            KernelError::Launch("the kernel process exited before it could be watched".into())
-        })?;
+        let pid = child
+            .id()
+            .map(|p| p as i32)
+            .ok_or(KernelError::NotWatched)?;
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(out) = stdout {
             tokio::spawn(drain(out, stderr_tail.clone()));
@@ -414,7 +191,8 @@ fn spawn_piped(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(false);
     cmd.spawn()
-        .map_err(|e| KernelError::io(format!("starting {}", launch.program.display()), e))
+        .at("starting", &launch.program)
+        .map_err(KernelError::from)
 }
 
 /// The host pid of the jail's PID 1: the one of its processes that is pid 1
@@ -497,23 +275,6 @@ impl BoundedLine {
         self.dropped = 0;
         Some(text)
     }
-}
-
-/// Writes the connection file, readable only by its owner. The kernel user
-/// can write the runtime directory: whatever has the file's name there (a
-/// planted symlink to a host file) is removed, never written through.
-pub fn write_connection_file(
-    layout: &KernelLayout,
-    info: &ConnectionInfo,
-) -> Result<PathBuf, KernelError> {
-    let path = layout.runtime_dir.join("kernel.json");
-    let text = serde_json::to_string_pretty(info)
-        .map_err(|e| KernelError::Launch(format!("encoding connection file: {e}")))?;
-    nofollow::remove_entry(&path)
-        .and_then(|()| nofollow::create_new(&path, 0o600))
-        .and_then(|mut file| file.write_all(text.as_bytes()))
-        .map_err(|e| KernelError::io(format!("writing {}", path.display()), e))?;
-    Ok(path)
 }
 
 #[cfg(test)]
