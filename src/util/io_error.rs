@@ -62,7 +62,9 @@ mod tests {
         let missing = std::path::Path::new("/nonexistent/retrace-io-context");
         let err = std::fs::read(missing).at("reading", missing).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-        assert!(err.to_string().starts_with("reading /nonexistent/retrace-io-context: "));
+        assert!(err
+            .to_string()
+            .starts_with("reading /nonexistent/retrace-io-context: "));
         let err = std::fs::read(missing)
             .io_context(|| "loading the corpus".into())
             .unwrap_err();
