@@ -11,10 +11,11 @@ use walkdir::WalkDir;
 
 use super::marker::Marker;
 use super::progress::{Phase, Total};
-use super::recipe::{count_collecting, Recipe, Site, Workspace};
+use super::recipe::{count_collecting, NotCurrent, Recipe, Site, Workspace};
 use super::step::{BuildLog, TAIL_LINES};
 use super::venv;
 use super::{Image, ImageName, Interpreter, Lock, PyenvError, KERNEL_CONFIG, MPL_CACHE_DIR};
+use crate::util::IoContext;
 
 pub(crate) struct ImageRecipe<'a> {
     pub name: ImageName,
@@ -63,14 +64,14 @@ impl Recipe for ImageRecipe<'_> {
         &self.site
     }
 
-    fn current(&self, dir: &Path) -> Result<Image, String> {
+    fn current(&self, dir: &Path) -> Result<Image, NotCurrent> {
         Marker::read(dir, self.name, self.hash)
             .map(|_| Image {
                 name: self.name,
                 lock_hash: self.hash.to_string(),
                 dir: dir.to_path_buf(),
             })
-            .ok_or_else(|| "not built".to_string())
+            .ok_or(NotCurrent::Absent { done: "built" })
     }
 
     fn steps(&self, work: &Workspace<'_, Self>) -> Result<Marker, PyenvError> {
@@ -123,7 +124,7 @@ impl Recipe for ImageRecipe<'_> {
         let phase = work.progress.phase("finalize", Total::None);
         work.relocate_venv()?;
         let tmp = &work.tmp;
-        make_world_readable(tmp).map_err(|e| PyenvError::io_at("chmod a+rX", tmp, e))?;
+        make_world_readable(tmp).at("chmod a+rX", tmp)?;
         phase.finish();
         let mut marker = Marker::new(
             self.name,

@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::path::Path;
 
 use super::PyenvError;
+use crate::util::IoContext;
 
 /// Locks `path` (created if missing), calling `on_wait` first if another
 /// holder makes this wait. Held until the returned file is dropped.
@@ -15,15 +16,14 @@ pub(crate) fn acquire(path: &Path, on_wait: impl FnOnce()) -> Result<File, Pyenv
         .truncate(false)
         .write(true)
         .open(path)
-        .map_err(|e| PyenvError::io_at("opening", path, e))?;
+        .at("opening", path)?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => {
             on_wait();
-            lock.lock()
-                .map_err(|e| PyenvError::io_at("locking", path, e))?;
+            lock.lock().at("locking", path)?;
         }
-        Err(TryLockError::Error(e)) => return Err(PyenvError::io_at("locking", path, e)),
+        Err(TryLockError::Error(e)) => Err(e).at("locking", path)?,
     }
     Ok(lock)
 }

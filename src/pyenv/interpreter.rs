@@ -58,12 +58,17 @@ impl Interpreter {
     /// `RETRACE_PYTHON` if set (no fallback: an explicit choice that does not
     /// work is an error), else `/usr/bin/python3`, else `python3` on `PATH`.
     pub fn discover() -> Result<Interpreter, PyenvError> {
+        Self::find().map_err(PyenvError::from)
+    }
+
+    /// [`Self::discover`], with an error a cache can keep.
+    pub(crate) fn find() -> Result<Interpreter, NoInterpreter> {
         if let Some(chosen) = std::env::var_os("RETRACE_PYTHON").filter(|v| !v.is_empty()) {
             let shown = Path::new(&chosen).display().to_string();
-            let path = resolve(&chosen).ok_or_else(|| PyenvError::NoInterpreter {
+            let path = resolve(&chosen).ok_or_else(|| NoInterpreter {
                 detail: format!("RETRACE_PYTHON={shown}: not found"),
             })?;
-            return Self::probe(&path).map_err(|e| PyenvError::NoInterpreter {
+            return Self::probe(&path).map_err(|e| NoInterpreter {
                 detail: format!("RETRACE_PYTHON={shown}: {e}"),
             });
         }
@@ -82,28 +87,27 @@ impl Interpreter {
             Some(_) => {}
             None => tried.push("python3: not found on PATH".into()),
         }
-        Err(PyenvError::NoInterpreter {
+        Err(NoInterpreter {
             detail: tried.join("; "),
         })
     }
 
     /// Runs the interpreter once to learn its version and check that it can
-    /// make venvs. The error is a one-line reason.
-    pub fn probe(path: &Path) -> Result<Interpreter, String> {
+    /// make venvs. The error prints as a one-line reason.
+    pub fn probe(path: &Path) -> Result<Interpreter, ProbeError> {
         let out = Command::new(path)
             .args(["-I", "-c", PROBE])
             .output()
-            .map_err(|e| format!("cannot run: {e}"))?;
+            .map_err(ProbeError::CannotRun)?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-            return Err(match last {
-                Some(line) => format!("{} ({})", line.trim(), out.status),
-                None => out.status.to_string(),
+            return Err(ProbeError::Failed {
+                last_line: last.map(|l| l.trim().to_string()),
+                status: out.status,
             });
         }
-        let probe: ProbeOutput = serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("unexpected probe output: {e}"))?;
+        let probe: ProbeOutput = serde_json::from_slice(&out.stdout).map_err(ProbeError::Output)?;
         Ok(Interpreter {
             path: path.to_path_buf(),
             version: probe.version,
@@ -113,6 +117,40 @@ impl Interpreter {
             ),
         })
     }
+}
+
+/// What every candidate interpreter failed with, joined (the detail of
+/// [`PyenvError::NoInterpreter`]); `Clone`, so a store can cache it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NoInterpreter {
+    pub detail: String,
+}
+
+impl From<NoInterpreter> for PyenvError {
+    fn from(e: NoInterpreter) -> Self {
+        PyenvError::NoInterpreter { detail: e.detail }
+    }
+}
+
+/// Why a program is not a usable base interpreter.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    // Causes are in the messages, not `source()`: this error is flattened
+    // into `NoInterpreter`'s one-line detail.
+    #[error("cannot run: {0}")]
+    CannotRun(std::io::Error),
+    /// It ran and failed: its last line of stderr says why (a missing
+    /// `venv` or `ensurepip` module, usually).
+    #[error("{}", match .last_line {
+        Some(line) => format!("{line} ({status})"),
+        None => status.to_string(),
+    })]
+    Failed {
+        last_line: Option<String>,
+        status: std::process::ExitStatus,
+    },
+    #[error("unexpected probe output: {0}")]
+    Output(serde_json::Error),
 }
 
 /// A command name through `PATH`, or a path made absolute.
@@ -148,9 +186,9 @@ mod tests {
     #[test]
     fn probe_reports_a_non_python_clearly() {
         let err = Interpreter::probe(Path::new("/no/such/python3")).unwrap_err();
-        assert!(err.starts_with("cannot run"), "{err}");
+        assert!(err.to_string().starts_with("cannot run"), "{err}");
         let err = Interpreter::probe(Path::new("/bin/false")).unwrap_err();
-        assert!(err.contains("exit status"), "{err}");
+        assert!(err.to_string().contains("exit status"), "{err}");
     }
 
     #[test]

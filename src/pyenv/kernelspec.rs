@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{Image, ImageName, PyenvError};
+use crate::util::IoContext;
 
 /// Where jupyter looks for kernelspecs under each `JUPYTER_PATH` entry.
 const KERNELS_DIR: &str = "kernels";
@@ -83,17 +84,19 @@ impl Kernelspec {
     pub fn write(&self, dir: &Path, name: &str) -> Result<PathBuf, PyenvError> {
         Self::check_name(name)?;
         let spec_dir = dir.join(KERNELS_DIR).join(name);
-        fs::create_dir_all(&spec_dir).map_err(|e| PyenvError::io_at("creating", &spec_dir, e))?;
+        fs::create_dir_all(&spec_dir).at("creating", &spec_dir)?;
         let path = spec_dir.join(KERNELSPEC_FILE);
         let partial = spec_dir.join(format!(".{KERNELSPEC_FILE}.partial"));
-        let mut text = serde_json::to_string_pretty(self).map_err(|e| {
-            PyenvError::io_at("encoding", &path, std::io::Error::other(e.to_string()))
-        })?;
+        let mut text =
+            serde_json::to_string_pretty(self).map_err(|source| PyenvError::Encoding {
+                path: path.clone(),
+                source,
+            })?;
         text.push('\n');
         fs::File::create(&partial)
             .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(|e| PyenvError::io_at("writing", &partial, e))?;
-        fs::rename(&partial, &path).map_err(|e| PyenvError::io_at("replacing", &path, e))?;
+            .at("writing", &partial)?;
+        fs::rename(&partial, &path).at("replacing", &path)?;
         Ok(path)
     }
 

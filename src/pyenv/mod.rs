@@ -20,6 +20,7 @@ pub mod dynamic;
 mod file_lock;
 mod interpreter;
 mod kernelspec;
+pub mod llm;
 mod lock;
 pub(crate) mod marker;
 pub(crate) mod progress;
@@ -38,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
 pub(crate) use interpreter::resolve as find_program;
-pub use interpreter::Interpreter;
+pub use interpreter::{Interpreter, ProbeError};
 pub use kernelspec::{Kernelspec, KernelspecImage, KernelspecMetadata};
 pub use lock::{normalize, Lock, LockEntry};
 pub(crate) use store::disk_usage;
@@ -233,18 +234,21 @@ pub enum PyenvError {
          and `-`"
     )]
     KernelspecName { name: String },
+    #[error("encoding {path}", path = .path.display())]
+    Encoding {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{what} just built in {dir} is not current: {reason}", dir = .dir.display())]
+    NotCurrentAfterBuild {
+        what: String,
+        dir: PathBuf,
+        #[source]
+        reason: Box<recipe::NotCurrent>,
+    },
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
-}
-
-impl PyenvError {
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        PyenvError::Io(crate::util::IoError::new(context, source))
-    }
-
-    pub(crate) fn io_at(what: &str, path: &Path, source: std::io::Error) -> Self {
-        Self::io(format!("{what} {}", path.display()), source)
-    }
 }
 
 #[cfg(test)]

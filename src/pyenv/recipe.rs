@@ -27,6 +27,7 @@ use super::publish::publish;
 use super::step::{BuildLog, StepError};
 use super::venv::{self, rewrite_prefix};
 use super::{file_lock, marker, Interpreter, PyenvError};
+use crate::util::IoContext;
 
 const TMP_PREFIX: &str = ".tmp-";
 const OLD_PREFIX: &str = ".old-";
@@ -49,18 +50,50 @@ pub(crate) struct Site {
     pub header: String,
 }
 
+/// Why a directory on disk is not what this binary would prepare: shown
+/// to users as the reason a build starts over, so each says what changed.
+#[derive(Debug, thiserror::Error)]
+pub enum NotCurrent {
+    /// No readable marker: `not prepared`, `not built`.
+    #[error("not {done}")]
+    Absent { done: &'static str },
+    #[error("prepared by another retrace layout ({}format {format})", .name.as_ref().map(|n| format!("{n} ")).unwrap_or_default())]
+    Layout { name: Option<String>, format: u32 },
+    /// The pinned inputs changed (`what`: which ones).
+    #[error("prepared from {what}")]
+    Pins { what: &'static str },
+    /// The base interpreter moved or changed its minor version.
+    #[error("prepared with {} ({was_tag}), now {} ({now_tag})", .was.display(), .now.display())]
+    Python {
+        was: PathBuf,
+        was_tag: String,
+        now: PathBuf,
+        now_tag: String,
+    },
+    #[error("{} is missing", .0.display())]
+    Missing(PathBuf),
+    #[error("{} has {size} bytes, expected {expected}", .path.display())]
+    Size {
+        path: PathBuf,
+        size: u64,
+        expected: u64,
+    },
+    #[error(transparent)]
+    Unreadable(#[from] crate::util::IoError),
+}
+
 /// What a prepared directory is and how it is made.
 pub(crate) trait Recipe {
     /// What a current directory gives its user.
     type Built;
     /// Written last as `complete.json`; `current` reads it back.
     type Marker: Serialize;
-    type Error: From<PyenvError>;
+    type Error: From<PyenvError> + From<crate::util::IoError>;
 
     fn site(&self) -> &Site;
     /// The directory at `dir` if its marker is current (and whatever else
     /// must be there is), else why not.
-    fn current(&self, dir: &Path) -> Result<Self::Built, String>;
+    fn current(&self, dir: &Path) -> Result<Self::Built, NotCurrent>;
     /// Fills `work.tmp`; returns the marker to write last.
     fn steps(&self, work: &Workspace<'_, Self>) -> Result<Self::Marker, Self::Error>;
     /// A step that failed, as this recipe's error (naming its log).
@@ -77,7 +110,7 @@ pub(crate) fn prepare<R: Recipe>(recipe: &R, progress: bool) -> Result<R::Built,
         return Ok(built);
     }
     let progress = Progress::new(&site.label, progress);
-    fs::create_dir_all(parent).map_err(|e| PyenvError::io_at("creating", parent, e))?;
+    fs::create_dir_all(parent).at("creating", parent)?;
     let lock = file_lock::acquire(&lock_path(parent, &site.key), || {
         progress.note(&format!(
             "waiting for another build of {} to finish",
@@ -106,11 +139,11 @@ pub(crate) fn prepare<R: Recipe>(recipe: &R, progress: bool) -> Result<R::Built,
     tracing::info!(build = %site.key, secs = started.elapsed().as_secs_f64(), "prepared {}", site.what);
     drop(lock);
     recipe.current(&work.dest).map_err(|reason| {
-        PyenvError::io_at(
-            &format!("finding {} just built ({reason}) in", site.what),
-            &work.dest,
-            std::io::ErrorKind::NotFound.into(),
-        )
+        PyenvError::NotCurrentAfterBuild {
+            what: site.what.clone(),
+            dir: work.dest.clone(),
+            reason: Box::new(reason),
+        }
         .into()
     })
 }
@@ -133,17 +166,16 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
         let site = self.recipe.site();
         self.log
             .line(&format!("# {}\n# into {}", site.header, tmp.display()));
-        fs::create_dir_all(tmp).map_err(|e| PyenvError::io_at("creating", tmp, e))?;
+        fs::create_dir_all(tmp).at("creating", tmp)?;
         let marker = self.recipe.steps(self)?;
-        marker::write(tmp, &marker)
-            .map_err(|e| PyenvError::io_at("writing the marker in", tmp, e))?;
+        marker::write(tmp, &marker).at("writing the marker in", tmp)?;
         let dest = &self.dest;
         if dest.exists() {
             // Stale or incomplete (it was not current under the lock).
             let old = site
                 .parent
                 .join(format!("{OLD_PREFIX}{}-{}", site.key, std::process::id()));
-            fs::rename(dest, &old).map_err(|e| PyenvError::io_at("moving aside", dest, e))?;
+            fs::rename(dest, &old).at("moving aside", dest)?;
             let _ = fs::remove_dir_all(&old);
         }
         publish(tmp, dest)?;
@@ -154,7 +186,7 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
     /// Writes `contents` to `name` in the private directory.
     pub fn write(&self, name: &str, contents: &str) -> Result<PathBuf, R::Error> {
         let path = self.tmp.join(name);
-        fs::write(&path, contents).map_err(|e| PyenvError::io_at("writing", &path, e))?;
+        fs::write(&path, contents).at("writing", &path)?;
         Ok(path)
     }
 
@@ -176,7 +208,7 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
             &self.tmp.to_string_lossy(),
             &self.dest.to_string_lossy(),
         )
-        .map_err(|e| PyenvError::io_at("rewriting paths under", &venv, e))?;
+        .at("rewriting paths under", &venv)?;
         Ok(())
     }
 
@@ -363,11 +395,14 @@ mod tests {
             &self.site
         }
 
-        fn current(&self, dir: &Path) -> Result<PathBuf, String> {
+        fn current(&self, dir: &Path) -> Result<PathBuf, NotCurrent> {
             match marker::read::<String>(dir) {
                 Some(m) if m == "v1" => Ok(dir.join("note.txt")),
-                Some(m) => Err(format!("marker {m}")),
-                None => Err("not prepared".into()),
+                Some(_) => Err(NotCurrent::Layout {
+                    name: None,
+                    format: 0,
+                }),
+                None => Err(NotCurrent::Absent { done: "prepared" }),
             }
         }
         fn steps(&self, work: &Workspace<'_, Self>) -> Result<String, PyenvError> {
@@ -379,10 +414,11 @@ mod tests {
             Ok("v1".into())
         }
         fn failed(&self, log: &BuildLog, step: &str, detail: String) -> PyenvError {
-            PyenvError::io(
+            crate::util::IoError::new(
                 format!("{step}: {detail} (log {})", log.path.display()),
                 std::io::ErrorKind::Other.into(),
             )
+            .into()
         }
     }
 

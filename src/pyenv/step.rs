@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
 use super::PyenvError;
+use crate::util::IoContext;
 
 /// Lines of the log quoted in an error.
 pub(crate) const TAIL_LINES: usize = 25;
@@ -48,11 +49,11 @@ impl BuildLog {
     /// children write to it through their own handles.
     pub fn create(path: &Path) -> Result<BuildLog, PyenvError> {
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(|e| PyenvError::io_at("creating", dir, e))?;
+            fs::create_dir_all(dir).at("creating", dir)?;
         }
         let file = File::create(path)
             .and_then(|_| OpenOptions::new().append(true).open(path))
-            .map_err(|e| PyenvError::io_at("creating the build log", path, e))?;
+            .at("creating the build log", path)?;
         Ok(BuildLog {
             path: path.to_path_buf(),
             file,
@@ -67,7 +68,8 @@ impl BuildLog {
         self.file
             .try_clone()
             .map(Stdio::from)
-            .map_err(|e| PyenvError::io_at("sharing the build log", &self.path, e))
+            .at("sharing the build log", &self.path)
+            .map_err(PyenvError::from)
     }
 
     pub fn tail(&self, lines: usize) -> String {

@@ -13,6 +13,7 @@ use walkdir::WalkDir;
 use crate::util::home::retrace_home;
 
 use super::build::ImageRecipe;
+use super::interpreter::NoInterpreter;
 use super::marker::Marker;
 use super::recipe;
 use super::{Image, ImageInfo, ImageName, Interpreter, PyenvError, KERNEL_CONFIG};
@@ -24,7 +25,7 @@ const LAYOUT_VERSION: &str = "retrace-image/1";
 pub struct ImageStore {
     home: PathBuf,
     /// Probing runs Python (tens of ms) and every lookup needs the result.
-    interpreter: OnceLock<Result<Interpreter, String>>,
+    interpreter: OnceLock<Result<Interpreter, NoInterpreter>>,
 }
 
 impl ImageStore {
@@ -143,15 +144,7 @@ impl ImageStore {
     }
 
     fn interpreter(&self) -> Result<Interpreter, PyenvError> {
-        self.interpreter
-            .get_or_init(|| {
-                Interpreter::discover().map_err(|e| match e {
-                    PyenvError::NoInterpreter { detail } => detail,
-                    other => other.to_string(),
-                })
-            })
-            .clone()
-            .map_err(|detail| PyenvError::NoInterpreter { detail })
+        Ok(self.interpreter.get_or_init(Interpreter::find).clone()?)
     }
 
     /// The interpreter an image of `name` is built from, and its hash.
@@ -226,7 +219,7 @@ pub(crate) fn disk_usage(root: &Path) -> u64 {
 
 #[cfg(test)]
 impl ImageStore {
-    fn with_interpreter(home: PathBuf, python: Result<Interpreter, String>) -> Self {
+    fn with_interpreter(home: PathBuf, python: Result<Interpreter, NoInterpreter>) -> Self {
         let store = ImageStore::new(home);
         store.interpreter.set(python).expect("fresh store");
         store
@@ -374,7 +367,9 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let store = ImageStore::with_interpreter(
             home.path().to_path_buf(),
-            Err("python3: not found".into()),
+            Err(NoInterpreter {
+                detail: "python3: not found".into(),
+            }),
         );
         let err = store.ensure(ImageName::Slim, false).unwrap_err();
         assert!(matches!(err, PyenvError::NoInterpreter { .. }));

@@ -32,9 +32,10 @@ use async_openai::Client;
 
 use crate::pyenv::step::{describe, tail, TAIL_LINES};
 
-use super::env::Prepared;
 use super::LocalError;
 use crate::model::openai::{plain_client, with_status};
+use crate::pyenv::llm::{Prepared, DEFAULT_N_CTX};
+use crate::util::IoContext;
 
 /// How the server runs. Recorded in run.json through `LocalModel::info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +64,7 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
-            n_ctx: super::catalog::DEFAULT_N_CTX,
+            n_ctx: DEFAULT_N_CTX,
             threads: default_threads(),
             batch_threads: available_cpus().min(8),
             prompt_cache_bytes: 1 << 30,
@@ -206,16 +207,11 @@ impl LocalServer {
         port: u16,
         options: ServerOptions,
     ) -> Result<LocalServer, LocalError> {
-        fs::create_dir_all(logs_dir).map_err(|e| LocalError::io_at("creating", logs_dir, e))?;
+        fs::create_dir_all(logs_dir).at("creating", logs_dir)?;
         let env = &prepared.env;
         let log_path = logs_dir.join(format!("{LOG_PREFIX}{}-{port}.log", std::process::id()));
-        let log =
-            File::create(&log_path).map_err(|e| LocalError::io_at("creating", &log_path, e))?;
-        let stdio = || {
-            log.try_clone()
-                .map(Stdio::from)
-                .map_err(|e| LocalError::io_at("sharing", &log_path, e))
-        };
+        let log = File::create(&log_path).at("creating", &log_path)?;
+        let stdio = || log.try_clone().map(Stdio::from).at("sharing", &log_path);
         let api_key = options
             .require_key
             .then(|| uuid::Uuid::new_v4().simple().to_string());
@@ -317,7 +313,7 @@ impl LocalServer {
                     let _ = tx.send(Err(e));
                 }
             })
-            .map_err(|e| LocalError::io("starting the server's keeper thread", e))?;
+            .io_context(|| "starting the server's keeper thread".into())?;
         let pid = match rx.recv() {
             Ok(Ok(pid)) => pid,
             Ok(Err(e)) => {
@@ -330,10 +326,11 @@ impl LocalServer {
             }
             Err(_) => {
                 let _ = keeper.join();
-                return Err(LocalError::io(
-                    "starting the server",
-                    std::io::Error::other("the keeper thread ended without a word"),
-                ));
+                return Err(LocalError::ServerFailed {
+                    detail: "its keeper thread ended without a word".into(),
+                    log: log_path.clone(),
+                    tail: tail(&log_path, TAIL_LINES),
+                });
             }
         };
         Ok(LocalServer {
@@ -473,11 +470,11 @@ impl Drop for LocalServer {
 /// caller).
 fn free_port() -> Result<u16, LocalError> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
-        .map_err(|e| LocalError::io("finding a free port on 127.0.0.1", e))?;
-    listener
+        .io_context(|| "finding a free port on 127.0.0.1".into())?;
+    let addr = listener
         .local_addr()
-        .map(|a| a.port())
-        .map_err(|e| LocalError::io("finding a free port on 127.0.0.1", e))
+        .io_context(|| "finding a free port on 127.0.0.1".into())?;
+    Ok(addr.port())
 }
 
 /// The HTTP status of `GET /v1/models` (async-openai's `models().list()`),

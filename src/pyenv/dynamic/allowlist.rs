@@ -22,12 +22,25 @@ pub enum AllowlistError {
     Line {
         file: &'static str,
         line: usize,
-        reason: String,
+        reason: LineProblem,
     },
     #[error("images/import-map.toml: {0}")]
     ImportMap(#[from] toml::de::Error),
     #[error("images/dynamic.lock: `{top}` needs `{missing}`, which has no pin")]
     Unpinned { top: String, missing: String },
+}
+
+/// What is wrong with one line of the lock (shown after `file:line:`).
+#[derive(Debug, thiserror::Error)]
+pub enum LineProblem {
+    #[error("`# allow` needs `<name>: <closure>`")]
+    AllowWithoutClosure,
+    #[error("`{requirement}` is not pinned with `==`")]
+    NotPinned { requirement: String },
+    #[error("`{requirement}` has no --hash=sha256:")]
+    NoHash { requirement: String },
+    #[error("`{requirement}`: the sha256 is not 64 hex digits")]
+    BadHash { requirement: String },
 }
 
 /// What may be installed, and under which names it may be asked for.
@@ -59,7 +72,7 @@ impl Allowlist {
     /// `# allow <top>: <closure...>` lines, `name==version
     /// --hash=sha256:<hex>` pins, `# sdist-only ...: name==version` notes.
     pub fn parse(lock: &str, import_map: &str) -> Result<Allowlist, AllowlistError> {
-        let bad = |line: usize, reason: String| AllowlistError::Line {
+        let bad = |line: usize, reason: LineProblem| AllowlistError::Line {
             file: LOCK_FILE,
             line,
             reason,
@@ -73,7 +86,7 @@ impl Allowlist {
             if let Some(rest) = text.strip_prefix("# allow ") {
                 let (top, closure) = rest
                     .split_once(':')
-                    .ok_or_else(|| bad(n, "`# allow` needs `<name>: <closure>`".into()))?;
+                    .ok_or_else(|| bad(n, LineProblem::AllowWithoutClosure))?;
                 let closure: Vec<String> = closure.split_whitespace().map(normalize).collect();
                 allowed.insert(normalize(top.trim()), closure);
             } else if let Some(rest) = text.strip_prefix("# sdist-only") {
@@ -159,18 +172,24 @@ impl Allowlist {
     }
 }
 
-fn parse_pin(text: &str) -> Result<Pin, String> {
+fn parse_pin(text: &str) -> Result<Pin, LineProblem> {
     let spec = text.split(" #").next().unwrap_or(text);
     let mut words = spec.split_whitespace();
     let requirement = words.next().unwrap_or_default();
     let (name, version) = requirement
         .split_once("==")
-        .ok_or_else(|| format!("`{requirement}` is not pinned with `==`"))?;
+        .ok_or_else(|| LineProblem::NotPinned {
+            requirement: requirement.into(),
+        })?;
     let sha256 = words
         .find_map(|w| w.strip_prefix("--hash=sha256:"))
-        .ok_or_else(|| format!("`{requirement}` has no --hash=sha256:"))?;
+        .ok_or_else(|| LineProblem::NoHash {
+            requirement: requirement.into(),
+        })?;
     if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("`{requirement}`: the sha256 is not 64 hex digits"));
+        return Err(LineProblem::BadHash {
+            requirement: requirement.into(),
+        });
     }
     Ok(Pin {
         name: normalize(name),

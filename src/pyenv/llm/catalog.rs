@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::LocalError;
+use super::LlmError;
+use crate::util::IoContext;
 
 /// The catalogue as compiled in, so an installed `retrace` needs no checkout.
 pub const CATALOG_TOML: &str = include_str!("../../../images/llm-models.toml");
@@ -76,9 +77,9 @@ impl Catalog {
     /// Parses and checks a catalogue: unique names that cannot be mistaken
     /// for paths, a default that exists, well-formed hashes, at least one
     /// wheel per model.
-    pub fn parse(text: &str) -> Result<Catalog, LocalError> {
-        let bad = |m: String| LocalError::Catalog(m);
-        let catalog: Catalog = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+    pub fn parse(text: &str) -> Result<Catalog, LlmError> {
+        let bad = |problem: String| LlmError::Catalog { problem };
+        let catalog: Catalog = toml::from_str(text).map_err(LlmError::CatalogToml)?;
         let mut seen = std::collections::BTreeSet::new();
         for m in &catalog.models {
             let name = &m.name;
@@ -148,13 +149,12 @@ impl Catalog {
 
     /// What a `local` spec's argument (the part after `local:`, if any)
     /// chooses: a catalogued model by name, or a GGUF file of the user's.
-    pub fn resolve(&self, arg: Option<&str>) -> Result<Choice, LocalError> {
+    pub fn resolve(&self, arg: Option<&str>) -> Result<Choice, LlmError> {
         let arg = arg.map(str::trim).filter(|a| !a.is_empty());
         match arg {
             None => Ok(Choice::Catalog(self.default_model().clone())),
             Some(a) if looks_like_path(a) => {
-                let path = std::path::absolute(a)
-                    .map_err(|e| LocalError::io_at("resolving", Path::new(a), e))?;
+                let path = std::path::absolute(a).at("resolving", Path::new(a))?;
                 check_gguf(&path)?;
                 Ok(Choice::File(path))
             }
@@ -162,7 +162,7 @@ impl Catalog {
                 self.get(name)
                     .cloned()
                     .map(Choice::Catalog)
-                    .ok_or_else(|| LocalError::Unknown {
+                    .ok_or_else(|| LlmError::Unknown {
                         name: name.to_string(),
                         available: self.names().join(", "),
                     })
@@ -178,9 +178,9 @@ pub fn looks_like_path(arg: &str) -> bool {
 
 /// A user's file must exist and start like a GGUF, or the error comes now
 /// and names the file, not later from inside llama.cpp.
-fn check_gguf(path: &Path) -> Result<(), LocalError> {
+fn check_gguf(path: &Path) -> Result<(), LlmError> {
     use std::io::Read;
-    let not = |why: String| LocalError::NotGguf {
+    let not = |why: String| LlmError::NotGguf {
         path: path.to_path_buf(),
         why,
     };
@@ -287,7 +287,8 @@ wheels = [{ package = "a-part1", version = "1.0", sha256 = "88d4266fd4e6338d13b8
     fn parsing_rejects_broken_catalogues() {
         assert!(Catalog::parse(ONE).is_ok());
         let err = |text: String| match Catalog::parse(&text) {
-            Err(LocalError::Catalog(m)) => m,
+            Err(LlmError::Catalog { problem }) => problem,
+            Err(LlmError::CatalogToml(e)) => e.to_string(),
             other => panic!("{other:?}"),
         };
         assert!(
@@ -318,7 +319,7 @@ wheels = [{ package = "a-part1", version = "1.0", sha256 = "88d4266fd4e6338d13b8
         assert_eq!(small.spec(), "local:smollm2-135m-instruct");
 
         match c.resolve(Some("llama-70b")).unwrap_err() {
-            LocalError::Unknown { name, available } => {
+            LlmError::Unknown { name, available } => {
                 assert_eq!(name, "llama-70b");
                 for n in c.names() {
                     assert!(available.contains(n), "{available}");
@@ -340,7 +341,7 @@ wheels = [{ package = "a-part1", version = "1.0", sha256 = "88d4266fd4e6338d13b8
         // A relative path becomes absolute.
         let rel = c.resolve(Some("./Cargo.toml.gguf")).unwrap_err();
         assert!(
-            matches!(rel, LocalError::NotGguf { ref path, .. } if path.is_absolute()),
+            matches!(rel, LlmError::NotGguf { ref path, .. } if path.is_absolute()),
             "{rel:?}"
         );
 
@@ -356,6 +357,6 @@ wheels = [{ package = "a-part1", version = "1.0", sha256 = "88d4266fd4e6338d13b8
         let e = c
             .resolve(Some(&dir.path().display().to_string()))
             .unwrap_err();
-        assert!(matches!(e, LocalError::NotGguf { .. }), "{e}");
+        assert!(matches!(e, LlmError::NotGguf { .. }), "{e}");
     }
 }
