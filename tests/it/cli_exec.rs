@@ -1,6 +1,6 @@
 //! `retrace exec` as scripts use it: JSON outcomes and exit codes.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! `retrace compare`, `retrace report --rescore` and `run --junit` through
 //! the binary, on real oracle runs (real kernels, confined: needs root).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -4,7 +4,7 @@
 //! the socket, a kernel that dies, a gateway that goes away mid-run, and an
 //! oracle run with the accuracy of a local one.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

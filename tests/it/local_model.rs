@@ -10,7 +10,7 @@
 //! and record the file served, and that no server outlives its owner; never
 //! what a model scores.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

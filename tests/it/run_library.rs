@@ -1,7 +1,7 @@
 //! The run as a library, driven in-process: real confined kernels, the
 //! journal, stop rules, resume, and what reaches a model's endpoint.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

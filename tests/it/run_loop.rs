@@ -1,7 +1,7 @@
 //! `retrace run` end to end: real model stand-ins, real confined kernels,
 //! the journal, resume and the summary.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! namespaces); without it the confined tests fail in strict runs (CI,
 //! `RETRACE_REQUIRE_ROOT=1`) and are skipped visibly elsewhere.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
