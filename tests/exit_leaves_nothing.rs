@@ -39,7 +39,11 @@ fn exec(file: &str, extra: &[&str]) -> (i32, String) {
         .chain(extra.iter().copied())
         .chain(["-"])
         .collect();
-    let (code, stdout, stderr) = common::retrace_cli(&args, file);
+    let common::Ran {
+        code,
+        stdout,
+        stderr,
+    } = common::retrace(&args).stdin(file).run();
     (code, stdout + &stderr)
 }
 

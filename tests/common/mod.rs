@@ -1,9 +1,14 @@
 //! Shared setup for integration tests: real images, real kernels.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod gateway;
 pub mod host;
 pub mod scripted_http;
+
+// Not every test binary that includes this module runs the CLI.
+#[allow(unused_imports)]
+pub use cli::{retrace, Ran};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -172,38 +177,6 @@ with zipfile.ZipFile(path, "w") as z:
         sha256,
     };
     (path, pin)
-}
-
-/// Runs the `retrace` binary with `args`, feeding `stdin`; (exit code,
-/// stdout, stderr).
-pub fn retrace_cli(args: &[&str], stdin: &str) -> (i32, String, String) {
-    retrace_cli_in(Path::new("."), args, stdin)
-}
-
-/// [`retrace_cli`] with `cwd` as the working directory.
-pub fn retrace_cli_in(cwd: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// A run of `model` on `suite` into `out` as the CLI's defaults make it
