@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod gateway;
 pub mod host;
+pub mod run;
 pub mod scripted_http;
 
 // Not every test binary that includes this module runs the CLI.
@@ -16,14 +17,9 @@ use std::sync::{Arc, OnceLock};
 use retrace::pyenv::dynamic::Pin;
 use sha2::{Digest, Sha256};
 
-use retrace::harness::RunOptions;
 use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec};
-use retrace::model::spec::Endpoint;
-use retrace::model::Generation;
-use retrace::pyenv::{Image, ImageName, ImageStore, Strategy};
-use retrace::record::{FeedbackMode, InstallOn, Selection, StopOn};
-use retrace::sandbox::{Confined, Sandbox, SandboxLimits};
-use retrace::task::load::datasets_dir;
+use retrace::pyenv::{Image, ImageName, ImageStore};
+use retrace::sandbox::{Confined, Sandbox};
 
 /// The fat image, built on first use into `$RETRACE_HOME` (shared across
 /// test runs so it is built once per machine).
@@ -177,49 +173,4 @@ with zipfile.ZipFile(path, "w") as z:
         sha256,
     };
     (path, pin)
-}
-
-/// A run of `model` on `suite` into `out` as the CLI's defaults make it
-/// (fat strategy, confined local kernels, 2 rounds, concurrency 2), without
-/// model retries.
-pub fn run_options(suite: &str, model: &str, out: &Path) -> RunOptions {
-    image(ImageName::Fat);
-    RunOptions {
-        suite: suite.into(),
-        datasets: datasets_dir(suite).unwrap(),
-        selection: Selection::default(),
-        skip_invalid: false,
-        model: model.into(),
-        endpoint: Endpoint::default(),
-        generation: Generation {
-            max_retries: 0,
-            ..Generation::default()
-        },
-        rounds: 2,
-        stop_on: StopOn::Clean,
-        feedback: FeedbackMode::Parsed,
-        feedback_budget: 4000,
-        concurrency: 2,
-        strategies: vec![Strategy::Fat],
-        install_on: InstallOn::Both,
-        limits: SandboxLimits::default(),
-        unconfined: false,
-        kernel_start: Default::default(),
-        gateway: None,
-        out: Some(out.to_path_buf()),
-        prompts: None,
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-    }
-}
-
-/// Creates and executes a run to its end (no cancel).
-pub async fn run(opts: RunOptions) -> retrace::harness::RunResult {
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    retrace::harness::Run::create(opts)
-        .await
-        .expect("run created")
-        .execute(rx)
-        .await
-        .expect("run executed")
 }

@@ -6,19 +6,18 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::gateway::Gateway as TestGateway;
-use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
+use common::run::execute as run;
+use retrace::harness::{Run, RunOptions, RunResult};
 use retrace::kernel::gateway::{Gateway, GatewayConfig, GatewayKernel, REQUEST_TIMEOUT};
 use retrace::kernel::{ExecOptions, ExecutorInfo, KernelOptions, Outcome};
-use retrace::model::spec::Endpoint;
 use retrace::model::Generation;
 use retrace::record::RecordKind;
 use retrace::sandbox::{SandboxLimits, Verdict};
-use retrace::task::load::datasets_dir;
 
 fn config(gw: &TestGateway) -> GatewayConfig {
     GatewayConfig {
@@ -206,15 +205,11 @@ async fn a_wrong_token_or_kernelspec_is_refused_with_what_to_do() {
 }
 
 fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> RunOptions {
-    let mut opts = common::run_options(suite, "oracle", out);
+    let mut opts = common::run::options(suite, "oracle", out);
     opts.selection.limit_tasks = Some(12);
     opts.generation = Generation::default();
     opts.gateway = gateway;
     opts
-}
-
-async fn run(opts: RunOptions) -> RunResult {
-    common::run(opts).await
 }
 
 /// The oracle's accuracy through the gateway is the local executor's, on
@@ -314,14 +309,7 @@ async fn a_gateway_lost_mid_run_gives_infra_errors_and_the_run_resumes() {
     );
 
     gw.lock().unwrap().start_again();
-    let resume = ResumeOptions {
-        endpoint: Endpoint::default(),
-        datasets: datasets_dir("math").unwrap(),
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-        kernel_start: Default::default(),
-        gateway_token: cfg.token.clone(),
-    };
+    let resume = common::run::resume_options("math", cfg.token.clone());
     let run = Run::resume(&dir, resume).await.expect("resumed");
     assert!(matches!(run.config().executor, ExecutorInfo::Gateway(_)));
     let (todo, finished) = run.counts();

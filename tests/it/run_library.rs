@@ -3,22 +3,15 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use common::run::{execute as run, options};
 use common::scripted_http::{ok, Server};
-use retrace::harness::{ResumeOptions, Run, RunOptions, RunResult};
+use retrace::harness::{Run, RunOptions, RunResult};
 use retrace::model::spec::Endpoint;
 use retrace::pyenv::{ImageName, Strategy};
 use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, Selection, StopOn};
 use retrace::task::load::{datasets_dir, load_suite};
-
-fn options(suite: &str, model: &str, out: &Path) -> RunOptions {
-    common::run_options(suite, model, out)
-}
-
-async fn run(opts: RunOptions) -> RunResult {
-    common::run(opts).await
-}
 
 fn records(dir: &Path) -> Vec<AttemptRecord> {
     retrace::harness::journal::read(&dir.join("results.jsonl")).unwrap()
@@ -272,14 +265,7 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     let moved = dir.path().join("moved");
     std::fs::rename(&first, &moved).unwrap();
     std::fs::remove_file(moved.join("summary.json")).unwrap();
-    let resume = ResumeOptions {
-        endpoint: Endpoint::default(),
-        datasets: datasets_dir(&suite).unwrap(),
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-        kernel_start: Default::default(),
-        gateway_token: None,
-    };
+    let resume = common::run::resume_options(&suite, None);
     let run = Run::resume(&moved, resume.clone()).await.unwrap();
     assert_eq!(run.counts(), (0, 2));
     let (_tx, rx) = tokio::sync::watch::channel(false);

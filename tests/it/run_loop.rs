@@ -1,11 +1,13 @@
 //! `retrace run` end to end: real model stand-ins, real confined kernels,
-//! the journal, resume and the summary.
+//! the journal, resume and the summary. Runs whose results are the subject,
+//! not the binary, are made in process (`common::run`).
 
 use crate::common::{self, retrace};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use retrace::pyenv::ImageName;
 
@@ -45,13 +47,46 @@ fn assert_consistent(recs: &[serde_json::Value], tasks: usize) {
     assert_eq!(finals, tasks);
 }
 
+/// `oracle:faults` on `suite` with 2 rounds: every fault is repaired by
+/// round 2, and the journal and reports say so.
+fn assert_faults_repaired(dir: &Path) {
+    let s = summary(dir);
+    let tasks = s["tasks"].as_u64().unwrap() as usize;
+    assert!(accuracy(&s, 0) < accuracy(&s, 2), "{s}");
+    assert_eq!(accuracy(&s, 2), 1.0, "every fault is repaired: {s}");
+    assert_eq!(s["synthetic_model"], true);
+    assert_eq!(s["schema_version"], 2);
+    assert_consistent(&records(dir), tasks);
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("SYNTHETIC MODEL"));
+    let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    assert!(csv.starts_with("metric,round,value,ci_low,ci_high,n"));
+}
+
+/// In process: the binary is not what these suites test.
 fn run_suite(suite: &str) {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let mut opts = common::run::options(suite, "oracle:faults", &dir);
+    // Room for a cold pandas import on a loaded machine: a round-0
+    // timeout costs `oracle:faults` a round (it never saw its fault raise).
+    opts.limits.timeout = Duration::from_secs(60);
+    common::run::blocking(opts);
+    assert_faults_repaired(&dir);
+}
+
+/// The math suite through `retrace run`, whose last line is checked too.
+#[test]
+fn oracle_faults_math_recovers_everything() {
+    if common::lacks_root() {
+        return;
+    }
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
     let o = retrace([
         "run",
         "--suite",
-        suite,
+        "math",
         "--model",
         "oracle:faults",
         "--rounds",
@@ -66,27 +101,9 @@ fn run_suite(suite: &str) {
     .image(ImageName::Fat)
     .run();
     assert!(o.success(), "{}", o.stderr);
-    let s = summary(&dir);
-    let tasks = s["tasks"].as_u64().unwrap() as usize;
-    assert!(accuracy(&s, 0) < accuracy(&s, 2), "{s}");
-    assert_eq!(accuracy(&s, 2), 1.0, "every fault is repaired: {s}");
-    assert_eq!(s["synthetic_model"], true);
-    assert_eq!(s["schema_version"], 2);
-    assert_consistent(&records(&dir), tasks);
-    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    assert!(report.contains("SYNTHETIC MODEL"));
-    let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
-    assert!(csv.starts_with("metric,round,value,ci_low,ci_high,n"));
+    assert_faults_repaired(&dir);
     let stdout = &o.stdout;
     assert!(stdout.contains("Acc@2 100.0%"), "{stdout}");
-}
-
-#[test]
-fn oracle_faults_math_recovers_everything() {
-    if common::lacks_root() {
-        return;
-    }
-    run_suite("math");
 }
 
 #[test]
@@ -154,32 +171,16 @@ fn hostile_replies_are_killed_classified_and_repaired() {
     std::fs::write(&suite, tasks).unwrap();
     std::fs::write(&replay, replies).unwrap();
     let out = dir.path().join("run");
-    let o = retrace([
-        "run",
-        "--suite",
-        suite.to_str().unwrap(),
-        "--model",
-        &format!("replay:{}", replay.display()),
-        "--rounds",
-        "2",
-        "--memory",
-        "256M",
-        "--pids",
-        "64",
-        // The wall limit far above the CPU limit, so that the busy loop
-        // ends on CPU time even when it gets a fraction of a core.
-        "--cpu-time",
-        "2s",
-        "--timeout",
-        "60s",
-        "--concurrency",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .image(ImageName::Fat)
-    .run();
-    assert!(o.success(), "{}", o.stderr);
+    let model = format!("replay:{}", replay.display());
+    let mut opts = common::run::options(suite.to_str().unwrap(), &model, &out);
+    opts.limits.memory_bytes = 256 << 20;
+    opts.limits.pids = 64;
+    // The wall limit far above the CPU limit, so that the busy loop
+    // ends on CPU time even when it gets a fraction of a core.
+    opts.limits.cpu_time = Duration::from_secs(2);
+    opts.limits.timeout = Duration::from_secs(60);
+    opts.concurrency = 1;
+    common::run::blocking(opts);
     let recs = records(&out);
     for (id, _, verdict) in HOSTILE_REPLIES {
         let round = |n: u64| {
