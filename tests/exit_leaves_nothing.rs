@@ -3,6 +3,9 @@
 //! process retrace leaves behind (an orphan, or a zombie nobody reaped)
 //! becomes its child and is seen. One test per binary: the subreaper flag
 //! is process-wide.
+//!
+//! A separate test binary, not a module of `tests/it`: as a subreaper this
+//! process would adopt what other tests leave behind, and they would count.
 
 mod common;
 
@@ -36,7 +39,11 @@ fn exec(file: &str, extra: &[&str]) -> (i32, String) {
         .chain(extra.iter().copied())
         .chain(["-"])
         .collect();
-    let (code, stdout, stderr) = common::retrace_cli(&args, file);
+    let common::Ran {
+        code,
+        stdout,
+        stderr,
+    } = common::retrace(&args).stdin(file).run();
     (code, stdout + &stderr)
 }
 

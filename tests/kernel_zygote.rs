@@ -1,6 +1,10 @@
 //! Kernels forked from the image's zygote: confined exactly like cold ones,
 //! isolated from their siblings and from the zygote, and started cold when
 //! the zygote cannot serve. Real kernels; needs root (strict in CI).
+//!
+//! A separate test binary, not a module of `tests/it`: the zygotes are
+//! per process and these tests kill them and shut them all down, which
+//! would pull the zygote from under other tests' kernel starts.
 
 mod common;
 

@@ -1,9 +1,15 @@
 //! Shared setup for integration tests: real images, real kernels.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod gateway;
 pub mod host;
+pub mod run;
 pub mod scripted_http;
+
+// Not every test binary that includes this module runs the CLI.
+#[allow(unused_imports)]
+pub use cli::{retrace, Ran};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -11,17 +17,9 @@ use std::sync::{Arc, OnceLock};
 use retrace::pyenv::dynamic::Pin;
 use sha2::{Digest, Sha256};
 
-use retrace::harness::RunContext;
 use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec};
-use retrace::model::spec::Endpoint;
-use retrace::model::Generation;
-use retrace::pyenv::{Image, ImageName, ImageStore, Strategy};
-use retrace::record::{
-    Execution, ExecutorSpec, FeedbackMode, InstallOn, LoopPolicy, ModelSetup, PackageSpec, RunSpec,
-    Selection, StopOn, TaskSpec,
-};
-use retrace::sandbox::{Confined, Sandbox, SandboxLimits};
-use retrace::task::load::datasets_dir;
+use retrace::pyenv::{Image, ImageName, ImageStore};
+use retrace::sandbox::{Confined, Sandbox};
 
 /// The fat image, built on first use into `$RETRACE_HOME` (shared across
 /// test runs so it is built once per machine).
@@ -175,112 +173,4 @@ with zipfile.ZipFile(path, "w") as z:
         sha256,
     };
     (path, pin)
-}
-
-/// Runs the `retrace` binary with `args`, feeding `stdin`; (exit code,
-/// stdout, stderr).
-pub fn retrace_cli(args: &[&str], stdin: &str) -> (i32, String, String) {
-    retrace_cli_in(Path::new("."), args, stdin)
-}
-
-/// [`retrace_cli`] with `cwd` as the working directory.
-pub fn retrace_cli_in(cwd: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// A run as a test makes it: its spec, its directory and its context.
-#[derive(Debug, Clone)]
-pub struct TestRun {
-    pub spec: RunSpec,
-    pub out: PathBuf,
-    pub ctx: RunContext,
-}
-
-/// The context of a test's run (no progress, this build as the init).
-pub fn run_context(suite: &str) -> RunContext {
-    RunContext {
-        datasets: datasets_dir(suite).unwrap(),
-        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        progress: false,
-        endpoint: Endpoint::default(),
-        gateway_token: None,
-        kernel_start: None,
-    }
-}
-
-/// A run of `model` on `suite` into `out` as the CLI's defaults make it
-/// (fat strategy, confined local kernels, 2 rounds, concurrency 2), without
-/// model retries.
-pub fn run_options(suite: &str, model: &str, out: &Path) -> TestRun {
-    image(ImageName::Fat);
-    let spec = RunSpec {
-        tasks: TaskSpec {
-            suite: suite.into(),
-            selection: Selection::default(),
-            skip_invalid: false,
-        },
-        policy: LoopPolicy {
-            rounds: 2,
-            stop_on: StopOn::Clean,
-            feedback: FeedbackMode::Parsed,
-            feedback_budget: 4000,
-            prompts: None,
-        },
-        model: ModelSetup {
-            spec: model.parse().expect("a valid model spec"),
-            generation: Generation {
-                max_retries: 0,
-                ..Generation::default()
-            },
-            vision: false,
-        },
-        packages: PackageSpec {
-            strategies: vec![Strategy::Fat],
-            install_on: InstallOn::Both,
-        },
-        execution: Execution {
-            limits: SandboxLimits::default(),
-            unconfined: false,
-            kernel_start: Default::default(),
-            concurrency: 2,
-            executor: ExecutorSpec::Local,
-        },
-    };
-    TestRun {
-        spec,
-        out: out.to_path_buf(),
-        ctx: run_context(suite),
-    }
-}
-
-/// Creates and executes a run to its end (no cancel).
-pub async fn run(opts: TestRun) -> retrace::harness::RunResult {
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    retrace::harness::Run::create(opts.spec, Some(opts.out), opts.ctx)
-        .await
-        .expect("run created")
-        .execute(rx)
-        .await
-        .expect("run executed")
 }

@@ -1,21 +1,15 @@
 //! `retrace run` end to end: real model stand-ins, real confined kernels,
-//! the journal, resume and the summary.
+//! the journal, resume and the summary. Runs whose results are the subject,
+//! not the binary, are made in process (`common::run`).
 
-mod common;
+use crate::common::{self, retrace};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
+use std::time::Duration;
 
 use retrace::pyenv::ImageName;
-
-fn retrace(args: &[&str]) -> Output {
-    common::image(ImageName::Fat);
-    Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(args)
-        .output()
-        .expect("retrace runs")
-}
 
 fn records(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("results.jsonl"))
@@ -53,13 +47,46 @@ fn assert_consistent(recs: &[serde_json::Value], tasks: usize) {
     assert_eq!(finals, tasks);
 }
 
+/// `oracle:faults` on `suite` with 2 rounds: every fault is repaired by
+/// round 2, and the journal and reports say so.
+fn assert_faults_repaired(dir: &Path) {
+    let s = summary(dir);
+    let tasks = s["tasks"].as_u64().unwrap() as usize;
+    assert!(accuracy(&s, 0) < accuracy(&s, 2), "{s}");
+    assert_eq!(accuracy(&s, 2), 1.0, "every fault is repaired: {s}");
+    assert_eq!(s["synthetic_model"], true);
+    assert_eq!(s["schema_version"], 2);
+    assert_consistent(&records(dir), tasks);
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("SYNTHETIC MODEL"));
+    let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    assert!(csv.starts_with("metric,round,value,ci_low,ci_high,n"));
+}
+
+/// In process: the binary is not what these suites test.
 fn run_suite(suite: &str) {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
-    let o = retrace(&[
+    let mut opts = common::run::options(suite, "oracle:faults", &dir);
+    // Room for a cold pandas import on a loaded machine: a round-0
+    // timeout costs `oracle:faults` a round (it never saw its fault raise).
+    opts.spec.execution.limits.timeout = Duration::from_secs(60);
+    common::run::blocking(opts);
+    assert_faults_repaired(&dir);
+}
+
+/// The math suite through `retrace run`, whose last line is checked too.
+#[test]
+fn oracle_faults_math_recovers_everything() {
+    if common::lacks_root() {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let o = retrace([
         "run",
         "--suite",
-        suite,
+        "math",
         "--model",
         "oracle:faults",
         "--rounds",
@@ -70,29 +97,13 @@ fn run_suite(suite: &str) {
         "60s",
         "--out",
         dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let s = summary(&dir);
-    let tasks = s["tasks"].as_u64().unwrap() as usize;
-    assert!(accuracy(&s, 0) < accuracy(&s, 2), "{s}");
-    assert_eq!(accuracy(&s, 2), 1.0, "every fault is repaired: {s}");
-    assert_eq!(s["synthetic_model"], true);
-    assert_eq!(s["schema_version"], 2);
-    assert_consistent(&records(&dir), tasks);
-    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    assert!(report.contains("SYNTHETIC MODEL"));
-    let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
-    assert!(csv.starts_with("metric,round,value,ci_low,ci_high,n"));
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert!(o.success(), "{}", o.stderr);
+    assert_faults_repaired(&dir);
+    let stdout = &o.stdout;
     assert!(stdout.contains("Acc@2 100.0%"), "{stdout}");
-}
-
-#[test]
-fn oracle_faults_math_recovers_everything() {
-    if common::lacks_root() {
-        return;
-    }
-    run_suite("math");
 }
 
 #[test]
@@ -160,30 +171,16 @@ fn hostile_replies_are_killed_classified_and_repaired() {
     std::fs::write(&suite, tasks).unwrap();
     std::fs::write(&replay, replies).unwrap();
     let out = dir.path().join("run");
-    let o = retrace(&[
-        "run",
-        "--suite",
-        suite.to_str().unwrap(),
-        "--model",
-        &format!("replay:{}", replay.display()),
-        "--rounds",
-        "2",
-        "--memory",
-        "256M",
-        "--pids",
-        "64",
-        // The wall limit far above the CPU limit, so that the busy loop
-        // ends on CPU time even when it gets a fraction of a core.
-        "--cpu-time",
-        "2s",
-        "--timeout",
-        "60s",
-        "--concurrency",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let model = format!("replay:{}", replay.display());
+    let mut opts = common::run::options(suite.to_str().unwrap(), &model, &out);
+    opts.spec.execution.limits.memory_bytes = 256 << 20;
+    opts.spec.execution.limits.pids = 64;
+    // The wall limit far above the CPU limit, so that the busy loop
+    // ends on CPU time even when it gets a fraction of a core.
+    opts.spec.execution.limits.cpu_time = Duration::from_secs(2);
+    opts.spec.execution.limits.timeout = Duration::from_secs(60);
+    opts.spec.execution.concurrency = 1;
+    common::run::blocking(opts);
     let recs = records(&out);
     for (id, _, verdict) in HOSTILE_REPLIES {
         let round = |n: u64| {
@@ -240,7 +237,7 @@ fn resume_after_kill_9_gives_the_same_results() {
     let mut args = vec!["run"];
     args.extend(common_args);
     args.extend(["--out", full.to_str().unwrap()]);
-    assert!(retrace(&args).status.success());
+    assert!(retrace(&args).image(ImageName::Fat).run().success());
 
     // The same run, killed with SIGKILL once a few rounds are in.
     let cut = dir.path().join("cut");
@@ -269,8 +266,10 @@ fn resume_after_kill_9_gives_the_same_results() {
     let before = records(&cut).len();
     assert!(before < records(&full).len(), "the run was cut short");
 
-    let o = retrace(&["run", "--resume", cut.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = retrace(["run", "--resume", cut.to_str().unwrap()])
+        .image(ImageName::Fat)
+        .run();
+    assert!(o.success(), "{}", o.stderr);
 
     let key = |r: &serde_json::Value| {
         (
@@ -302,7 +301,7 @@ fn a_malformed_dataset_line_stops_the_run_with_file_and_line() {
     )
     .unwrap();
     let out = dir.path().join("run");
-    let o = retrace(&[
+    let o = retrace([
         "run",
         "--suite",
         suite.to_str().unwrap(),
@@ -310,9 +309,11 @@ fn a_malformed_dataset_line_stops_the_run_with_file_and_line() {
         "oracle",
         "--out",
         out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert_eq!(o.code, 2);
+    let err = &o.stderr;
     assert!(err.contains("bad.jsonl:2"), "{err}");
     assert!(!out.exists(), "the run did not start");
 }
@@ -323,13 +324,11 @@ fn every_builtin_reference_validates() {
         return;
     }
     for suite in ["math", "tabular", "packages"] {
-        let o = retrace(&["tasks", "validate", suite, "--jobs", "2"]);
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{suite}:\n{stdout}\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = retrace(["tasks", "validate", suite, "--jobs", "2"])
+            .image(ImageName::Fat)
+            .run();
+        let stdout = &o.stdout;
+        assert!(o.success(), "{suite}:\n{stdout}\n{}", o.stderr);
         assert!(stdout.contains("references check correct"));
     }
 }
@@ -341,7 +340,7 @@ fn packages_references_validate_with_dynamic_installs() {
     if common::lacks_root() {
         return;
     }
-    let o = retrace(&[
+    let o = retrace([
         "tasks",
         "validate",
         "packages",
@@ -349,13 +348,11 @@ fn packages_references_validate_with_dynamic_installs() {
         "dynamic",
         "--jobs",
         "2",
-    ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ])
+    .image(ImageName::Fat)
+    .run();
+    let stdout = &o.stdout;
+    assert!(o.success(), "{stdout}\n{}", o.stderr);
     assert!(stdout.contains("references check correct"));
     // Every reference imports something the slim image lacks.
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("ok ")).collect();
@@ -411,28 +408,18 @@ fn infrastructure_errors_exit_3_unless_allowed() {
         ]
     };
     let strict: Vec<String> = args("strict", "0");
-    let o = retrace(&strict.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(
-        o.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = retrace(&strict).image(ImageName::Fat).run();
+    assert_eq!(o.code, 3, "{}", o.stderr);
     let s = summary(&dir.path().join("strict"));
     assert_eq!(
         s["infra_error_rate"]["successes"], 2,
         "reports are written: {s}"
     );
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-infra-errors"));
+    assert!(o.stderr.contains("--max-infra-errors"));
 
     let lenient: Vec<String> = args("lenient", "2");
-    let o = retrace(&lenient.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = retrace(&lenient).image(ImageName::Fat).run();
+    assert_eq!(o.code, 0, "{}", o.stderr);
 }
 
 #[test]
@@ -492,8 +479,10 @@ fn ctrl_c_exits_130_and_the_run_resumes() {
         "{done} tasks recorded before Ctrl-C"
     );
 
-    let o = retrace(&["run", "--resume", out.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = retrace(["run", "--resume", out.to_str().unwrap()])
+        .image(ImageName::Fat)
+        .run();
+    assert!(o.success(), "{}", o.stderr);
     assert_consistent(&records(&out), 4);
     assert_eq!(accuracy(&summary(&out), 0), 1.0);
 }
@@ -508,7 +497,7 @@ fn progress_without_a_terminal_is_plain_lines() {
     let dir = tempfile::tempdir().unwrap();
     let suite = tiny_suite(dir.path(), &["a", "b", "c"]);
     let out = dir.path().join("run");
-    let o = retrace(&[
+    let o = retrace([
         "run",
         "--suite",
         &suite,
@@ -518,9 +507,11 @@ fn progress_without_a_terminal_is_plain_lines() {
         "0",
         "--out",
         out.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    ])
+    .image(ImageName::Fat)
+    .run();
+    let err = &o.stderr;
+    assert!(o.success(), "{err}");
     let lines: Vec<&str> = err.lines().filter(|l| l.contains(" tasks, Acc ")).collect();
     let last = lines
         .last()
@@ -549,7 +540,7 @@ fn skip_invalid_runs_the_valid_records_and_records_the_rest() {
     text.push_str("{\"id\": \"d\", \"question\": \n");
     std::fs::write(&suite, text).unwrap();
     let out = dir.path().join("run");
-    let o = retrace(&[
+    let o = retrace([
         "run",
         "--suite",
         &suite,
@@ -560,9 +551,11 @@ fn skip_invalid_runs_the_valid_records_and_records_the_rest() {
         "--skip-invalid",
         "--out",
         out.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    ])
+    .image(ImageName::Fat)
+    .run();
+    let err = &o.stderr;
+    assert!(o.success(), "{err}");
     for line in ["tiny.jsonl:3", "tiny.jsonl:4"] {
         assert!(err.contains(line), "{line} named on stderr: {err}");
     }

@@ -4,13 +4,14 @@
 //! the socket, a kernel that dies, a gateway that goes away mid-run, and an
 //! oracle run with the accuracy of a local one.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::gateway::Gateway as TestGateway;
+use common::run::execute as run;
 use retrace::harness::{Run, RunContext, RunResult};
 use retrace::kernel::gateway::{Gateway, GatewayConfig, GatewayKernel, REQUEST_TIMEOUT};
 use retrace::kernel::{ExecOptions, ExecutorInfo, KernelOptions, Outcome};
@@ -203,8 +204,8 @@ async fn a_wrong_token_or_kernelspec_is_refused_with_what_to_do() {
     assert_eq!(gateway.info().kernel, gw.kernel);
 }
 
-fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> common::TestRun {
-    let mut opts = common::run_options(suite, "oracle", out);
+fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> common::run::TestRun {
+    let mut opts = common::run::options(suite, "oracle", out);
     opts.spec.tasks.selection.limit_tasks = Some(12);
     opts.spec.model.generation = Generation::default();
     if let Some(gateway) = gateway {
@@ -212,10 +213,6 @@ fn run_options(suite: &str, out: &Path, gateway: Option<GatewayConfig>) -> commo
         opts.spec.execution.executor = ExecutorSpec::Gateway(GatewaySpec::of(&gateway));
     }
     opts
-}
-
-async fn run(opts: common::TestRun) -> RunResult {
-    common::run(opts).await
 }
 
 /// The oracle's accuracy through the gateway is the local executor's, on
@@ -322,7 +319,7 @@ async fn a_gateway_lost_mid_run_gives_infra_errors_and_the_run_resumes() {
     let resume = RunContext {
         gateway_token: cfg.token.clone(),
         kernel_start: Some(Default::default()),
-        ..common::run_context("math")
+        ..common::run::context("math")
     };
     let run = Run::resume(&dir, resume).await.expect("resumed");
     assert!(matches!(

@@ -1,24 +1,17 @@
 //! The run as a library, driven in-process: real confined kernels, the
 //! journal, stop rules, resume, and what reaches a model's endpoint.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
+use common::run::{execute as run, options};
 use common::scripted_http::{ok, Server};
 use retrace::harness::{Run, RunContext, RunResult};
 use retrace::model::spec::Endpoint;
 use retrace::pyenv::{ImageName, Strategy};
 use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, Selection, StopOn};
 use retrace::task::load::{datasets_dir, load_suite};
-
-fn options(suite: &str, model: &str, out: &Path) -> common::TestRun {
-    common::run_options(suite, model, out)
-}
-
-async fn run(opts: common::TestRun) -> RunResult {
-    common::run(opts).await
-}
 
 fn records(dir: &Path) -> Vec<AttemptRecord> {
     retrace::harness::journal::read(&dir.join("results.jsonl")).unwrap()
@@ -277,7 +270,7 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     std::fs::remove_file(moved.join("summary.json")).unwrap();
     let resume = RunContext {
         kernel_start: Some(Default::default()),
-        ..common::run_context(&suite)
+        ..common::run::context(&suite)
     };
     let run = Run::resume(&moved, resume.clone()).await.unwrap();
     assert_eq!(run.counts(), (0, 2));
@@ -306,7 +299,7 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     assert!(err.contains("t2"), "{err}");
 }
 
-fn limited(mut opts: common::TestRun, n: usize) -> common::TestRun {
+fn limited(mut opts: common::run::TestRun, n: usize) -> common::run::TestRun {
     opts.spec.tasks.selection = Selection {
         limit_tasks: Some(n),
         ..Default::default()

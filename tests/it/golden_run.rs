@@ -7,7 +7,7 @@
 //! memory peaks. `RETRACE_BLESS=1` rewrites the fixture from this run,
 //! for a change that is meant to change behaviour.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -77,25 +77,23 @@ fn a_deterministic_run_gives_the_golden_records_and_summary() {
     common::image(retrace::pyenv::ImageName::Fat);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let (code, _, stderr) = common::retrace_cli(
-        &[
-            "run",
-            "--suite",
-            "math",
-            "--model",
-            "oracle:faults",
-            "--rounds",
-            "2",
-            "--feedback",
-            "parsed+state",
-            "--limit-tasks",
-            "10",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        "",
-    );
-    assert_eq!(code, 0, "{stderr}");
+    let ran = common::retrace([
+        "run",
+        "--suite",
+        "math",
+        "--model",
+        "oracle:faults",
+        "--rounds",
+        "2",
+        "--feedback",
+        "parsed+state",
+        "--limit-tasks",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .run();
+    assert_eq!(ran.code, 0, "{ran}");
     let got_records = records(&std::fs::read_to_string(out.join("results.jsonl")).unwrap());
     let got_summary = summary(
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap(),

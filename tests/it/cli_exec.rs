@@ -1,17 +1,11 @@
 //! `retrace exec` as scripts use it: JSON outcomes and exit codes.
 
-mod common;
+use crate::common::{self, retrace, Ran};
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 
 use retrace::pyenv::ImageName;
-
-fn retrace(args: &[&str], stdin: &str) -> (i32, String, String) {
-    // Build the image through the shared helper so parallel tests don't race.
-    common::image(ImageName::Slim);
-    common::retrace_cli(args, stdin)
-}
 
 #[test]
 fn json_has_one_outcome_per_cell() {
@@ -21,18 +15,22 @@ fn json_has_one_outcome_per_cell() {
     let dir = tempfile::tempdir().unwrap();
     let art = dir.path().to_string_lossy().to_string();
     let src = "x = 2\nprint('hi')\n# %%\nx * 21\n# %%\nundefined_name\n";
-    let (code, stdout, stderr) = retrace(
-        &[
-            "exec",
-            "--image",
-            "slim",
-            "--json",
-            "--artifacts",
-            &art,
-            "-",
-        ],
-        src,
-    );
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = retrace([
+        "exec",
+        "--image",
+        "slim",
+        "--json",
+        "--artifacts",
+        &art,
+        "-",
+    ])
+    .stdin(src)
+    .image(ImageName::Slim)
+    .run();
     assert_eq!(code, 1, "a cell failed: {stderr}");
     let cells: serde_json::Value = serde_json::from_str(&stdout).expect("JSON array");
     let cells = cells.as_array().unwrap();
@@ -66,13 +64,22 @@ fn exit_codes() {
     if common::lacks_root() {
         return;
     }
-    let (code, stdout, _) = retrace(&["exec", "--image", "slim", "-"], "print(6 * 7)\n");
+    let Ran { code, stdout, .. } = retrace(["exec", "--image", "slim", "-"])
+        .stdin("print(6 * 7)\n")
+        .image(ImageName::Slim)
+        .run();
     assert_eq!(code, 0);
     assert!(stdout.contains("42"), "{stdout}");
-    let (code, _, stderr) = retrace(&["exec", "--image", "slim", "/nonexistent/file.py"], "");
+    let Ran { code, stderr, .. } = retrace(["exec", "--image", "slim", "/nonexistent/file.py"])
+        .stdin("")
+        .image(ImageName::Slim)
+        .run();
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("/nonexistent/file.py"));
-    let (code, _, _) = retrace(&["exec", "--bogus-flag", "-"], "");
+    let Ran { code, .. } = retrace(["exec", "--bogus-flag", "-"])
+        .stdin("")
+        .image(ImageName::Slim)
+        .run();
     assert_eq!(code, 2);
 }
 
@@ -145,7 +152,14 @@ fn exec_passes_no_terminal_escape_through() {
         "# %%\n",
         "'\\x1b[1mresult'\n",
     );
-    let (code, stdout, stderr) = retrace(&["exec", "--image", "slim", "-"], src);
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = retrace(["exec", "--image", "slim", "-"])
+        .stdin(src)
+        .image(ImageName::Slim)
+        .run();
     assert_eq!(code, 1, "the second cell fails: {stderr}");
     let bad: Vec<char> = stdout
         .chars()
@@ -208,7 +222,11 @@ fn json_artifact_paths_open_from_the_working_directory() {
         "out/plots",
         "-",
     ];
-    let (code, stdout, stderr) = common::retrace_cli_in(cwd.path(), &args, &src);
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = retrace(args).stdin(&src).cwd(cwd.path()).run();
     assert_eq!(code, 0, "{stderr}");
     let cells: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let arts = cells[0]["artifacts"].as_array().unwrap();
@@ -239,10 +257,14 @@ fn descriptors_of_the_caller_do_not_reach_the_kernel() {
         "import os\ntry:\n    os.fstat({LEAKED})\n    print('inherited')\nexcept OSError:\n    print('absent')\n"
     );
     for start in ["cold", "zygote"] {
-        let (code, stdout, stderr) = retrace(
-            &["exec", "--image", "slim", "--kernel-start", start, "-"],
-            &cell,
-        );
+        let Ran {
+            code,
+            stdout,
+            stderr,
+        } = retrace(["exec", "--image", "slim", "--kernel-start", start, "-"])
+            .stdin(&cell)
+            .image(ImageName::Slim)
+            .run();
         assert_eq!(code, 0, "{start}: {stderr}");
         assert!(stdout.contains("absent"), "{start}: {stdout}");
     }

@@ -2,7 +2,7 @@
 //! restart the kernel and say so, and nothing leaks. Needs root: without it
 //! a test fails in strict runs (CI) and is skipped visibly elsewhere.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

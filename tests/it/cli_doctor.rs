@@ -1,7 +1,7 @@
 //! `retrace doctor` on this host: every check reported, exit 0 when a
 //! confined run can work, 1 with a fix when it cannot.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -3,10 +3,9 @@
 //! namespaces); without it the confined tests fail in strict runs (CI,
 //! `RETRACE_REQUIRE_ROOT=1`) and are skipped visibly elsewhere.
 
-mod common;
+use crate::common::{self, retrace, Ran};
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use retrace::conformance::check::{self, CheckConfig};
@@ -18,20 +17,6 @@ use strum::IntoEnumIterator;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile")
-}
-
-fn retrace(args: &[&str], cwd: Option<&Path>) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_retrace"));
-    cmd.args(args);
-    if let Some(dir) = cwd {
-        cmd.current_dir(dir);
-    }
-    let out = cmd.output().expect("run retrace");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
@@ -157,21 +142,23 @@ fn user_corpus_with_filter_json_and_junit() {
     let junit_arg = junit.to_string_lossy().to_string();
 
     // --filter on a category picks one case.
-    let (code, stdout, stderr) = retrace(
-        &[
-            "sandbox",
-            "check",
-            "--corpus",
-            &cases_arg,
-            "--filter",
-            "false_pos",
-            "--json",
-            &json_arg,
-            "--junit",
-            &junit_arg,
-        ],
-        None,
-    );
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = retrace([
+        "sandbox",
+        "check",
+        "--corpus",
+        &cases_arg,
+        "--filter",
+        "false_pos",
+        "--json",
+        &json_arg,
+        "--junit",
+        &junit_arg,
+    ])
+    .run();
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("1 passed, 0 failed"), "{stdout}");
     let report: serde_json::Value =
@@ -192,13 +179,15 @@ fn user_corpus_with_filter_json_and_junit() {
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("user_wrong.toml"), WRONG_CASE).unwrap();
     let other_arg = other.to_string_lossy().to_string();
-    let (code, stdout, stderr) = retrace(
-        &[
-            "sandbox", "check", "--corpus", &cases_arg, "--corpus", &other_arg, "--filter",
-            "user_", "--junit", &junit_arg, "--jobs", "3",
-        ],
-        None,
-    );
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = retrace([
+        "sandbox", "check", "--corpus", &cases_arg, "--corpus", &other_arg, "--filter", "user_",
+        "--junit", &junit_arg, "--jobs", "3",
+    ])
+    .run();
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("2 passed, 1 failed"), "{stdout}");
     assert!(
@@ -234,7 +223,11 @@ fn a_missing_stdout_marker_fails_the_case() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("user_marker.toml"), STDOUT_CASE).unwrap();
     let arg = dir.path().to_string_lossy().to_string();
-    let (code, stdout, stderr) = retrace(&["sandbox", "check", "--corpus", &arg], None);
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = retrace(["sandbox", "check", "--corpus", &arg]).run();
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
     assert!(
@@ -255,38 +248,35 @@ fn malformed_case_is_reported_with_its_file_name() {
     )
     .unwrap();
     let arg = dir.path().to_string_lossy().to_string();
-    let (code, _, stderr) = retrace(&["sandbox", "check", "--corpus", &arg], None);
+    let Ran { code, stderr, .. } = retrace(["sandbox", "check", "--corpus", &arg]).run();
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("broken_case.toml"), "{stderr}");
 
     // A duplicate id names both files.
     std::fs::write(dir.path().join("broken_case.toml"), OK_CASE).unwrap();
-    let (code, _, stderr) = retrace(&["sandbox", "check", "--corpus", &arg], None);
+    let Ran { code, stderr, .. } = retrace(["sandbox", "check", "--corpus", &arg]).run();
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("duplicate case id `user_ok`"), "{stderr}");
 
     // No --corpus and no datasets/hostile here: the built-in corpus is
     // loaded (a filter that matches none of it keeps this quick).
-    let (code, _, stderr) = retrace(
-        &["sandbox", "check", "--filter", "no-such-case"],
-        Some(dir.path()),
-    );
+    let Ran { code, stderr, .. } = retrace(["sandbox", "check", "--filter", "no-such-case"])
+        .cwd(dir.path())
+        .run();
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no case matches"), "{stderr}");
 
     // A filter that matches nothing is a usage error, not a green run.
     std::fs::remove_file(dir.path().join("broken_case.toml")).unwrap();
-    let (code, _, stderr) = retrace(
-        &[
-            "sandbox",
-            "check",
-            "--corpus",
-            &arg,
-            "--filter",
-            "no-such-case",
-        ],
-        None,
-    );
+    let Ran { code, stderr, .. } = retrace([
+        "sandbox",
+        "check",
+        "--corpus",
+        &arg,
+        "--filter",
+        "no-such-case",
+    ])
+    .run();
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no case matches"), "{stderr}");
 }

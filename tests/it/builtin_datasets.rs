@@ -2,7 +2,7 @@
 //! run from an empty directory, with no `$RETRACE_DATASETS`, finds them;
 //! a `./datasets` holding a suite, or `$RETRACE_DATASETS`, overrides them.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -2,7 +2,7 @@
 //! retrace's fat image behind its token, starts and deletes kernels, comes
 //! back after a loss at the same address, and leaves nothing running.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

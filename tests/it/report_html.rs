@@ -4,7 +4,7 @@
 //! filters from the URL hash), `--enable-logging=stderr` its console, and
 //! `--screenshot` what it looks like.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

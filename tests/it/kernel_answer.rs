@@ -2,7 +2,7 @@
 //! answer per cell, read by retrace's own serializer, never by code the
 //! task defined; a bounded view of the state after a failure.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! A real ipykernel per test, spoken to over the Jupyter protocol.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! refused requests ending with verdict `policy_denied` and a message that
 //! names what is available; a second kernel served from the store.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! 127.0.0.1 (hand-written responses, to inject faults): retries, backoff,
 //! timeouts, and what is not retried.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,7 @@
 use std::fs;
 use std::path::Path;
 
+use crate::common;
 use retrace::task::load::{datasets_dir, load_file, load_suite, load_suite_with, select};
 use retrace::task::{Expected, Task, TaskError};
 
@@ -369,17 +370,10 @@ fn release_named_tables_folder_follows_the_questions_prefix() {
 
 /// `retrace tasks list` on the releases from an unrelated directory.
 fn tasks_list(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(["tasks", "list"])
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let ran = common::retrace(["tasks", "list"].iter().chain(args))
+        .cwd(cwd)
+        .run();
+    (ran.code, ran.stdout, ran.stderr)
 }
 
 #[test]

@@ -1,28 +1,11 @@
 //! `retrace compare`, `retrace report --rescore` and `run --junit` through
 //! the binary, on real oracle runs (real kernels, confined: needs root).
 
-mod common;
+use crate::common::{self, retrace};
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use retrace::pyenv::ImageName;
-
-fn retrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(args)
-        .output()
-        .expect("retrace runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// The first `n` tasks of the built-in math suite, as a suite file.
 fn small_suite(dir: &Path, n: usize) -> (String, Vec<String>) {
@@ -55,8 +38,8 @@ fn oracle_run(suite: &str, model: &str, out: &Path, junit: Option<&Path>) {
     if let Some(j) = junit {
         args.extend(["--junit", j.to_str().unwrap()]);
     }
-    let o = retrace(&args);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = retrace(&args).run();
+    assert_eq!(o.code, 0, "{}", o);
 }
 
 #[test]
@@ -74,9 +57,9 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
     oracle_run(&suite, "oracle:wrong", &bad, Some(&junit));
 
     // NEW worse than BASE: 6 discordant pairs against NEW, p = 1/32.
-    let o = retrace(&["compare", good.to_str().unwrap(), bad.to_str().unwrap()]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
+    let o = retrace(["compare", good.to_str().unwrap(), bad.to_str().unwrap()]).run();
+    let out = o.to_string();
+    assert_eq!(o.code, 1, "{out}");
     assert!(out.contains("McNemar b=6 c=0 p=0.03"), "{out}");
     assert!(
         out.contains(&format!("right in BASE, wrong in NEW: {}", ids.join(", "))),
@@ -97,22 +80,23 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
 
     // The reverse is an improvement: exit 0, the same tasks the other way.
     let elsewhere = dir.path().join("cmp");
-    let o = retrace(&[
+    let o = retrace([
         "compare",
         bad.to_str().unwrap(),
         good.to_str().unwrap(),
         "--out",
         elsewhere.to_str().unwrap(),
-    ]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    ])
+    .run();
+    let out = o.to_string();
+    assert_eq!(o.code, 0, "{out}");
     assert!(
         out.contains(&format!("wrong in BASE, right in NEW: {}", ids.join(", "))),
         "{out}"
     );
     assert!(elsewhere.join("compare.json").is_file());
     // An explicit allowance larger than the drop passes the worse run.
-    let o = retrace(&[
+    let o = retrace([
         "compare",
         good.to_str().unwrap(),
         bad.to_str().unwrap(),
@@ -120,17 +104,19 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
         "100",
         "--out",
         elsewhere.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    ])
+    .run();
+    assert_eq!(o.code, 0, "{}", o);
     // Usage errors exit 2.
-    let o = retrace(&["compare", good.to_str().unwrap(), "/nonexistent/run"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let o = retrace(&[
+    let o = retrace(["compare", good.to_str().unwrap(), "/nonexistent/run"]).run();
+    assert_eq!(o.code, 2, "{}", o);
+    let o = retrace([
         "compare",
         &format!("{}:slim", good.display()),
         bad.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    ])
+    .run();
+    assert_eq!(o.code, 2, "{}", o);
 
     // --junit: one failing case per task, saying what was expected.
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -154,8 +140,8 @@ fn report_rescore_rechecks_answers_and_keeps_the_original_journal() {
 
     // Plain regeneration rewrites the reports and changes no record.
     std::fs::remove_file(run.join("report.md")).unwrap();
-    let o = retrace(&["report", run.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = retrace(["report", run.to_str().unwrap()]).run();
+    assert_eq!(o.code, 0, "{}", o);
     assert!(run.join("report.md").is_file());
     assert_eq!(
         std::fs::read_to_string(run.join("results.jsonl")).unwrap(),
@@ -171,9 +157,9 @@ fn report_rescore_rechecks_answers_and_keeps_the_original_journal() {
     lines[0]["expected"]["value"] = serde_json::json!(-12345.0);
     let edited: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
     std::fs::write(&suite, edited.join("\n") + "\n").unwrap();
-    let o = retrace(&["report", run.to_str().unwrap(), "--rescore"]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = retrace(["report", run.to_str().unwrap(), "--rescore"]).run();
+    let out = o.to_string();
+    assert_eq!(o.code, 0, "{out}");
     assert!(
         out.contains(&format!("{}: right -> wrong", ids[0])),
         "{out}"
@@ -189,9 +175,9 @@ fn report_rescore_rechecks_answers_and_keeps_the_original_journal() {
     assert_eq!(summary["accuracy_by_round"][0]["successes"], 2);
 
     // Re-scoring again keeps the run's own journal as the original.
-    let o = retrace(&["report", run.to_str().unwrap(), "--rescore"]);
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    let o = retrace(["report", run.to_str().unwrap(), "--rescore"]).run();
+    let out = o.to_string();
+    assert_eq!(o.code, 0, "{out}");
     assert!(out.contains("no task changed"), "{out}");
     assert_eq!(
         std::fs::read_to_string(run.join("results.jsonl.orig")).unwrap(),

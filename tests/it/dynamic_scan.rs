@@ -2,7 +2,7 @@
 //! interpreter: install lines and imports found by Python's own parser,
 //! install lines neutralised, requests decided by the compiled-in allowlist.
 
-mod common;
+use crate::common;
 
 use retrace::pyenv::dynamic::{scan, Allowlist, Decision, Denial, RequestSource};
 use retrace::pyenv::ImageName;

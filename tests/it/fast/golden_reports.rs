@@ -1,7 +1,7 @@
 //! Golden files: every exporter (summary.json, summary.csv, report.md),
 //! the JUnit document and compare.md rendered from a fixed journal of two
 //! arms (tests/fixtures/golden/) must match the files under `expected/`.
-//! `RETRACE_BLESS=1 cargo test --test golden_reports` rewrites them. The
+//! `RETRACE_BLESS=1 cargo test --test it golden_reports` rewrites them. The
 //! inputs carry their own timestamps and relative paths, and plots are
 //! left out, so nothing of the machine or the clock reaches the outputs.
 

@@ -6,7 +6,7 @@
 //! `common::host`). The v2 job runs this file on a v2 host with
 //! `RETRACE_CGROUP=v2`.
 
-mod common;
+use crate::common;
 
 use std::fs::{File, OpenOptions};
 use std::io;

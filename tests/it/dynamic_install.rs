@@ -3,7 +3,7 @@
 //! is a store hit, and wheels the installer must refuse (a `.pth` that runs
 //! code, a hash that does not match), built here as real wheel files.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! files), and links planted where the root harness writes, copies or
 //! removes files never make it touch a host file outside.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};

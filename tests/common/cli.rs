@@ -1,0 +1,132 @@
+//! The `retrace` binary as a test runs it: `common::retrace(args)`, then
+//! optionally stdin, a working directory, environment and an image built
+//! first, then `.run()` for the exit code and the text of both streams.
+//! For tests of the CLI itself (exit codes, flags, output); a test that only
+//! needs an evaluation runs it in process (`common::run`).
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use retrace::pyenv::ImageName;
+
+/// A `retrace` command line about to run.
+pub struct Cli {
+    command: Command,
+    stdin: Option<String>,
+    image: Option<ImageName>,
+}
+
+/// The `retrace` binary with `args`; without [`Cli::stdin`] its stdin is
+/// empty.
+pub fn retrace<I, S>(args: I) -> Cli
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut command = Command::new(env!("CARGO_BIN_EXE_retrace"));
+    command.args(args);
+    Cli {
+        command,
+        stdin: None,
+        image: None,
+    }
+}
+
+impl Cli {
+    /// Feeds `text` on stdin.
+    pub fn stdin(mut self, text: &str) -> Self {
+        self.stdin = Some(text.to_string());
+        self
+    }
+
+    /// Runs in `dir`.
+    pub fn cwd(mut self, dir: &Path) -> Self {
+        self.command.current_dir(dir);
+        self
+    }
+
+    /// Sets an environment variable of the child.
+    pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Self {
+        self.command.env(key, value);
+        self
+    }
+
+    /// Builds `name` through [`super::image`] before the binary starts, so
+    /// that parallel tests do not race to build it.
+    pub fn image(mut self, name: ImageName) -> Self {
+        self.image = Some(name);
+        self
+    }
+
+    /// Runs the command to its end.
+    pub fn run(mut self) -> Ran {
+        if let Some(name) = self.image {
+            super::image(name);
+        }
+        let stdin = if self.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
+        let mut child = self
+            .command
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("retrace starts");
+        // Written from a thread: a child that prints before it has read all
+        // of its input would otherwise block on a full pipe, and so would we.
+        let feeder = self.stdin.take().map(|text| {
+            let mut pipe = child.stdin.take().expect("piped stdin");
+            std::thread::spawn(move || pipe.write_all(text.as_bytes()))
+        });
+        let out = child.wait_with_output().expect("retrace runs");
+        if let Some(feeder) = feeder {
+            // A child that exits without reading all of it is not an error here.
+            let _ = feeder.join();
+        }
+        Ran::from(out)
+    }
+}
+
+/// What a finished `retrace` command left.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The exit code, -1 when a signal ended it.
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Exit code 0.
+    pub fn success(&self) -> bool {
+        self.code == 0
+    }
+}
+
+/// A `retrace` child the test spawned itself (to signal it, say).
+impl From<Output> for Ran {
+    fn from(out: Output) -> Ran {
+        Ran {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// The exit code and both streams, for assertion messages.
+impl fmt::Display for Ran {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "exit {}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}

@@ -1,0 +1,101 @@
+//! Evaluations run in process, for tests whose subject is a run's results
+//! rather than the binary: the one place a test builds a run's spec
+//! (`options`, then change the fields the test is about), starts one
+//! (`execute`, `blocking`) and resumes one (`context`).
+
+use std::path::{Path, PathBuf};
+
+use retrace::harness::{Run, RunContext, RunResult};
+use retrace::model::spec::Endpoint;
+use retrace::model::Generation;
+use retrace::pyenv::{ImageName, Strategy};
+use retrace::record::{
+    Execution, ExecutorSpec, FeedbackMode, InstallOn, LoopPolicy, ModelSetup, PackageSpec, RunSpec,
+    Selection, StopOn, TaskSpec,
+};
+use retrace::sandbox::SandboxLimits;
+use retrace::task::load::datasets_dir;
+
+/// A run as a test makes it: its spec, its directory and its context.
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    pub spec: RunSpec,
+    pub out: PathBuf,
+    pub ctx: RunContext,
+}
+
+/// The context of a test's run of `suite` (no progress, this build as the
+/// kernels' init); also what a resumed run is given.
+pub fn context(suite: &str) -> RunContext {
+    RunContext {
+        datasets: datasets_dir(suite).unwrap(),
+        init_binary: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
+        progress: false,
+        endpoint: Endpoint::default(),
+        gateway_token: None,
+        kernel_start: None,
+    }
+}
+
+/// A run of `model` on `suite` into `out` as the CLI's defaults make it
+/// (fat strategy, confined local kernels, 2 rounds, concurrency 2), without
+/// model retries.
+pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
+    super::image(ImageName::Fat);
+    let spec = RunSpec {
+        tasks: TaskSpec {
+            suite: suite.into(),
+            selection: Selection::default(),
+            skip_invalid: false,
+        },
+        policy: LoopPolicy {
+            rounds: 2,
+            stop_on: StopOn::Clean,
+            feedback: FeedbackMode::Parsed,
+            feedback_budget: 4000,
+            prompts: None,
+        },
+        model: ModelSetup {
+            spec: model.parse().expect("a valid model spec"),
+            generation: Generation {
+                max_retries: 0,
+                ..Generation::default()
+            },
+            vision: false,
+        },
+        packages: PackageSpec {
+            strategies: vec![Strategy::Fat],
+            install_on: InstallOn::Both,
+        },
+        execution: Execution {
+            limits: SandboxLimits::default(),
+            unconfined: false,
+            kernel_start: Default::default(),
+            concurrency: 2,
+            executor: ExecutorSpec::Local,
+        },
+    };
+    TestRun {
+        spec,
+        out: out.to_path_buf(),
+        ctx: context(suite),
+    }
+}
+
+/// Creates and executes a run to its end (no cancel).
+pub async fn execute(opts: TestRun) -> RunResult {
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    Run::create(opts.spec, Some(opts.out), opts.ctx)
+        .await
+        .expect("run created")
+        .execute(rx)
+        .await
+        .expect("run executed")
+}
+
+/// [`execute`] from a plain `#[test]`.
+pub fn blocking(opts: TestRun) -> RunResult {
+    tokio::runtime::Runtime::new()
+        .expect("a tokio runtime")
+        .block_on(execute(opts))
+}

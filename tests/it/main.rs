@@ -1,0 +1,42 @@
+//! The integration tests, one crate (one link of the library instead of one
+//! per file), one module per area. `fast` needs no Python image, no root and
+//! no server outside this process: `cargo test --lib && cargo test --test it
+//! fast::` is the quick loop; `cargo test` runs everything (tests/README.md).
+//!
+//! Three files stay separate binaries because they change state of their
+//! whole process: `tests/exit_leaves_nothing.rs` (a child subreaper),
+//! `tests/kernel_zygote.rs` (kills and shuts down the process's zygotes) and
+//! `tests/kernel_pool.rs` (being removed with the pool).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod fast {
+    mod cli_version;
+    mod golden_reports;
+    mod model_openai;
+    mod repair_tracebacks;
+    mod task_loading;
+}
+
+mod builtin_datasets;
+mod cgroup_real;
+mod cli_doctor;
+mod cli_exec;
+mod compare_runs;
+mod containment;
+mod dynamic_install;
+mod dynamic_scan;
+mod dynamic_strategy;
+mod gateway;
+mod gateway_fixture;
+mod golden_run;
+mod kernel_answer;
+mod kernel_restart;
+mod kernel_session;
+mod local_model;
+mod pyenv_image;
+mod report_html;
+mod run_library;
+mod run_loop;
+mod sandbox_corpus;
