@@ -441,10 +441,24 @@ mod tests {
         (e.code, e.rule, e.blocks)
     }
 
+    use ExtractRule::{BareCode, FencedPython, FencedUntagged};
+
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, ExtractRule, usize);
+
+    fn check_rules(cases: &[Case]) {
+        for (name, reply, code, rule, blocks) in cases {
+            let got = ex(reply);
+            assert_eq!(
+                got,
+                (code.map(str::to_string), *rule, *blocks),
+                "case: {name}"
+            );
+        }
+    }
+
     #[test]
-    fn rule_table() {
-        use ExtractRule::{BareCode, FencedPython, FencedUntagged};
-        let cases: &[(&str, &str, Option<&str>, ExtractRule, usize)] = &[
+    fn python_fences_are_taken_in_order() {
+        check_rules(&[
             (
                 "one python block",
                 "Here you go:\n```python\nanswer = 1 + 1\n```\nDone.",
@@ -488,27 +502,6 @@ mod tests {
                 1,
             ),
             (
-                "untagged block with code",
-                "Code:\n```\nimport statistics\nanswer = statistics.mean([1, 2, 3])\n```",
-                Some("import statistics\nanswer = statistics.mean([1, 2, 3])\n"),
-                FencedUntagged,
-                1,
-            ),
-            (
-                "untagged block without code signal is skipped",
-                "```\n42\n```\n```\nanswer = 42\n```",
-                Some("answer = 42\n"),
-                FencedUntagged,
-                1,
-            ),
-            (
-                "untagged block of prose is not code",
-                "```\nThe answer is 5 because 2 + 3 = 5.\n```",
-                None,
-                ExtractRule::None,
-                0,
-            ),
-            (
                 "tagged wins over untagged",
                 "```\nx = 1\n```\n```python\nanswer = 2\n```",
                 Some("answer = 2\n"),
@@ -544,20 +537,6 @@ mod tests {
                 1,
             ),
             (
-                "bare code after a prose line",
-                "Here is the solution:\nimport math\nanswer = math.factorial(5)\n",
-                Some("import math\nanswer = math.factorial(5)\n"),
-                BareCode,
-                1,
-            ),
-            (
-                "bare code with a block and a trailing sentence",
-                "total = 0\nfor i in range(10):\n    total += i\nanswer = total\n\nThis sums the numbers from 0 to 9.",
-                Some("total = 0\nfor i in range(10):\n    total += i\nanswer = total\n"),
-                BareCode,
-                1,
-            ),
-            (
                 "info string with attributes and a version",
                 "``` Python3.11 title=\"x\"\nanswer = 1\n```\n~~~{.python}\nb = 2\n~~~",
                 Some("answer = 1\n\nb = 2\n"),
@@ -570,6 +549,39 @@ mod tests {
                 Some("answer = 3\n"),
                 FencedPython,
                 1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn untagged_fences_that_look_like_python() {
+        check_rules(&[
+            (
+                "untagged block with code",
+                "Code:\n```\nimport statistics\nanswer = statistics.mean([1, 2, 3])\n```",
+                Some("import statistics\nanswer = statistics.mean([1, 2, 3])\n"),
+                FencedUntagged,
+                1,
+            ),
+            (
+                "untagged block without code signal is skipped",
+                "```\n42\n```\n```\nanswer = 42\n```",
+                Some("answer = 42\n"),
+                FencedUntagged,
+                1,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn replies_without_code() {
+        check_rules(&[
+            (
+                "untagged block of prose is not code",
+                "```\nThe answer is 5 because 2 + 3 = 5.\n```",
+                None,
+                ExtractRule::None,
+                0,
             ),
             ("no code: prose", "The answer is 42 because six times seven is 42.", None, ExtractRule::None, 0),
             (
@@ -595,15 +607,27 @@ mod tests {
                 ExtractRule::None,
                 0,
             ),
-        ];
-        for (name, reply, code, rule, blocks) in cases {
-            let got = ex(reply);
-            assert_eq!(
-                got,
-                (code.map(str::to_string), *rule, *blocks),
-                "case: {name}"
-            );
-        }
+        ]);
+    }
+
+    #[test]
+    fn bare_code_without_fences() {
+        check_rules(&[
+            (
+                "bare code after a prose line",
+                "Here is the solution:\nimport math\nanswer = math.factorial(5)\n",
+                Some("import math\nanswer = math.factorial(5)\n"),
+                BareCode,
+                1,
+            ),
+            (
+                "bare code with a block and a trailing sentence",
+                "total = 0\nfor i in range(10):\n    total += i\nanswer = total\n\nThis sums the numbers from 0 to 9.",
+                Some("total = 0\nfor i in range(10):\n    total += i\nanswer = total\n"),
+                BareCode,
+                1,
+            ),
+        ]);
     }
 
     #[test]

@@ -199,8 +199,6 @@ impl LocalServer {
         Err(last.expect("at least one attempt"))
     }
 
-    // pre_exec (between fork and exec) is unsafe by nature; the block says why it is sound.
-    #[allow(unsafe_code)]
     fn spawn(
         prepared: &Prepared,
         logs_dir: &Path,
@@ -216,28 +214,7 @@ impl LocalServer {
             .require_key
             .then(|| uuid::Uuid::new_v4().simple().to_string());
 
-        let mut cmd = Command::new(env.python());
-        // -I: no PYTHON* variables, no user site, no cwd on sys.path.
-        cmd.args(["-I", "-m", "llama_cpp.server", "--model"])
-            .arg(&prepared.model.path)
-            .args(["--model_alias", SERVED_MODEL])
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--n_ctx", &options.n_ctx.to_string()])
-            .args(["--n_threads", &options.threads.to_string()])
-            .args(["--n_threads_batch", &options.batch_threads.to_string()])
-            // Logits of every prompt token are only needed for logprobs;
-            // keeping them costs time and an n_ctx x vocab buffer (1.6 GB).
-            .args(["--logits_all", "false"])
-            .args(["--cache", "true", "--cache_type", "ram"])
-            .args(["--cache_size", &options.prompt_cache_bytes.to_string()])
-            // Runs as an ordinary user, whose RLIMIT_MEMLOCK is far below
-            // the model's size: mlock would only print warnings.
-            .args(["--use_mlock", "false"])
-            // Fixed sampling seed: reproducible even at temperature > 0.
-            .args(["--seed", "0"])
-            // Streams only; stated so that a later default cannot make one
-            // task's request cut another's short.
-            .args(["--interrupt_requests", "false"]);
+        let mut cmd = command(prepared, port, &options);
         let _ = writeln!(
             &log,
             "# {} (sha256 {})",
@@ -253,83 +230,26 @@ impl LocalServer {
                 "none"
             }
         );
-        // The server's settings are pydantic BaseSettings: every field not
-        // given on the command line is read from the environment, case
-        // insensitively (and `CONFIG_FILE` replaces all of them). Nothing
-        // of the caller's environment may reach it unintentionally.
-        cmd.env_clear()
-            .env(
-                "PATH",
-                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-            )
-            .env("LANG", "C.UTF-8");
-        if let Some(home) = std::env::var_os("HOME") {
-            cmd.env("HOME", home);
-        }
-        if let Some(key) = &api_key {
-            cmd.env("API_KEY", key);
-        }
+        isolate_environment(&mut cmd, api_key.as_deref());
         cmd.current_dir(&env.dir)
             .stdin(Stdio::null())
             .stdout(stdio()?)
             .stderr(stdio()?)
             // Its own group, so stopping it reaches anything it started.
             .process_group(0);
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: between fork and exec only async-signal-safe calls:
-        // prctl and getppid, no allocation.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGTERM as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // retrace died before prctl: nobody would stop the server.
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-
+        stop_with_parent(&mut cmd);
         let exit = Arc::new(Mutex::new(None));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let keeper_exit = exit.clone();
-        let keeper = std::thread::Builder::new()
-            .name(format!("llama-server-{port}"))
-            .spawn(move || match cmd.spawn() {
-                Ok(mut child) => {
-                    let _ = tx.send(Ok(child.id()));
-                    let status = child.wait();
-                    *keeper_exit.lock().unwrap_or_else(|p| p.into_inner()) = status.ok();
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
-            })
-            .io_context(|| "starting the server's keeper thread".into())?;
-        let pid = match rx.recv() {
-            Ok(Ok(pid)) => pid,
-            Ok(Err(e)) => {
-                let _ = keeper.join();
+        let (pid, keeper) = match keep(cmd, port, exit.clone())? {
+            Ok(started) => started,
+            Err(not_started) => {
+                let detail = match not_started {
+                    NotStarted::Exec(e) => format!("cannot run {}: {e}", env.python().display()),
+                    NotStarted::KeeperGone => "its keeper thread ended without a word".into(),
+                };
                 return Err(LocalError::ServerFailed {
-                    detail: format!("cannot run {}: {e}", env.python().display()),
-                    log: log_path.clone(),
+                    detail,
                     tail: tail(&log_path, TAIL_LINES),
-                });
-            }
-            Err(_) => {
-                let _ = keeper.join();
-                return Err(LocalError::ServerFailed {
-                    detail: "its keeper thread ended without a word".into(),
-                    log: log_path.clone(),
-                    tail: tail(&log_path, TAIL_LINES),
+                    log: log_path,
                 });
             }
         };
@@ -530,6 +450,122 @@ fn prune_logs(dir: &Path) {
     for (_, path) in logs.into_iter().take(excess) {
         let _ = fs::remove_file(path);
     }
+}
+
+/// `python -m llama_cpp.server` for `prepared` on `port`.
+fn command(prepared: &Prepared, port: u16, options: &ServerOptions) -> Command {
+    let mut cmd = Command::new(prepared.env.python());
+    // -I: no PYTHON* variables, no user site, no cwd on sys.path.
+    cmd.args(["-I", "-m", "llama_cpp.server", "--model"])
+        .arg(&prepared.model.path)
+        .args(["--model_alias", SERVED_MODEL])
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--n_ctx", &options.n_ctx.to_string()])
+        .args(["--n_threads", &options.threads.to_string()])
+        .args(["--n_threads_batch", &options.batch_threads.to_string()])
+        // Logits of every prompt token are only needed for logprobs;
+        // keeping them costs time and an n_ctx x vocab buffer (1.6 GB).
+        .args(["--logits_all", "false"])
+        .args(["--cache", "true", "--cache_type", "ram"])
+        .args(["--cache_size", &options.prompt_cache_bytes.to_string()])
+        // Runs as an ordinary user, whose RLIMIT_MEMLOCK is far below
+        // the model's size: mlock would only print warnings.
+        .args(["--use_mlock", "false"])
+        // Fixed sampling seed: reproducible even at temperature > 0.
+        .args(["--seed", "0"])
+        // Streams only; stated so that a later default cannot make one
+        // task's request cut another's short.
+        .args(["--interrupt_requests", "false"]);
+    cmd
+}
+
+/// Clears the server's environment but for what it needs.
+fn isolate_environment(cmd: &mut Command, api_key: Option<&str>) {
+    // The server's settings are pydantic BaseSettings: every field not
+    // given on the command line is read from the environment, case
+    // insensitively (and `CONFIG_FILE` replaces all of them). Nothing
+    // of the caller's environment may reach it unintentionally.
+    cmd.env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("LANG", "C.UTF-8");
+    if let Some(home) = std::env::var_os("HOME") {
+        cmd.env("HOME", home);
+    }
+    if let Some(key) = api_key {
+        cmd.env("API_KEY", key);
+    }
+}
+
+/// The server gets SIGTERM when retrace dies, and never starts after that.
+// pre_exec (between fork and exec) is unsafe by nature; the block says why it is sound.
+#[allow(unsafe_code)]
+fn stop_with_parent(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec only async-signal-safe calls:
+    // prctl and getppid, no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // retrace died before prctl: nobody would stop the server.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Why the server's process could not be started.
+enum NotStarted {
+    Exec(std::io::Error),
+    KeeperGone,
+}
+
+/// Spawns `cmd` on a keeper thread that waits for it and records its exit
+/// status in `exit`; gives its pid and the thread.
+fn keep(
+    mut cmd: Command,
+    port: u16,
+    exit: Arc<Mutex<Option<std::process::ExitStatus>>>,
+) -> Result<Result<(u32, std::thread::JoinHandle<()>), NotStarted>, LocalError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let keeper = std::thread::Builder::new()
+        .name(format!("llama-server-{port}"))
+        .spawn(move || match cmd.spawn() {
+            Ok(mut child) => {
+                let _ = tx.send(Ok(child.id()));
+                let status = child.wait();
+                *exit.lock().unwrap_or_else(|p| p.into_inner()) = status.ok();
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        })
+        .io_context(|| "starting the server's keeper thread".into())?;
+    let started = match rx.recv() {
+        Ok(Ok(pid)) => Ok((pid, keeper)),
+        Ok(Err(e)) => {
+            let _ = keeper.join();
+            Err(NotStarted::Exec(e))
+        }
+        Err(_) => {
+            let _ = keeper.join();
+            Err(NotStarted::KeeperGone)
+        }
+    };
+    Ok(started)
 }
 
 #[cfg(test)]

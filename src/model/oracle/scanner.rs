@@ -103,121 +103,141 @@ pub(super) struct Source<'a> {
     pub(super) lines: Vec<Line>,
 }
 
+/// `b` with comments and string bodies blanked, and its string literals.
+fn mask(b: &[u8]) -> (Vec<u8>, Vec<Lit>) {
+    let n = b.len();
+    let mut masked = b.to_vec();
+    let mut lits = Vec::new();
+    let mut i = 0;
+    while i < n {
+        match b[i] {
+            b'#' => {
+                while i < n && b[i] != b'\n' {
+                    masked[i] = b' ';
+                    i += 1;
+                }
+            }
+            b'\'' | b'"' => {
+                let lit = string_literal(b, i);
+                for m in &mut masked[lit.body.0..lit.body.1] {
+                    if *m != b'\n' {
+                        *m = b' ';
+                    }
+                }
+                i = lit.end.max(i + 1);
+                lits.push(lit);
+            }
+            _ => i += 1,
+        }
+    }
+    (masked, lits)
+}
+
+/// The string literal whose opening quote is at `i`, with its prefix; an
+/// unterminated one ends at the end of its line (or of a triple-quoted
+/// string, of the code).
+fn string_literal(b: &[u8], i: usize) -> Lit {
+    let n = b.len();
+    let q = b[i];
+    let mut p = i;
+    while p > 0 && b[p - 1].is_ascii_alphabetic() && i - p < 2 {
+        p -= 1;
+    }
+    let prefix_ok =
+        b[p..i].iter().all(|c| b"rRbBuUfFtT".contains(c)) && (p == 0 || !is_ident_byte(b[p - 1]));
+    let start = if prefix_ok { p } else { i };
+    let triple = i + 2 < n && b[i + 1] == q && b[i + 2] == q;
+    let body_start = if triple { i + 3 } else { i + 1 };
+    let mut j = body_start;
+    let (body_end, end) = loop {
+        if j >= n {
+            break (n, n);
+        }
+        if b[j] == b'\\' {
+            j += 2;
+            continue;
+        }
+        if triple {
+            if j + 2 < n && b[j] == q && b[j + 1] == q && b[j + 2] == q {
+                break (j, j + 3);
+            }
+        } else if b[j] == q {
+            break (j, j + 1);
+        } else if b[j] == b'\n' {
+            break (j, j);
+        }
+        j += 1;
+    };
+    Lit {
+        start,
+        body: (body_start.min(n), body_end.min(n)),
+        end: end.min(n),
+        prefix_len: i - start,
+    }
+}
+
+/// Logical lines of masked code: a line continues while brackets are open,
+/// after a backslash, or inside a string literal.
+fn logical_lines(masked: &[u8], lits: &[Lit]) -> Vec<Line> {
+    let n = masked.len();
+    let mut lines = Vec::new();
+    let mut depth: i64 = 0;
+    let mut continued = false;
+    let mut current: Option<usize> = None;
+    let mut pos = 0;
+    let mut lit_idx = 0;
+    while pos < n {
+        let line_end = masked[pos..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map(|k| pos + k + 1)
+            .unwrap_or(n);
+        while lit_idx < lits.len() && lits[lit_idx].end <= pos {
+            lit_idx += 1;
+        }
+        let in_string = lit_idx < lits.len() && lits[lit_idx].start < pos;
+        if depth <= 0 && !continued && !in_string {
+            if let Some(s) = current {
+                lines.push(Line {
+                    start: s,
+                    end: pos,
+                    indent: 0,
+                });
+            }
+            current = Some(pos);
+            depth = 0;
+        }
+        for &c in &masked[pos..line_end] {
+            match c {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth -= 1,
+                _ => {}
+            }
+        }
+        let body = masked[pos..line_end].trim_ascii_end();
+        continued = body.ends_with(b"\\");
+        pos = line_end;
+    }
+    if let Some(s) = current {
+        lines.push(Line {
+            start: s,
+            end: n,
+            indent: 0,
+        });
+    }
+    for line in &mut lines {
+        line.indent = masked[line.start..line.end]
+            .iter()
+            .take_while(|c| matches!(c, b' ' | b'\t'))
+            .count();
+    }
+    lines
+}
+
 impl<'a> Source<'a> {
     pub(super) fn scan(code: &'a str) -> Self {
-        let b = code.as_bytes();
-        let n = b.len();
-        let mut masked = b.to_vec();
-        let mut lits = Vec::new();
-        let mut i = 0;
-        while i < n {
-            match b[i] {
-                b'#' => {
-                    while i < n && b[i] != b'\n' {
-                        masked[i] = b' ';
-                        i += 1;
-                    }
-                }
-                q @ (b'\'' | b'"') => {
-                    let mut p = i;
-                    while p > 0 && b[p - 1].is_ascii_alphabetic() && i - p < 2 {
-                        p -= 1;
-                    }
-                    let prefix_ok = b[p..i].iter().all(|c| b"rRbBuUfFtT".contains(c))
-                        && (p == 0 || !is_ident_byte(b[p - 1]));
-                    let start = if prefix_ok { p } else { i };
-                    let triple = i + 2 < n && b[i + 1] == q && b[i + 2] == q;
-                    let body_start = if triple { i + 3 } else { i + 1 };
-                    let mut j = body_start;
-                    let (body_end, end) = loop {
-                        if j >= n {
-                            break (n, n);
-                        }
-                        if b[j] == b'\\' {
-                            j += 2;
-                            continue;
-                        }
-                        if triple {
-                            if j + 2 < n && b[j] == q && b[j + 1] == q && b[j + 2] == q {
-                                break (j, j + 3);
-                            }
-                        } else if b[j] == q {
-                            break (j, j + 1);
-                        } else if b[j] == b'\n' {
-                            break (j, j);
-                        }
-                        j += 1;
-                    };
-                    let body_end = body_end.min(n);
-                    for m in &mut masked[body_start.min(n)..body_end] {
-                        if *m != b'\n' {
-                            *m = b' ';
-                        }
-                    }
-                    lits.push(Lit {
-                        start,
-                        body: (body_start.min(n), body_end),
-                        end: end.min(n),
-                        prefix_len: i - start,
-                    });
-                    i = end.max(i + 1);
-                }
-                _ => i += 1,
-            }
-        }
-
-        // Logical lines.
-        let mut lines = Vec::new();
-        let mut depth: i64 = 0;
-        let mut continued = false;
-        let mut current: Option<usize> = None;
-        let mut pos = 0;
-        let mut lit_idx = 0;
-        while pos < n {
-            let line_end = masked[pos..]
-                .iter()
-                .position(|&c| c == b'\n')
-                .map(|k| pos + k + 1)
-                .unwrap_or(n);
-            while lit_idx < lits.len() && lits[lit_idx].end <= pos {
-                lit_idx += 1;
-            }
-            let in_string = lit_idx < lits.len() && lits[lit_idx].start < pos;
-            if depth <= 0 && !continued && !in_string {
-                if let Some(s) = current {
-                    lines.push(Line {
-                        start: s,
-                        end: pos,
-                        indent: 0,
-                    });
-                }
-                current = Some(pos);
-                depth = 0;
-            }
-            for &c in &masked[pos..line_end] {
-                match c {
-                    b'(' | b'[' | b'{' => depth += 1,
-                    b')' | b']' | b'}' => depth -= 1,
-                    _ => {}
-                }
-            }
-            let body = masked[pos..line_end].trim_ascii_end();
-            continued = body.ends_with(b"\\");
-            pos = line_end;
-        }
-        if let Some(s) = current {
-            lines.push(Line {
-                start: s,
-                end: n,
-                indent: 0,
-            });
-        }
-        for line in &mut lines {
-            line.indent = masked[line.start..line.end]
-                .iter()
-                .take_while(|c| matches!(c, b' ' | b'\t'))
-                .count();
-        }
+        let (masked, lits) = mask(code.as_bytes());
+        let lines = logical_lines(&masked, &lits);
         Source {
             code,
             masked,

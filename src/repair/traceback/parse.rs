@@ -78,6 +78,63 @@ struct RawSyntax {
 /// Parses an IPython NoColor traceback. `code` is the code exactly as sent
 /// to the kernel; cell line numbers are mapped onto it.
 pub fn parse(error: &ErrorInfo, code: &str) -> Traceback {
+    let mut blocks = blocks(error);
+    // The cell being run is the one with the highest number.
+    let current_cell = blocks
+        .iter()
+        .flat_map(|b| {
+            b.frames
+                .iter()
+                .map(|f| f.cell)
+                .chain(b.syntax.iter().map(|s| s.cell))
+        })
+        .flatten()
+        .max();
+    let cell = CellMap {
+        current: current_cell,
+        shift: leading_blank_lines(code),
+        lines: code.lines().collect(),
+    };
+
+    let last = blocks.pop().unwrap_or_default();
+    let chain = blocks.into_iter().map(chained).collect();
+    let frames = last
+        .frames
+        .into_iter()
+        .filter(|f| !is_ipython_machinery(&f.path))
+        .map(|f| cell.frame(f))
+        .collect();
+    let syntax = last.syntax.map(|s| cell.syntax(s));
+
+    let exc_type = if error.ename.is_empty() {
+        last.exc
+            .as_ref()
+            .map(|e| e.0.clone())
+            .or(last.header_type)
+            .unwrap_or_else(|| "Exception".into())
+    } else {
+        error.ename.clone()
+    };
+    let message = match (&syntax, &last.exc) {
+        // IPython appends "(123456.py, line 2)" to a SyntaxError's evalue;
+        // the printed last line has the message without it.
+        (Some(_), Some((_, printed))) => printed.clone(),
+        (Some(_), None) => SYNTAX_SUFFIX.replace(&error.evalue, "").into_owned(),
+        _ => error.evalue.clone(),
+    };
+
+    Traceback {
+        exc_type,
+        message: scrub_paths(strip_ansi_codes(&message).trim_end()),
+        frames,
+        syntax,
+        chain,
+    }
+}
+
+/// The traceback's entries grouped into one block per exception of the
+/// chain, the raised one last.
+fn blocks(error: &ErrorInfo) -> Vec<Block> {
     let mut blocks: Vec<Block> = vec![Block::default()];
     for raw in &error.traceback {
         let entry = strip_ansi_codes(raw);
@@ -109,77 +166,67 @@ pub fn parse(error: &ErrorInfo, code: &str) -> Traceback {
     blocks.retain(|b| {
         b.exc.is_some() || b.header_type.is_some() || !b.frames.is_empty() || b.syntax.is_some()
     });
+    blocks
+}
 
-    // The cell being run is the one with the highest number.
-    let current_cell = blocks
-        .iter()
-        .flat_map(|b| {
-            b.frames
-                .iter()
-                .map(|f| f.cell)
-                .chain(b.syntax.iter().map(|s| s.cell))
-        })
-        .flatten()
-        .max();
-    let shift = leading_blank_lines(code);
-    let code_lines: Vec<&str> = code.lines().collect();
+/// An earlier exception of the chain.
+fn chained(b: Block) -> Chained {
+    let (exc_type, message) = b
+        .exc
+        .or_else(|| b.header_type.map(|t| (t, String::new())))
+        .unwrap_or_else(|| ("Exception".to_string(), String::new()));
+    Chained {
+        exc_type,
+        message: scrub_paths(&message),
+        relation: b.relation.unwrap_or(Relation::Context),
+    }
+}
 
-    let last = blocks.pop().unwrap_or_default();
-    let chain = blocks
-        .into_iter()
-        .map(|b| {
-            let (exc_type, message) = b
-                .exc
-                .or_else(|| b.header_type.map(|t| (t, String::new())))
-                .unwrap_or_else(|| ("Exception".to_string(), String::new()));
-            Chained {
-                exc_type,
-                message: scrub_paths(&message),
-                relation: b.relation.unwrap_or(Relation::Context),
+/// Maps the running cell's line numbers onto the code as sent.
+struct CellMap<'a> {
+    current: Option<u64>,
+    /// Blank lines IPython dropped from the top of the code.
+    shift: usize,
+    lines: Vec<&'a str>,
+}
+
+impl CellMap<'_> {
+    fn frame(&self, f: RawFrame) -> Frame {
+        let is_current = f.cell.is_some() && f.cell == self.current;
+        if is_current {
+            let line = f.line + self.shift;
+            let source = self
+                .lines
+                .get(line.wrapping_sub(1))
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .or(f.source);
+            Frame {
+                location: "cell".into(),
+                in_cell: true,
+                line: Some(line),
+                function: f.function,
+                source: source.map(|s| scrub_paths(&s)),
             }
-        })
-        .collect();
-
-    let frames = last
-        .frames
-        .into_iter()
-        .filter(|f| !is_ipython_machinery(&f.path))
-        .map(|f| {
-            let is_current = f.cell.is_some() && f.cell == current_cell;
-            if is_current {
-                let line = f.line + shift;
-                let source = code_lines
-                    .get(line.wrapping_sub(1))
-                    .map(|l| l.trim().to_string())
-                    .filter(|l| !l.is_empty())
-                    .or(f.source);
-                Frame {
-                    location: "cell".into(),
-                    in_cell: true,
-                    line: Some(line),
-                    function: f.function,
-                    source: source.map(|s| scrub_paths(&s)),
-                }
-            } else {
-                Frame {
-                    location: match f.cell {
-                        Some(n) => format!("In[{n}]"),
-                        None => scrub_paths(&f.path),
-                    },
-                    in_cell: false,
-                    line: Some(f.line),
-                    function: f.function,
-                    source: f.source.map(|s| scrub_paths(&s)),
-                }
+        } else {
+            Frame {
+                location: match f.cell {
+                    Some(n) => format!("In[{n}]"),
+                    None => scrub_paths(&f.path),
+                },
+                in_cell: false,
+                line: Some(f.line),
+                function: f.function,
+                source: f.source.map(|s| scrub_paths(&s)),
             }
-        })
-        .collect();
+        }
+    }
 
-    let syntax = last.syntax.map(|s| {
-        let in_cell = s.path == "<tokenize>" || (s.cell.is_some() && s.cell == current_cell);
+    fn syntax(&self, s: RawSyntax) -> SyntaxPos {
+        let in_cell = s.path == "<tokenize>" || (s.cell.is_some() && s.cell == self.current);
         let offset = s.caret.as_ref().and_then(|c| c.find('^')).map(|i| i + 1);
         SyntaxPos {
-            line: if in_cell { s.line + shift } else { s.line },
+            line: if in_cell { s.line + self.shift } else { s.line },
             offset,
             text: scrub_paths(&s.text),
             caret: s.caret,
@@ -191,31 +238,6 @@ pub fn parse(error: &ErrorInfo, code: &str) -> Traceback {
                 scrub_paths(&s.path)
             },
         }
-    });
-
-    let exc_type = if error.ename.is_empty() {
-        last.exc
-            .as_ref()
-            .map(|e| e.0.clone())
-            .or(last.header_type)
-            .unwrap_or_else(|| "Exception".into())
-    } else {
-        error.ename.clone()
-    };
-    let message = match (&syntax, &last.exc) {
-        // IPython appends "(123456.py, line 2)" to a SyntaxError's evalue;
-        // the printed last line has the message without it.
-        (Some(_), Some((_, printed))) => printed.clone(),
-        (Some(_), None) => SYNTAX_SUFFIX.replace(&error.evalue, "").into_owned(),
-        _ => error.evalue.clone(),
-    };
-
-    Traceback {
-        exc_type,
-        message: scrub_paths(strip_ansi_codes(&message).trim_end()),
-        frames,
-        syntax,
-        chain,
     }
 }
 

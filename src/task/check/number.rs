@@ -180,7 +180,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn number_table() {
+    fn number_literals_and_wrappers() {
         run_table(vec![
             (num(42.0), "42", true, true, "number:abs_tol", Some("42")),
             (num(42.0), "42.0", true, true, "number:abs_tol", Some("42")),
@@ -296,6 +296,12 @@ mod tests {
                 None,
             ),
             (num(18.0), "#### 18", true, true, "number:abs_tol", None),
+        ]);
+    }
+
+    #[test]
+    fn number_tolerance_edges() {
+        run_table(vec![
             // Near misses and tolerance edges.
             (num(1.0), "1.0000005", true, true, "number:abs_tol", None),
             (num(1.0), "1.000002", false, true, "number:mismatch", None),
@@ -347,6 +353,12 @@ mod tests {
                 "number:mismatch",
                 None,
             ),
+        ]);
+    }
+
+    #[test]
+    fn number_free_text_falls_back_to_the_last_number() {
+        run_table(vec![
             // Free text ending with a number.
             (
                 num(42.0),
@@ -380,6 +392,12 @@ mod tests {
                 "number:last_number_fallback:mismatch",
                 None,
             ),
+        ]);
+    }
+
+    #[test]
+    fn number_singletons_and_near_numbers() {
+        run_table(vec![
             // Singletons.
             (
                 num(5.0),
@@ -424,6 +442,12 @@ mod tests {
             (num(18.0), "18+0j", false, false, "number:unparsed", None),
             (num(18.0), "True", false, false, "number:unparsed", None),
             (num(18.0), "-18", false, true, "number:mismatch", None),
+        ]);
+    }
+
+    #[test]
+    fn number_non_numbers() {
+        run_table(vec![
             // Not numbers.
             (
                 num(std::f64::consts::SQRT_2),
