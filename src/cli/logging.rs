@@ -4,6 +4,8 @@
 
 use std::io::IsTerminal;
 
+use anyhow::Context;
+
 use tracing_subscriber::EnvFilter;
 
 /// The variable that chooses what is logged, in `EnvFilter` syntax
@@ -12,10 +14,9 @@ pub const LOG_ENV: &str = "RETRACE_LOG";
 
 /// What is logged: `RETRACE_LOG` when set, else `-v` (info) or `-vv`
 /// (debug) for retrace itself, else warnings and errors only.
-fn filter(verbose: u8, env: Option<&str>) -> Result<EnvFilter, String> {
+fn filter(verbose: u8, env: Option<&str>) -> anyhow::Result<EnvFilter> {
     if let Some(directives) = env.map(str::trim).filter(|d| !d.is_empty()) {
-        return EnvFilter::try_new(directives)
-            .map_err(|e| format!("{LOG_ENV}=`{directives}`: {e}"));
+        return EnvFilter::try_new(directives).with_context(|| format!("{LOG_ENV}=`{directives}`"));
     }
     // zeromq warns of every reconnect while a kernel is still binding its
     // sockets: expected during each start, noise to a user.
@@ -31,7 +32,7 @@ fn filter(verbose: u8, env: Option<&str>) -> Result<EnvFilter, String> {
 pub fn init(verbose: u8) {
     let env = std::env::var(LOG_ENV).ok();
     let filter = filter(verbose, env.as_deref()).unwrap_or_else(|e| {
-        eprintln!("warning: ignoring {e}");
+        eprintln!("warning: ignoring {e:#}");
         filter(verbose, None).expect("built-in filters parse")
     });
     let _ = tracing_subscriber::fmt()

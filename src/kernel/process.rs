@@ -58,15 +58,15 @@ impl KernelProcess {
     /// kernel into it (given PID 1's host pid, it returns the kernel's pid
     /// in the jail) and hands that pid to PID 1, which adopts it.
     /// `Ok(None)`: the jail cannot adopt, nothing was started.
-    pub async fn spawn_adopted<F>(
+    pub async fn spawn_adopted<F, E>(
         jail: &dyn Jail,
         launch: &LaunchCommand,
         layout: &KernelLayout,
         timeout: std::time::Duration,
         fork: F,
-    ) -> Result<Option<Self>, AdoptError>
+    ) -> Result<Option<Self>, AdoptError<E>>
     where
-        F: FnOnce(&crate::sandbox::ForkPlan, i32) -> Result<i32, String>,
+        F: FnOnce(&crate::sandbox::ForkPlan, i32) -> Result<i32, E>,
     {
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
         let Some(adoption) = jail
@@ -99,8 +99,8 @@ impl KernelProcess {
         }
         let jail_ready = began.elapsed();
         let handed = match pid1_of(jail) {
-            Some(pid1) => fork(&adoption.plan, pid1),
-            None => Err("the jail's PID 1 is not among its processes".into()),
+            Some(pid1) => fork(&adoption.plan, pid1).map_err(AdoptError::Zygote),
+            None => Err(AdoptError::NoPid1),
         };
         tracing::debug!(
             kernel = %layout.id,
@@ -125,7 +125,7 @@ impl KernelProcess {
             }
             // Nothing of a kernel exists: the caller ends the jail's init
             // (dropping its stdin makes it exit) and starts cold.
-            Err(reason) => Err(AdoptError::Zygote(reason)),
+            Err(reason) => Err(reason),
         }
     }
 
@@ -176,11 +176,13 @@ impl KernelProcess {
 
 /// Why a zygote start did not happen.
 #[derive(Debug)]
-pub enum AdoptError {
+pub enum AdoptError<E> {
     /// The jail failed as it would have on the cold path: the start fails.
     Jail(KernelError),
+    /// The jail's PID 1 is gone: the caller falls back to the cold path.
+    NoPid1,
     /// The zygote could not serve: the caller falls back to the cold path.
-    Zygote(String),
+    Zygote(E),
 }
 
 fn spawn_piped(

@@ -299,8 +299,12 @@ async fn start_process(
             StartPath::Cold,
         ));
     };
-    let fork = |plan: &crate::sandbox::ForkPlan, pid1: i32| {
-        blocking(|| zygote.fork(plan, pid1)).map_err(|e| e.to_string())
+    let fork = |plan: &crate::sandbox::ForkPlan, pid1: i32| blocking(|| zygote.fork(plan, pid1));
+    // Whatever the attempt started (the jail's init, half a kernel) goes
+    // before the cold start in the same jail.
+    let unserved = |reason: String| {
+        blocking(|| jail.kill_all(None));
+        reason
     };
     let reason =
         match KernelProcess::spawn_adopted(jail, command, layout, options.startup_timeout, fork)
@@ -309,12 +313,10 @@ async fn start_process(
             Ok(Some(process)) => return Ok((process, StartPath::Zygote)),
             Ok(None) => "this sandbox cannot adopt a forked kernel".to_string(),
             Err(AdoptError::Jail(e)) => return Err(e),
-            Err(AdoptError::Zygote(reason)) => {
-                // Whatever the attempt started (the jail's init, half a kernel)
-                // goes before the cold start in the same jail.
-                blocking(|| jail.kill_all(None));
-                reason
+            Err(AdoptError::NoPid1) => {
+                unserved("the jail's PID 1 is not among its processes".into())
             }
+            Err(AdoptError::Zygote(e)) => unserved(e.to_string()),
         };
     tracing::warn!(kernel = %layout.id, reason = %reason, "the zygote cannot serve; starting cold");
     let process = KernelProcess::spawn(jail, command, layout)?;

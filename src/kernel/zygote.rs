@@ -415,7 +415,7 @@ impl Zygote {
             .stdin
             .write_all(&line)
             .and_then(|()| running.stdin.flush())
-            .map_err(|e| format!("writing to it: {e}"))
+            .map_err(Silence::Write)
             .and_then(|()| read_line(&mut running.stdout, FORK_TIMEOUT));
         let text = match answer {
             Ok(text) => text,
@@ -573,8 +573,9 @@ fn spawn(
 /// after its imports cannot fork kernels.
 fn await_ready(image: &Path, mut running: Running) -> Result<Running, ZygoteError> {
     let started = Instant::now();
-    let ready = read_line(&mut running.stdout, START_TIMEOUT)
-        .and_then(|t| serde_json::from_str::<Ready>(&t).map_err(|e| format!("{t:?}: {e}")));
+    let ready = read_line(&mut running.stdout, START_TIMEOUT).and_then(|text| {
+        serde_json::from_str::<Ready>(&text).map_err(|source| Silence::NotJson { text, source })
+    });
     match ready {
         Ok(ready) if ready.threads == 1 => {
             tracing::info!(
@@ -609,20 +610,38 @@ fn await_ready(image: &Path, mut running: Running) -> Result<Running, ZygoteErro
     }
 }
 
+/// Why the zygote's answer did not come.
+#[derive(Debug, thiserror::Error)]
+enum Silence {
+    #[error("writing to it: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("reading: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("it exited")]
+    Exited,
+    #[error("{text:?}: {source}")]
+    NotJson {
+        text: String,
+        source: serde_json::Error,
+    },
+}
+
 /// One line from the zygote, waiting at most `timeout`.
-fn read_line(reader: &mut BufReader<ChildStdout>, timeout: Duration) -> Result<String, String> {
+fn read_line(reader: &mut BufReader<ChildStdout>, timeout: Duration) -> Result<String, Silence> {
     let deadline = Instant::now() + timeout;
     let mut line = Vec::new();
     loop {
         if reader.buffer().is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || !readable(reader.get_ref(), left) {
-                return Err(format!("no answer within {timeout:?}"));
+                return Err(Silence::Timeout(timeout));
             }
         }
-        let available = reader.fill_buf().map_err(|e| format!("reading: {e}"))?;
+        let available = reader.fill_buf().map_err(Silence::Read)?;
         if available.is_empty() {
-            return Err("it exited".into());
+            return Err(Silence::Exited);
         }
         match available.iter().position(|&b| b == b'\n') {
             Some(end) => {
