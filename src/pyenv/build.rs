@@ -12,7 +12,7 @@ use walkdir::WalkDir;
 use super::marker::Marker;
 use super::progress::{Phase, Total};
 use super::recipe::{count_collecting, NotCurrent, Recipe, Site, Workspace};
-use super::step::{BuildLog, TAIL_LINES};
+use super::step::BuildLog;
 use super::venv;
 use super::{Image, ImageName, Interpreter, Lock, PyenvError, KERNEL_CONFIG, MPL_CACHE_DIR};
 use crate::util::IoContext;
@@ -142,8 +142,7 @@ impl Recipe for ImageRecipe<'_> {
             name: self.name,
             step: step.to_string(),
             detail,
-            log: log.path.clone(),
-            tail: log.tail(TAIL_LINES),
+            log: log.tail(),
         }
     }
 }

@@ -42,6 +42,7 @@ pub(crate) use interpreter::resolve as find_program;
 pub use interpreter::{Interpreter, ProbeError};
 pub use kernelspec::{Kernelspec, KernelspecImage, KernelspecMetadata};
 pub use lock::{normalize, Lock, LockEntry};
+pub use step::LogTail;
 pub(crate) use store::disk_usage;
 pub use store::ImageStore;
 pub use strategy::Strategy;
@@ -49,6 +50,20 @@ pub use strategy::Strategy;
 /// The IPython kernel configuration every image carries (see the file for why
 /// each setting is there).
 pub const KERNEL_CONFIG: &str = include_str!("../../images/kernel_config.py");
+
+/// What the fat image offers beside ipykernel, as the task prompt lists it;
+/// each is pinned in `images/fat.lock` (a test holds the two together).
+pub const FAT_PACKAGES: [&str; 9] = [
+    "numpy",
+    "pandas",
+    "matplotlib",
+    "scipy",
+    "sympy",
+    "scikit-learn",
+    "statsmodels",
+    "networkx",
+    "seaborn",
+];
 
 /// Which image: `slim` (ipykernel only, for dynamic installs) or `fat` (the
 /// scientific stack pre-installed).
@@ -217,17 +232,12 @@ pub enum PyenvError {
     NoInterpreter { detail: String },
     #[error("lock file line {line}: {reason}")]
     Lock { line: usize, reason: String },
-    #[error(
-        "building image `{name}` failed while trying to {step}: {detail}\n\
-         full log: {log}\n--- last lines of the log ---\n{tail}",
-        log = .log.display()
-    )]
+    #[error("building image `{name}` failed while trying to {step}: {detail}\n{log}")]
     BuildFailed {
         name: ImageName,
         step: String,
         detail: String,
-        log: PathBuf,
-        tail: String,
+        log: step::LogTail,
     },
     #[error(
         "kernelspec name `{name}`: jupyter lists only names of ASCII letters, digits, `.`, `_` \
@@ -273,18 +283,7 @@ mod tests {
         let slim = Lock::parse(ImageName::Slim.lock_text()).unwrap();
         let fat = Lock::parse(ImageName::Fat.lock_text()).unwrap();
         assert!(slim.contains("ipykernel") && !slim.contains("matplotlib"));
-        for pkg in [
-            "ipykernel",
-            "numpy",
-            "pandas",
-            "matplotlib",
-            "scipy",
-            "sympy",
-            "scikit-learn",
-            "statsmodels",
-            "networkx",
-            "seaborn",
-        ] {
+        for pkg in std::iter::once("ipykernel").chain(FAT_PACKAGES) {
             assert!(fat.contains(pkg), "fat lacks {pkg}");
         }
         for entry in &slim.entries {

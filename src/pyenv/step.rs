@@ -72,8 +72,8 @@ impl BuildLog {
             .map_err(PyenvError::from)
     }
 
-    pub fn tail(&self, lines: usize) -> String {
-        tail(&self.path, lines)
+    pub fn tail(&self) -> LogTail {
+        LogTail::of(&self.path)
     }
 
     /// Runs `cmd` to the end with its output in the log.
@@ -123,6 +123,34 @@ impl BuildLog {
     }
 }
 
+/// A failed step's log as its error shows it: where the whole log is, and
+/// its last lines.
+#[derive(Debug, Clone)]
+pub struct LogTail {
+    pub log: PathBuf,
+    pub tail: String,
+}
+
+impl LogTail {
+    pub(crate) fn of(log: &Path) -> LogTail {
+        LogTail {
+            log: log.to_path_buf(),
+            tail: tail(log, TAIL_LINES),
+        }
+    }
+}
+
+impl std::fmt::Display for LogTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "full log: {}\n--- last lines of the log ---\n{}",
+            self.log.display(),
+            self.tail
+        )
+    }
+}
+
 /// The last `lines` non-blank lines of a file.
 pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = fs::read(path).unwrap_or_default();
@@ -158,7 +186,7 @@ mod tests {
         for i in 0..40 {
             log.line(&format!("line {i}"));
         }
-        let tail = log.tail(3);
+        let tail = tail(&log.path, 3);
         assert_eq!(tail, "line 37\nline 38\nline 39");
 
         let mut cmd = Command::new("/usr/bin/python3");
@@ -183,7 +211,7 @@ mod tests {
             Err(StepError::Failed(detail)) => assert!(detail.starts_with("cannot run"), "{detail}"),
             other => panic!("{other:?}"),
         }
-        let text = log.tail(10);
+        let text = tail(&log.path, 10);
         assert!(
             text.contains("$ sh -c \"echo hello\"\nhello\n# exit status: 0"),
             "{text}"

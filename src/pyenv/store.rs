@@ -231,6 +231,7 @@ mod tests {
     use super::*;
     use crate::pyenv::marker::MARKER_FILE;
     use crate::pyenv::LockEntry;
+    use crate::pyenv::LogTail;
 
     fn python() -> Interpreter {
         Interpreter::example()
@@ -388,7 +389,11 @@ mod tests {
             }),
         );
         let err = store.build(ImageName::Slim, false).unwrap_err();
-        let PyenvError::BuildFailed { log, tail, .. } = &err else {
+        let PyenvError::BuildFailed {
+            log: LogTail { log, tail },
+            ..
+        } = &err
+        else {
             panic!("{err:?}");
         };
         assert!(log.starts_with(home.path().join("logs")), "{log:?}");

@@ -7,7 +7,7 @@
 
 use crate::kernel::{Outcome, StateView};
 use crate::model::{Message, Part, Role};
-use crate::pyenv::Strategy;
+use crate::pyenv::{Strategy, FAT_PACKAGES};
 use crate::sandbox::SandboxLimits;
 use crate::task::Task;
 
@@ -16,20 +16,6 @@ use super::prompt::{
     describe_files, describe_images, stdout_excerpt, PromptError, TemplateName, Templates,
     NO_OUTPUT,
 };
-
-/// What the fat image offers, as the task prompt lists it; each is pinned
-/// in `images/fat.lock` (a test holds the two together).
-pub const FAT_PACKAGES: [&str; 9] = [
-    "numpy",
-    "pandas",
-    "matplotlib",
-    "scipy",
-    "sympy",
-    "scikit-learn",
-    "statsmodels",
-    "networkx",
-    "seaborn",
-];
 
 /// What an arm's kernels can import, as the prompts describe it.
 #[derive(Debug, Clone, Copy)]
@@ -265,22 +251,6 @@ fn describe_task_files(task: &Task) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_fat_package_the_prompt_names_is_in_the_fat_image() {
-        let lock = include_str!("../../images/fat.lock");
-        for name in FAT_PACKAGES {
-            let pinned = lock.lines().any(|l| {
-                l.split("==")
-                    .next()
-                    .is_some_and(|n| n.trim().eq_ignore_ascii_case(name))
-            });
-            assert!(
-                pinned,
-                "{name} is offered by the prompt but not pinned in images/fat.lock"
-            );
-        }
-    }
 
     #[test]
     fn the_package_lists_read_as_before() {

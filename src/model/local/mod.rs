@@ -15,6 +15,7 @@
 
 mod server;
 
+use crate::pyenv::LogTail;
 use std::path::{Path, PathBuf};
 
 pub use crate::pyenv::llm::{
@@ -59,16 +60,8 @@ pub const DEFAULT_CONCURRENCY: usize = 2;
 pub enum LocalError {
     #[error(transparent)]
     Prepare(#[from] LlmError),
-    #[error(
-        "the local model server failed to start: {detail}\n\
-         full log: {log}\n--- last lines of the log ---\n{tail}",
-        log = .log.display()
-    )]
-    ServerFailed {
-        detail: String,
-        log: PathBuf,
-        tail: String,
-    },
+    #[error("the local model server failed to start: {detail}\n{log}")]
+    ServerFailed { detail: String, log: LogTail },
     #[error("preparing the local model: the preparing thread failed")]
     Preparer(#[source] tokio::task::JoinError),
     #[error(transparent)]
@@ -273,8 +266,10 @@ impl Live {
         )
         .map_err(|e| LocalError::ServerFailed {
             detail: format!("cannot make a client for it: {e}"),
-            log: server.log_path().to_path_buf(),
-            tail: String::new(),
+            log: LogTail {
+                log: server.log_path().to_path_buf(),
+                tail: String::new(),
+            },
         })?;
         Ok(Live { client, server })
     }

@@ -31,6 +31,7 @@ use async_openai::config::OpenAIConfig;
 use async_openai::Client;
 
 use crate::pyenv::step::{describe, tail, TAIL_LINES};
+use crate::pyenv::LogTail;
 
 use super::LocalError;
 use crate::model::openai::{plain_client, with_status};
@@ -248,8 +249,7 @@ impl LocalServer {
                 };
                 return Err(LocalError::ServerFailed {
                     detail,
-                    tail: tail(&log_path, TAIL_LINES),
-                    log: log_path,
+                    log: LogTail::of(&log_path),
                 });
             }
         };
@@ -305,8 +305,7 @@ impl LocalServer {
         self.kill();
         LocalError::ServerFailed {
             detail,
-            log: self.log.clone(),
-            tail: tail(&self.log, TAIL_LINES),
+            log: LogTail::of(&self.log),
         }
     }
 

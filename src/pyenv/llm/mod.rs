@@ -30,7 +30,8 @@ pub use store::{
 pub use weights::{join_chunks, GgufRecord, Weights, WeightsMarker};
 
 use super::recipe::NotCurrent;
-use super::step::{BuildLog, TAIL_LINES};
+use super::step::BuildLog;
+use super::LogTail;
 use super::PyenvError;
 
 /// Why a local model's environment could not be had.
@@ -67,16 +68,11 @@ pub enum LlmError {
     Lock(#[source] PyenvError),
     #[error("images/llm-server.lock: {package} is not pinned")]
     ServerUnpinned { package: &'static str },
-    #[error(
-        "preparing the local model failed while trying to {step}: {detail}\n\
-         full log: {log}\n--- last lines of the log ---\n{tail}",
-        log = .log.display()
-    )]
+    #[error("preparing the local model failed while trying to {step}: {detail}\n{log}")]
     PrepareFailed {
         step: String,
         detail: String,
-        log: PathBuf,
-        tail: String,
+        log: LogTail,
     },
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
@@ -88,8 +84,7 @@ impl LlmError {
         LlmError::PrepareFailed {
             step: step.to_string(),
             detail,
-            log: log.path.clone(),
-            tail: log.tail(TAIL_LINES),
+            log: log.tail(),
         }
     }
 
