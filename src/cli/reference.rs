@@ -16,7 +16,8 @@ pub fn markdown() -> String {
     let mut out = String::from(
         "# Command-line reference\n\n\
          <!-- Generated from the clap definitions by src/cli/reference.rs; do not edit.\n     \
-         Regenerate: RETRACE_BLESS=1 cargo test --bin retrace cli_reference_is_current -->\n",
+         Regenerate: RETRACE_BLESS=1 cargo test --bin retrace cli_reference_is_current -->\n\n\
+         Every command also takes `-h, --help` and the global options of `retrace` (`-v`).\n",
     );
     section(&mut out, &root, true);
     format!("{}\n", out.trim_end())
