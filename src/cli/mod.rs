@@ -10,6 +10,8 @@ mod image;
 mod limits;
 mod logging;
 mod model;
+#[cfg(test)]
+mod reference;
 mod report;
 mod run;
 mod sandbox;
