@@ -3,10 +3,9 @@
 //! no server outside this process: `cargo test --lib && cargo test --test it
 //! fast::` is the quick loop; `cargo test` runs everything (tests/README.md).
 //!
-//! Three files stay separate binaries because they change state of their
-//! whole process: `tests/exit_leaves_nothing.rs` (a child subreaper),
-//! `tests/kernel_zygote.rs` (kills and shuts down the process's zygotes) and
-//! `tests/kernel_pool.rs` (being removed with the pool).
+//! Two files stay separate binaries because they change state of their
+//! whole process: `tests/exit_leaves_nothing.rs` (a child subreaper) and
+//! `tests/kernel_zygote.rs` (kills and shuts down the process's zygotes).
 
 #[path = "../common/mod.rs"]
 mod common;
