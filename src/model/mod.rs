@@ -197,7 +197,7 @@ pub struct Generation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair_temperature: Option<f32>,
     pub max_tokens: u32,
-    #[serde(with = "secs")]
+    #[serde(with = "crate::util::secs")]
     pub request_timeout: Duration,
     pub max_retries: u32,
 }
@@ -221,20 +221,6 @@ impl Generation {
             (0, _) | (_, None) => self.temperature,
             (_, Some(t)) => t,
         }
-    }
-}
-
-mod secs {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(d.as_secs_f64())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        crate::util::units::duration_from_secs(f64::deserialize(d)?)
-            .map_err(serde::de::Error::custom)
     }
 }
 
