@@ -19,15 +19,10 @@ use super::options::ExecOptions;
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
 };
+use super::probe::{ANSWER_EXPRESSION, ANSWER_KEY};
 use super::KernelError;
 use crate::sandbox::{Flag, HarnessReason, Verdict};
 
-/// Reads this cell's answer after every cell with retrace's own serializer
-/// (`probe.py`, installed at kernel start): never a custom `__repr__`, never
-/// an `answer` left by an earlier cell.
-pub(super) const ANSWER_EXPRESSION: &str = "__retrace_answer__()";
-/// The key of that expression in `user_expressions`.
-pub(super) const ANSWER_KEY: &str = "retrace";
 /// The comm target the completion probe asks about: none is registered
 /// under it, so the reply is empty. `probe.py` answers it at the kernel's
 /// dispatcher (its `_COMPLETION_TARGET`).
@@ -383,7 +378,7 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::PROBE_COMM_TARGET;
-    use crate::kernel::start::PROBE_SOURCE;
+    use crate::kernel::probe::PROBE_SOURCE;
 
     #[test]
     fn the_kernel_side_answers_the_target_the_harness_asks_about() {

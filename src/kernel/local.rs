@@ -14,11 +14,14 @@ use jupyter_protocol::{
 
 use super::backend::{Backend, Baseline, Drain, Ending, Failure, Stopped};
 use super::client::{parent_id, Channels};
+use super::layout::{create_layout, remove_layout, renew_layout};
+use super::options::KernelStart;
 use super::options::{KernelBanner, KernelOptions};
 use super::outcome::{Enforcement, Outcome};
 use super::process::KernelProcess;
-use super::start::{self, blocking, launch, remove_layout, renew_layout, wait_exit, KernelSpec};
-use super::zygote::{self, KernelStart, StartPath, Zygote};
+use super::spec::KernelSpec;
+use super::start::{blocking, launch, wait_exit};
+use super::zygote::{self, StartPath, Zygote};
 use super::KernelError;
 use crate::sandbox::{Evidence, ExitInfo, Flag, Jail, KernelLayout, KillReport, Sandbox, Verdict};
 
@@ -56,7 +59,7 @@ impl LocalBackend {
         options: KernelOptions,
     ) -> Result<LocalBackend, KernelError> {
         let id = format!("k{}", &uuid::Uuid::new_v4().simple().to_string()[..11]);
-        let layout = start::create_layout(&spec, &id)?;
+        let layout = create_layout(&spec, &id)?;
         let jail = match sandbox.jail(&layout, &options.limits) {
             Ok(jail) => jail,
             Err(e) => {

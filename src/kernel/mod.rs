@@ -14,12 +14,15 @@ mod error;
 mod execution;
 mod executor;
 pub mod gateway;
+mod layout;
 mod local;
 mod options;
 mod outcome;
+mod probe;
 mod process;
 mod requests;
 mod session;
+mod spec;
 mod start;
 mod state;
 mod wire_cap;
@@ -29,12 +32,12 @@ pub use backend::LocalBackend;
 pub use capture::OutputCap;
 pub use error::KernelError;
 pub use executor::{Executor, ExecutorInfo};
-pub use options::{ExecOptions, KernelBanner, KernelOptions};
+pub use options::{ExecOptions, KernelBanner, KernelOptions, KernelStart};
 pub use outcome::{
     Answer, AnswerRule, Artifact, Bundle, Enforcement, ErrorInfo, ExecStatus, Outcome, Timings,
     Truncation, Unsupported,
 };
 pub use session::{AnyKernel, Kernel};
-pub use start::{default_kernel_root, KernelSpec};
+pub use spec::{default_kernel_root, KernelSpec};
 pub use state::{names_in_line, CloseMatch, StateQuery, StateView, VariableView};
-pub use zygote::{KernelStart, StartPath};
+pub use zygote::StartPath;

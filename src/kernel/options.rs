@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::capture::OutputCap;
-use super::zygote::KernelStart;
 use crate::sandbox::SandboxLimits;
 
 /// Session-wide settings.
@@ -91,4 +92,55 @@ pub struct KernelBanner {
     /// The kernel installed retrace's probe itself before it answered (a
     /// forked kernel), so no installing cell was sent.
     pub probe_preinstalled: bool,
+}
+
+/// How kernels are started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelStart {
+    /// A new interpreter per kernel (exec), importing everything itself.
+    Cold,
+    /// Forked from the image's zygote; cold when the zygote cannot serve
+    /// and for unconfined kernels.
+    #[default]
+    Zygote,
+}
+
+impl KernelStart {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KernelStart::Cold => "cold",
+            KernelStart::Zygote => "zygote",
+        }
+    }
+}
+
+impl std::str::FromStr for KernelStart {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "cold" => Ok(KernelStart::Cold),
+            "zygote" => Ok(KernelStart::Zygote),
+            other => Err(format!("unknown kernel start {other:?} (cold or zygote)")),
+        }
+    }
+}
+
+impl std::fmt::Display for KernelStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_paths_parse() {
+        assert_eq!("cold".parse::<KernelStart>(), Ok(KernelStart::Cold));
+        assert_eq!("zygote".parse::<KernelStart>(), Ok(KernelStart::Zygote));
+        assert!("warm".parse::<KernelStart>().is_err());
+        assert_eq!(KernelStart::default(), KernelStart::Zygote);
+    }
 }

@@ -11,9 +11,8 @@ use jupyter_protocol::{
 use tokio::time::sleep_until;
 
 use super::client::{parent_id, Channels};
-use super::execution::ANSWER_KEY;
 use super::options::KernelBanner;
-use super::start::{PROBE_FILE, PROBE_SOURCE};
+use super::probe::ANSWER_KEY;
 use super::state::{StateQuery, StateView};
 use super::KernelError;
 
@@ -57,34 +56,6 @@ pub(super) async fn handshake(channels: &mut Channels) -> Result<KernelBanner, K
         }
     }
 }
-
-/// The cell that installs retrace's kernel-side code (`probe.py`) in a
-/// kernel retrace laid out.
-/// The source comes from a file in the kernel's HOME (written there with the
-/// layout, removed by this cell): ipykernel hashes and tokenizes every cell
-/// in pure Python, which took longer for the source sent inline than
-/// running it. A zygote kernel finds that source already compiled by its
-/// zygote (`sys._retrace_probe`, source → code, taken away here).
-pub(super) fn probe_from_home() -> String {
-    format!(
-        "exec((lambda os, sys: (lambda src: sys.__dict__.pop('_retrace_probe', {{}}).get(src) \
-         or compile(src, '<retrace>', 'exec'))((lambda p: (open(p, encoding='utf-8').read(), os.remove(p))[0])\
-         (os.path.join(os.environ['HOME'], '{PROBE_FILE}'))))(__import__('os'), __import__('sys')), \
-         {PROBE_GLOBALS})"
-    )
-}
-
-/// The installing cell for a kernel retrace did not lay out (a gateway's):
-/// the source travels in the cell. A JSON string is a Python string literal.
-pub(super) fn probe_inline() -> String {
-    let source = serde_json::to_string(PROBE_SOURCE).unwrap_or_default();
-    format!("exec(compile({source}, '<retrace>', 'exec'), {PROBE_GLOBALS})")
-}
-
-/// The probe runs in a namespace of its own with a copy of the pristine
-/// builtins, never in the user's.
-const PROBE_GLOBALS: &str =
-    "{'__name__': '_retrace', '__builtins__': dict(__import__('builtins').__dict__)}";
 
 /// Installs retrace's kernel-side code with `cell` (see [`probe_from_home`],
 /// [`probe_inline`]) before any task code runs, so it captures pristine

@@ -19,7 +19,7 @@ use super::local::LocalBackend;
 use super::options::{ExecOptions, KernelBanner, KernelOptions};
 use super::outcome::{ErrorInfo, Outcome};
 use super::requests::{inspect, silent_request};
-use super::start::KernelSpec;
+use super::spec::KernelSpec;
 use super::state::{StateQuery, StateView};
 use super::KernelError;
 use crate::sandbox::{classify, Classification, ExitInfo, Flag, KillReport, Sandbox, Verdict};

@@ -3,185 +3,26 @@
 //! (forked by the image's zygote or cold), then the handshake and
 //! retrace's probe. Restarts go through the same steps in the same jail.
 
-use std::ffi::OsString;
-use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use jupyter_protocol::connection_info::{ConnectionInfo, Transport};
-use walkdir::WalkDir;
 
 use super::capture::OutputCap;
 use super::client::{wait_for_sockets, Channels, WireCap};
 use super::execution::ms;
+use super::layout::lock_runtime_dir;
 use super::options::{KernelBanner, KernelOptions};
+use super::probe::{probe_from_home, PROBE_MARKER};
 use super::process::{AdoptError, KernelProcess};
-use super::requests::{handshake, install_probe, probe_from_home};
+use super::requests::{handshake, install_probe};
+use super::spec::{launch_command, KernelSpec};
 use super::zygote::{StartPath, Zygote};
 use super::KernelError;
-use crate::pyenv::Image;
-use crate::sandbox::{Jail, KernelLayout, LaunchCommand};
+use crate::sandbox::{Jail, KernelLayout};
 use crate::util::{nofollow, IoContext};
-
-/// Everything needed to start kernels of one image.
-#[derive(Debug, Clone)]
-pub struct KernelSpec {
-    pub image: Image,
-    /// Parent of the per-kernel directories.
-    pub root: PathBuf,
-    /// BLAS/OpenMP thread count, capped to the CPU limit.
-    pub threads: u32,
-    /// Files copied into each kernel's working directory.
-    pub files: Vec<PathBuf>,
-    /// Directories the kernel may read besides its image (the package
-    /// store of the `dynamic` strategy).
-    pub ro_binds: Vec<PathBuf>,
-}
-
-impl KernelSpec {
-    pub fn new(image: Image, root: PathBuf) -> Self {
-        Self {
-            image,
-            root,
-            threads: 1,
-            files: Vec::new(),
-            ro_binds: Vec::new(),
-        }
-    }
-}
-
-/// The default parent of per-kernel directories. Short, because a unix
-/// socket path must fit in 108 bytes.
-pub fn default_kernel_root() -> PathBuf {
-    std::env::temp_dir().join(format!("retrace-{}", nix::unistd::getuid()))
-}
-
-fn mkdir_private(path: &Path) -> Result<(), KernelError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .at("creating", path)?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o700)).at("chmod", path)?;
-    Ok(())
-}
-
-/// Creates the directories of one kernel.
-pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, KernelError> {
-    // The root is shared by all kernels and must be reachable (x) by the
-    // kernel user of a confined kernel, but not listable.
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o711)
-        .create(&spec.root)
-        .at("creating", &spec.root)?;
-    let base = spec.root.join(id);
-    let layout = KernelLayout {
-        id: id.to_string(),
-        runtime_dir: base.join("rt"),
-        work_dir: base.join("work"),
-        home_dir: base.join("home"),
-    };
-    mkdir_private(&base)?;
-    for dir in [&layout.runtime_dir, &layout.work_dir, &layout.home_dir] {
-        mkdir_private(dir)?;
-    }
-    seed(spec, &layout)?;
-    Ok(layout)
-}
-
-/// Makes the layout of a dead kernel as good as new before its restart, so
-/// nothing the old kernel left can reach the new one: the working directory
-/// and HOME (with `$IPYTHONDIR`) are recreated with the task files copied
-/// anew; the runtime directory, which the kernel user owns and writes
-/// (connection file, sockets), is emptied in place so its owner stays.
-/// Nothing a planted symlink points to is touched. A confined kernel never
-/// wrote the host's working directory or HOME (it had private copies), an
-/// unconfined one did.
-pub fn renew_layout(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
-    let rt = &layout.runtime_dir;
-    match fs::symlink_metadata(rt) {
-        Ok(meta) if meta.is_dir() => nofollow::empty_dir(rt).at("emptying", rt)?,
-        _ => {
-            nofollow::remove_entry(rt).at("removing", rt)?;
-            mkdir_private(rt)?;
-        }
-    }
-    fs::set_permissions(rt, fs::Permissions::from_mode(0o700)).at("chmod", rt)?;
-    for dir in [&layout.work_dir, &layout.home_dir] {
-        nofollow::remove_entry(dir).at("removing", dir)?;
-        mkdir_private(dir)?;
-    }
-    seed(spec, layout)
-}
-
-/// Once the kernel has bound its sockets, its runtime directory becomes the
-/// harness's and read-only to everyone else: the kernel can no longer swap a
-/// socket for a link the harness's client would reconnect through, nor plant
-/// anything there. For a restart the jail hands it back to the kernel user.
-pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
-    let rt = &layout.runtime_dir;
-    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-    std::os::unix::fs::lchown(rt, Some(uid.as_raw()), Some(gid.as_raw()))
-        .and_then(|()| fs::set_permissions(rt, fs::Permissions::from_mode(0o711)))
-        .at("locking", rt)?;
-    Ok(())
-}
-
-/// retrace's code inside every kernel: answer reader and state inspector.
-pub(super) const PROBE_SOURCE: &str = include_str!("probe.py");
-/// Where the kernel finds it in its HOME (the installing cell removes it).
-pub(super) const PROBE_FILE: &str = ".retrace-probe.py";
-/// In the runtime directory: a forked kernel installed the probe itself
-/// before it answered (zygote.py's `PROBE_MARKER`).
-pub(super) const PROBE_MARKER: &str = "probe-installed";
-
-/// Copies the task files into the working directory, the image's
-/// matplotlib cache and retrace's probe into HOME.
-fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
-    let probe = layout.home_dir.join(PROBE_FILE);
-    nofollow::create_new(&probe, 0o644)
-        .and_then(|mut f| f.write_all(PROBE_SOURCE.as_bytes()))
-        .at("writing", &probe)?;
-    for file in &spec.files {
-        let name = file
-            .file_name()
-            .ok_or_else(|| KernelError::TaskFileName(file.clone()))?;
-        // The task file itself may be a link (it is the user's input); the
-        // copy is a new file that nothing else holds.
-        let dest = layout.work_dir.join(name);
-        let copied = fs::File::open(file).and_then(|mut from| {
-            let mut to = nofollow::create_new(&dest, 0o644)?;
-            std::io::copy(&mut from, &mut to)
-        });
-        copied.at("copying task file", file)?;
-    }
-    if let Some(cache) = spec.image.mpl_cache() {
-        copy_dir(&cache, &layout.home_dir.join(".mplconfig"))?;
-    }
-    Ok(())
-}
-
-/// Copies a directory tree; links and special files are left out.
-pub(super) fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
-    for entry in WalkDir::new(from) {
-        let entry = entry.map_err(|e| {
-            let at = e.path().unwrap_or(from).display().to_string();
-            KernelError::Io(crate::util::IoError::new(format!("reading {at}"), e.into()))
-        })?;
-        let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
-        let target = to.join(relative);
-        let kind = entry.file_type();
-        if kind.is_dir() {
-            fs::create_dir_all(&target).at("creating", &target)?;
-        } else if kind.is_file() {
-            nofollow::copy(entry.path(), &target, 0o644).at("copying", &target)?;
-        }
-    }
-    Ok(())
-}
 
 /// A fresh connection description: ipc sockets in the runtime directory and
 /// a random HMAC key.
@@ -212,34 +53,6 @@ pub fn socket_paths(info: &ConnectionInfo) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The command line and environment of one kernel: the image's own
-/// (shared with its kernelspec) plus this kernel's HOME and the
-/// directories under it.
-pub fn launch_command(spec: &KernelSpec, layout: &KernelLayout, conn_file: &Path) -> LaunchCommand {
-    let image = &spec.image;
-    let mut env: Vec<(OsString, OsString)> = image
-        .kernel_env(spec.threads)
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect();
-    env.extend([
-        ("HOME".into(), layout.home_dir.as_os_str().to_owned()),
-        ("IPYTHONDIR".into(), layout.home_dir.join(".ipython").into()),
-        (
-            "MPLCONFIGDIR".into(),
-            layout.home_dir.join(".mplconfig").into(),
-        ),
-    ]);
-    LaunchCommand {
-        program: image.python(),
-        args: image.kernel_args(conn_file.as_os_str()),
-        env,
-        image_dir: image.dir.clone(),
-        ro_binds: spec.ro_binds.clone(),
-        network: false,
-    }
-}
-
 /// Writes the connection file, readable only by its owner. The kernel user
 /// can write the runtime directory: whatever has the file's name there (a
 /// planted symlink to a host file) is removed, never written through.
@@ -264,12 +77,6 @@ pub(super) async fn wait_exit(
     exit: &mut tokio::sync::watch::Receiver<Option<crate::sandbox::ExitInfo>>,
 ) {
     let _ = exit.wait_for(|e| e.is_some()).await;
-}
-
-/// Removes the kernel's directories; std's `remove_dir_all` removes a
-/// symlink planted inside, never what it points to.
-pub(super) fn remove_layout(spec: &KernelSpec, layout: &KernelLayout) {
-    let _ = std::fs::remove_dir_all(spec.root.join(&layout.id));
 }
 
 /// Runs blocking work (a zygote's answer) without stalling the other

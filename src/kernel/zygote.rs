@@ -110,7 +110,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::start::{copy_dir, launch_command, KernelSpec, PROBE_FILE, PROBE_SOURCE};
+use super::layout::copy_dir;
+use super::probe::{PROBE_FILE, PROBE_SOURCE};
+use super::spec::{launch_command, KernelSpec};
 use crate::sandbox::{ForkPlan, KernelCgroup, KernelLayout, Sandbox};
 
 /// The zygote's program (`python -c`).
@@ -120,44 +122,6 @@ const SOURCE: &str = include_str!("zygote.py");
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one fork may take.
 const FORK_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How kernels are started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelStart {
-    /// A new interpreter per kernel (exec), importing everything itself.
-    Cold,
-    /// Forked from the image's zygote; cold when the zygote cannot serve
-    /// and for unconfined kernels.
-    #[default]
-    Zygote,
-}
-
-impl KernelStart {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KernelStart::Cold => "cold",
-            KernelStart::Zygote => "zygote",
-        }
-    }
-}
-
-impl std::str::FromStr for KernelStart {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "cold" => Ok(KernelStart::Cold),
-            "zygote" => Ok(KernelStart::Zygote),
-            other => Err(format!("unknown kernel start {other:?} (cold or zygote)")),
-        }
-    }
-}
-
-impl std::fmt::Display for KernelStart {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// How one kernel was actually started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -686,18 +650,5 @@ fn keep_tail(mut pipe: impl Read, tail: Arc<Mutex<VecDeque<String>>>) {
         }
         tail.push_back(line.trim_end().chars().take(2000).collect());
         line.clear();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn start_paths_parse() {
-        assert_eq!("cold".parse::<KernelStart>(), Ok(KernelStart::Cold));
-        assert_eq!("zygote".parse::<KernelStart>(), Ok(KernelStart::Zygote));
-        assert!("warm".parse::<KernelStart>().is_err());
-        assert_eq!(KernelStart::default(), KernelStart::Zygote);
     }
 }

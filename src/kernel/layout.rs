@@ -1,0 +1,139 @@
+//! A kernel's directories (runtime, working directory, HOME): created,
+//! seeded with the task files and the probe, renewed for a restart, locked
+//! once the kernel has bound its sockets, removed.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+
+use walkdir::WalkDir;
+
+use super::probe::{PROBE_FILE, PROBE_SOURCE};
+use super::spec::KernelSpec;
+use super::KernelError;
+use crate::sandbox::KernelLayout;
+use crate::util::{nofollow, IoContext};
+
+fn mkdir_private(path: &Path) -> Result<(), KernelError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .at("creating", path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o700)).at("chmod", path)?;
+    Ok(())
+}
+
+/// Creates the directories of one kernel.
+pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, KernelError> {
+    // The root is shared by all kernels and must be reachable (x) by the
+    // kernel user of a confined kernel, but not listable.
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(&spec.root)
+        .at("creating", &spec.root)?;
+    let base = spec.root.join(id);
+    let layout = KernelLayout {
+        id: id.to_string(),
+        runtime_dir: base.join("rt"),
+        work_dir: base.join("work"),
+        home_dir: base.join("home"),
+    };
+    mkdir_private(&base)?;
+    for dir in [&layout.runtime_dir, &layout.work_dir, &layout.home_dir] {
+        mkdir_private(dir)?;
+    }
+    seed(spec, &layout)?;
+    Ok(layout)
+}
+
+/// Makes the layout of a dead kernel as good as new before its restart, so
+/// nothing the old kernel left can reach the new one: the working directory
+/// and HOME (with `$IPYTHONDIR`) are recreated with the task files copied
+/// anew; the runtime directory, which the kernel user owns and writes
+/// (connection file, sockets), is emptied in place so its owner stays.
+/// Nothing a planted symlink points to is touched. A confined kernel never
+/// wrote the host's working directory or HOME (it had private copies), an
+/// unconfined one did.
+pub fn renew_layout(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
+    let rt = &layout.runtime_dir;
+    match fs::symlink_metadata(rt) {
+        Ok(meta) if meta.is_dir() => nofollow::empty_dir(rt).at("emptying", rt)?,
+        _ => {
+            nofollow::remove_entry(rt).at("removing", rt)?;
+            mkdir_private(rt)?;
+        }
+    }
+    fs::set_permissions(rt, fs::Permissions::from_mode(0o700)).at("chmod", rt)?;
+    for dir in [&layout.work_dir, &layout.home_dir] {
+        nofollow::remove_entry(dir).at("removing", dir)?;
+        mkdir_private(dir)?;
+    }
+    seed(spec, layout)
+}
+
+/// Once the kernel has bound its sockets, its runtime directory becomes the
+/// harness's and read-only to everyone else: the kernel can no longer swap a
+/// socket for a link the harness's client would reconnect through, nor plant
+/// anything there. For a restart the jail hands it back to the kernel user.
+pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
+    let rt = &layout.runtime_dir;
+    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    std::os::unix::fs::lchown(rt, Some(uid.as_raw()), Some(gid.as_raw()))
+        .and_then(|()| fs::set_permissions(rt, fs::Permissions::from_mode(0o711)))
+        .at("locking", rt)?;
+    Ok(())
+}
+
+/// Copies the task files into the working directory, the image's
+/// matplotlib cache and retrace's probe into HOME.
+fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
+    let probe = layout.home_dir.join(PROBE_FILE);
+    nofollow::create_new(&probe, 0o644)
+        .and_then(|mut f| f.write_all(PROBE_SOURCE.as_bytes()))
+        .at("writing", &probe)?;
+    for file in &spec.files {
+        let name = file
+            .file_name()
+            .ok_or_else(|| KernelError::TaskFileName(file.clone()))?;
+        // The task file itself may be a link (it is the user's input); the
+        // copy is a new file that nothing else holds.
+        let dest = layout.work_dir.join(name);
+        let copied = fs::File::open(file).and_then(|mut from| {
+            let mut to = nofollow::create_new(&dest, 0o644)?;
+            std::io::copy(&mut from, &mut to)
+        });
+        copied.at("copying task file", file)?;
+    }
+    if let Some(cache) = spec.image.mpl_cache() {
+        copy_dir(&cache, &layout.home_dir.join(".mplconfig"))?;
+    }
+    Ok(())
+}
+
+/// Copies a directory tree; links and special files are left out.
+pub(super) fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
+    for entry in WalkDir::new(from) {
+        let entry = entry.map_err(|e| {
+            let at = e.path().unwrap_or(from).display().to_string();
+            KernelError::Io(crate::util::IoError::new(format!("reading {at}"), e.into()))
+        })?;
+        let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
+        let target = to.join(relative);
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            fs::create_dir_all(&target).at("creating", &target)?;
+        } else if kind.is_file() {
+            nofollow::copy(entry.path(), &target, 0o644).at("copying", &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes the kernel's directories; std's `remove_dir_all` removes a
+/// symlink planted inside, never what it points to.
+pub(super) fn remove_layout(spec: &KernelSpec, layout: &KernelLayout) {
+    let _ = std::fs::remove_dir_all(spec.root.join(&layout.id));
+}
