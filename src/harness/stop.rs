@@ -67,15 +67,7 @@ mod tests {
     use crate::sandbox::Verdict;
 
     fn outcome(verdict: Verdict) -> Outcome {
-        serde_json::from_value(serde_json::json!({
-            "status": if verdict == Verdict::Ok { "ok" } else { "error" },
-            "verdict": verdict, "flags": [], "execution_count": 1, "stdout": "", "stderr": "",
-            "results": [], "displays": [], "error": null, "answer": null, "artifacts": [],
-            "truncated": false,
-            "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
-            "timings_ms": {"total": 1.0}, "state_lost": false
-        }))
-        .unwrap()
+        Outcome::ended(verdict, 1.0)
     }
 
     #[test]

@@ -231,14 +231,7 @@ mod tests {
     use crate::kernel::ErrorInfo;
 
     fn raised(ename: &str, evalue: &str, code: &str, line: usize) -> Outcome {
-        let mut o: Outcome = serde_json::from_value(serde_json::json!({
-            "status": "error", "verdict": "error", "flags": [], "execution_count": 1,
-            "stdout": "", "stderr": "", "results": [], "displays": [], "error": null,
-            "answer": null, "artifacts": [], "truncated": false,
-            "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
-            "timings_ms": {"total": 1.0}, "state_lost": false
-        }))
-        .unwrap();
+        let mut o = Outcome::ended(crate::sandbox::Verdict::Error, 1.0);
         let source = code.lines().nth(line - 1).unwrap();
         o.error = Some(ErrorInfo {
             ename: ename.into(),

@@ -574,14 +574,9 @@ mod tests {
     }
 
     fn outcome(verdict: &str, stdout: &str, error: Option<ErrorInfo>) -> Outcome {
-        let mut o: Outcome = serde_json::from_value(serde_json::json!({
-            "status": "error", "verdict": verdict, "flags": [], "execution_count": 1,
-            "stdout": stdout, "stderr": "", "results": [], "displays": [], "error": null,
-            "answer": null, "artifacts": [], "truncated": false,
-            "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
-            "timings_ms": {"total": 1.0}, "state_lost": false
-        }))
-        .unwrap();
+        let mut o = Outcome::ended(verdict.parse().unwrap(), 1.0);
+        o.status = crate::kernel::ExecStatus::Error;
+        o.stdout = stdout.into();
         o.error = error;
         o
     }

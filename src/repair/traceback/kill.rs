@@ -169,14 +169,7 @@ mod tests {
     #[test]
     fn kill_messages() {
         let limits = SandboxLimits::default();
-        let mut o: Outcome = serde_json::from_value(serde_json::json!({
-            "status": "error", "verdict": "timeout_wall", "flags": [], "execution_count": 1,
-            "stdout": "", "stderr": "", "results": [], "displays": [], "error": null,
-            "answer": null, "artifacts": [], "truncated": false,
-            "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
-            "timings_ms": {"total": 1.0}, "state_lost": false
-        }))
-        .unwrap();
+        let mut o = Outcome::ended(Verdict::TimeoutWall, 1.0);
         let msg = |o: &Outcome| kill_message(o, &limits).unwrap_or_default();
         assert!(msg(&o).contains("did not finish within 10s of wall time"));
         o.verdict = Verdict::TimeoutCpu;
