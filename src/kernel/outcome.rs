@@ -213,40 +213,15 @@ impl Outcome {
     /// ended with `verdict` (status `ok` for [`Verdict::Ok`], else `error`)
     /// after `total_ms`: the base that test fixtures change.
     pub fn ended(verdict: Verdict, total_ms: f64) -> Outcome {
-        Outcome {
-            status: if verdict == Verdict::Ok {
-                ExecStatus::Ok
-            } else {
-                ExecStatus::Error
-            },
-            verdict,
-            flags: Vec::new(),
-            execution_count: Some(1),
-            stdout: String::new(),
-            stderr: String::new(),
-            results: Vec::new(),
-            displays: Vec::new(),
-            error: None,
-            answer: None,
-            artifacts: Vec::new(),
-            truncated: false,
-            truncation: Truncation::default(),
-            timings_ms: Timings {
-                total: total_ms,
-                ..Timings::default()
-            },
-            kill_ms: None,
-            kill_method: None,
-            exit: None,
-            state_lost: false,
-            memory_peak_bytes: None,
-            kernel_uid: None,
-            policy: None,
-            fired: Vec::new(),
-            suggested: None,
-            enforcement: None,
-            infra_error: None,
-        }
+        let status = if verdict == Verdict::Ok {
+            ExecStatus::Ok
+        } else {
+            ExecStatus::Error
+        };
+        let mut outcome = Outcome::blank(status, verdict);
+        outcome.execution_count = Some(1);
+        outcome.timings_ms.total = total_ms;
+        outcome
     }
 }
 
