@@ -292,7 +292,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     let result = run.execute(cancel_on_ctrl_c()).await.map_err(failure)?;
     print_summary(&result.summary, &result.dir);
     if let Some(path) = &args.junit {
-        super::report::write_junit(&result.dir, path)?;
+        super::report::write_junit(&result.config, &result.records, path)?;
     }
     for f in &result.files {
         eprintln!("wrote {}", f.display());

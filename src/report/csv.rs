@@ -7,19 +7,19 @@
 //! one-strategy run), then every other arm's, then the comparison rows
 //! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm.
 
-use super::metrics::Rate;
+use super::stats::Rate;
 use super::{Exporter, RenderError, RunView, Summary};
 
 pub struct CsvExporter;
 
 type Writer = csv::Writer<Vec<u8>>;
 
-impl Exporter for CsvExporter {
+impl<'a> Exporter<RunView<'a>> for CsvExporter {
     fn file_name(&self) -> &'static str {
         "summary.csv"
     }
 
-    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+    fn render(&self, run: &RunView<'a>) -> Result<String, RenderError> {
         let s = run.summary;
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([

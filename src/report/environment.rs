@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::{Percentiles, Rate};
+use super::stats::{Percentiles, Rate};
 use super::task_rounds::TaskRounds;
 use crate::record::AttemptRecord;
 use crate::sandbox::Verdict;

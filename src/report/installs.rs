@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::Percentiles;
+use super::stats::Percentiles;
 use super::task_rounds::TaskRounds;
 use crate::pyenv::dynamic::{Decision, Denial};
 use crate::pyenv::Strategy;

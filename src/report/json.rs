@@ -4,12 +4,12 @@ use super::{Exporter, RenderError, RunView};
 
 pub struct JsonExporter;
 
-impl Exporter for JsonExporter {
+impl<'a> Exporter<RunView<'a>> for JsonExporter {
     fn file_name(&self) -> &'static str {
         "summary.json"
     }
 
-    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+    fn render(&self, run: &RunView<'a>) -> Result<String, RenderError> {
         Ok(serde_json::to_string_pretty(run.summary)?)
     }
 }

@@ -3,18 +3,18 @@
 use std::fmt::Write;
 
 use super::installs::InstallMetrics;
-use super::metrics::Percentiles;
+use super::stats::Percentiles;
 use super::strategies::StrategyComparison;
 use super::{labels, percent, Exporter, RenderError, RunView, Summary};
 
 pub struct MarkdownExporter;
 
-impl Exporter for MarkdownExporter {
+impl<'a> Exporter<RunView<'a>> for MarkdownExporter {
     fn file_name(&self) -> &'static str {
         "report.md"
     }
 
-    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+    fn render(&self, run: &RunView<'a>) -> Result<String, RenderError> {
         let s = run.summary;
         let mut md = String::new();
         let w = &mut md;
@@ -348,7 +348,7 @@ fn installs(w: &mut String, m: &InstallMetrics) {
 }
 
 /// A rate with its counts: `12.5% [..] (1 of 8)`.
-pub(super) fn counted(r: Option<&super::metrics::Rate>) -> String {
+pub(super) fn counted(r: Option<&super::stats::Rate>) -> String {
     match r {
         Some(r) => format!("{} ({} of {})", percent(Some(r)), r.successes, r.n),
         None => "n/a".into(),

@@ -10,84 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use super::environment::{self, MemoryPeak};
 use super::installs::{self, InstallMetrics};
+use super::stats::{Percentiles, Rate};
 use super::strategies::{self, StrategyComparison};
 use super::task_rounds::{self, TaskRounds};
 use crate::kernel::ExecutorInfo;
 use crate::record::{AttemptRecord, FeedbackKind, RunConfig, StopOn, SCHEMA_VERSION};
 use crate::sandbox::{SandboxLimits, Verdict};
-use crate::util::stats::percentile;
-
-/// A proportion with its 95% Wilson interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Rate {
-    pub value: f64,
-    pub ci_low: f64,
-    pub ci_high: f64,
-    pub successes: u64,
-    pub n: u64,
-}
-
-impl Rate {
-    pub fn new(successes: u64, n: u64) -> Option<Rate> {
-        if n == 0 {
-            return None;
-        }
-        let (lo, hi) = wilson(successes, n);
-        Some(Rate {
-            value: successes as f64 / n as f64,
-            ci_low: lo,
-            ci_high: hi,
-            successes,
-            n,
-        })
-    }
-}
-
-/// Wilson score interval at 95%.
-pub fn wilson(successes: u64, n: u64) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let z = 1.959_963_984_540_054_f64;
-    let n_f = n as f64;
-    let p = successes as f64 / n_f;
-    let denom = 1.0 + z * z / n_f;
-    let centre = (p + z * z / (2.0 * n_f)) / denom;
-    let half = z * ((p * (1.0 - p) / n_f + z * z / (4.0 * n_f * n_f)).sqrt()) / denom;
-    // At the edges the interval touches 0 or 1 exactly; the formula only
-    // gets there up to rounding.
-    let lo = if successes == 0 {
-        0.0
-    } else {
-        (centre - half).max(0.0)
-    };
-    let hi = if successes >= n {
-        1.0
-    } else {
-        (centre + half).min(1.0)
-    };
-    (lo, hi)
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub p50: f64,
-    pub p95: f64,
-    pub n: usize,
-}
-
-impl Percentiles {
-    /// Nearest-rank p50 and p95 ([`percentile`]); all zero when there are no values.
-    pub fn of(mut values: Vec<f64>) -> Self {
-        values.sort_by(f64::total_cmp);
-        let at = |p: f64| percentile(&values, p).unwrap_or(0.0);
-        Percentiles {
-            p50: at(50.0),
-            p95: at(95.0),
-            n: values.len(),
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KillRate {
@@ -516,37 +444,6 @@ fn multi_parts(config: &RunConfig, tasks: &[TaskRounds], k: usize) -> Vec<Rate> 
 mod tests {
     use super::super::testing::{config, task, R};
     use super::*;
-
-    #[test]
-    fn wilson_matches_known_values() {
-        // 8 of 10: the textbook interval is about [0.490, 0.943].
-        let (lo, hi) = wilson(8, 10);
-        assert!((lo - 0.4902).abs() < 1e-3, "{lo}");
-        assert!((hi - 0.9433).abs() < 1e-3, "{hi}");
-        let (lo, hi) = wilson(0, 5);
-        assert_eq!(lo, 0.0);
-        assert!(hi > 0.4 && hi < 0.5);
-        assert!(Rate::new(1, 0).is_none());
-    }
-
-    #[test]
-    fn wilson_endpoints_are_exact() {
-        for n in 1..200 {
-            assert_eq!(wilson(0, n).0, 0.0, "0/{n}");
-            assert_eq!(wilson(n, n).1, 1.0, "{n}/{n}");
-            assert!(wilson(1, n).0 > 0.0, "1/{n}");
-            assert!(wilson(n - 1, n).1 < 1.0 || n == 1, "{}/{n}", n - 1);
-        }
-    }
-
-    #[test]
-    fn percentiles() {
-        // Nearest rank, as the README documents: rank ⌈0.5 · 100⌉ = 50.
-        let p = Percentiles::of((1..=100).map(f64::from).collect());
-        assert_eq!(p.p50, 50.0);
-        assert_eq!(p.p95, 95.0);
-        assert_eq!(Percentiles::of(vec![]).n, 0);
-    }
 
     #[test]
     fn every_metric_on_a_hand_built_journal() {

@@ -4,14 +4,17 @@
 pub mod compare;
 mod csv;
 pub mod environment;
+pub mod export;
 mod html;
 pub mod installs;
 mod json;
 pub mod junit;
 mod markdown;
+pub mod markup;
 pub mod metrics;
 pub mod plots;
 pub mod rescore;
+pub mod stats;
 pub mod strategies;
 pub mod task_cases;
 mod task_rounds;
@@ -22,10 +25,12 @@ use std::path::{Path, PathBuf};
 
 use crate::record::{AttemptRecord, RunConfig};
 
+pub use export::{Exporter, RenderError};
 pub use installs::InstallMetrics;
 pub use metrics::{summarize, Summary};
 pub use plots::Plot;
-pub use strategies::{ArmComparison, McNemar, StrategyComparison};
+pub use stats::McNemar;
+pub use strategies::{ArmComparison, StrategyComparison};
 
 /// Everything a report is made from: the run's configuration, its
 /// journal, the metrics and the plots already drawn into the run directory.
@@ -38,16 +43,6 @@ pub struct RunView<'a> {
     pub summary: &'a Summary,
     pub plots: &'a [Plot],
 }
-
-/// One output format of a run.
-pub trait Exporter {
-    /// File name inside the run directory.
-    fn file_name(&self) -> &'static str;
-    fn render(&self, run: &RunView) -> Result<String, RenderError>;
-}
-
-/// Why an exporter could not render (a serializer's own error).
-pub type RenderError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -71,8 +66,8 @@ pub enum ReportError {
     },
 }
 
-/// Every exporter, in the order their files are written.
-pub fn exporters() -> Vec<Box<dyn Exporter>> {
+/// Every exporter of a run, in the order their files are written.
+pub fn exporters<'a>() -> Vec<Box<dyn Exporter<RunView<'a>>>> {
     vec![
         Box::new(json::JsonExporter),
         Box::new(csv::CsvExporter),
@@ -99,23 +94,12 @@ pub fn write_all(
         summary: &summary,
         plots: &plots,
     };
-    for exporter in exporters() {
-        let file = exporter.file_name();
-        let path = dir.join(file);
-        let text = exporter
-            .render(&view)
-            .map_err(|source| ReportError::Render { file, source })?;
-        std::fs::write(&path, text).map_err(|source| ReportError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        written.push(path);
-    }
+    written.extend(export::write_each(&exporters(), &view, dir)?);
     Ok((summary, written))
 }
 
 /// A proportion as a percentage with its interval, for humans.
-pub fn percent(rate: Option<&metrics::Rate>) -> String {
+pub fn percent(rate: Option<&stats::Rate>) -> String {
     match rate {
         Some(r) => format!(
             "{:.1}% [{:.1}, {:.1}]",

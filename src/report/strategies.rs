@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::Rate;
+use super::stats::{McNemar, Rate};
 use super::task_rounds::TaskRounds;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,48 +36,6 @@ pub struct PairedAccuracy {
     pub round: u32,
     pub baseline: Rate,
     pub arm: Rate,
-}
-
-/// McNemar's exact test on the discordant pairs of final correctness.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct McNemar {
-    /// Baseline right, arm wrong.
-    pub b: u64,
-    /// Baseline wrong, arm right.
-    pub c: u64,
-    /// Two-sided exact binomial p-value: min(1, 2·P[X ≤ min(b, c)]) with
-    /// X ~ Bin(b + c, ½); 1 when there is no discordant pair.
-    pub p_value: f64,
-}
-
-impl McNemar {
-    pub fn new(b: u64, c: u64) -> McNemar {
-        McNemar {
-            b,
-            c,
-            p_value: exact_p(b, c),
-        }
-    }
-}
-
-/// min(1, 2·P[X ≤ min(b, c)]), X ~ Bin(b + c, ½). Terms are summed in log
-/// space so that large counts neither overflow nor underflow.
-fn exact_p(b: u64, c: u64) -> f64 {
-    let n = b + c;
-    if n == 0 {
-        return 1.0;
-    }
-    let n_f = n as f64;
-    // ln(C(n, i) / 2^n), from i = 0 upward.
-    let mut ln_term = -n_f * std::f64::consts::LN_2;
-    let mut tail = 0.0;
-    for i in 0..=b.min(c) {
-        if i > 0 {
-            ln_term += ((n - i + 1) as f64 / i as f64).ln();
-        }
-        tail += ln_term.exp();
-    }
-    (2.0 * tail).min(1.0)
 }
 
 /// Each arm after the first against the first. `arms` are in `--strategy`
@@ -130,7 +88,6 @@ pub(super) fn compare(k: usize, arms: &[(String, Vec<TaskRounds>)]) -> StrategyC
 #[cfg(test)]
 mod tests {
     use super::super::testing::{config, task, two_arms, R};
-    use super::*;
     use crate::record::StopOn;
     use crate::report::summarize;
 
@@ -237,29 +194,5 @@ mod tests {
         assert_eq!((slim.mcnemar.b, slim.mcnemar.c), (4, 0));
         assert!((slim.mcnemar.p_value - 0.125).abs() < 1e-12);
         assert!(s.arms[2].installs.is_none());
-    }
-
-    #[test]
-    fn exact_p_values() {
-        let close = |b, c, want: f64| {
-            let p = McNemar::new(b, c).p_value;
-            assert!((p - want).abs() < 1e-12, "b={b} c={c}: {p} ≠ {want}");
-        };
-        // 2 · (1/64)
-        close(0, 6, 0.031_25);
-        close(6, 0, 0.031_25);
-        // 2 · (1 + 10 + 45) / 1024
-        close(2, 8, 0.109_375);
-        // 2 · (1 + 5) / 32
-        close(1, 4, 0.375);
-        close(0, 0, 1.0);
-        // Symmetric and capped at 1.
-        close(5, 5, 1.0);
-        close(3, 4, 1.0);
-        // Large counts stay finite: 2·P[X ≤ 0] with n = 2000 underflows to 0.
-        let p = McNemar::new(0, 2000).p_value;
-        assert!((0.0..1e-300).contains(&p), "{p}");
-        let p = McNemar::new(900, 1100).p_value;
-        assert!(p > 0.0 && p < 1e-5, "{p}");
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::super::markdown::{counted, denials, strategy_rows};
-use super::super::metrics::Rate;
+use super::super::stats::Rate;
 use super::super::{labels, percent, RunView, Summary};
 use super::escape;
 

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use super::theme::{self, Area, Drawn, Swatch};
 use super::{Chart, Summary};
-use crate::report::metrics::Rate;
+use crate::report::stats::Rate;
 
 pub(super) struct Curves {
     name: &'static str,
@@ -86,8 +86,7 @@ impl Chart for Curves {
         // Headroom above 100% keeps a perfect score's markers whole.
         let mut chart = theme::frame(&area, -pad..k + pad, 0.0..104.0, 48, 64)?;
         let rounds = self.last_round() + 1;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_x_mesh()
             .x_labels(rounds.min(12))
             .x_label_formatter(&|x| {
@@ -108,11 +107,6 @@ impl Chart for Curves {
             })
             .x_desc("round r (0 = first attempt, then repair rounds)")
             .y_desc("Acc@r (% of tasks)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
 
         let mut entries = Vec::new();

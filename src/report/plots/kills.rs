@@ -73,19 +73,13 @@ impl Chart for Kills {
         let ymax = theme::nice_ceiling(top * 1.15);
         let n = self.reasons.len() as f64;
         let mut chart = theme::frame(&area, 0.0..n, 0.0..ymax, 52, 64)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_x_mesh()
             .x_labels(0)
             .y_labels(6)
             .y_label_formatter(&|y| format!("{y:.1}%"))
             .x_desc("kill reason (verdict)")
             .y_desc("killed executions (% of executions)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
 
         let arms = self.series.len() as f64;

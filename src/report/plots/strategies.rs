@@ -7,7 +7,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::theme::{self, Area, Drawn};
 use super::{Chart, Summary};
-use crate::report::metrics::Rate;
+use crate::report::stats::Rate;
 
 struct Panel {
     title: &'static str,
@@ -55,8 +55,7 @@ impl Strategies {
         let n = self.arms.len() as f64;
         // Headroom above 100% for the value printed over a full bar.
         let mut chart = theme::frame(&area, 0.0..n, 0.0..112.0, 40, 64)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 13)
             .disable_x_mesh()
             .x_labels(0)
             .y_labels(6)
@@ -68,11 +67,6 @@ impl Strategies {
                 }
             })
             .y_desc(p.y_desc)
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(13))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
         let value_style = theme::text(12).pos(Pos::new(HPos::Left, VPos::Center));
         for (i, (arm, rate)) in self.arms.iter().zip(&p.rates).enumerate() {

@@ -132,8 +132,7 @@ impl Chart for Transitions {
         let left = (widest.max().unwrap_or(10) as u32 * 8 + 20).clamp(100, 320);
         let n = self.rows.len() as f64;
         let mut chart = theme::frame(&area, 0.0..3.0, 0.0..n, 52, left)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_mesh()
             .x_labels(0)
             .y_labels(0)
@@ -142,9 +141,6 @@ impl Chart for Transitions {
                 self.k
             ))
             .y_desc("round-0 failure (tasks)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .axis_style(theme::MUTED)
             .draw()?;
 
         let centre = Pos::new(HPos::Center, VPos::Center);
