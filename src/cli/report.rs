@@ -103,13 +103,9 @@ fn print_changes(c: &RescoreChanges) {
 }
 
 fn print_accuracy(s: &Summary) {
-    let arms: Vec<&Summary> = if s.arms.is_empty() {
-        vec![s]
-    } else {
-        s.arms.iter().collect()
-    };
-    for arm in arms {
+    for arm in s.each_arm() {
         let accs: Vec<String> = arm
+            .answers
             .accuracy_by_round
             .iter()
             .enumerate()
@@ -117,8 +113,8 @@ fn print_accuracy(s: &Summary) {
             .collect();
         println!(
             "[{}] {} tasks: {}",
-            arm.strategy,
-            arm.tasks,
+            arm.header.strategy,
+            arm.header.tasks,
             accs.join("  ")
         );
     }

@@ -200,7 +200,10 @@ impl Run {
         // long run's own memory stays flat.
         let records = journal::read(&dir.join("results.jsonl"))?;
         let (summary, files) = report::write_all(&runner.config, &records, &dir)?;
-        let infra_tasks = summary.infra_error_rate.map_or(0, |r| r.successes as usize);
+        let infra_tasks = summary
+            .execution
+            .infra_error_rate
+            .map_or(0, |r| r.successes as usize);
         Ok(RunResult {
             dir,
             summary,

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::installs::InstallMetrics;
 use super::stats::Percentiles;
 use super::strategies::StrategyComparison;
-use super::{labels, percent, Exporter, RenderError, RunView, Summary};
+use super::{labels, percent, ArmSummary, Exporter, RenderError, RunView, Summary};
 
 pub struct MarkdownExporter;
 
@@ -18,28 +18,38 @@ impl<'a> Exporter<RunView<'a>> for MarkdownExporter {
         let s = run.summary;
         let mut md = String::new();
         let w = &mut md;
-        let _ = writeln!(w, "# retrace run `{}`\n", s.run_id);
+        let _ = writeln!(w, "# retrace run `{}`\n", s.header.run_id);
         for label in labels(s) {
             let _ = writeln!(w, "> **{label}**\n");
         }
         let strategy = if s.arms.is_empty() {
-            format!("strategy `{}`", s.strategy)
+            format!("strategy `{}`", s.header.strategy)
         } else {
-            let names: Vec<String> = s.arms.iter().map(|a| format!("`{}`", a.strategy)).collect();
+            let names: Vec<String> = s
+                .arms
+                .iter()
+                .map(|a| format!("`{}`", a.header.strategy))
+                .collect();
             format!(
                 "strategies {} (baseline `{}`)",
                 names.join(", "),
-                s.strategy
+                s.header.strategy
             )
         };
         let _ = writeln!(
             w,
             "Suite `{}`, model `{}`, {strategy}, {} tasks ({} finished), rounds 0..={}, \
              stop rule `{}`, feedback `{}`.\n",
-            s.suite, s.model, s.tasks, s.tasks_finished, s.rounds, s.stop_on, s.feedback
+            s.header.suite,
+            s.header.model,
+            s.header.tasks,
+            s.header.tasks_finished,
+            s.header.rounds,
+            s.header.stop_on,
+            s.header.feedback
         );
-        if !s.model_info.is_null() {
-            let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
+        if !s.header.model_info.is_null() {
+            let _ = writeln!(w, "Model details: `{}`\n", s.header.model_info);
         }
         let _ = writeln!(w, "Limits: {}.\n", crate::report::limits_line(s));
         skipped(w, &run.config.provenance.skipped);
@@ -52,35 +62,35 @@ impl<'a> Exporter<RunView<'a>> for MarkdownExporter {
             "| round | Acc@r (95% CI) | Δ | solved ≤ r | exec-success | parse |"
         );
         let _ = writeln!(w, "|---|---|---|---|---|---|");
-        for (r, acc) in s.accuracy_by_round.iter().enumerate() {
+        for (r, acc) in s.answers.accuracy_by_round.iter().enumerate() {
             let _ = writeln!(
                 w,
                 "| {r} | {} | {:+.1} | {:.1}% | {} | {} |",
                 percent(Some(acc)),
-                100.0 * s.delta_by_round[r],
-                100.0 * s.solved_by_round[r],
-                percent(Some(&s.exec_success_by_round[r])),
-                percent(Some(&s.parse_by_round[r])),
+                100.0 * s.answers.delta_by_round[r],
+                100.0 * s.answers.solved_by_round[r],
+                percent(Some(&s.answers.exec_success_by_round[r])),
+                percent(Some(&s.answers.parse_by_round[r])),
             );
         }
         let _ = writeln!(w, "\n## Self-correction\n");
         let _ = writeln!(
             w,
             "- recovery rate (over tasks wrong at round 0): {}",
-            percent(s.recovery_rate.as_ref())
+            percent(s.answers.recovery_rate.as_ref())
         );
         let _ = writeln!(
             w,
             "- recovery rate (over tasks wrong at round 0 that got a repair round): {}",
-            percent(s.recovery_rate_repaired.as_ref())
+            percent(s.answers.recovery_rate_repaired.as_ref())
         );
         let _ = writeln!(
             w,
             "- regression rate (over tasks right at round 0): {}",
-            percent(s.regression_rate.as_ref())
+            percent(s.answers.regression_rate.as_ref())
         );
-        let _ = writeln!(w, "- rounds used per task: {:.2}", s.rounds_used_mean);
-        if let Some(rate) = &s.resent_code {
+        let _ = writeln!(w, "- rounds used per task: {:.2}", s.cost.rounds_used_mean);
+        if let Some(rate) = &s.repairs.resent_code {
             let _ = writeln!(
                 w,
                 "- repair rounds that resent the previous code unchanged: {} ({} of {})",
@@ -89,34 +99,34 @@ impl<'a> Exporter<RunView<'a>> for MarkdownExporter {
                 rate.n
             );
         }
-        if s.reviews.prompts > 0 {
-            let r = &s.reviews;
+        if s.repairs.reviews.prompts > 0 {
+            let r = &s.repairs.reviews;
             let _ = writeln!(
                 w,
                 "- reviews: {} prompts, {} kept, {} revised ({} wrong→right, {} right→wrong)",
                 r.prompts, r.kept, r.revised, r.wrong_to_right, r.right_to_wrong
             );
         }
-        if let Some(last) = s.multi_part_accuracy_by_round.last() {
+        if let Some(last) = s.answers.multi_part_accuracy_by_round.last() {
             let _ = writeln!(
                 w,
                 "- multi-answer parts correct at round {}: {}",
-                s.rounds,
+                s.header.rounds,
                 percent(Some(last))
             );
         }
-        if !s.round0_failures.is_empty() {
+        if !s.answers.round0_failures.is_empty() {
             let _ = writeln!(
                 w,
                 "\n### Round-0 failures and their fate by round {}\n",
-                s.rounds
+                s.header.rounds
             );
             let _ = writeln!(
                 w,
                 "| round-0 failure | tasks | correct at K | ran cleanly later |"
             );
             let _ = writeln!(w, "|---|---|---|---|");
-            for (kind, f) in &s.round0_failures {
+            for (kind, f) in &s.answers.round0_failures {
                 let _ = writeln!(
                     w,
                     "| {kind} | {} | {} | {} |",
@@ -124,10 +134,10 @@ impl<'a> Exporter<RunView<'a>> for MarkdownExporter {
                 );
             }
         }
-        if !s.accuracy_by_fault.is_empty() {
+        if !s.answers.accuracy_by_fault.is_empty() {
             let _ = writeln!(w, "\n### Accuracy by injected fault (synthetic)\n");
             let _ = writeln!(w, "| fault | tasks | Acc@0 | Acc@K |\n|---|---|---|---|");
-            for (fault, a) in &s.accuracy_by_fault {
+            for (fault, a) in &s.answers.accuracy_by_fault {
                 let _ = writeln!(
                     w,
                     "| {fault} | {} | {} | {} |",
@@ -141,37 +151,45 @@ impl<'a> Exporter<RunView<'a>> for MarkdownExporter {
         let _ = writeln!(
             w,
             "- {} executions, kill rate {}",
-            s.executions,
-            percent(s.kill_rate.total.as_ref())
+            s.execution.executions,
+            percent(s.execution.kill_rate.total.as_ref())
         );
-        for (reason, count) in &s.kill_rate.counts {
+        for (reason, count) in &s.execution.kill_rate.counts {
             let _ = writeln!(w, "  - {reason}: {count}");
         }
-        let verdicts: Vec<String> = s.verdicts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let verdicts: Vec<String> = s
+            .execution
+            .verdicts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(w, "- verdicts: {}", verdicts.join(", "));
         let _ = writeln!(
             w,
             "- infrastructure errors (tasks): {}",
-            percent(s.infra_error_rate.as_ref())
+            percent(s.execution.infra_error_rate.as_ref())
         );
         environment(w, s);
-        if let (Some(m), true) = (&s.installs, s.arms.is_empty()) {
+        if let (Some(m), true) = (&s.environment.installs, s.arms.is_empty()) {
             let _ = writeln!(w, "\n## Installs\n");
             installs(w, m);
         }
         let _ = writeln!(w, "\n## Latency (ms) and tokens\n");
         let _ = writeln!(w, "| | p50 | p95 |\n|---|---|---|");
         for (name, p) in [
-            ("model", &s.latency_ms.model),
-            ("exec", &s.latency_ms.exec),
-            ("total", &s.latency_ms.total),
+            ("model", &s.cost.latency_ms.model),
+            ("exec", &s.cost.latency_ms.exec),
+            ("total", &s.cost.latency_ms.total),
         ] {
             let _ = writeln!(w, "| {name} | {:.1} | {:.1} |", p.p50, p.p95);
         }
         let _ = writeln!(
             w,
             "\nTokens: {} prompt, {} completion, {:.0} per task, {:.1} completion tokens/s (p50).",
-            s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean, s.tokens.per_second.p50
+            s.cost.tokens.prompt,
+            s.cost.tokens.completion,
+            s.cost.tokens.per_task_mean,
+            s.cost.tokens.per_second.p50
         );
         if !run.plots.is_empty() {
             let _ = writeln!(w, "\n## Plots\n");
@@ -191,10 +209,10 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
         .arms
         .iter()
         .map(|a| {
-            if a.strategy == c.baseline {
-                format!("`{}` (baseline)", a.strategy)
+            if a.header.strategy == c.baseline {
+                format!("`{}` (baseline)", a.header.strategy)
             } else {
-                format!("`{}`", a.strategy)
+                format!("`{}`", a.header.strategy)
             }
         })
         .collect();
@@ -215,7 +233,7 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
             a.strategy,
             c.baseline,
             a.shared_tasks,
-            s.rounds,
+            s.header.rounds,
             percent(a.accuracy.as_ref()),
             percent(a.baseline_accuracy.as_ref()),
             a.mcnemar.b,
@@ -224,8 +242,8 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
         );
     }
     for a in &s.arms {
-        if let Some(m) = &a.installs {
-            let _ = writeln!(w, "\n### Installs (`{}`)\n", a.strategy);
+        if let Some(m) = &a.environment.installs {
+            let _ = writeln!(w, "\n### Installs (`{}`)\n", a.header.strategy);
             installs(w, m);
         }
     }
@@ -241,19 +259,25 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
 /// arm), shared by the Markdown and HTML reports.
 pub(super) fn strategy_rows(s: &Summary) -> Vec<(String, Vec<String>)> {
     let mut rows = Vec::new();
-    let mut row = |name: &str, cell: &dyn Fn(&Summary) -> String| {
+    let mut row = |name: &str, cell: &dyn Fn(&ArmSummary) -> String| {
         rows.push((name.to_string(), s.arms.iter().map(cell).collect()));
     };
-    for r in 0..=s.rounds as usize {
+    for r in 0..=s.header.rounds as usize {
         row(&format!("Acc@{r}"), &|a| {
-            percent(a.accuracy_by_round.get(r))
+            percent(a.answers.accuracy_by_round.get(r))
         });
     }
-    row("recovery rate", &|a| percent(a.recovery_rate.as_ref()));
-    row("regression rate", &|a| percent(a.regression_rate.as_ref()));
-    row("kill rate", &|a| percent(a.kill_rate.total.as_ref()));
+    row("recovery rate", &|a| {
+        percent(a.answers.recovery_rate.as_ref())
+    });
+    row("regression rate", &|a| {
+        percent(a.answers.regression_rate.as_ref())
+    });
+    row("kill rate", &|a| {
+        percent(a.execution.kill_rate.total.as_ref())
+    });
     row("environment-error rounds", &|a| {
-        counted(a.environment_error_rounds.as_ref())
+        counted(a.environment.environment_error_rounds.as_ref())
     });
     row("installs per task", &|a| {
         installed(a, |m| format!("{:.2}", m.installs_per_task))
@@ -269,21 +293,26 @@ pub(super) fn strategy_rows(s: &Summary) -> Vec<(String, Vec<String>)> {
     });
     row("denials", &|a| installed(a, denials));
     row("kernel start p50 (ms)", &|a| {
-        a.kernel_start_ms
+        a.environment
+            .kernel_start_ms
             .map_or_else(|| "n/a".into(), |p| format!("{:.0}", p.p50))
     });
     row("memory peak per kernel p50", &|a| {
-        a.memory_peak_bytes
+        a.environment
+            .memory_peak_bytes
             .map_or_else(|| "n/a".into(), |m| size(m.p50))
     });
     row("image size", &|a| {
-        a.image_bytes.map_or_else(|| "n/a".into(), size)
+        a.environment.image_bytes.map_or_else(|| "n/a".into(), size)
     });
     rows
 }
 
-fn installed(a: &Summary, f: impl Fn(&InstallMetrics) -> String) -> String {
-    a.installs.as_ref().map_or_else(|| "—".into(), f)
+fn installed(a: &ArmSummary, f: impl Fn(&InstallMetrics) -> String) -> String {
+    a.environment
+        .installs
+        .as_ref()
+        .map_or_else(|| "—".into(), f)
 }
 
 /// Environment costs of one arm, as list items (each only when known).
@@ -304,17 +333,17 @@ fn skipped(w: &mut String, skipped: &[crate::task::load::Skipped]) {
 }
 
 fn environment(w: &mut String, s: &Summary) {
-    if let Some(r) = &s.environment_error_rounds {
+    if let Some(r) = &s.environment.environment_error_rounds {
         let _ = writeln!(
             w,
             "- environment-error rounds (missing module, refused install): {}",
             counted(Some(r))
         );
     }
-    if let Some(p) = &s.kernel_start_ms {
+    if let Some(p) = &s.environment.kernel_start_ms {
         let _ = writeln!(w, "- kernel start (ms): p50 {:.0}, p95 {:.0}", p.p50, p.p95);
     }
-    if let Some(m) = &s.memory_peak_bytes {
+    if let Some(m) = &s.environment.memory_peak_bytes {
         let _ = writeln!(
             w,
             "- memory peak per kernel: p50 {}, max {} ({} kernels)",
@@ -323,7 +352,7 @@ fn environment(w: &mut String, s: &Summary) {
             m.n
         );
     }
-    if let Some(bytes) = s.image_bytes {
+    if let Some(bytes) = s.environment.image_bytes {
         let _ = writeln!(w, "- image size on disk: {}", size(bytes));
     }
 }

@@ -27,7 +27,7 @@ use crate::record::{AttemptRecord, RunConfig};
 
 pub use export::{Exporter, RenderError};
 pub use installs::InstallMetrics;
-pub use metrics::{summarize, Summary};
+pub use metrics::{summarize, ArmSummary, Summary};
 pub use plots::Plot;
 pub use stats::McNemar;
 pub use strategies::{ArmComparison, StrategyComparison};
@@ -114,16 +114,16 @@ pub fn percent(rate: Option<&stats::Rate>) -> String {
 /// The labels every output carries when they apply.
 pub fn labels(s: &Summary) -> Vec<&'static str> {
     let mut labels = Vec::new();
-    if s.synthetic_model {
+    if s.header.synthetic_model {
         labels.push("SYNTHETIC MODEL (deterministic stand-in, not a real model)");
     }
-    if s.oracle_feedback {
+    if s.header.oracle_feedback {
         labels.push("ORACLE FEEDBACK (--stop-on correct used ground truth)");
     }
-    if s.unconfined {
+    if s.header.unconfined {
         labels.push("UNCONFINED (--unsafe-no-sandbox: kernels ran without confinement)");
     }
-    if !s.executor.is_local() {
+    if !s.header.executor.is_local() {
         labels.push(
             "GATEWAY EXECUTOR (kernels ran on a Jupyter gateway: memory, CPU, processes, disk \
              and network were the gateway's limits, not retrace's)",
@@ -135,14 +135,14 @@ pub fn labels(s: &Summary) -> Vec<&'static str> {
 /// The run's limits as reports state them: with a gateway, which of them
 /// retrace enforced and where the kernels ran.
 pub fn limits_line(s: &Summary) -> String {
-    match &s.executor {
-        crate::kernel::ExecutorInfo::Local => s.limits.describe(),
+    match &s.header.executor {
+        crate::kernel::ExecutorInfo::Local => s.header.limits.describe(),
         gateway => format!(
             "{}; retrace enforced the wall timeout ({:?}) and the output cap ({} bytes), the \
              rest is the kernelspec's",
             gateway.describe(),
-            s.limits.timeout,
-            s.limits.output_cap_bytes
+            s.header.limits.timeout,
+            s.header.limits.output_cap_bytes
         ),
     }
 }

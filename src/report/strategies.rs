@@ -95,37 +95,42 @@ mod tests {
     fn two_arms_are_split_and_the_baseline_is_the_top_level() {
         let (cfg, records) = two_arms();
         let s = summarize(&cfg, &records);
-        assert_eq!(s.strategy, "fat");
-        let names: Vec<&str> = s.arms.iter().map(|a| a.strategy.as_str()).collect();
+        assert_eq!(s.header.strategy, "fat");
+        let names: Vec<&str> = s.arms.iter().map(|a| a.header.strategy.as_str()).collect();
         assert_eq!(names, ["fat", "dynamic"]);
         // The top level is the baseline arm, over its own records only.
-        let finals = |m: &crate::report::Summary| -> Vec<u64> {
-            m.accuracy_by_round.iter().map(|r| r.successes).collect()
+        let finals = |m: &crate::report::ArmSummary| -> Vec<u64> {
+            m.answers
+                .accuracy_by_round
+                .iter()
+                .map(|r| r.successes)
+                .collect()
         };
         assert_eq!(finals(&s), [3, 4]); // a b f | a b d f
-        assert_eq!(s.executions, 7);
-        assert_eq!(s.tasks, 6);
-        assert_eq!(s.tasks_finished, 6);
-        let mut baseline = s.clone();
-        baseline.arms.clear();
-        baseline.comparison = None;
-        assert_eq!(s.arms[0], baseline);
+        assert_eq!(s.execution.executions, 7);
+        assert_eq!(s.header.tasks, 6);
+        assert_eq!(s.header.tasks_finished, 6);
+        assert_eq!(s.arms[0], s.baseline);
         let dynamic = &s.arms[1];
         assert_eq!(finals(dynamic), [3, 5]); // a c f | a c d e f
-        assert_eq!(dynamic.executions, 9);
-        assert_eq!(dynamic.tasks_finished, 5);
-        assert_eq!(dynamic.round0_failures["ModuleNotFoundError"].tasks, 1);
-        assert!(dynamic.arms.is_empty() && dynamic.comparison.is_none());
-        assert_eq!(s.image_bytes, Some(3 << 30));
-        assert_eq!(dynamic.image_bytes, Some(200 << 20));
+        assert_eq!(dynamic.execution.executions, 9);
+        assert_eq!(dynamic.header.tasks_finished, 5);
+        assert_eq!(
+            dynamic.answers.round0_failures["ModuleNotFoundError"].tasks,
+            1
+        );
+        let json = serde_json::to_value(dynamic).unwrap();
+        assert!(json.get("arms").is_none() && json.get("comparison").is_none());
+        assert_eq!(s.environment.image_bytes, Some(3 << 30));
+        assert_eq!(dynamic.environment.image_bytes, Some(200 << 20));
         // b twice and e once, of 9 executed rounds; none in the fat arm.
-        let env = dynamic.environment_error_rounds.unwrap();
+        let env = dynamic.environment.environment_error_rounds.unwrap();
         assert_eq!((env.successes, env.n), (3, 9));
-        let env = s.environment_error_rounds.unwrap();
+        let env = s.environment.environment_error_rounds.unwrap();
         assert_eq!((env.successes, env.n), (0, 7));
         // The dynamic arm reports its (empty) installs, the fat arm none.
-        assert_eq!(dynamic.installs.as_ref().unwrap().steps, 0);
-        assert!(s.installs.is_none());
+        assert_eq!(dynamic.environment.installs.as_ref().unwrap().steps, 0);
+        assert!(s.environment.installs.is_none());
     }
 
     #[test]
@@ -162,8 +167,8 @@ mod tests {
         // A record naming another strategy still counts: one arm takes all.
         let records = task("a", &[R::Right], StopOn::Clean, k);
         let s = summarize(&cfg, &records);
-        assert_eq!(s.strategy, "dynamic");
-        assert_eq!(s.accuracy_by_round[0].successes, 1);
+        assert_eq!(s.header.strategy, "dynamic");
+        assert_eq!(s.answers.accuracy_by_round[0].successes, 1);
         assert!(s.arms.is_empty() && s.comparison.is_none());
         let json = serde_json::to_value(&s).unwrap();
         assert!(json.get("arms").is_none() && json.get("comparison").is_none());
@@ -193,6 +198,6 @@ mod tests {
         // Baseline right on a b d f, slim right on none.
         assert_eq!((slim.mcnemar.b, slim.mcnemar.c), (4, 0));
         assert!((slim.mcnemar.p_value - 0.125).abs() < 1e-12);
-        assert!(s.arms[2].installs.is_none());
+        assert!(s.arms[2].environment.installs.is_none());
     }
 }

@@ -90,8 +90,8 @@ pub fn write(dir: &Path, judged: &[Judged]) -> Result<Vec<PathBuf>, ReportError>
             let c = &j.comparison;
             let (b, n) = (&c.summaries.0, &c.summaries.1);
             [
-                (format!("BASE {} ({})", c.base_model, b.strategy), b),
-                (format!("NEW {} ({})", c.new_model, n.strategy), n),
+                (format!("BASE {} ({})", c.base_model, b.header.strategy), b),
+                (format!("NEW {} ({})", c.new_model, n.header.strategy), n),
             ]
         })
         .collect();

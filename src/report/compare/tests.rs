@@ -61,8 +61,8 @@ fn tasks_pair_on_ids_both_finished() {
     assert_eq!(c.now_right, ["c", "e"]);
     assert!((c.last().difference - 0.2).abs() < 1e-12);
     // The arm's own summaries on the shared tasks.
-    assert_eq!(c.summaries.0.tasks, 5);
-    assert_eq!(c.summaries.1.strategy, "dynamic");
+    assert_eq!(c.summaries.0.header.tasks, 5);
+    assert_eq!(c.summaries.1.header.strategy, "dynamic");
     assert_eq!(c.latency_by_round.len(), 2);
     assert_eq!(c.latency_by_round[1].new_model.n, 3); // b d e
     assert_eq!(

@@ -31,7 +31,7 @@ impl<'a> Exporter<RunView<'a>> for HtmlExporter {
         page.push_str("<meta name=\"color-scheme\" content=\"light dark\">\n");
         page.push_str(&format!(
             "<title>retrace run {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
-            escape(&s.run_id)
+            escape(&s.header.run_id)
         ));
         page.push_str(&headline::render(run));
         page.push_str(&plots(run));

@@ -7,6 +7,7 @@ use plotters::prelude::*;
 use super::theme::{self, Area, Drawn, Swatch};
 use super::{Chart, Summary};
 use crate::report::stats::Rate;
+use crate::report::ArmSummary;
 
 pub(super) struct Curves {
     name: &'static str,
@@ -19,11 +20,16 @@ impl Curves {
     /// One line per arm (labelled by strategy), else the model's.
     pub(super) fn recovery(s: &Summary) -> Option<Curves> {
         let series: Vec<(String, Vec<Rate>)> = if s.arms.is_empty() {
-            vec![(s.model.clone(), s.accuracy_by_round.clone())]
+            vec![(s.header.model.clone(), s.answers.accuracy_by_round.clone())]
         } else {
             s.arms
                 .iter()
-                .map(|a| (a.strategy.clone(), a.accuracy_by_round.clone()))
+                .map(|a| {
+                    (
+                        a.header.strategy.clone(),
+                        a.answers.accuracy_by_round.clone(),
+                    )
+                })
                 .collect()
         };
         let with_tasks = recorded(s) || s.arms.iter().any(recorded);
@@ -43,7 +49,7 @@ impl Curves {
             title: "Acc@r by round of each run (95% Wilson band)".into(),
             series: runs
                 .iter()
-                .map(|(label, s)| ((*label).to_owned(), s.accuracy_by_round.clone()))
+                .map(|(label, s)| ((*label).to_owned(), s.answers.accuracy_by_round.clone()))
                 .collect(),
         }
         .non_empty(with_tasks)
@@ -65,8 +71,8 @@ impl Curves {
 
 /// Some task of the run has a record: a run interrupted before its first
 /// round has no curve to show (its zeros would be no measurement).
-fn recorded(s: &Summary) -> bool {
-    s.tasks > 0 && s.rounds_used_mean > 0.0
+fn recorded(s: &ArmSummary) -> bool {
+    s.header.tasks > 0 && s.cost.rounds_used_mean > 0.0
 }
 
 impl Chart for Curves {

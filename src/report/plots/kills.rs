@@ -8,6 +8,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::theme::{self, Area, Drawn, Swatch};
 use super::{Chart, Summary};
+use crate::report::ArmSummary;
 
 /// Per reason: (% of executions, count).
 type Bars = Vec<(f64, u64)>;
@@ -21,14 +22,17 @@ pub(super) struct Kills {
 impl Kills {
     /// None when nothing ran or nothing was killed.
     pub(super) fn of(s: &Summary) -> Option<Kills> {
-        let arms: Vec<(&str, &Summary)> = if s.arms.is_empty() {
-            vec![(s.model.as_str(), s)]
+        let arms: Vec<(&str, &ArmSummary)> = if s.arms.is_empty() {
+            vec![(s.header.model.as_str(), &s.baseline)]
         } else {
-            s.arms.iter().map(|a| (a.strategy.as_str(), a)).collect()
+            s.arms
+                .iter()
+                .map(|a| (a.header.strategy.as_str(), a))
+                .collect()
         };
         let reasons: Vec<String> = arms
             .iter()
-            .flat_map(|(_, a)| a.kill_rate.counts.keys().cloned())
+            .flat_map(|(_, a)| a.execution.kill_rate.counts.keys().cloned())
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -41,12 +45,24 @@ impl Kills {
                 let bars = reasons
                     .iter()
                     .map(|reason| {
-                        let share = a.kill_rate.by_reason.get(reason).copied().unwrap_or(0.0);
-                        let count = a.kill_rate.counts.get(reason).copied().unwrap_or(0);
+                        let share = a
+                            .execution
+                            .kill_rate
+                            .by_reason
+                            .get(reason)
+                            .copied()
+                            .unwrap_or(0.0);
+                        let count = a
+                            .execution
+                            .kill_rate
+                            .counts
+                            .get(reason)
+                            .copied()
+                            .unwrap_or(0);
                         (100.0 * share, count)
                     })
                     .collect();
-                ((*label).to_owned(), a.executions, bars)
+                ((*label).to_owned(), a.execution.executions, bars)
             })
             .collect();
         Some(Kills { reasons, series })

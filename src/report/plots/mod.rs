@@ -86,7 +86,11 @@ pub fn draw_comparison(runs: &[(&str, &Summary)], dir: &Path) -> Result<Vec<Plot
 /// The arms whose records a chart splits: none when the run has one
 /// strategy (every record is its own then, whatever strategy it names).
 fn arms(summary: &Summary) -> Vec<String> {
-    summary.arms.iter().map(|a| a.strategy.clone()).collect()
+    summary
+        .arms
+        .iter()
+        .map(|a| a.header.strategy.clone())
+        .collect()
 }
 
 /// The records of `arm` (all of them when the run has one arm).
@@ -382,7 +386,7 @@ mod tests {
         );
         // The same tasks as the summary's round-0 failures.
         for (kind, counts) in &rows {
-            let fate = &summary.round0_failures[kind];
+            let fate = &summary.answers.round0_failures[kind];
             assert_eq!(counts.iter().sum::<u64>(), fate.tasks, "{kind}");
             assert_eq!(counts[0], fate.fixed, "{kind}");
         }

@@ -29,8 +29,8 @@ impl Strategies {
             return None;
         }
         Some(Strategies {
-            arms: s.arms.iter().map(|a| a.strategy.clone()).collect(),
-            baseline: s.strategy.clone(),
+            arms: s.arms.iter().map(|a| a.header.strategy.clone()).collect(),
+            baseline: s.header.strategy.clone(),
             panels: [
                 Panel {
                     title: "final accuracy",
@@ -38,13 +38,17 @@ impl Strategies {
                     rates: s
                         .arms
                         .iter()
-                        .map(|a| a.accuracy_by_round.last().copied())
+                        .map(|a| a.answers.accuracy_by_round.last().copied())
                         .collect(),
                 },
                 Panel {
                     title: "rounds lost to the environment",
                     y_desc: "env-error rounds (% of executed, 95% CI)",
-                    rates: s.arms.iter().map(|a| a.environment_error_rounds).collect(),
+                    rates: s
+                        .arms
+                        .iter()
+                        .map(|a| a.environment.environment_error_rounds)
+                        .collect(),
                 },
             ],
         })

@@ -40,7 +40,7 @@ impl Transitions {
         arms: &[String],
         records: &[AttemptRecord],
     ) -> Option<Transitions> {
-        let k = summary.rounds;
+        let k = summary.header.rounds;
         let mut rows = Vec::new();
         for (arm, recs) in arm_groups(arms, records) {
             let mut kinds: BTreeMap<String, [u64; 3]> = BTreeMap::new();
