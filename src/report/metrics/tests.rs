@@ -4,6 +4,11 @@ use crate::record::StopOn;
 use crate::report::testing::{config, task, R};
 use crate::sandbox::Verdict;
 
+/// The successes of each rate, in order.
+fn successes(rates: &[crate::report::stats::Rate]) -> Vec<u64> {
+    rates.iter().map(|r| r.successes).collect()
+}
+
 #[test]
 fn every_metric_on_a_hand_built_journal() {
     use R::*;
@@ -30,12 +35,7 @@ fn every_metric_on_a_hand_built_journal() {
     let cfg = config(&["a", "b", "c", "d", "e", "f"], k, s);
     let m = summarize(&cfg, &records);
 
-    let acc: Vec<u64> = m
-        .answers
-        .accuracy_by_round
-        .iter()
-        .map(|r| r.successes)
-        .collect();
+    let acc = successes(&m.answers.accuracy_by_round);
     assert_eq!(acc, [2, 3, 3]); // a c | a b c | a b e
     assert!(m.answers.accuracy_by_round.iter().all(|r| r.n == 6));
     assert!((m.answers.delta_by_round[1] - 1.0 / 6.0).abs() < 1e-12);
@@ -51,21 +51,11 @@ fn every_metric_on_a_hand_built_journal() {
     assert_eq!((reg.successes, reg.n), (1, 2));
 
     // Carry-forward, all tasks in every denominator.
-    let exec: Vec<u64> = m
-        .answers
-        .exec_success_by_round
-        .iter()
-        .map(|r| r.successes)
-        .collect();
+    let exec = successes(&m.answers.exec_success_by_round);
     // r0: a c d ok; r1: a b c d (e's r1 had no code, its r0 was a kill);
     // r2: a b c e (d raised).
     assert_eq!(exec, [3, 4, 4]);
-    let parse: Vec<u64> = m
-        .answers
-        .parse_by_round
-        .iter()
-        .map(|r| r.successes)
-        .collect();
+    let parse = successes(&m.answers.parse_by_round);
     assert_eq!(parse, [3, 4, 5]);
     assert!(m.answers.parse_by_round.iter().all(|r| r.n == 6));
 
@@ -114,12 +104,7 @@ fn a_stopped_task_carries_its_state_and_unfinished_tasks_count_as_wrong() {
     b[0].stop = None;
     records.extend(b);
     let m = summarize(&config(&["a", "b", "c"], k, StopOn::Clean), &records);
-    let acc: Vec<u64> = m
-        .answers
-        .accuracy_by_round
-        .iter()
-        .map(|r| r.successes)
-        .collect();
+    let acc = successes(&m.answers.accuracy_by_round);
     assert_eq!(acc, [1, 2, 2, 2]);
     assert_eq!(m.header.tasks_finished, 1);
     // c has no record: wrong at 0, never repaired.

@@ -104,13 +104,7 @@ impl Chart for Curves {
                 }
             })
             .y_labels(6)
-            .y_label_formatter(&|y| {
-                if *y <= 100.0 {
-                    format!("{y:.0}%")
-                } else {
-                    String::new()
-                }
-            })
+            .y_label_formatter(&theme::percent_tick)
             .x_desc("round r (0 = first attempt, then repair rounds)")
             .y_desc("Acc@r (% of tasks)")
             .draw()?;

@@ -63,13 +63,7 @@ impl Strategies {
             .disable_x_mesh()
             .x_labels(0)
             .y_labels(6)
-            .y_label_formatter(&|y| {
-                if *y <= 100.0 {
-                    format!("{y:.0}%")
-                } else {
-                    String::new()
-                }
-            })
+            .y_label_formatter(&theme::percent_tick)
             .y_desc(p.y_desc)
             .draw()?;
         let value_style = theme::text(12).pos(Pos::new(HPos::Left, VPos::Center));

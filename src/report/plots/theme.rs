@@ -178,6 +178,15 @@ pub(super) fn mesh<'a, 'b, DB: DrawingBackend>(
     mesh
 }
 
+/// A percentage axis tick; none above 100% (the headroom over a full bar).
+pub(super) fn percent_tick(y: &f64) -> String {
+    if *y <= 100.0 {
+        format!("{y:.0}%")
+    } else {
+        String::new()
+    }
+}
+
 /// `text` centred under the plotting area at `x`, `dy` pixels below the
 /// axis (categories, which plotters' numeric ticks cannot place).
 pub(super) fn label_below<DB: DrawingBackend>(
