@@ -7,9 +7,12 @@
 //! one-strategy run), then every other arm's, then the comparison rows
 //! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm.
 
+use super::error::RenderError;
+use super::export::Exporter;
+use super::metrics::ArmSummary;
 use super::metrics::{self, Value};
 use super::stats::Rate;
-use super::{ArmSummary, Exporter, RenderError, RunView};
+use super::view::RunView;
 
 pub struct CsvExporter;
 

@@ -6,10 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ReportError;
-
-/// Why an exporter could not render (a serializer's own error).
-pub type RenderError = Box<dyn std::error::Error + Send + Sync>;
+use super::error::{RenderError, ReportError};
 
 /// One output format of a view `V`.
 pub trait Exporter<V> {

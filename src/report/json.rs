@@ -1,6 +1,8 @@
 //! `summary.json`: the whole summary; its schema is documented in the README.
 
-use super::{Exporter, RenderError, RunView};
+use super::error::RenderError;
+use super::export::Exporter;
+use super::view::RunView;
 
 pub struct JsonExporter;
 

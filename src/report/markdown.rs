@@ -2,10 +2,14 @@
 
 use std::fmt::Write;
 
+use super::error::RenderError;
+use super::export::Exporter;
 use super::installs::InstallMetrics;
+use super::labels::{labels, percent};
+use super::metrics::{ArmSummary, Summary};
 use super::stats::Percentiles;
 use super::strategies::StrategyComparison;
-use super::{labels, percent, ArmSummary, Exporter, RenderError, RunView, Summary};
+use super::view::RunView;
 
 pub struct MarkdownExporter;
 
@@ -70,7 +74,7 @@ fn heading(w: &mut String, run: &RunView) {
     if !s.header.model_info.is_null() {
         let _ = writeln!(w, "Model details: `{}`\n", s.header.model_info);
     }
-    let _ = writeln!(w, "Limits: {}.\n", crate::report::limits_line(s));
+    let _ = writeln!(w, "Limits: {}.\n", crate::report::labels::limits_line(s));
     skipped(w, &run.config.provenance.skipped);
 }
 

@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::export::{Exporter, RenderError};
+use super::error::RenderError;
+use super::export::Exporter;
 use super::junit::{self, TestCase};
 use super::metrics::arm_names;
 use crate::record::{AttemptRecord, RunConfig};

@@ -2,8 +2,8 @@
 
 use super::comparison::Comparison;
 use super::statistics::RoundComparison;
+use crate::report::labels::percent;
 use crate::report::metrics::KillRate;
-use crate::report::percent;
 use crate::report::stats::Percentiles;
 
 /// One round of the comparison table, cell by cell (Markdown and HTML).

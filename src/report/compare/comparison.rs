@@ -7,9 +7,9 @@ use super::statistics::{self, LatencyRound, RoundComparison};
 use crate::kernel::ExecutorInfo;
 use crate::record::AttemptRecord;
 use crate::report::metrics::KillRate;
+use crate::report::metrics::{summarize, Summary};
 use crate::report::stats::{Percentiles, Rate};
 use crate::report::task_rounds::by_task;
-use crate::report::{summarize, Summary};
 
 /// One arm of BASE against one arm of NEW.
 #[derive(Debug, Clone, Serialize)]

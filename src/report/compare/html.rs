@@ -5,8 +5,9 @@ use std::fmt::Write as _;
 
 use super::cells::{executors, ids, kill_reasons, p50_p95, round_cells};
 use super::decision::Judged;
+use crate::report::labels::percent;
+use crate::report::plots::Plot;
 use crate::report::stats::Percentiles;
-use crate::report::{percent, Plot};
 
 /// `compare.html`: the same, one file with no outside reference.
 pub fn html(judged: &[Judged], plots: &[Plot]) -> String {

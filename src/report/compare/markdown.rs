@@ -5,8 +5,9 @@ use std::path::Path;
 
 use super::cells::{executors, ids, kill_reasons, p50_p95, round_cells};
 use super::decision::Judged;
+use crate::report::labels::percent;
+use crate::report::plots::Plot;
 use crate::report::stats::Percentiles;
-use crate::report::{percent, Plot};
 
 /// `compare.md`: tables, flipped tasks, the decision, links to the chart.
 pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {

@@ -22,8 +22,12 @@ pub use markdown::markdown;
 pub use pairing::{pair_arms, Side};
 pub use statistics::{LatencyRound, RoundComparison, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 
-use super::export::{self, Exporter, RenderError};
-use super::{plots, Plot, ReportError, Summary};
+use super::error::RenderError;
+use super::error::ReportError;
+use super::export::{self, Exporter};
+use super::metrics::Summary;
+use super::plots;
+use super::plots::Plot;
 
 /// Everything the compare documents are made from.
 pub struct CompareView<'a> {

@@ -3,10 +3,12 @@
 
 use std::fmt::Write;
 
+use super::super::labels::{labels, percent};
 use super::super::markdown::{counted, denials, strategy_rows};
+use super::super::metrics::Summary;
 use super::super::stats::Rate;
-use super::super::{labels, percent, RunView, Summary};
-use super::escape;
+use super::super::view::RunView;
+use crate::report::markup::html as escape;
 
 /// The header and the summary sections, as HTML.
 pub fn render(run: &RunView) -> String {
@@ -47,7 +49,7 @@ pub fn render(run: &RunView) -> String {
         s.header.rounds,
         escape(&s.header.stop_on),
         escape(&s.header.feedback),
-        escape(&crate::report::limits_line(s))
+        escape(&crate::report::labels::limits_line(s))
     );
     let _ = writeln!(w, "<section id=\"headline\">");
     cards(w, s);

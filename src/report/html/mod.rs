@@ -8,8 +8,10 @@
 mod headline;
 mod tasks;
 
+use super::error::RenderError;
+use super::export::Exporter;
 pub(super) use super::markup::html as escape;
-use super::{Exporter, RenderError, RunView};
+use super::view::RunView;
 
 const STYLE: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");

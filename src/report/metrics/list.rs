@@ -3,7 +3,7 @@
 //! `summary.csv` is this list row by row; a new metric that belongs in
 //! the table is one line here.
 
-use super::ArmSummary;
+use super::summary::ArmSummary;
 use crate::report::stats::{Percentiles, Rate};
 
 /// One value of an arm's metric.

@@ -15,79 +15,22 @@ mod execution;
 mod header;
 mod list;
 mod repairs;
+mod summary;
 #[cfg(test)]
 mod tests;
-
-use std::ops::Deref;
-
-use serde::{Deserialize, Serialize};
 
 pub use answers::{Answers, FailureFate, FaultAccuracy};
 pub use execution::{Cost, Executions, KillRate, Latency, Tokens};
 pub use header::Header;
 pub use list::{values, MetricValue, Value};
 pub use repairs::{Repairs, Reviews};
+pub use summary::{ArmSummary, Summary};
 
 use super::environment::EnvironmentMetrics;
-use super::strategies::{self, StrategyComparison};
+use super::strategies;
 use super::task_rounds::{self, TaskRounds};
 use crate::record::{AttemptRecord, RunConfig};
 use arm::Arm;
-
-/// The summary of one arm: the header and every section, each flattened
-/// into one JSON object (the field order is the schema's).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ArmSummary {
-    #[serde(flatten)]
-    pub header: Header,
-    #[serde(flatten)]
-    pub answers: Answers,
-    #[serde(flatten)]
-    pub repairs: Repairs,
-    #[serde(flatten)]
-    pub execution: Executions,
-    #[serde(flatten)]
-    pub cost: Cost,
-    #[serde(flatten)]
-    pub environment: EnvironmentMetrics,
-}
-
-/// The summary of a run: the baseline arm's (the only arm of a
-/// one-strategy run) at the top level, then every arm and the paired
-/// comparison when there are several.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    #[serde(flatten)]
-    pub baseline: ArmSummary,
-    /// Every arm (the baseline first) of a run with several strategies;
-    /// empty with one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub arms: Vec<ArmSummary>,
-    /// The non-baseline arms against the baseline on their shared tasks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comparison: Option<StrategyComparison>,
-}
-
-/// A run's summary reads as its baseline arm's (the top level of
-/// `summary.json` is that arm), so renderers of one arm take either.
-impl Deref for Summary {
-    type Target = ArmSummary;
-
-    fn deref(&self) -> &ArmSummary {
-        &self.baseline
-    }
-}
-
-impl Summary {
-    /// Every arm, the baseline first; the one arm of a one-strategy run.
-    pub fn each_arm(&self) -> Vec<&ArmSummary> {
-        if self.arms.is_empty() {
-            vec![&self.baseline]
-        } else {
-            self.arms.iter().collect()
-        }
-    }
-}
 
 /// Computes the summary of a run from its records. With several package
 /// strategies (`fat,dynamic`), every arm is summarized over its own records

@@ -4,10 +4,11 @@
 
 use plotters::prelude::*;
 
+use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{Chart, Summary};
+use crate::report::metrics::ArmSummary;
+use crate::report::metrics::Summary;
 use crate::report::stats::Rate;
-use crate::report::ArmSummary;
 
 pub(super) struct Curves {
     name: &'static str,

@@ -6,9 +6,10 @@ use std::collections::BTreeSet;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{Chart, Summary};
-use crate::report::ArmSummary;
+use crate::report::metrics::ArmSummary;
+use crate::report::metrics::Summary;
 
 /// Per reason: (% of executions, count).
 type Bars = Vec<(f64, u64)>;

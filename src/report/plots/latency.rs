@@ -5,8 +5,8 @@
 
 use plotters::prelude::*;
 
+use super::chart::{arm_groups, Chart};
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{arm_groups, Chart};
 use crate::record::AttemptRecord;
 use crate::util::stats::percentile;
 

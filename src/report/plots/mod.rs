@@ -4,6 +4,7 @@
 //! Each chart is built from the summary and the journal first (nothing to
 //! show: no chart), then drawn twice from the same code, once per backend.
 
+mod chart;
 mod curves;
 mod glyphs;
 mod kills;
@@ -17,8 +18,11 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use super::{RenderError, ReportError, Summary};
+use super::error::RenderError;
+use super::error::ReportError;
+use super::metrics::Summary;
 use crate::record::AttemptRecord;
+use chart::Chart;
 use theme::{Area, Drawn};
 
 /// One chart, drawn.
@@ -32,15 +36,6 @@ pub struct Plot {
     pub svg: String,
     /// The files written (SVG and PNG), inside the run directory.
     pub files: Vec<PathBuf>,
-}
-
-/// A chart ready to draw on any plotters backend.
-trait Chart {
-    /// File stem.
-    fn name(&self) -> &'static str;
-    /// Caption and alt text.
-    fn title(&self) -> String;
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Drawn<DB>;
 }
 
 /// Draws every chart that applies to the run into `dir/plots/`: a chart
@@ -91,30 +86,6 @@ fn arms(summary: &Summary) -> Vec<String> {
         .iter()
         .map(|a| a.header.strategy.clone())
         .collect()
-}
-
-/// The records of `arm` (all of them when the run has one arm).
-fn of_arm<'a>(
-    records: &'a [AttemptRecord],
-    arm: Option<&'a str>,
-) -> impl Iterator<Item = &'a AttemptRecord> + 'a {
-    records
-        .iter()
-        .filter(move |r| arm.is_none_or(|a| r.strategy == a))
-}
-
-/// Each arm with its records: one unnamed group for a one-arm run.
-fn arm_groups<'a>(
-    arms: &'a [String],
-    records: &'a [AttemptRecord],
-) -> Vec<(Option<&'a str>, Vec<&'a AttemptRecord>)> {
-    if arms.is_empty() {
-        vec![(None, records.iter().collect())]
-    } else {
-        arms.iter()
-            .map(|a| (Some(a.as_str()), of_arm(records, Some(a)).collect()))
-            .collect()
-    }
 }
 
 /// Draws `chart` as SVG and PNG into `dir/plots/`.

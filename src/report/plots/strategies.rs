@@ -5,8 +5,9 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::chart::Chart;
 use super::theme::{self, Area, Drawn};
-use super::{Chart, Summary};
+use crate::report::metrics::Summary;
 use crate::report::stats::Rate;
 
 struct Panel {

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::chart::{arm_groups, Chart};
 use super::theme::{self, Area, Drawn};
-use super::{arm_groups, Chart, Summary};
 use crate::record::AttemptRecord;
+use crate::report::metrics::Summary;
 use crate::report::task_rounds::TaskRounds;
 
 const STATES: [&str; 3] = ["fixed", "same failure", "other failure"];

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use plotters::prelude::*;
 use strum::IntoEnumIterator;
 
+use super::chart::{arm_groups, Chart};
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{arm_groups, Chart};
 use crate::record::AttemptRecord;
 use crate::sandbox::Verdict;
 
