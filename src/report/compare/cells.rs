@@ -40,7 +40,7 @@ pub(super) fn ids(list: &[String]) -> String {
     }
 }
 
-pub(super) fn kill_reasons(c: &Comparison) -> Vec<(String, u64, u64)> {
+fn kill_reasons(c: &Comparison) -> Vec<(String, u64, u64)> {
     let mut reasons: Vec<&String> = c
         .base_kill_rate
         .counts
@@ -56,6 +56,27 @@ pub(super) fn kill_reasons(c: &Comparison) -> Vec<(String, u64, u64)> {
             (r.clone(), get(&c.base_kill_rate), get(&c.new_kill_rate))
         })
         .collect()
+}
+
+/// The metric rows both documents print (metric, BASE, NEW): recovery,
+/// the kill rate and the kills by reason.
+pub(super) fn metric_rows(c: &Comparison) -> Vec<(String, String, String)> {
+    let mut rows = vec![
+        (
+            "recovery rate".to_string(),
+            percent(c.base_recovery.as_ref()),
+            percent(c.new_recovery.as_ref()),
+        ),
+        (
+            "kill rate".to_string(),
+            percent(c.base_kill_rate.total.as_ref()),
+            percent(c.new_kill_rate.total.as_ref()),
+        ),
+    ];
+    for (reason, b, n) in kill_reasons(c) {
+        rows.push((format!("kills: {reason}"), b.to_string(), n.to_string()));
+    }
+    rows
 }
 
 /// Where the two sides' kernels ran, when either was not local: the

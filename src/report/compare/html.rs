@@ -3,9 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::cells::{executors, ids, kill_reasons, p50_p95, round_cells};
+use super::cells::{executors, ids, metric_rows, p50_p95, round_cells};
 use super::decision::Judged;
-use crate::report::labels::percent;
 use crate::report::plots::Plot;
 use crate::report::stats::Percentiles;
 
@@ -73,25 +72,8 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
                 escape(&n)
             );
         };
-        row(
-            &mut w,
-            "recovery rate",
-            percent(c.base_recovery.as_ref()),
-            percent(c.new_recovery.as_ref()),
-        );
-        row(
-            &mut w,
-            "kill rate",
-            percent(c.base_kill_rate.total.as_ref()),
-            percent(c.new_kill_rate.total.as_ref()),
-        );
-        for (reason, b, n) in kill_reasons(c) {
-            row(
-                &mut w,
-                &format!("kills: {reason}"),
-                b.to_string(),
-                n.to_string(),
-            );
+        for (m, b, n) in metric_rows(c) {
+            row(&mut w, &m, b, n);
         }
         for l in &c.latency_by_round {
             let f = |p: &Percentiles| p50_p95(p, " ms");

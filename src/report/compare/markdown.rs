@@ -3,9 +3,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::cells::{executors, ids, kill_reasons, p50_p95, round_cells};
+use super::cells::{executors, ids, metric_rows, p50_p95, round_cells};
 use super::decision::Judged;
-use crate::report::labels::percent;
 use crate::report::plots::Plot;
 use crate::report::stats::Percentiles;
 
@@ -61,20 +60,8 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
             let _ = writeln!(w, "| {} |", round_cells(r).join(" | "));
         }
         let _ = writeln!(w, "\n| metric | BASE | NEW |\n|---|---|---|");
-        let _ = writeln!(
-            w,
-            "| recovery rate | {} | {} |",
-            percent(c.base_recovery.as_ref()),
-            percent(c.new_recovery.as_ref())
-        );
-        let _ = writeln!(
-            w,
-            "| kill rate | {} | {} |",
-            percent(c.base_kill_rate.total.as_ref()),
-            percent(c.new_kill_rate.total.as_ref())
-        );
-        for (reason, b, n) in kill_reasons(c) {
-            let _ = writeln!(w, "| kills: {reason} | {b} | {n} |");
+        for (m, b, n) in metric_rows(c) {
+            let _ = writeln!(w, "| {m} | {b} | {n} |");
         }
         let _ = writeln!(
             w,
