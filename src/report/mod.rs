@@ -1,5 +1,15 @@
 //! Reports of a run: metrics from the journal, and one exporter per output
 //! format behind one small trait; [`write_all`] loops over them.
+//!
+//! - `metrics/` computes a run's [`Summary`] (a header and metric
+//!   sections, each from its own small function; `metrics/list.rs` names
+//!   every value), with `environment`, `installs` and `strategies` as the
+//!   sections of their own; `stats` holds every statistic once.
+//! - `export` is the [`Exporter`] trait and the loop that writes files:
+//!   `json`, `csv`, `markdown` and `html` for a run ([`exporters`]),
+//!   `compare/` for two runs, `task_cases` for the run's JUnit.
+//! - `plots/` draws the charts the documents embed; `markup` escapes text
+//!   for HTML and XML; `labels` holds the phrases every output shares.
 
 pub mod compare;
 mod csv;

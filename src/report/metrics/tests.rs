@@ -176,3 +176,21 @@ fn resent_code_counts_repairs_that_change_nothing() {
     assert!(same_code("a\n\n b", "a\n b  \n"));
     assert!(!same_code("a\n b", "a\nb"));
 }
+
+#[test]
+fn a_summary_reads_back_from_its_json() {
+    // The sections are flattened into one object; reading it back must
+    // give the same summary (one arm and several).
+    let (cfg, records) = crate::report::testing::two_arms();
+    let two = summarize(&cfg, &records);
+    let one = summarize(
+        &config(&["a"], 1, StopOn::Clean),
+        &task("a", &[R::Right], StopOn::Clean, 1),
+    );
+    for s in [two, one] {
+        let text = serde_json::to_string_pretty(&s).unwrap();
+        let back: Summary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), text);
+    }
+}
