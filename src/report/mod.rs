@@ -11,6 +11,7 @@
 //! - `plots/` draws the charts the documents embed; `markup` escapes text
 //!   for HTML and XML; `labels` holds the phrases every output shares.
 
+mod cells;
 pub mod compare;
 mod csv;
 pub mod environment;

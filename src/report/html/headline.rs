@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
+use super::super::cells::{counted, denials, strategy_rows};
 use super::super::labels::{labels, percent};
-use super::super::markdown::{counted, denials, strategy_rows};
 use super::super::metrics::Summary;
 use super::super::stats::Rate;
 use super::super::view::RunView;
