@@ -4,10 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use retrace::harness::{journal, read_config, rescore_run, run_tasks, write_reports, HarnessError};
-use retrace::record::StopOn;
+use retrace::harness::{read_config, rescore_run, run_tasks, write_reports, HarnessError};
+use retrace::record::{AttemptRecord, RunConfig, StopOn};
+use retrace::report::export;
 use retrace::report::rescore::RescoreChanges;
-use retrace::report::{task_cases, Summary};
+use retrace::report::task_cases::{JunitExporter, JunitView};
+use retrace::report::Summary;
 use retrace::task::load::datasets_dir;
 
 use super::Failure;
@@ -46,18 +48,24 @@ pub async fn run(args: ReportArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// The run in `dir` as JUnit XML in `path` (`retrace run --junit`).
-pub fn write_junit(dir: &Path, path: &Path) -> Result<(), Failure> {
-    let config = read_config(dir).map_err(failure)?;
-    let records = journal::read(&dir.join("results.jsonl")).map_err(failure)?;
+/// A finished run as JUnit XML in `path` (`retrace run --junit`).
+pub fn write_junit(
+    config: &RunConfig,
+    records: &[AttemptRecord],
+    path: &Path,
+) -> Result<(), Failure> {
     // Expected answers name what a wrong task should have answered; a
     // suite that cannot be read any more only loses that detail.
     let tasks = datasets_dir(&config.spec.tasks.suite)
         .ok()
-        .and_then(|datasets| run_tasks(&config, &datasets).ok())
+        .and_then(|datasets| run_tasks(config, &datasets).ok())
         .unwrap_or_default();
-    std::fs::write(path, task_cases::render(&config, &records, &tasks))
-        .map_err(|e| Failure::infra(anyhow::anyhow!("writing {}: {e}", path.display())))?;
+    let view = JunitView {
+        config,
+        records,
+        tasks: &tasks,
+    };
+    export::write_one(&JunitExporter, &view, path).map_err(Failure::infra)?;
     eprintln!("wrote {}", path.display());
     Ok(())
 }
@@ -95,13 +103,9 @@ fn print_changes(c: &RescoreChanges) {
 }
 
 fn print_accuracy(s: &Summary) {
-    let arms: Vec<&Summary> = if s.arms.is_empty() {
-        vec![s]
-    } else {
-        s.arms.iter().collect()
-    };
-    for arm in arms {
+    for arm in s.each_arm() {
         let accs: Vec<String> = arm
+            .answers
             .accuracy_by_round
             .iter()
             .enumerate()
@@ -109,8 +113,8 @@ fn print_accuracy(s: &Summary) {
             .collect();
         println!(
             "[{}] {} tasks: {}",
-            arm.strategy,
-            arm.tasks,
+            arm.header.strategy,
+            arm.header.tasks,
             accs.join("  ")
         );
     }

@@ -292,7 +292,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     let result = run.execute(cancel_on_ctrl_c()).await.map_err(failure)?;
     print_summary(&result.summary, &result.dir);
     if let Some(path) = &args.junit {
-        super::report::write_junit(&result.dir, path)?;
+        super::report::write_junit(&result.config, &result.records, path)?;
     }
     for f in &result.files {
         eprintln!("wrote {}", f.display());
@@ -342,7 +342,7 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
         print_arm(s);
     }
     for arm in &s.arms {
-        print!("[{}] ", arm.strategy);
+        print!("[{}] ", arm.header.strategy);
         print_arm(arm);
     }
     if let Some(c) = &s.comparison {
@@ -360,22 +360,23 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
     }
 }
 
-fn print_arm(s: &report::Summary) {
+fn print_arm(s: &report::ArmSummary) {
     let accs: Vec<String> = s
+        .answers
         .accuracy_by_round
         .iter()
         .enumerate()
         .map(|(r, a)| format!("Acc@{r} {:.1}%", 100.0 * a.value))
         .collect();
-    println!("{} tasks: {}", s.tasks, accs.join("  "));
+    println!("{} tasks: {}", s.header.tasks, accs.join("  "));
     println!(
         "recovery {}  regression {}  kill rate {}  infra errors {}",
-        report::percent(s.recovery_rate.as_ref()),
-        report::percent(s.regression_rate.as_ref()),
-        report::percent(s.kill_rate.total.as_ref()),
-        report::percent(s.infra_error_rate.as_ref()),
+        report::percent(s.answers.recovery_rate.as_ref()),
+        report::percent(s.answers.regression_rate.as_ref()),
+        report::percent(s.execution.kill_rate.total.as_ref()),
+        report::percent(s.execution.infra_error_rate.as_ref()),
     );
-    if let Some(i) = &s.installs {
+    if let Some(i) = &s.environment.installs {
         println!(
             "installs {} ({} from the store, {} downloaded)  denials {}  failures {}",
             i.steps, i.store_hits, i.downloads, i.denials, i.failures

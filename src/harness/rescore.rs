@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::error::{HarnessError, UsageError};
 use super::journal;
-use super::run::write_reports;
 use super::run_dir::{read_config, run_tasks};
 use crate::record::RunConfig;
 use crate::report::rescore::{rescore, RescoreChanges};
-use crate::report::Summary;
+use crate::report::{self, Summary};
 use crate::util::IoContext;
 
 /// What re-scoring a run did.
@@ -47,7 +46,7 @@ pub fn rescore_run(dir: &Path, datasets: &Path) -> Result<RescoreResult, Harness
         std::fs::copy(&path, &original).at("keeping", &original)?;
     }
     journal::rewrite(&path, &rescored.records)?;
-    let (summary, files) = write_reports(&config, dir)?;
+    let (summary, files) = report::write_all(&config, &rescored.records, dir)?;
     Ok(RescoreResult {
         config,
         changes: rescored.changes,

@@ -21,7 +21,7 @@ use super::schedule;
 use crate::kernel::KernelOptions;
 use crate::model::ModelClient;
 use crate::pyenv::Image;
-use crate::record::{ArmImage, Provenance, RunConfig, RunSpec, RUN_SCHEMA_VERSION};
+use crate::record::{ArmImage, AttemptRecord, Provenance, RunConfig, RunSpec, RUN_SCHEMA_VERSION};
 use crate::report::{self, Summary};
 use crate::task::Task;
 
@@ -46,6 +46,10 @@ pub struct RunResult {
     pub interrupted: bool,
     /// Tasks that ended on an infrastructure failure.
     pub infra_tasks: usize,
+    /// The run's configuration and its journal as the reports read it, for
+    /// the outputs the caller writes (JUnit) without reading them again.
+    pub config: RunConfig,
+    pub records: Vec<AttemptRecord>,
 }
 
 impl Run {
@@ -194,14 +198,20 @@ impl Run {
         record_model_restarts(&runner.config, runner.model.as_ref(), &dir)?;
         // Read once, here, rather than kept in memory as the run goes: a
         // long run's own memory stays flat.
-        let (summary, files) = write_reports(&runner.config, &dir)?;
-        let infra_tasks = summary.infra_error_rate.map_or(0, |r| r.successes as usize);
+        let records = journal::read(&dir.join("results.jsonl"))?;
+        let (summary, files) = report::write_all(&runner.config, &records, &dir)?;
+        let infra_tasks = summary
+            .execution
+            .infra_error_rate
+            .map_or(0, |r| r.successes as usize);
         Ok(RunResult {
             dir,
             summary,
             files,
             interrupted,
             infra_tasks,
+            config: (*runner.config).clone(),
+            records,
         })
     }
 }

@@ -7,19 +7,23 @@
 //! one-strategy run), then every other arm's, then the comparison rows
 //! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm.
 
-use super::metrics::Rate;
-use super::{Exporter, RenderError, RunView, Summary};
+use super::error::RenderError;
+use super::export::Exporter;
+use super::metrics::ArmSummary;
+use super::metrics::{self, Value};
+use super::stats::Rate;
+use super::view::RunView;
 
 pub struct CsvExporter;
 
 type Writer = csv::Writer<Vec<u8>>;
 
-impl Exporter for CsvExporter {
+impl<'a> Exporter<RunView<'a>> for CsvExporter {
     fn file_name(&self) -> &'static str {
         "summary.csv"
     }
 
-    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+    fn render(&self, run: &RunView<'a>) -> Result<String, RenderError> {
         let s = run.summary;
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record([
@@ -27,13 +31,13 @@ impl Exporter for CsvExporter {
         ])?;
         let mut rows = Rows {
             w: &mut w,
-            stop_on: &s.stop_on,
-            feedback: &s.feedback,
-            arm: &s.strategy,
+            stop_on: &s.header.stop_on,
+            feedback: &s.header.feedback,
+            arm: &s.header.strategy,
         };
         rows.summary(s)?;
         for arm in s.arms.iter().skip(1) {
-            rows.arm = &arm.strategy;
+            rows.arm = &arm.header.strategy;
             rows.summary(arm)?;
         }
         for c in s.comparison.iter().flat_map(|c| &c.arms) {
@@ -98,99 +102,13 @@ impl Rows<'_> {
         ])
     }
 
-    /// Every metric of one arm's summary.
-    fn summary(&mut self, s: &Summary) -> csv::Result<()> {
-        for (i, r) in s.accuracy_by_round.iter().enumerate() {
-            self.rate("accuracy", Some(i), Some(r))?;
-        }
-        for (i, r) in s.exec_success_by_round.iter().enumerate() {
-            self.rate("exec_success", Some(i), Some(r))?;
-        }
-        for (i, r) in s.parse_by_round.iter().enumerate() {
-            self.rate("parse", Some(i), Some(r))?;
-        }
-        for (i, r) in s.multi_part_accuracy_by_round.iter().enumerate() {
-            self.rate("multi_part_accuracy", Some(i), Some(r))?;
-        }
-        self.rate("recovery_rate", None, s.recovery_rate.as_ref())?;
-        self.rate(
-            "recovery_rate_repaired",
-            None,
-            s.recovery_rate_repaired.as_ref(),
-        )?;
-        self.rate("regression_rate", None, s.regression_rate.as_ref())?;
-        self.rate("resent_code", None, s.resent_code.as_ref())?;
-        self.rate("kill_rate", None, s.kill_rate.total.as_ref())?;
-        self.rate("infra_error_rate", None, s.infra_error_rate.as_ref())?;
-        for (fault, a) in &s.accuracy_by_fault {
-            let metric = format!("accuracy_by_fault:{fault}");
-            self.rate(&metric, Some(0), a.round0.as_ref())?;
-            self.rate(&metric, Some(s.rounds as usize), a.final_round.as_ref())?;
-        }
-        for (kind, fate) in &s.round0_failures {
-            self.plain(format!("round0_failures:{kind}"), fate.tasks as f64)?;
-            self.plain(format!("round0_failures_fixed:{kind}"), fate.fixed as f64)?;
-        }
-        self.plain("review_prompts".into(), s.reviews.prompts as f64)?;
-        self.plain("review_kept".into(), s.reviews.kept as f64)?;
-        self.plain("review_revised".into(), s.reviews.revised as f64)?;
-        for (reason, v) in &s.kill_rate.by_reason {
-            self.plain(format!("kill_rate:{reason}"), *v)?;
-        }
-        for (name, p) in [
-            ("model", &s.latency_ms.model),
-            ("exec", &s.latency_ms.exec),
-            ("total", &s.latency_ms.total),
-        ] {
-            self.plain(format!("latency_ms_p50:{name}"), p.p50)?;
-            self.plain(format!("latency_ms_p95:{name}"), p.p95)?;
-        }
-        self.plain("tokens_prompt".into(), s.tokens.prompt as f64)?;
-        self.plain("tokens_completion".into(), s.tokens.completion as f64)?;
-        self.plain("tokens_per_task".into(), s.tokens.per_task_mean)?;
-        self.environment(s)
-    }
-
-    /// What the package strategy cost: environment errors, installs,
-    /// kernel start, memory, image size (each only when known).
-    fn environment(&mut self, s: &Summary) -> csv::Result<()> {
-        self.rate(
-            "environment_error_rounds",
-            None,
-            s.environment_error_rounds.as_ref(),
-        )?;
-        if let Some(m) = &s.installs {
-            self.plain("install_steps".into(), m.steps as f64)?;
-            self.plain("installs_per_task".into(), m.installs_per_task)?;
-            self.plain("install_tasks".into(), m.tasks_with_installs as f64)?;
-            self.plain("install_store_hits".into(), m.store_hits as f64)?;
-            self.plain("install_downloads".into(), m.downloads as f64)?;
-            for (name, p) in [
-                ("store_hit", &m.latency_ms_store_hit),
-                ("download", &m.latency_ms_download),
-            ] {
-                if p.n > 0 {
-                    self.plain(format!("install_latency_ms_p50:{name}"), p.p50)?;
-                    self.plain(format!("install_latency_ms_p95:{name}"), p.p95)?;
-                }
+    /// Every metric of one arm's summary, as the registry lists them.
+    fn summary(&mut self, s: &ArmSummary) -> csv::Result<()> {
+        for m in metrics::values(s) {
+            match m.value {
+                Value::Rate(r) => self.rate(&m.name, m.round, r.as_ref())?,
+                Value::Plain(v) => self.plain(m.name, v)?,
             }
-            self.plain("install_failures".into(), m.failures as f64)?;
-            self.plain("install_denials".into(), m.denials as f64)?;
-            for (reason, count) in &m.denials_by_reason {
-                self.plain(format!("install_denials:{reason}"), *count as f64)?;
-            }
-            self.plain("install_store_bytes".into(), m.store_bytes as f64)?;
-        }
-        if let Some(p) = &s.kernel_start_ms {
-            self.plain("kernel_start_ms_p50".into(), p.p50)?;
-            self.plain("kernel_start_ms_p95".into(), p.p95)?;
-        }
-        if let Some(m) = &s.memory_peak_bytes {
-            self.plain("memory_peak_bytes_p50".into(), m.p50 as f64)?;
-            self.plain("memory_peak_bytes_max".into(), m.max as f64)?;
-        }
-        if let Some(bytes) = s.image_bytes {
-            self.plain("image_bytes".into(), bytes as f64)?;
         }
         Ok(())
     }

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::{Percentiles, Rate};
+use super::installs::InstallMetrics;
+use super::stats::{Percentiles, Rate};
 use super::task_rounds::TaskRounds;
 use crate::record::AttemptRecord;
 use crate::sandbox::Verdict;
@@ -27,8 +28,49 @@ pub fn is_environment_error(r: &AttemptRecord) -> bool {
     missing || o.verdict == Verdict::PolicyDenied || r.installs.iter().any(|s| s.denied())
 }
 
+/// What the arm's environment cost, in the summary's order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentMetrics {
+    /// Executed rounds lost to the environment: the outcome is a
+    /// `ModuleNotFoundError` / `ImportError` or `policy_denied`, or an
+    /// install request of the round was denied; over executed rounds.
+    #[serde(default)]
+    pub environment_error_rounds: Option<Rate>,
+    /// What the dynamic installer did (arms that install on demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installs: Option<InstallMetrics>,
+    /// Kernel start time (ms), one value per kernel start recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_start_ms: Option<Percentiles>,
+    /// Peak memory per kernel (one kernel per task), in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<MemoryPeak>,
+    /// The arm's image size on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_bytes: Option<u64>,
+}
+
+impl EnvironmentMetrics {
+    /// `records` are the arm's records of the run's own tasks, `tasks` the
+    /// arm's records grouped by task.
+    pub(super) fn of(
+        strategy: &str,
+        records: &[&AttemptRecord],
+        tasks: &[TaskRounds],
+        image_bytes: Option<u64>,
+    ) -> EnvironmentMetrics {
+        EnvironmentMetrics {
+            environment_error_rounds: error_rounds(records),
+            installs: InstallMetrics::of(strategy, tasks),
+            kernel_start_ms: kernel_start(records),
+            memory_peak_bytes: MemoryPeak::of(tasks),
+            image_bytes,
+        }
+    }
+}
+
 /// Environment-error rounds over executed rounds.
-pub fn error_rounds(records: &[&AttemptRecord]) -> Option<Rate> {
+fn error_rounds(records: &[&AttemptRecord]) -> Option<Rate> {
     let executed = records.iter().filter(|r| r.executed()).count() as u64;
     let lost = records.iter().filter(|r| is_environment_error(r)).count() as u64;
     Rate::new(lost, executed)
@@ -36,7 +78,7 @@ pub fn error_rounds(records: &[&AttemptRecord]) -> Option<Rate> {
 
 /// Kernel start times of the rounds that started a kernel; `None` when no
 /// record has one (journals from before the field).
-pub fn kernel_start(records: &[&AttemptRecord]) -> Option<Percentiles> {
+fn kernel_start(records: &[&AttemptRecord]) -> Option<Percentiles> {
     let starts: Vec<f64> = records
         .iter()
         .filter_map(|r| r.timings_ms.kernel_start)
@@ -137,9 +179,9 @@ mod tests {
         let records: Vec<_> = [a, b, c].into_iter().flatten().collect();
         let m = summarize(&config(&["a", "b", "c"], k, s), &records);
         // a: 3 rounds; b: the last; of 3 + 2 + 2 executed rounds.
-        let env = m.environment_error_rounds.unwrap();
+        let env = m.environment.environment_error_rounds.unwrap();
         assert_eq!((env.successes, env.n), (4, 7));
-        let start = m.kernel_start_ms.unwrap();
+        let start = m.environment.kernel_start_ms.unwrap();
         assert_eq!((start.n, start.p50), (1, 300.0));
     }
 
@@ -161,10 +203,10 @@ mod tests {
         peaks(&mut c, &[None]);
         let records: Vec<_> = [a, b, c].into_iter().flatten().collect();
         let m = summarize(&config(&["a", "b", "c"], k, s), &records);
-        let mem = m.memory_peak_bytes.unwrap();
+        let mem = m.environment.memory_peak_bytes.unwrap();
         assert_eq!((mem.n, mem.p50, mem.max), (2, 30, 50));
         // Journals without the fields report nothing rather than zeros.
-        assert!(m.kernel_start_ms.is_none());
-        assert!(m.image_bytes.is_none());
+        assert!(m.environment.kernel_start_ms.is_none());
+        assert!(m.environment.image_bytes.is_none());
     }
 }

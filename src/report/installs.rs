@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::Percentiles;
+use super::stats::Percentiles;
 use super::task_rounds::TaskRounds;
 use crate::pyenv::dynamic::{Decision, Denial};
 use crate::pyenv::Strategy;
@@ -190,7 +190,11 @@ mod tests {
         ];
         let d = task("d", &[R::Right], s, k);
         let records: Vec<_> = [a, b, c, d].into_iter().flatten().collect();
-        let m = summarize(&cfg, &records).installs.unwrap();
+        let m = summarize(&cfg, &records)
+            .baseline
+            .environment
+            .installs
+            .unwrap();
         assert_eq!(m.steps, 5);
         assert_eq!(m.tasks_with_installs, 3);
         assert_eq!(m.installs_per_task, 0.75);
@@ -224,6 +228,7 @@ mod tests {
         let (k, s) = (0, StopOn::Clean);
         let records = task("a", &[R::Right], s, k);
         assert!(summarize(&config(&["a"], k, s), &records)
+            .environment
             .installs
             .is_none());
         // Unless its records say otherwise.
@@ -234,7 +239,11 @@ mod tests {
             3.0,
             None,
         )];
-        let m = summarize(&config(&["a"], k, s), &records).installs.unwrap();
+        let m = summarize(&config(&["a"], k, s), &records)
+            .baseline
+            .environment
+            .installs
+            .unwrap();
         assert_eq!((m.steps, m.store_hits, m.store_bytes), (1, 1, 9));
     }
 }

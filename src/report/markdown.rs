@@ -2,185 +2,253 @@
 
 use std::fmt::Write;
 
+use super::cells::{counted, denials, p50_p95, size, strategy_rows};
+use super::error::RenderError;
+use super::export::Exporter;
 use super::installs::InstallMetrics;
-use super::metrics::Percentiles;
+use super::labels::{labels, percent};
+use super::metrics::Summary;
 use super::strategies::StrategyComparison;
-use super::{labels, percent, Exporter, RenderError, RunView, Summary};
+use super::view::RunView;
 
 pub struct MarkdownExporter;
 
-impl Exporter for MarkdownExporter {
+impl<'a> Exporter<RunView<'a>> for MarkdownExporter {
     fn file_name(&self) -> &'static str {
         "report.md"
     }
 
-    fn render(&self, run: &RunView) -> Result<String, RenderError> {
-        let s = run.summary;
+    fn render(&self, run: &RunView<'a>) -> Result<String, RenderError> {
         let mut md = String::new();
-        let w = &mut md;
-        let _ = writeln!(w, "# retrace run `{}`\n", s.run_id);
-        for label in labels(s) {
-            let _ = writeln!(w, "> **{label}**\n");
-        }
-        let strategy = if s.arms.is_empty() {
-            format!("strategy `{}`", s.strategy)
-        } else {
-            let names: Vec<String> = s.arms.iter().map(|a| format!("`{}`", a.strategy)).collect();
-            format!(
-                "strategies {} (baseline `{}`)",
-                names.join(", "),
-                s.strategy
-            )
-        };
-        let _ = writeln!(
-            w,
-            "Suite `{}`, model `{}`, {strategy}, {} tasks ({} finished), rounds 0..={}, \
-             stop rule `{}`, feedback `{}`.\n",
-            s.suite, s.model, s.tasks, s.tasks_finished, s.rounds, s.stop_on, s.feedback
-        );
-        if !s.model_info.is_null() {
-            let _ = writeln!(w, "Model details: `{}`\n", s.model_info);
-        }
-        let _ = writeln!(w, "Limits: {}.\n", crate::report::limits_line(s));
-        skipped(w, &run.config.provenance.skipped);
-        if let Some(c) = &s.comparison {
-            strategies(w, s, c);
-        }
-        let _ = writeln!(w, "## Accuracy by round\n");
-        let _ = writeln!(
-            w,
-            "| round | Acc@r (95% CI) | Δ | solved ≤ r | exec-success | parse |"
-        );
-        let _ = writeln!(w, "|---|---|---|---|---|---|");
-        for (r, acc) in s.accuracy_by_round.iter().enumerate() {
-            let _ = writeln!(
-                w,
-                "| {r} | {} | {:+.1} | {:.1}% | {} | {} |",
-                percent(Some(acc)),
-                100.0 * s.delta_by_round[r],
-                100.0 * s.solved_by_round[r],
-                percent(Some(&s.exec_success_by_round[r])),
-                percent(Some(&s.parse_by_round[r])),
-            );
-        }
-        let _ = writeln!(w, "\n## Self-correction\n");
-        let _ = writeln!(
-            w,
-            "- recovery rate (over tasks wrong at round 0): {}",
-            percent(s.recovery_rate.as_ref())
-        );
-        let _ = writeln!(
-            w,
-            "- recovery rate (over tasks wrong at round 0 that got a repair round): {}",
-            percent(s.recovery_rate_repaired.as_ref())
-        );
-        let _ = writeln!(
-            w,
-            "- regression rate (over tasks right at round 0): {}",
-            percent(s.regression_rate.as_ref())
-        );
-        let _ = writeln!(w, "- rounds used per task: {:.2}", s.rounds_used_mean);
-        if let Some(rate) = &s.resent_code {
-            let _ = writeln!(
-                w,
-                "- repair rounds that resent the previous code unchanged: {} ({} of {})",
-                percent(Some(rate)),
-                rate.successes,
-                rate.n
-            );
-        }
-        if s.reviews.prompts > 0 {
-            let r = &s.reviews;
-            let _ = writeln!(
-                w,
-                "- reviews: {} prompts, {} kept, {} revised ({} wrong→right, {} right→wrong)",
-                r.prompts, r.kept, r.revised, r.wrong_to_right, r.right_to_wrong
-            );
-        }
-        if let Some(last) = s.multi_part_accuracy_by_round.last() {
-            let _ = writeln!(
-                w,
-                "- multi-answer parts correct at round {}: {}",
-                s.rounds,
-                percent(Some(last))
-            );
-        }
-        if !s.round0_failures.is_empty() {
-            let _ = writeln!(
-                w,
-                "\n### Round-0 failures and their fate by round {}\n",
-                s.rounds
-            );
-            let _ = writeln!(
-                w,
-                "| round-0 failure | tasks | correct at K | ran cleanly later |"
-            );
-            let _ = writeln!(w, "|---|---|---|---|");
-            for (kind, f) in &s.round0_failures {
-                let _ = writeln!(
-                    w,
-                    "| {kind} | {} | {} | {} |",
-                    f.tasks, f.fixed, f.ran_clean_later
-                );
-            }
-        }
-        if !s.accuracy_by_fault.is_empty() {
-            let _ = writeln!(w, "\n### Accuracy by injected fault (synthetic)\n");
-            let _ = writeln!(w, "| fault | tasks | Acc@0 | Acc@K |\n|---|---|---|---|");
-            for (fault, a) in &s.accuracy_by_fault {
-                let _ = writeln!(
-                    w,
-                    "| {fault} | {} | {} | {} |",
-                    a.tasks,
-                    percent(a.round0.as_ref()),
-                    percent(a.final_round.as_ref())
-                );
-            }
-        }
-        let _ = writeln!(w, "\n## Executions\n");
-        let _ = writeln!(
-            w,
-            "- {} executions, kill rate {}",
-            s.executions,
-            percent(s.kill_rate.total.as_ref())
-        );
-        for (reason, count) in &s.kill_rate.counts {
-            let _ = writeln!(w, "  - {reason}: {count}");
-        }
-        let verdicts: Vec<String> = s.verdicts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let _ = writeln!(w, "- verdicts: {}", verdicts.join(", "));
-        let _ = writeln!(
-            w,
-            "- infrastructure errors (tasks): {}",
-            percent(s.infra_error_rate.as_ref())
-        );
-        environment(w, s);
-        if let (Some(m), true) = (&s.installs, s.arms.is_empty()) {
-            let _ = writeln!(w, "\n## Installs\n");
-            installs(w, m);
-        }
-        let _ = writeln!(w, "\n## Latency (ms) and tokens\n");
-        let _ = writeln!(w, "| | p50 | p95 |\n|---|---|---|");
-        for (name, p) in [
-            ("model", &s.latency_ms.model),
-            ("exec", &s.latency_ms.exec),
-            ("total", &s.latency_ms.total),
-        ] {
-            let _ = writeln!(w, "| {name} | {:.1} | {:.1} |", p.p50, p.p95);
-        }
-        let _ = writeln!(
-            w,
-            "\nTokens: {} prompt, {} completion, {:.0} per task, {:.1} completion tokens/s (p50).",
-            s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean, s.tokens.per_second.p50
-        );
-        if !run.plots.is_empty() {
-            let _ = writeln!(w, "\n## Plots\n");
-            for p in run.plots {
-                // The SVG beside this file (`plots/`); the PNG has the same stem.
-                let _ = writeln!(w, "![{}](plots/{}.svg)\n", p.title, p.name);
-            }
+        for section in SECTIONS {
+            section(&mut md, run);
         }
         Ok(md)
+    }
+}
+
+/// The report's sections, in order; each writes its own heading.
+const SECTIONS: &[fn(&mut String, &RunView)] = &[
+    heading,
+    strategies_section,
+    accuracy,
+    self_correction,
+    executions,
+    latency,
+    plots,
+];
+
+/// The title, the labels, what ran and under which limits.
+fn heading(w: &mut String, run: &RunView) {
+    let s = run.summary;
+    let _ = writeln!(w, "# retrace run `{}`\n", s.header.run_id);
+    for label in labels(s) {
+        let _ = writeln!(w, "> **{label}**\n");
+    }
+    let strategy = if s.arms.is_empty() {
+        format!("strategy `{}`", s.header.strategy)
+    } else {
+        let names: Vec<String> = s
+            .arms
+            .iter()
+            .map(|a| format!("`{}`", a.header.strategy))
+            .collect();
+        format!(
+            "strategies {} (baseline `{}`)",
+            names.join(", "),
+            s.header.strategy
+        )
+    };
+    let _ = writeln!(
+        w,
+        "Suite `{}`, model `{}`, {strategy}, {} tasks ({} finished), rounds 0..={}, \
+         stop rule `{}`, feedback `{}`.\n",
+        s.header.suite,
+        s.header.model,
+        s.header.tasks,
+        s.header.tasks_finished,
+        s.header.rounds,
+        s.header.stop_on,
+        s.header.feedback
+    );
+    if !s.header.model_info.is_null() {
+        let _ = writeln!(w, "Model details: `{}`\n", s.header.model_info);
+    }
+    let _ = writeln!(w, "Limits: {}.\n", crate::report::labels::limits_line(s));
+    skipped(w, &run.config.provenance.skipped);
+}
+
+/// Every arm side by side, when the run has several.
+fn strategies_section(w: &mut String, run: &RunView) {
+    let s = run.summary;
+    if let Some(c) = &s.comparison {
+        strategies(w, s, c);
+    }
+}
+
+/// Acc@r, its change, solved ≤ r, exec-success and parse by round.
+fn accuracy(w: &mut String, run: &RunView) {
+    let s = run.summary;
+    let _ = writeln!(w, "## Accuracy by round\n");
+    let _ = writeln!(
+        w,
+        "| round | Acc@r (95% CI) | Δ | solved ≤ r | exec-success | parse |"
+    );
+    let _ = writeln!(w, "|---|---|---|---|---|---|");
+    for (r, acc) in s.answers.accuracy_by_round.iter().enumerate() {
+        let _ = writeln!(
+            w,
+            "| {r} | {} | {:+.1} | {:.1}% | {} | {} |",
+            percent(Some(acc)),
+            100.0 * s.answers.delta_by_round[r],
+            100.0 * s.answers.solved_by_round[r],
+            percent(Some(&s.answers.exec_success_by_round[r])),
+            percent(Some(&s.answers.parse_by_round[r])),
+        );
+    }
+}
+
+/// Recovery, regression, reviews, resent code, round-0 failures and injected faults.
+fn self_correction(w: &mut String, run: &RunView) {
+    let s = run.summary;
+    let _ = writeln!(w, "\n## Self-correction\n");
+    let _ = writeln!(
+        w,
+        "- recovery rate (over tasks wrong at round 0): {}",
+        percent(s.answers.recovery_rate.as_ref())
+    );
+    let _ = writeln!(
+        w,
+        "- recovery rate (over tasks wrong at round 0 that got a repair round): {}",
+        percent(s.answers.recovery_rate_repaired.as_ref())
+    );
+    let _ = writeln!(
+        w,
+        "- regression rate (over tasks right at round 0): {}",
+        percent(s.answers.regression_rate.as_ref())
+    );
+    let _ = writeln!(w, "- rounds used per task: {:.2}", s.cost.rounds_used_mean);
+    if let Some(rate) = &s.repairs.resent_code {
+        let _ = writeln!(
+            w,
+            "- repair rounds that resent the previous code unchanged: {} ({} of {})",
+            percent(Some(rate)),
+            rate.successes,
+            rate.n
+        );
+    }
+    if s.repairs.reviews.prompts > 0 {
+        let r = &s.repairs.reviews;
+        let _ = writeln!(
+            w,
+            "- reviews: {} prompts, {} kept, {} revised ({} wrong→right, {} right→wrong)",
+            r.prompts, r.kept, r.revised, r.wrong_to_right, r.right_to_wrong
+        );
+    }
+    if let Some(last) = s.answers.multi_part_accuracy_by_round.last() {
+        let _ = writeln!(
+            w,
+            "- multi-answer parts correct at round {}: {}",
+            s.header.rounds,
+            percent(Some(last))
+        );
+    }
+    if !s.answers.round0_failures.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n### Round-0 failures and their fate by round {}\n",
+            s.header.rounds
+        );
+        let _ = writeln!(
+            w,
+            "| round-0 failure | tasks | correct at K | ran cleanly later |"
+        );
+        let _ = writeln!(w, "|---|---|---|---|");
+        for (kind, f) in &s.answers.round0_failures {
+            let _ = writeln!(
+                w,
+                "| {kind} | {} | {} | {} |",
+                f.tasks, f.fixed, f.ran_clean_later
+            );
+        }
+    }
+    if !s.answers.accuracy_by_fault.is_empty() {
+        let _ = writeln!(w, "\n### Accuracy by injected fault (synthetic)\n");
+        let _ = writeln!(w, "| fault | tasks | Acc@0 | Acc@K |\n|---|---|---|---|");
+        for (fault, a) in &s.answers.accuracy_by_fault {
+            let _ = writeln!(
+                w,
+                "| {fault} | {} | {} | {} |",
+                a.tasks,
+                percent(a.round0.as_ref()),
+                percent(a.final_round.as_ref())
+            );
+        }
+    }
+}
+
+/// Verdicts, kills, infrastructure errors, the environment and installs.
+fn executions(w: &mut String, run: &RunView) {
+    let s = run.summary;
+    let _ = writeln!(w, "\n## Executions\n");
+    let _ = writeln!(
+        w,
+        "- {} executions, kill rate {}",
+        s.execution.executions,
+        percent(s.execution.kill_rate.total.as_ref())
+    );
+    for (reason, count) in &s.execution.kill_rate.counts {
+        let _ = writeln!(w, "  - {reason}: {count}");
+    }
+    let verdicts: Vec<String> = s
+        .execution
+        .verdicts
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(w, "- verdicts: {}", verdicts.join(", "));
+    let _ = writeln!(
+        w,
+        "- infrastructure errors (tasks): {}",
+        percent(s.execution.infra_error_rate.as_ref())
+    );
+    environment(w, s);
+    if let (Some(m), true) = (&s.environment.installs, s.arms.is_empty()) {
+        let _ = writeln!(w, "\n## Installs\n");
+        installs(w, m);
+    }
+}
+
+/// Latency by phase and tokens.
+fn latency(w: &mut String, run: &RunView) {
+    let s = run.summary;
+    let _ = writeln!(w, "\n## Latency (ms) and tokens\n");
+    let _ = writeln!(w, "| | p50 | p95 |\n|---|---|---|");
+    for (name, p) in [
+        ("model", &s.cost.latency_ms.model),
+        ("exec", &s.cost.latency_ms.exec),
+        ("total", &s.cost.latency_ms.total),
+    ] {
+        let _ = writeln!(w, "| {name} | {:.1} | {:.1} |", p.p50, p.p95);
+    }
+    let _ = writeln!(
+        w,
+        "\nTokens: {} prompt, {} completion, {:.0} per task, {:.1} completion tokens/s (p50).",
+        s.cost.tokens.prompt,
+        s.cost.tokens.completion,
+        s.cost.tokens.per_task_mean,
+        s.cost.tokens.per_second.p50
+    );
+}
+
+/// Links to the charts beside the file.
+fn plots(w: &mut String, run: &RunView) {
+    if !run.plots.is_empty() {
+        let _ = writeln!(w, "\n## Plots\n");
+        for p in run.plots {
+            // The SVG beside this file (`plots/`); the PNG has the same stem.
+            let _ = writeln!(w, "![{}](plots/{}.svg)\n", p.title, p.name);
+        }
     }
 }
 
@@ -191,10 +259,10 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
         .arms
         .iter()
         .map(|a| {
-            if a.strategy == c.baseline {
-                format!("`{}` (baseline)", a.strategy)
+            if a.header.strategy == c.baseline {
+                format!("`{}` (baseline)", a.header.strategy)
             } else {
-                format!("`{}`", a.strategy)
+                format!("`{}`", a.header.strategy)
             }
         })
         .collect();
@@ -215,7 +283,7 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
             a.strategy,
             c.baseline,
             a.shared_tasks,
-            s.rounds,
+            s.header.rounds,
             percent(a.accuracy.as_ref()),
             percent(a.baseline_accuracy.as_ref()),
             a.mcnemar.b,
@@ -224,8 +292,8 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
         );
     }
     for a in &s.arms {
-        if let Some(m) = &a.installs {
-            let _ = writeln!(w, "\n### Installs (`{}`)\n", a.strategy);
+        if let Some(m) = &a.environment.installs {
+            let _ = writeln!(w, "\n### Installs (`{}`)\n", a.header.strategy);
             installs(w, m);
         }
     }
@@ -236,57 +304,6 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
     );
 }
 
-/// An install metric of an arm, `—` for an arm that does not install.
-/// The rows of the side-by-side strategies table (name, one cell per
-/// arm), shared by the Markdown and HTML reports.
-pub(super) fn strategy_rows(s: &Summary) -> Vec<(String, Vec<String>)> {
-    let mut rows = Vec::new();
-    let mut row = |name: &str, cell: &dyn Fn(&Summary) -> String| {
-        rows.push((name.to_string(), s.arms.iter().map(cell).collect()));
-    };
-    for r in 0..=s.rounds as usize {
-        row(&format!("Acc@{r}"), &|a| {
-            percent(a.accuracy_by_round.get(r))
-        });
-    }
-    row("recovery rate", &|a| percent(a.recovery_rate.as_ref()));
-    row("regression rate", &|a| percent(a.regression_rate.as_ref()));
-    row("kill rate", &|a| percent(a.kill_rate.total.as_ref()));
-    row("environment-error rounds", &|a| {
-        counted(a.environment_error_rounds.as_ref())
-    });
-    row("installs per task", &|a| {
-        installed(a, |m| format!("{:.2}", m.installs_per_task))
-    });
-    row("install p50 / p95, store hit (ms)", &|a| {
-        installed(a, |m| p50_p95(&m.latency_ms_store_hit))
-    });
-    row("install p50 / p95, download (ms)", &|a| {
-        installed(a, |m| p50_p95(&m.latency_ms_download))
-    });
-    row("install failures", &|a| {
-        installed(a, |m| m.failures.to_string())
-    });
-    row("denials", &|a| installed(a, denials));
-    row("kernel start p50 (ms)", &|a| {
-        a.kernel_start_ms
-            .map_or_else(|| "n/a".into(), |p| format!("{:.0}", p.p50))
-    });
-    row("memory peak per kernel p50", &|a| {
-        a.memory_peak_bytes
-            .map_or_else(|| "n/a".into(), |m| size(m.p50))
-    });
-    row("image size", &|a| {
-        a.image_bytes.map_or_else(|| "n/a".into(), size)
-    });
-    rows
-}
-
-fn installed(a: &Summary, f: impl Fn(&InstallMetrics) -> String) -> String {
-    a.installs.as_ref().map_or_else(|| "—".into(), f)
-}
-
-/// Environment costs of one arm, as list items (each only when known).
 /// The dataset records `--skip-invalid` left out: not in any rate.
 fn skipped(w: &mut String, skipped: &[crate::task::load::Skipped]) {
     if skipped.is_empty() {
@@ -303,18 +320,19 @@ fn skipped(w: &mut String, skipped: &[crate::task::load::Skipped]) {
     let _ = writeln!(w);
 }
 
+/// Environment costs of one arm, as list items (each only when known).
 fn environment(w: &mut String, s: &Summary) {
-    if let Some(r) = &s.environment_error_rounds {
+    if let Some(r) = &s.environment.environment_error_rounds {
         let _ = writeln!(
             w,
             "- environment-error rounds (missing module, refused install): {}",
             counted(Some(r))
         );
     }
-    if let Some(p) = &s.kernel_start_ms {
+    if let Some(p) = &s.environment.kernel_start_ms {
         let _ = writeln!(w, "- kernel start (ms): p50 {:.0}, p95 {:.0}", p.p50, p.p95);
     }
-    if let Some(m) = &s.memory_peak_bytes {
+    if let Some(m) = &s.environment.memory_peak_bytes {
         let _ = writeln!(
             w,
             "- memory peak per kernel: p50 {}, max {} ({} kernels)",
@@ -323,7 +341,7 @@ fn environment(w: &mut String, s: &Summary) {
             m.n
         );
     }
-    if let Some(bytes) = s.image_bytes {
+    if let Some(bytes) = s.environment.image_bytes {
         let _ = writeln!(w, "- image size on disk: {}", size(bytes));
     }
 }
@@ -345,45 +363,6 @@ fn installs(w: &mut String, m: &InstallMetrics) {
     let _ = writeln!(w, "- failures: {}", m.failures);
     let _ = writeln!(w, "- denials: {}", denials(m));
     let _ = writeln!(w, "- package store used: {}", size(m.store_bytes));
-}
-
-/// A rate with its counts: `12.5% [..] (1 of 8)`.
-pub(super) fn counted(r: Option<&super::metrics::Rate>) -> String {
-    match r {
-        Some(r) => format!("{} ({} of {})", percent(Some(r)), r.successes, r.n),
-        None => "n/a".into(),
-    }
-}
-
-fn p50_p95(p: &Percentiles) -> String {
-    if p.n == 0 {
-        "n/a".into()
-    } else {
-        format!("{:.0} / {:.0}", p.p50, p.p95)
-    }
-}
-
-pub(super) fn denials(m: &InstallMetrics) -> String {
-    if m.denials_by_reason.is_empty() {
-        return m.denials.to_string();
-    }
-    let reasons: Vec<String> = m
-        .denials_by_reason
-        .iter()
-        .map(|(reason, n)| format!("{reason} {n}"))
-        .collect();
-    format!("{} ({})", m.denials, reasons.join(", "))
-}
-
-/// Bytes for people, in binary units.
-fn size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (unit, scale) in UNITS {
-        if bytes >= scale {
-            return format!("{:.1} {unit}", bytes as f64 / scale as f64);
-        }
-    }
-    format!("{bytes} B")
 }
 
 #[cfg(test)]

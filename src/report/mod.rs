@@ -1,78 +1,56 @@
 //! Reports of a run: metrics from the journal, and one exporter per output
 //! format behind one small trait; [`write_all`] loops over them.
+//!
+//! - `metrics/` computes a run's [`Summary`] (a header and metric
+//!   sections, each from its own small function; `metrics/list.rs` names
+//!   every value), with `environment`, `installs` and `strategies` as the
+//!   sections of their own; `stats` holds every statistic once.
+//! - `export` is the [`Exporter`] trait and the loop that writes files:
+//!   `json`, `csv`, `markdown` and `html` for a run ([`exporters`]),
+//!   `compare/` for two runs, `task_cases` for the run's JUnit.
+//! - `plots/` draws the charts the documents embed; `markup` escapes text
+//!   for HTML and XML; `labels` holds the phrases every output shares.
 
+mod cells;
 pub mod compare;
 mod csv;
 pub mod environment;
+mod error;
+pub mod export;
 mod html;
 pub mod installs;
 mod json;
 pub mod junit;
+mod labels;
 mod markdown;
+pub mod markup;
 pub mod metrics;
 pub mod plots;
 pub mod rescore;
+pub mod stats;
 pub mod strategies;
 pub mod task_cases;
 mod task_rounds;
 #[cfg(test)]
 mod testing;
+mod view;
 
 use std::path::{Path, PathBuf};
 
 use crate::record::{AttemptRecord, RunConfig};
 
+pub use error::{RenderError, ReportError};
+pub use export::Exporter;
 pub use installs::InstallMetrics;
-pub use metrics::{summarize, Summary};
+pub use labels::{labels, limits_line, percent};
+pub use metrics::{summarize, ArmSummary, Summary};
 pub use plots::Plot;
-pub use strategies::{ArmComparison, McNemar, StrategyComparison};
+pub use stats::McNemar;
+pub use strategies::{ArmComparison, StrategyComparison};
+pub use view::RunView;
 
-/// Everything a report is made from: the run's configuration, its
-/// journal, the metrics and the plots already drawn into the run directory.
-pub struct RunView<'a> {
-    /// The run directory (where artifacts are read from); `config.provenance.out_dir`
-    /// is where the run was created and may be stale for a moved run.
-    pub dir: &'a Path,
-    pub config: &'a RunConfig,
-    pub records: &'a [AttemptRecord],
-    pub summary: &'a Summary,
-    pub plots: &'a [Plot],
-}
-
-/// One output format of a run.
-pub trait Exporter {
-    /// File name inside the run directory.
-    fn file_name(&self) -> &'static str;
-    fn render(&self, run: &RunView) -> Result<String, RenderError>;
-}
-
-/// Why an exporter could not render (a serializer's own error).
-pub type RenderError = Box<dyn std::error::Error + Send + Sync>;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    #[error("rendering {file}")]
-    Render {
-        file: &'static str,
-        #[source]
-        source: RenderError,
-    },
-    #[error("drawing plot {name}")]
-    Plot {
-        name: &'static str,
-        #[source]
-        source: RenderError,
-    },
-    #[error("writing {}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Every exporter, in the order their files are written.
-pub fn exporters() -> Vec<Box<dyn Exporter>> {
+/// Every exporter of a run, in the order their files are written.
+pub fn exporters<'a>() -> Vec<Box<dyn Exporter<RunView<'a>>>> {
     vec![
         Box::new(json::JsonExporter),
         Box::new(csv::CsvExporter),
@@ -99,66 +77,6 @@ pub fn write_all(
         summary: &summary,
         plots: &plots,
     };
-    for exporter in exporters() {
-        let file = exporter.file_name();
-        let path = dir.join(file);
-        let text = exporter
-            .render(&view)
-            .map_err(|source| ReportError::Render { file, source })?;
-        std::fs::write(&path, text).map_err(|source| ReportError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        written.push(path);
-    }
+    written.extend(export::write_each(&exporters(), &view, dir)?);
     Ok((summary, written))
-}
-
-/// A proportion as a percentage with its interval, for humans.
-pub fn percent(rate: Option<&metrics::Rate>) -> String {
-    match rate {
-        Some(r) => format!(
-            "{:.1}% [{:.1}, {:.1}]",
-            100.0 * r.value,
-            100.0 * r.ci_low,
-            100.0 * r.ci_high
-        ),
-        None => "n/a".into(),
-    }
-}
-
-/// The labels every output carries when they apply.
-pub fn labels(s: &Summary) -> Vec<&'static str> {
-    let mut labels = Vec::new();
-    if s.synthetic_model {
-        labels.push("SYNTHETIC MODEL (deterministic stand-in, not a real model)");
-    }
-    if s.oracle_feedback {
-        labels.push("ORACLE FEEDBACK (--stop-on correct used ground truth)");
-    }
-    if s.unconfined {
-        labels.push("UNCONFINED (--unsafe-no-sandbox: kernels ran without confinement)");
-    }
-    if !s.executor.is_local() {
-        labels.push(
-            "GATEWAY EXECUTOR (kernels ran on a Jupyter gateway: memory, CPU, processes, disk \
-             and network were the gateway's limits, not retrace's)",
-        );
-    }
-    labels
-}
-
-/// The run's limits as reports state them: with a gateway, which of them
-/// retrace enforced and where the kernels ran.
-pub fn limits_line(s: &Summary) -> String {
-    match &s.executor {
-        crate::kernel::ExecutorInfo::Local => s.limits.describe(),
-        gateway => format!(
-            "{}; retrace enforced the wall timeout ({:?}) and the output cap ({} bytes), the \
-             rest is the kernelspec's",
-            gateway.describe(),
-            s.limits.timeout,
-            s.limits.output_cap_bytes
-        ),
-    }
 }

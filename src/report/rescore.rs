@@ -121,23 +121,17 @@ fn round_changes(
     after: &[AttemptRecord],
 ) -> Vec<RoundChange> {
     let (old, new) = (summarize(config, before), summarize(config, after));
-    let arms = |s: &super::Summary| -> Vec<super::Summary> {
-        if s.arms.is_empty() {
-            vec![s.clone()]
-        } else {
-            s.arms.clone()
-        }
-    };
-    arms(&old)
-        .iter()
-        .zip(arms(&new).iter())
+    old.each_arm()
+        .into_iter()
+        .zip(new.each_arm())
         .flat_map(|(o, n)| {
-            o.accuracy_by_round
+            o.answers
+                .accuracy_by_round
                 .iter()
-                .zip(&n.accuracy_by_round)
+                .zip(&n.answers.accuracy_by_round)
                 .enumerate()
                 .map(|(r, (a, b))| RoundChange {
-                    strategy: o.strategy.clone(),
+                    strategy: o.header.strategy.clone(),
                     round: r as u32,
                     correct_before: a.successes,
                     correct_after: b.successes,

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::Rate;
+use super::stats::{McNemar, Rate};
 use super::task_rounds::TaskRounds;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,48 +36,6 @@ pub struct PairedAccuracy {
     pub round: u32,
     pub baseline: Rate,
     pub arm: Rate,
-}
-
-/// McNemar's exact test on the discordant pairs of final correctness.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct McNemar {
-    /// Baseline right, arm wrong.
-    pub b: u64,
-    /// Baseline wrong, arm right.
-    pub c: u64,
-    /// Two-sided exact binomial p-value: min(1, 2·P[X ≤ min(b, c)]) with
-    /// X ~ Bin(b + c, ½); 1 when there is no discordant pair.
-    pub p_value: f64,
-}
-
-impl McNemar {
-    pub fn new(b: u64, c: u64) -> McNemar {
-        McNemar {
-            b,
-            c,
-            p_value: exact_p(b, c),
-        }
-    }
-}
-
-/// min(1, 2·P[X ≤ min(b, c)]), X ~ Bin(b + c, ½). Terms are summed in log
-/// space so that large counts neither overflow nor underflow.
-fn exact_p(b: u64, c: u64) -> f64 {
-    let n = b + c;
-    if n == 0 {
-        return 1.0;
-    }
-    let n_f = n as f64;
-    // ln(C(n, i) / 2^n), from i = 0 upward.
-    let mut ln_term = -n_f * std::f64::consts::LN_2;
-    let mut tail = 0.0;
-    for i in 0..=b.min(c) {
-        if i > 0 {
-            ln_term += ((n - i + 1) as f64 / i as f64).ln();
-        }
-        tail += ln_term.exp();
-    }
-    (2.0 * tail).min(1.0)
 }
 
 /// Each arm after the first against the first. `arms` are in `--strategy`
@@ -130,7 +88,6 @@ pub(super) fn compare(k: usize, arms: &[(String, Vec<TaskRounds>)]) -> StrategyC
 #[cfg(test)]
 mod tests {
     use super::super::testing::{config, task, two_arms, R};
-    use super::*;
     use crate::record::StopOn;
     use crate::report::summarize;
 
@@ -138,37 +95,42 @@ mod tests {
     fn two_arms_are_split_and_the_baseline_is_the_top_level() {
         let (cfg, records) = two_arms();
         let s = summarize(&cfg, &records);
-        assert_eq!(s.strategy, "fat");
-        let names: Vec<&str> = s.arms.iter().map(|a| a.strategy.as_str()).collect();
+        assert_eq!(s.header.strategy, "fat");
+        let names: Vec<&str> = s.arms.iter().map(|a| a.header.strategy.as_str()).collect();
         assert_eq!(names, ["fat", "dynamic"]);
         // The top level is the baseline arm, over its own records only.
-        let finals = |m: &crate::report::Summary| -> Vec<u64> {
-            m.accuracy_by_round.iter().map(|r| r.successes).collect()
+        let finals = |m: &crate::report::ArmSummary| -> Vec<u64> {
+            m.answers
+                .accuracy_by_round
+                .iter()
+                .map(|r| r.successes)
+                .collect()
         };
         assert_eq!(finals(&s), [3, 4]); // a b f | a b d f
-        assert_eq!(s.executions, 7);
-        assert_eq!(s.tasks, 6);
-        assert_eq!(s.tasks_finished, 6);
-        let mut baseline = s.clone();
-        baseline.arms.clear();
-        baseline.comparison = None;
-        assert_eq!(s.arms[0], baseline);
+        assert_eq!(s.execution.executions, 7);
+        assert_eq!(s.header.tasks, 6);
+        assert_eq!(s.header.tasks_finished, 6);
+        assert_eq!(s.arms[0], s.baseline);
         let dynamic = &s.arms[1];
         assert_eq!(finals(dynamic), [3, 5]); // a c f | a c d e f
-        assert_eq!(dynamic.executions, 9);
-        assert_eq!(dynamic.tasks_finished, 5);
-        assert_eq!(dynamic.round0_failures["ModuleNotFoundError"].tasks, 1);
-        assert!(dynamic.arms.is_empty() && dynamic.comparison.is_none());
-        assert_eq!(s.image_bytes, Some(3 << 30));
-        assert_eq!(dynamic.image_bytes, Some(200 << 20));
+        assert_eq!(dynamic.execution.executions, 9);
+        assert_eq!(dynamic.header.tasks_finished, 5);
+        assert_eq!(
+            dynamic.answers.round0_failures["ModuleNotFoundError"].tasks,
+            1
+        );
+        let json = serde_json::to_value(dynamic).unwrap();
+        assert!(json.get("arms").is_none() && json.get("comparison").is_none());
+        assert_eq!(s.environment.image_bytes, Some(3 << 30));
+        assert_eq!(dynamic.environment.image_bytes, Some(200 << 20));
         // b twice and e once, of 9 executed rounds; none in the fat arm.
-        let env = dynamic.environment_error_rounds.unwrap();
+        let env = dynamic.environment.environment_error_rounds.unwrap();
         assert_eq!((env.successes, env.n), (3, 9));
-        let env = s.environment_error_rounds.unwrap();
+        let env = s.environment.environment_error_rounds.unwrap();
         assert_eq!((env.successes, env.n), (0, 7));
         // The dynamic arm reports its (empty) installs, the fat arm none.
-        assert_eq!(dynamic.installs.as_ref().unwrap().steps, 0);
-        assert!(s.installs.is_none());
+        assert_eq!(dynamic.environment.installs.as_ref().unwrap().steps, 0);
+        assert!(s.environment.installs.is_none());
     }
 
     #[test]
@@ -205,8 +167,8 @@ mod tests {
         // A record naming another strategy still counts: one arm takes all.
         let records = task("a", &[R::Right], StopOn::Clean, k);
         let s = summarize(&cfg, &records);
-        assert_eq!(s.strategy, "dynamic");
-        assert_eq!(s.accuracy_by_round[0].successes, 1);
+        assert_eq!(s.header.strategy, "dynamic");
+        assert_eq!(s.answers.accuracy_by_round[0].successes, 1);
         assert!(s.arms.is_empty() && s.comparison.is_none());
         let json = serde_json::to_value(&s).unwrap();
         assert!(json.get("arms").is_none() && json.get("comparison").is_none());
@@ -236,30 +198,6 @@ mod tests {
         // Baseline right on a b d f, slim right on none.
         assert_eq!((slim.mcnemar.b, slim.mcnemar.c), (4, 0));
         assert!((slim.mcnemar.p_value - 0.125).abs() < 1e-12);
-        assert!(s.arms[2].installs.is_none());
-    }
-
-    #[test]
-    fn exact_p_values() {
-        let close = |b, c, want: f64| {
-            let p = McNemar::new(b, c).p_value;
-            assert!((p - want).abs() < 1e-12, "b={b} c={c}: {p} ≠ {want}");
-        };
-        // 2 · (1/64)
-        close(0, 6, 0.031_25);
-        close(6, 0, 0.031_25);
-        // 2 · (1 + 10 + 45) / 1024
-        close(2, 8, 0.109_375);
-        // 2 · (1 + 5) / 32
-        close(1, 4, 0.375);
-        close(0, 0, 1.0);
-        // Symmetric and capped at 1.
-        close(5, 5, 1.0);
-        close(3, 4, 1.0);
-        // Large counts stay finite: 2·P[X ≤ 0] with n = 2000 underflows to 0.
-        let p = McNemar::new(0, 2000).p_value;
-        assert!((0.0..1e-300).contains(&p), "{p}");
-        let p = McNemar::new(900, 1100).p_value;
-        assert!(p > 0.0 && p < 1e-5, "{p}");
+        assert!(s.arms[2].environment.installs.is_none());
     }
 }

@@ -4,12 +4,37 @@
 
 use std::collections::HashMap;
 
+use super::error::RenderError;
+use super::export::Exporter;
 use super::junit::{self, TestCase};
 use super::metrics::arm_names;
 use crate::record::{AttemptRecord, RunConfig};
 use crate::repair::traceback::kill_message;
 use crate::sandbox::Verdict;
 use crate::task::{Expected, Task};
+
+/// What a run's JUnit document is made from: the run and its journal,
+/// with the suite's tasks for the expected answers named in failures (a
+/// task missing from them is named without one).
+pub struct JunitView<'a> {
+    pub config: &'a RunConfig,
+    pub records: &'a [AttemptRecord],
+    pub tasks: &'a [Task],
+}
+
+/// `retrace run --junit FILE`; the file name is only the default, the
+/// user chooses the path.
+pub struct JunitExporter;
+
+impl<'a> Exporter<JunitView<'a>> for JunitExporter {
+    fn file_name(&self) -> &'static str {
+        "junit.xml"
+    }
+
+    fn render(&self, view: &JunitView<'a>) -> Result<String, RenderError> {
+        Ok(render(view.config, view.records, view.tasks))
+    }
+}
 
 /// The JUnit document of a run. `tasks` give the expected answers named in
 /// failures (a task missing from them is named without one).

@@ -253,7 +253,7 @@ pub fn step(
 
 /// What an exporter writes for `records` (no plots).
 pub fn render(
-    exporter: &dyn super::Exporter,
+    exporter: &dyn for<'a> super::Exporter<super::RunView<'a>>,
     config: &RunConfig,
     records: &[AttemptRecord],
 ) -> Result<String, super::RenderError> {

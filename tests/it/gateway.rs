@@ -235,6 +235,7 @@ async fn an_oracle_run_through_the_gateway_scores_as_a_local_run() {
         assert_eq!(remote.infra_tasks, 0, "{suite}");
         let acc = |r: &RunResult| {
             r.summary
+                .answers
                 .accuracy_by_round
                 .iter()
                 .map(|a| a.value)
@@ -332,7 +333,7 @@ async fn a_gateway_lost_mid_run_gives_infra_errors_and_the_run_resumes() {
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let second = run.execute(rx).await.unwrap();
     assert_eq!(second.infra_tasks, 0);
-    assert_eq!(second.summary.accuracy_by_round[0].value, 1.0);
+    assert_eq!(second.summary.answers.accuracy_by_round[0].value, 1.0);
 }
 
 /// `retrace exec` and `retrace sandbox check` on a gateway, from the

@@ -81,7 +81,7 @@ async fn no_ground_truth_reaches_the_endpoint() {
     opts.spec.policy.stop_on = StopOn::Never;
     opts.spec.policy.rounds = 1;
     let result = run(opts).await;
-    assert_eq!(result.summary.tasks, 8);
+    assert_eq!(result.summary.header.tasks, 8);
     assert_eq!(result.infra_tasks, 0);
 
     let bodies: Vec<String> = server.requests().into_iter().map(|s| s.body).collect();
@@ -185,11 +185,16 @@ async fn a_broken_right_answer_is_a_regression() {
     opts.spec.policy.stop_on = StopOn::Never;
     let result = run(opts).await;
     let s = &result.summary;
-    let acc: Vec<u64> = s.accuracy_by_round.iter().map(|r| r.successes).collect();
+    let acc: Vec<u64> = s
+        .answers
+        .accuracy_by_round
+        .iter()
+        .map(|r| r.successes)
+        .collect();
     assert_eq!(acc, [1, 2, 1]);
-    let reg = s.regression_rate.unwrap();
+    let reg = s.answers.regression_rate.unwrap();
     assert_eq!((reg.successes, reg.n), (1, 1));
-    let rec = s.recovery_rate.unwrap();
+    let rec = s.answers.recovery_rate.unwrap();
     assert_eq!((rec.successes, rec.n), (1, 1));
     let recs = records(&result.dir);
     assert_eq!(recs.len(), 6, "never stops early");
@@ -198,8 +203,8 @@ async fn a_broken_right_answer_is_a_regression() {
         .filter(|r| r.feedback_kind == Some(FeedbackKind::Review))
         .count();
     assert_eq!(reviews, 4);
-    assert_eq!(s.reviews.right_to_wrong, 1);
-    assert_eq!(s.reviews.wrong_to_right, 1);
+    assert_eq!(s.repairs.reviews.right_to_wrong, 1);
+    assert_eq!(s.repairs.reviews.wrong_to_right, 1);
 }
 
 /// Under `clean`, a clean answer of the wrong type still stops the task
@@ -279,7 +284,7 @@ async fn an_existing_run_is_never_appended_to_and_resume_uses_the_given_director
     assert_eq!(result.dir, moved);
     assert!(moved.join("summary.json").exists());
     assert!(!first.exists(), "nothing written where the run used to be");
-    assert_eq!(result.summary.accuracy_by_round[0].successes, 2);
+    assert_eq!(result.summary.answers.accuracy_by_round[0].successes, 2);
 
     // A changed dataset is refused, naming the tasks.
     let path = suite.clone();
@@ -326,14 +331,14 @@ async fn clean_but_wrong_answers_under_each_stop_rule() {
     for (stop_on, result) in &results {
         let s = &result.summary;
         let recs = records(&result.dir);
-        assert_eq!(s.accuracy_by_round[0].successes, 0, "{stop_on:?}");
+        assert_eq!(s.answers.accuracy_by_round[0].successes, 0, "{stop_on:?}");
         assert!(recs.iter().all(|r| r.stop_on == *stop_on));
         match stop_on {
             StopOn::Never => {
                 assert_eq!(recs.len(), 18, "every task runs all rounds");
-                assert_eq!(s.accuracy_by_round[2].successes, 6);
-                assert_eq!(s.recovery_rate.unwrap().value, 1.0);
-                assert!(s.reviews.prompts >= 6, "{:?}", s.reviews);
+                assert_eq!(s.answers.accuracy_by_round[2].successes, 6);
+                assert_eq!(s.answers.recovery_rate.unwrap().value, 1.0);
+                assert!(s.repairs.reviews.prompts >= 6, "{:?}", s.repairs.reviews);
                 let review = recs
                     .iter()
                     .find(|r| r.round == 1)
@@ -346,13 +351,16 @@ async fn clean_but_wrong_answers_under_each_stop_rule() {
             }
             StopOn::Clean => {
                 assert_eq!(recs.len(), 6, "a clean answer stops the task");
-                assert_eq!(s.recovery_rate.unwrap().successes, 0);
-                assert!(s.recovery_rate_repaired.is_none(), "no task was repaired");
-                assert_eq!(s.round0_failures["wrong_answer"].tasks, 6);
+                assert_eq!(s.answers.recovery_rate.unwrap().successes, 0);
+                assert!(
+                    s.answers.recovery_rate_repaired.is_none(),
+                    "no task was repaired"
+                );
+                assert_eq!(s.answers.round0_failures["wrong_answer"].tasks, 6);
             }
             StopOn::Correct => {
-                assert!(s.oracle_feedback);
-                assert_eq!(s.accuracy_by_round[1].successes, 6);
+                assert!(s.header.oracle_feedback);
+                assert_eq!(s.answers.accuracy_by_round[1].successes, 6);
                 let told = recs
                     .iter()
                     .find(|r| r.round == 1)
@@ -383,7 +391,7 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
     );
     starved.spec.policy.feedback_budget = 0;
     let starved = run(starved).await;
-    let last = |r: &RunResult| r.summary.accuracy_by_round[2].successes;
+    let last = |r: &RunResult| r.summary.answers.accuracy_by_round[2].successes;
     assert_eq!(last(&full), 8, "full feedback repairs every fault");
     assert!(
         last(&starved) < last(&full),
@@ -391,9 +399,10 @@ async fn broken_feedback_lowers_oracle_faults_accuracy() {
         last(&starved),
         last(&full)
     );
-    assert!(!full.summary.accuracy_by_fault.is_empty());
+    assert!(!full.summary.answers.accuracy_by_fault.is_empty());
     let faults: u64 = full
         .summary
+        .answers
         .accuracy_by_fault
         .values()
         .map(|f| f.tasks)
@@ -473,8 +482,8 @@ async fn parsed_state_feedback_shows_the_real_columns() {
     assert!(with_state.contains("gdp_per_capita_usd"), "{with_state}");
     assert!(with_state.contains("KeyError"), "{with_state}");
     assert!(!repair(&plain).contains("gdp_per_capita_usd"));
-    assert_eq!(state.summary.accuracy_by_round[1].successes, 1);
-    assert_eq!(state.summary.feedback, "parsed+state");
+    assert_eq!(state.summary.answers.accuracy_by_round[1].successes, 1);
+    assert_eq!(state.summary.header.feedback, "parsed+state");
 }
 
 /// `--strategy fat,dynamic`: both arms run every task with the same model,
@@ -524,7 +533,7 @@ async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(config.arm_names(), ["fat", "dynamic"]);
     assert!(config.provenance.images["fat"].bytes > config.provenance.images["dynamic"].bytes);
-    assert_eq!(result.summary.strategy, "fat");
+    assert_eq!(result.summary.header.strategy, "fat");
     assert_eq!(result.summary.arms.len(), 2);
     let comparison = result.summary.comparison.as_ref().expect("a comparison");
     assert_eq!(comparison.baseline, "fat");
@@ -535,7 +544,11 @@ async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
         0
     );
     let dynamic_arm = &result.summary.arms[1];
-    let installs = dynamic_arm.installs.as_ref().expect("install metrics");
+    let installs = dynamic_arm
+        .environment
+        .installs
+        .as_ref()
+        .expect("install metrics");
     assert!(installs.installs_per_task >= 1.0);
     assert_eq!(installs.denials, 0);
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();

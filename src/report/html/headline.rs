@@ -3,10 +3,12 @@
 
 use std::fmt::Write;
 
-use super::super::markdown::{counted, denials, strategy_rows};
-use super::super::metrics::Rate;
-use super::super::{labels, percent, RunView, Summary};
-use super::escape;
+use super::super::cells::{counted, denials, strategy_rows};
+use super::super::labels::{labels, percent};
+use super::super::metrics::Summary;
+use super::super::stats::Rate;
+use super::super::view::RunView;
+use crate::report::markup::html as escape;
 
 /// The header and the summary sections, as HTML.
 pub fn render(run: &RunView) -> String {
@@ -16,23 +18,23 @@ pub fn render(run: &RunView) -> String {
     let _ = writeln!(
         w,
         "<header>\n<h1>retrace run <code>{}</code></h1>",
-        escape(&s.run_id)
+        escape(&s.header.run_id)
     );
     for label in labels(s) {
         let _ = writeln!(w, "<p class=\"label\">{}</p>", escape(label));
     }
     let strategy = if s.arms.is_empty() {
-        format!("strategy <code>{}</code>", escape(&s.strategy))
+        format!("strategy <code>{}</code>", escape(&s.header.strategy))
     } else {
         let names: Vec<String> = s
             .arms
             .iter()
-            .map(|a| format!("<code>{}</code>", escape(&a.strategy)))
+            .map(|a| format!("<code>{}</code>", escape(&a.header.strategy)))
             .collect();
         format!(
             "strategies {} (baseline <code>{}</code>)",
             names.join(", "),
-            escape(&s.strategy)
+            escape(&s.header.strategy)
         )
     };
     let _ = writeln!(
@@ -40,14 +42,14 @@ pub fn render(run: &RunView) -> String {
         "<p class=\"meta\">Suite <code>{}</code>, model <code>{}</code>, {strategy}, {} tasks \
          ({} finished), rounds 0..={}, stop rule <code>{}</code>, feedback <code>{}</code>. \
          Limits: {}.</p>\n</header>",
-        escape(&s.suite),
-        escape(&s.model),
-        s.tasks,
-        s.tasks_finished,
-        s.rounds,
-        escape(&s.stop_on),
-        escape(&s.feedback),
-        escape(&crate::report::limits_line(s))
+        escape(&s.header.suite),
+        escape(&s.header.model),
+        s.header.tasks,
+        s.header.tasks_finished,
+        s.header.rounds,
+        escape(&s.header.stop_on),
+        escape(&s.header.feedback),
+        escape(&crate::report::labels::limits_line(s))
     );
     let _ = writeln!(w, "<section id=\"headline\">");
     cards(w, s);
@@ -90,16 +92,22 @@ fn cards(w: &mut String, s: &Summary) {
             escape(&value)
         );
     };
-    if let Some(a) = s.accuracy_by_round.first() {
+    if let Some(a) = s.answers.accuracy_by_round.first() {
         card("Acc@0", percent(Some(a)));
     }
-    if let Some(a) = s.accuracy_by_round.last() {
-        card(&format!("Acc@{}", s.rounds), percent(Some(a)));
+    if let Some(a) = s.answers.accuracy_by_round.last() {
+        card(&format!("Acc@{}", s.header.rounds), percent(Some(a)));
     }
-    card("recovery rate", percent(s.recovery_rate.as_ref()));
-    card("regression rate", percent(s.regression_rate.as_ref()));
-    card("kill rate", percent(s.kill_rate.total.as_ref()));
-    card("infra-error tasks", percent(s.infra_error_rate.as_ref()));
+    card("recovery rate", percent(s.answers.recovery_rate.as_ref()));
+    card(
+        "regression rate",
+        percent(s.answers.regression_rate.as_ref()),
+    );
+    card("kill rate", percent(s.execution.kill_rate.total.as_ref()));
+    card(
+        "infra-error tasks",
+        percent(s.execution.infra_error_rate.as_ref()),
+    );
     let _ = writeln!(w, "</div>");
 }
 
@@ -111,12 +119,12 @@ fn strategies(w: &mut String, s: &Summary) {
     );
     let baseline = s.comparison.as_ref().map(|c| c.baseline.as_str());
     for a in &s.arms {
-        let mark = if Some(a.strategy.as_str()) == baseline {
+        let mark = if Some(a.header.strategy.as_str()) == baseline {
             " (baseline)"
         } else {
             ""
         };
-        let _ = write!(w, "<th>{}{mark}</th>", escape(&a.strategy));
+        let _ = write!(w, "<th>{}{mark}</th>", escape(&a.header.strategy));
     }
     let _ = writeln!(w, "</tr></thead>\n<tbody>");
     for (name, cells) in strategy_rows(s) {
@@ -141,7 +149,7 @@ fn strategies(w: &mut String, s: &Summary) {
                 escape(&a.strategy),
                 escape(&c.baseline),
                 a.shared_tasks,
-                s.rounds,
+                s.header.rounds,
                 escape(&percent(a.accuracy.as_ref())),
                 escape(&percent(a.baseline_accuracy.as_ref())),
                 a.mcnemar.b,
@@ -164,15 +172,15 @@ fn accuracy(w: &mut String, s: &Summary) {
          <th>Acc@r (95% CI)</th><th>Δ</th><th>solved ≤ r</th><th>exec-success</th><th>parse</th>\
          </tr></thead>\n<tbody>"
     );
-    for (r, acc) in s.accuracy_by_round.iter().enumerate() {
+    for (r, acc) in s.answers.accuracy_by_round.iter().enumerate() {
         let _ = writeln!(
             w,
             "<tr><td>{r}</td><td>{}</td><td>{:+.1}</td><td>{:.1}%</td><td>{}</td><td>{}</td></tr>",
             percent(Some(acc)),
-            100.0 * s.delta_by_round.get(r).copied().unwrap_or(0.0),
-            100.0 * s.solved_by_round.get(r).copied().unwrap_or(0.0),
-            percent(s.exec_success_by_round.get(r)),
-            percent(s.parse_by_round.get(r)),
+            100.0 * s.answers.delta_by_round.get(r).copied().unwrap_or(0.0),
+            100.0 * s.answers.solved_by_round.get(r).copied().unwrap_or(0.0),
+            percent(s.answers.exec_success_by_round.get(r)),
+            percent(s.answers.parse_by_round.get(r)),
         );
     }
     let _ = writeln!(w, "</tbody>\n</table>\n<ul class=\"facts\">");
@@ -181,36 +189,36 @@ fn accuracy(w: &mut String, s: &Summary) {
     };
     item(
         "recovery rate (over tasks wrong at round 0)",
-        s.recovery_rate.as_ref(),
+        s.answers.recovery_rate.as_ref(),
     );
     item(
         "recovery rate (over tasks wrong at round 0 that got a repair round)",
-        s.recovery_rate_repaired.as_ref(),
+        s.answers.recovery_rate_repaired.as_ref(),
     );
     item(
         "regression rate (over tasks right at round 0)",
-        s.regression_rate.as_ref(),
+        s.answers.regression_rate.as_ref(),
     );
-    if s.resent_code.is_some() {
+    if s.repairs.resent_code.is_some() {
         item(
             "repair rounds that resent the previous code unchanged",
-            s.resent_code.as_ref(),
+            s.repairs.resent_code.as_ref(),
         );
     }
     let _ = writeln!(
         w,
         "<li>rounds used per task: {:.2}</li>\n</ul>",
-        s.rounds_used_mean
+        s.cost.rounds_used_mean
     );
-    if !s.round0_failures.is_empty() {
+    if !s.answers.round0_failures.is_empty() {
         let _ = writeln!(
             w,
             "<h3>Round-0 failures and their fate by round {}</h3>\n<table>\n<thead><tr>\
              <th>round-0 failure</th><th>tasks</th><th>correct at K</th><th>ran cleanly later</th>\
              </tr></thead>\n<tbody>",
-            s.rounds
+            s.header.rounds
         );
-        for (kind, f) in &s.round0_failures {
+        for (kind, f) in &s.answers.round0_failures {
             let _ = writeln!(
                 w,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -222,13 +230,13 @@ fn accuracy(w: &mut String, s: &Summary) {
         }
         let _ = writeln!(w, "</tbody>\n</table>");
     }
-    if !s.accuracy_by_fault.is_empty() {
+    if !s.answers.accuracy_by_fault.is_empty() {
         let _ = writeln!(
             w,
             "<h3>Accuracy by injected fault (synthetic)</h3>\n<table>\n<thead><tr><th>fault</th>\
              <th>tasks</th><th>Acc@0</th><th>Acc@K</th></tr></thead>\n<tbody>"
         );
-        for (fault, a) in &s.accuracy_by_fault {
+        for (fault, a) in &s.answers.accuracy_by_fault {
             let _ = writeln!(
                 w,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -246,11 +254,12 @@ fn executions(w: &mut String, s: &Summary) {
     let _ = writeln!(
         w,
         "<h2>Executions</h2>\n<ul class=\"facts\">\n<li>{} executions, kill rate {}",
-        s.executions,
-        escape(&counted(s.kill_rate.total.as_ref()))
+        s.execution.executions,
+        escape(&counted(s.execution.kill_rate.total.as_ref()))
     );
-    if !s.kill_rate.counts.is_empty() {
+    if !s.execution.kill_rate.counts.is_empty() {
         let reasons: Vec<String> = s
+            .execution
             .kill_rate
             .counts
             .iter()
@@ -259,6 +268,7 @@ fn executions(w: &mut String, s: &Summary) {
         let _ = write!(w, " ({})", reasons.join(", "));
     }
     let verdicts: Vec<String> = s
+        .execution
         .verdicts
         .iter()
         .map(|(k, v)| format!("{} {v}", escape(k)))
@@ -267,9 +277,9 @@ fn executions(w: &mut String, s: &Summary) {
     let _ = writeln!(
         w,
         "<li>infrastructure errors (tasks): {}</li>",
-        escape(&counted(s.infra_error_rate.as_ref()))
+        escape(&counted(s.execution.infra_error_rate.as_ref()))
     );
-    if let Some(m) = &s.installs {
+    if let Some(m) = &s.environment.installs {
         let _ = writeln!(
             w,
             "<li>installs: {} steps, {:.2} per task, store hits {}, downloads {}, failures {}, \
@@ -288,9 +298,9 @@ fn executions(w: &mut String, s: &Summary) {
          <th>p95</th></tr></thead>\n<tbody>"
     );
     for (name, p) in [
-        ("model", &s.latency_ms.model),
-        ("exec", &s.latency_ms.exec),
-        ("total", &s.latency_ms.total),
+        ("model", &s.cost.latency_ms.model),
+        ("exec", &s.cost.latency_ms.exec),
+        ("total", &s.cost.latency_ms.total),
     ] {
         let _ = writeln!(
             w,
@@ -302,6 +312,9 @@ fn executions(w: &mut String, s: &Summary) {
         w,
         "</tbody>\n</table>\n<p>Tokens: {} prompt, {} completion, {:.0} per task, {:.1} \
          completion tokens/s (p50).</p>",
-        s.tokens.prompt, s.tokens.completion, s.tokens.per_task_mean, s.tokens.per_second.p50
+        s.cost.tokens.prompt,
+        s.cost.tokens.completion,
+        s.cost.tokens.per_task_mean,
+        s.cost.tokens.per_second.p50
     );
 }

@@ -8,19 +8,22 @@
 mod headline;
 mod tasks;
 
-use super::{Exporter, RenderError, RunView};
+use super::error::RenderError;
+use super::export::Exporter;
+pub(super) use super::markup::html as escape;
+use super::view::RunView;
 
 const STYLE: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
 
 pub struct HtmlExporter;
 
-impl Exporter for HtmlExporter {
+impl<'a> Exporter<RunView<'a>> for HtmlExporter {
     fn file_name(&self) -> &'static str {
         "report.html"
     }
 
-    fn render(&self, run: &RunView) -> Result<String, RenderError> {
+    fn render(&self, run: &RunView<'a>) -> Result<String, RenderError> {
         let data = tasks::collect(run);
         let blob = script_safe(&serde_json::to_string(&data)?);
         let s = run.summary;
@@ -30,7 +33,7 @@ impl Exporter for HtmlExporter {
         page.push_str("<meta name=\"color-scheme\" content=\"light dark\">\n");
         page.push_str(&format!(
             "<title>retrace run {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
-            escape(&s.run_id)
+            escape(&s.header.run_id)
         ));
         page.push_str(&headline::render(run));
         page.push_str(&plots(run));
@@ -76,22 +79,6 @@ fn plots(run: &RunView) -> String {
         ));
     }
     out.push_str("</div>\n</section>\n");
-    out
-}
-
-/// Text as HTML text or attribute value.
-pub(super) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
     out
 }
 

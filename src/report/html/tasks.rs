@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use serde::Serialize;
 
-use super::super::RunView;
+use super::super::view::RunView;
 use crate::kernel::Outcome;
 use crate::record::{AttemptRecord, RecordKind};
 use crate::repair::traceback::{cut_middle, parse, render};

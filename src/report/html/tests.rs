@@ -2,8 +2,10 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use super::super::export::Exporter;
+use super::super::metrics::summarize;
 use super::super::testing::{config, render, task, two_arms, R};
-use super::super::{summarize, Exporter, RunView};
+use super::super::view::RunView;
 use super::HtmlExporter;
 use crate::kernel::ErrorInfo;
 use crate::model::{Message, Role};

@@ -4,9 +4,11 @@
 
 use plotters::prelude::*;
 
+use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{Chart, Summary};
-use crate::report::metrics::Rate;
+use crate::report::metrics::ArmSummary;
+use crate::report::metrics::Summary;
+use crate::report::stats::Rate;
 
 pub(super) struct Curves {
     name: &'static str,
@@ -19,11 +21,16 @@ impl Curves {
     /// One line per arm (labelled by strategy), else the model's.
     pub(super) fn recovery(s: &Summary) -> Option<Curves> {
         let series: Vec<(String, Vec<Rate>)> = if s.arms.is_empty() {
-            vec![(s.model.clone(), s.accuracy_by_round.clone())]
+            vec![(s.header.model.clone(), s.answers.accuracy_by_round.clone())]
         } else {
             s.arms
                 .iter()
-                .map(|a| (a.strategy.clone(), a.accuracy_by_round.clone()))
+                .map(|a| {
+                    (
+                        a.header.strategy.clone(),
+                        a.answers.accuracy_by_round.clone(),
+                    )
+                })
                 .collect()
         };
         let with_tasks = recorded(s) || s.arms.iter().any(recorded);
@@ -43,7 +50,7 @@ impl Curves {
             title: "Acc@r by round of each run (95% Wilson band)".into(),
             series: runs
                 .iter()
-                .map(|(label, s)| ((*label).to_owned(), s.accuracy_by_round.clone()))
+                .map(|(label, s)| ((*label).to_owned(), s.answers.accuracy_by_round.clone()))
                 .collect(),
         }
         .non_empty(with_tasks)
@@ -65,8 +72,8 @@ impl Curves {
 
 /// Some task of the run has a record: a run interrupted before its first
 /// round has no curve to show (its zeros would be no measurement).
-fn recorded(s: &Summary) -> bool {
-    s.tasks > 0 && s.rounds_used_mean > 0.0
+fn recorded(s: &ArmSummary) -> bool {
+    s.header.tasks > 0 && s.cost.rounds_used_mean > 0.0
 }
 
 impl Chart for Curves {
@@ -86,8 +93,7 @@ impl Chart for Curves {
         // Headroom above 100% keeps a perfect score's markers whole.
         let mut chart = theme::frame(&area, -pad..k + pad, 0.0..104.0, 48, 64)?;
         let rounds = self.last_round() + 1;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_x_mesh()
             .x_labels(rounds.min(12))
             .x_label_formatter(&|x| {
@@ -99,20 +105,9 @@ impl Chart for Curves {
                 }
             })
             .y_labels(6)
-            .y_label_formatter(&|y| {
-                if *y <= 100.0 {
-                    format!("{y:.0}%")
-                } else {
-                    String::new()
-                }
-            })
+            .y_label_formatter(&theme::percent_tick)
             .x_desc("round r (0 = first attempt, then repair rounds)")
             .y_desc("Acc@r (% of tasks)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
 
         let mut entries = Vec::new();

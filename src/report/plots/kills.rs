@@ -6,8 +6,10 @@ use std::collections::BTreeSet;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{Chart, Summary};
+use crate::report::metrics::ArmSummary;
+use crate::report::metrics::Summary;
 
 /// Per reason: (% of executions, count).
 type Bars = Vec<(f64, u64)>;
@@ -21,14 +23,17 @@ pub(super) struct Kills {
 impl Kills {
     /// None when nothing ran or nothing was killed.
     pub(super) fn of(s: &Summary) -> Option<Kills> {
-        let arms: Vec<(&str, &Summary)> = if s.arms.is_empty() {
-            vec![(s.model.as_str(), s)]
+        let arms: Vec<(&str, &ArmSummary)> = if s.arms.is_empty() {
+            vec![(s.header.model.as_str(), &s.baseline)]
         } else {
-            s.arms.iter().map(|a| (a.strategy.as_str(), a)).collect()
+            s.arms
+                .iter()
+                .map(|a| (a.header.strategy.as_str(), a))
+                .collect()
         };
         let reasons: Vec<String> = arms
             .iter()
-            .flat_map(|(_, a)| a.kill_rate.counts.keys().cloned())
+            .flat_map(|(_, a)| a.execution.kill_rate.counts.keys().cloned())
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -41,12 +46,24 @@ impl Kills {
                 let bars = reasons
                     .iter()
                     .map(|reason| {
-                        let share = a.kill_rate.by_reason.get(reason).copied().unwrap_or(0.0);
-                        let count = a.kill_rate.counts.get(reason).copied().unwrap_or(0);
+                        let share = a
+                            .execution
+                            .kill_rate
+                            .by_reason
+                            .get(reason)
+                            .copied()
+                            .unwrap_or(0.0);
+                        let count = a
+                            .execution
+                            .kill_rate
+                            .counts
+                            .get(reason)
+                            .copied()
+                            .unwrap_or(0);
                         (100.0 * share, count)
                     })
                     .collect();
-                ((*label).to_owned(), a.executions, bars)
+                ((*label).to_owned(), a.execution.executions, bars)
             })
             .collect();
         Some(Kills { reasons, series })
@@ -73,19 +90,13 @@ impl Chart for Kills {
         let ymax = theme::nice_ceiling(top * 1.15);
         let n = self.reasons.len() as f64;
         let mut chart = theme::frame(&area, 0.0..n, 0.0..ymax, 52, 64)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_x_mesh()
             .x_labels(0)
             .y_labels(6)
             .y_label_formatter(&|y| format!("{y:.1}%"))
             .x_desc("kill reason (verdict)")
             .y_desc("killed executions (% of executions)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
 
         let arms = self.series.len() as f64;

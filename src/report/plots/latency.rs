@@ -5,8 +5,8 @@
 
 use plotters::prelude::*;
 
+use super::chart::{arm_groups, Chart};
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{arm_groups, Chart};
 use crate::record::AttemptRecord;
 use crate::util::stats::percentile;
 
@@ -124,8 +124,7 @@ impl Chart for Latency {
         let (lo, hi) = self.decades();
         let n = self.rows.len() as f64;
         let mut chart = theme::frame(&area, lo..hi, 0.0..n, 48, 130)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_y_mesh()
             .y_labels(0)
             .x_labels((hi - lo) as usize + 1)
@@ -137,11 +136,6 @@ impl Chart for Latency {
                 }
             })
             .x_desc("time per round (log scale)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
 
         for (i, row) in self.rows.iter().enumerate() {

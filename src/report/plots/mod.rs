@@ -4,6 +4,7 @@
 //! Each chart is built from the summary and the journal first (nothing to
 //! show: no chart), then drawn twice from the same code, once per backend.
 
+mod chart;
 mod curves;
 mod glyphs;
 mod kills;
@@ -17,8 +18,11 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
-use super::{RenderError, ReportError, Summary};
+use super::error::RenderError;
+use super::error::ReportError;
+use super::metrics::Summary;
 use crate::record::AttemptRecord;
+use chart::Chart;
 use theme::{Area, Drawn};
 
 /// One chart, drawn.
@@ -32,15 +36,6 @@ pub struct Plot {
     pub svg: String,
     /// The files written (SVG and PNG), inside the run directory.
     pub files: Vec<PathBuf>,
-}
-
-/// A chart ready to draw on any plotters backend.
-trait Chart {
-    /// File stem.
-    fn name(&self) -> &'static str;
-    /// Caption and alt text.
-    fn title(&self) -> String;
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Drawn<DB>;
 }
 
 /// Draws every chart that applies to the run into `dir/plots/`: a chart
@@ -86,31 +81,11 @@ pub fn draw_comparison(runs: &[(&str, &Summary)], dir: &Path) -> Result<Vec<Plot
 /// The arms whose records a chart splits: none when the run has one
 /// strategy (every record is its own then, whatever strategy it names).
 fn arms(summary: &Summary) -> Vec<String> {
-    summary.arms.iter().map(|a| a.strategy.clone()).collect()
-}
-
-/// The records of `arm` (all of them when the run has one arm).
-fn of_arm<'a>(
-    records: &'a [AttemptRecord],
-    arm: Option<&'a str>,
-) -> impl Iterator<Item = &'a AttemptRecord> + 'a {
-    records
+    summary
+        .arms
         .iter()
-        .filter(move |r| arm.is_none_or(|a| r.strategy == a))
-}
-
-/// Each arm with its records: one unnamed group for a one-arm run.
-fn arm_groups<'a>(
-    arms: &'a [String],
-    records: &'a [AttemptRecord],
-) -> Vec<(Option<&'a str>, Vec<&'a AttemptRecord>)> {
-    if arms.is_empty() {
-        vec![(None, records.iter().collect())]
-    } else {
-        arms.iter()
-            .map(|a| (Some(a.as_str()), of_arm(records, Some(a)).collect()))
-            .collect()
-    }
+        .map(|a| a.header.strategy.clone())
+        .collect()
 }
 
 /// Draws `chart` as SVG and PNG into `dir/plots/`.
@@ -382,7 +357,7 @@ mod tests {
         );
         // The same tasks as the summary's round-0 failures.
         for (kind, counts) in &rows {
-            let fate = &summary.round0_failures[kind];
+            let fate = &summary.answers.round0_failures[kind];
             assert_eq!(counts.iter().sum::<u64>(), fate.tasks, "{kind}");
             assert_eq!(counts[0], fate.fixed, "{kind}");
         }

@@ -5,9 +5,10 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::chart::Chart;
 use super::theme::{self, Area, Drawn};
-use super::{Chart, Summary};
-use crate::report::metrics::Rate;
+use crate::report::metrics::Summary;
+use crate::report::stats::Rate;
 
 struct Panel {
     title: &'static str,
@@ -29,8 +30,8 @@ impl Strategies {
             return None;
         }
         Some(Strategies {
-            arms: s.arms.iter().map(|a| a.strategy.clone()).collect(),
-            baseline: s.strategy.clone(),
+            arms: s.arms.iter().map(|a| a.header.strategy.clone()).collect(),
+            baseline: s.header.strategy.clone(),
             panels: [
                 Panel {
                     title: "final accuracy",
@@ -38,13 +39,17 @@ impl Strategies {
                     rates: s
                         .arms
                         .iter()
-                        .map(|a| a.accuracy_by_round.last().copied())
+                        .map(|a| a.answers.accuracy_by_round.last().copied())
                         .collect(),
                 },
                 Panel {
                     title: "rounds lost to the environment",
                     y_desc: "env-error rounds (% of executed, 95% CI)",
-                    rates: s.arms.iter().map(|a| a.environment_error_rounds).collect(),
+                    rates: s
+                        .arms
+                        .iter()
+                        .map(|a| a.environment.environment_error_rounds)
+                        .collect(),
                 },
             ],
         })
@@ -55,24 +60,12 @@ impl Strategies {
         let n = self.arms.len() as f64;
         // Headroom above 100% for the value printed over a full bar.
         let mut chart = theme::frame(&area, 0.0..n, 0.0..112.0, 40, 64)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 13)
             .disable_x_mesh()
             .x_labels(0)
             .y_labels(6)
-            .y_label_formatter(&|y| {
-                if *y <= 100.0 {
-                    format!("{y:.0}%")
-                } else {
-                    String::new()
-                }
-            })
+            .y_label_formatter(&theme::percent_tick)
             .y_desc(p.y_desc)
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(13))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
         let value_style = theme::text(12).pos(Pos::new(HPos::Left, VPos::Center));
         for (i, (arm, rate)) in self.arms.iter().zip(&p.rates).enumerate() {

@@ -5,6 +5,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use plotters::chart::MeshStyle;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -160,6 +161,30 @@ pub(super) fn frame<'a, DB: DrawingBackend>(
         .x_label_area_size(below)
         .y_label_area_size(left)
         .build_cartesian_2d(x, y)
+}
+
+/// The mesh every chart draws: label and axis-description sizes, grid
+/// and axis colours. The caller adds its ticks and descriptions.
+pub(super) fn mesh<'a, 'b, DB: DrawingBackend>(
+    chart: &'b mut Frame<'a, DB>,
+    desc_size: u32,
+) -> MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
+    let mut mesh = chart.configure_mesh();
+    mesh.label_style(text(13))
+        .axis_desc_style(text(desc_size))
+        .bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(MUTED);
+    mesh
+}
+
+/// A percentage axis tick; none above 100% (the headroom over a full bar).
+pub(super) fn percent_tick(y: &f64) -> String {
+    if *y <= 100.0 {
+        format!("{y:.0}%")
+    } else {
+        String::new()
+    }
 }
 
 /// `text` centred under the plotting area at `x`, `dy` pixels below the

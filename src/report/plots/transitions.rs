@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::chart::{arm_groups, Chart};
 use super::theme::{self, Area, Drawn};
-use super::{arm_groups, Chart, Summary};
 use crate::record::AttemptRecord;
+use crate::report::metrics::Summary;
 use crate::report::task_rounds::TaskRounds;
 
 const STATES: [&str; 3] = ["fixed", "same failure", "other failure"];
@@ -40,7 +41,7 @@ impl Transitions {
         arms: &[String],
         records: &[AttemptRecord],
     ) -> Option<Transitions> {
-        let k = summary.rounds;
+        let k = summary.header.rounds;
         let mut rows = Vec::new();
         for (arm, recs) in arm_groups(arms, records) {
             let mut kinds: BTreeMap<String, [u64; 3]> = BTreeMap::new();
@@ -132,8 +133,7 @@ impl Chart for Transitions {
         let left = (widest.max().unwrap_or(10) as u32 * 8 + 20).clamp(100, 320);
         let n = self.rows.len() as f64;
         let mut chart = theme::frame(&area, 0.0..3.0, 0.0..n, 52, left)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_mesh()
             .x_labels(0)
             .y_labels(0)
@@ -142,9 +142,6 @@ impl Chart for Transitions {
                 self.k
             ))
             .y_desc("round-0 failure (tasks)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .axis_style(theme::MUTED)
             .draw()?;
 
         let centre = Pos::new(HPos::Center, VPos::Center);

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use plotters::prelude::*;
 use strum::IntoEnumIterator;
 
+use super::chart::{arm_groups, Chart};
 use super::theme::{self, Area, Drawn, Swatch};
-use super::{arm_groups, Chart};
 use crate::record::AttemptRecord;
 use crate::sandbox::Verdict;
 
@@ -100,8 +100,7 @@ impl Chart for Verdicts {
         let several = !self.arms.is_empty();
         let below = if several { 66 } else { 48 };
         let mut chart = theme::frame(&area, 0.0..n, 0.0..ymax, below, 64)?;
-        chart
-            .configure_mesh()
+        theme::mesh(&mut chart, 14)
             .disable_x_mesh()
             .x_labels(0)
             .y_labels(6)
@@ -114,11 +113,6 @@ impl Chart for Verdicts {
             })
             .x_desc("round r")
             .y_desc("executions (count)")
-            .label_style(theme::text(13))
-            .axis_desc_style(theme::text(14))
-            .bold_line_style(theme::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(theme::MUTED)
             .draw()?;
 
         let per_round = self.rounds.first().map_or(1, Vec::len) as f64;

@@ -1,0 +1,93 @@
+//! The cells both documents print (Markdown and HTML).
+
+use super::comparison::Comparison;
+use super::statistics::RoundComparison;
+use crate::report::labels::percent;
+use crate::report::metrics::KillRate;
+use crate::report::stats::Percentiles;
+
+/// One round of the comparison table, cell by cell (Markdown and HTML).
+pub(super) fn round_cells(r: &RoundComparison) -> [String; 7] {
+    [
+        r.round.to_string(),
+        percent(Some(&r.base)),
+        percent(Some(&r.new)),
+        pp(r.difference),
+        format!("[{}, {}]", pp(r.difference_ci.0), pp(r.difference_ci.1)),
+        format!("{} / {}", r.mcnemar.b, r.mcnemar.c),
+        format!("{:.4}", r.mcnemar.p_value),
+    ]
+}
+
+fn pp(x: f64) -> String {
+    format!("{:+.1}", 100.0 * x)
+}
+
+/// `p50 / p95`, or a dash when the round had no such time.
+pub(super) fn p50_p95(p: &Percentiles, unit: &str) -> String {
+    if p.n == 0 {
+        "–".into()
+    } else {
+        format!("{:.0} / {:.0}{unit}", p.p50, p.p95)
+    }
+}
+
+pub(super) fn ids(list: &[String]) -> String {
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+fn kill_reasons(c: &Comparison) -> Vec<(String, u64, u64)> {
+    let mut reasons: Vec<&String> = c
+        .base_kill_rate
+        .counts
+        .keys()
+        .chain(c.new_kill_rate.counts.keys())
+        .collect();
+    reasons.sort();
+    reasons.dedup();
+    reasons
+        .into_iter()
+        .map(|r| {
+            let get = |k: &KillRate| k.counts.get(r).copied().unwrap_or(0);
+            (r.clone(), get(&c.base_kill_rate), get(&c.new_kill_rate))
+        })
+        .collect()
+}
+
+/// The metric rows both documents print (metric, BASE, NEW): recovery,
+/// the kill rate and the kills by reason.
+pub(super) fn metric_rows(c: &Comparison) -> Vec<(String, String, String)> {
+    let mut rows = vec![
+        (
+            "recovery rate".to_string(),
+            percent(c.base_recovery.as_ref()),
+            percent(c.new_recovery.as_ref()),
+        ),
+        (
+            "kill rate".to_string(),
+            percent(c.base_kill_rate.total.as_ref()),
+            percent(c.new_kill_rate.total.as_ref()),
+        ),
+    ];
+    for (reason, b, n) in kill_reasons(c) {
+        rows.push((format!("kills: {reason}"), b.to_string(), n.to_string()));
+    }
+    rows
+}
+
+/// Where the two sides' kernels ran, when either was not local: the
+/// comparison then also compares executors (their limits differ).
+pub(super) fn executors(c: &Comparison) -> Option<String> {
+    if c.base_executor.is_local() && c.new_executor.is_local() {
+        return None;
+    }
+    Some(format!(
+        "Executors: {} → {}.",
+        c.base_executor.describe(),
+        c.new_executor.describe()
+    ))
+}

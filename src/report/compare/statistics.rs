@@ -1,0 +1,107 @@
+//! The paired statistics of a comparison, round by round: accuracy with
+//! McNemar's exact test and a paired bootstrap interval of the difference
+//! (both from [`crate::report::stats`]), model and exec time, the flips.
+
+use serde::Serialize;
+
+use super::pairing::Pair;
+use crate::record::AttemptRecord;
+use crate::report::stats::{paired_bootstrap, McNemar, Percentiles, Rate};
+
+/// Bootstrap resamples, and the seed that makes the interval reproducible.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+pub const BOOTSTRAP_SEED: u64 = 0x5eed_c0de;
+
+/// Acc@r of both sides on the shared tasks.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundComparison {
+    pub round: u32,
+    pub base: Rate,
+    pub new: Rate,
+    /// new − base, as a fraction.
+    pub difference: f64,
+    /// Paired bootstrap 95% interval of the difference.
+    pub difference_ci: (f64, f64),
+    /// b: BASE right and NEW wrong; c: the reverse.
+    pub mcnemar: McNemar,
+}
+
+/// p50/p95 of model and exec time of one round, both sides (ms).
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyRound {
+    pub round: u32,
+    pub base_model: Percentiles,
+    pub new_model: Percentiles,
+    pub base_exec: Percentiles,
+    pub new_exec: Percentiles,
+}
+
+/// Acc@r of both sides for r = 0..=k; a task's answer is carried past
+/// its last round.
+pub(super) fn rounds(pairs: &[Pair], k: usize) -> Vec<RoundComparison> {
+    let n = pairs.len() as u64;
+    (0..=k)
+        .map(|r| {
+            let b: Vec<bool> = pairs.iter().map(|(_, t, _)| t.correct_at(r)).collect();
+            let o: Vec<bool> = pairs.iter().map(|(_, _, t)| t.correct_at(r)).collect();
+            let count = |v: &[bool]| v.iter().filter(|x| **x).count() as u64;
+            let (base_rate, new_rate) = (
+                Rate::new(count(&b), n).expect("n > 0"),
+                Rate::new(count(&o), n).expect("n > 0"),
+            );
+            RoundComparison {
+                round: r as u32,
+                base: base_rate,
+                new: new_rate,
+                difference: new_rate.value - base_rate.value,
+                difference_ci: paired_bootstrap(&b, &o, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
+                mcnemar: McNemar::of_pairs(&b, &o),
+            }
+        })
+        .collect()
+}
+
+/// The paired tasks whose correctness at round k flipped: to right
+/// (wrong in BASE, right in NEW) or to wrong.
+pub(super) fn flipped(pairs: &[Pair], k: usize, to_right: bool) -> Vec<String> {
+    pairs
+        .iter()
+        .filter(|(_, b, o)| b.correct_at(k) != to_right && o.correct_at(k) == to_right)
+        .map(|(id, _, _)| (*id).clone())
+        .collect()
+}
+
+/// Model and exec time of both sides' records (the shared tasks), round
+/// by round.
+pub(super) fn latency_by_round(
+    base: &[AttemptRecord],
+    new: &[AttemptRecord],
+    k: usize,
+) -> Vec<LatencyRound> {
+    (0..=k)
+        .map(|r| {
+            let phase = |records: &[AttemptRecord], exec: bool| {
+                Percentiles::of(
+                    records
+                        .iter()
+                        .filter(|x| x.round as usize == r && (!exec || x.executed()))
+                        .map(|x| {
+                            if exec {
+                                x.timings_ms.exec
+                            } else {
+                                x.timings_ms.model
+                            }
+                        })
+                        .collect(),
+                )
+            };
+            LatencyRound {
+                round: r as u32,
+                base_model: phase(base, false),
+                new_model: phase(new, false),
+                base_exec: phase(base, true),
+                new_exec: phase(new, true),
+            }
+        })
+        .collect()
+}

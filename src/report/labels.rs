@@ -1,0 +1,55 @@
+//! The phrases every output shares: labels that say what kind of run it
+//! was, proportions with their interval, the limits line.
+
+use super::metrics::ArmSummary;
+use super::stats::Rate;
+use crate::kernel::ExecutorInfo;
+
+/// A proportion as a percentage with its interval, for humans.
+pub fn percent(rate: Option<&Rate>) -> String {
+    match rate {
+        Some(r) => format!(
+            "{:.1}% [{:.1}, {:.1}]",
+            100.0 * r.value,
+            100.0 * r.ci_low,
+            100.0 * r.ci_high
+        ),
+        None => "n/a".into(),
+    }
+}
+
+/// The labels every output carries when they apply.
+pub fn labels(s: &ArmSummary) -> Vec<&'static str> {
+    let mut labels = Vec::new();
+    if s.header.synthetic_model {
+        labels.push("SYNTHETIC MODEL (deterministic stand-in, not a real model)");
+    }
+    if s.header.oracle_feedback {
+        labels.push("ORACLE FEEDBACK (--stop-on correct used ground truth)");
+    }
+    if s.header.unconfined {
+        labels.push("UNCONFINED (--unsafe-no-sandbox: kernels ran without confinement)");
+    }
+    if !s.header.executor.is_local() {
+        labels.push(
+            "GATEWAY EXECUTOR (kernels ran on a Jupyter gateway: memory, CPU, processes, disk \
+             and network were the gateway's limits, not retrace's)",
+        );
+    }
+    labels
+}
+
+/// The run's limits as reports state them: with a gateway, which of them
+/// retrace enforced and where the kernels ran.
+pub fn limits_line(s: &ArmSummary) -> String {
+    match &s.header.executor {
+        ExecutorInfo::Local => s.header.limits.describe(),
+        gateway => format!(
+            "{}; retrace enforced the wall timeout ({:?}) and the output cap ({} bytes), the \
+             rest is the kernelspec's",
+            gateway.describe(),
+            s.header.limits.timeout,
+            s.header.limits.output_cap_bytes
+        ),
+    }
+}

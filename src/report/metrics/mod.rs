@@ -1,0 +1,95 @@
+//! Run metrics from the journal, with the definitions of DESIGN.md:
+//! Acc@r with the answer carried forward after a task stops, recovery and
+//! regression rates, exec-success@r, parse@r, kill rate by reason, infra
+//! errors, latency percentiles and tokens. Proportions carry a 95% Wilson
+//! interval. No task is ever dropped from a denominator.
+//!
+//! A summary is a [`Header`] and one section per group of metrics, each
+//! computed by its own small function over the arm ([`arm::Arm`]);
+//! [`values`] lists every metric of an arm by name for the renderers that
+//! loop over them.
+
+mod answers;
+mod arm;
+mod execution;
+mod header;
+mod list;
+mod repairs;
+mod summary;
+#[cfg(test)]
+mod tests;
+
+pub use answers::{Answers, FailureFate, FaultAccuracy};
+pub use execution::{Cost, Executions, KillRate, Latency, Tokens};
+pub use header::Header;
+pub use list::{values, MetricValue, Value};
+pub use repairs::{Repairs, Reviews};
+pub use summary::{ArmSummary, Summary};
+
+use super::environment::EnvironmentMetrics;
+use super::strategies;
+use super::task_rounds::{self, TaskRounds};
+use crate::record::{AttemptRecord, RunConfig};
+use arm::Arm;
+
+/// Computes the summary of a run from its records. With several package
+/// strategies (`fat,dynamic`), every arm is summarized over its own records
+/// and the top level is the first arm's (the baseline), with every arm in
+/// `arms` and the paired comparison in `comparison`.
+pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
+    let names = arm_names(config);
+    if names.len() == 1 {
+        // One arm: every record is its own, whatever strategy it names.
+        let all: Vec<&AttemptRecord> = records.iter().collect();
+        let tasks = task_rounds::by_task(config, &all);
+        return Summary {
+            baseline: summarize_arm(config, &names[0], &all, &tasks),
+            arms: Vec::new(),
+            comparison: None,
+        };
+    }
+    let mut arms = Vec::with_capacity(names.len());
+    let mut arm_tasks = Vec::with_capacity(names.len());
+    for name in &names {
+        let mine: Vec<&AttemptRecord> = records.iter().filter(|r| &r.strategy == name).collect();
+        let tasks = task_rounds::by_task(config, &mine);
+        arms.push(summarize_arm(config, name, &mine, &tasks));
+        arm_tasks.push((name.clone(), tasks));
+    }
+    let comparison = strategies::compare(config.spec.policy.rounds as usize, &arm_tasks);
+    Summary {
+        baseline: arms[0].clone(),
+        arms,
+        comparison: Some(comparison),
+    }
+}
+
+/// The run's arms in `--strategy` order: `fat,dynamic` → `fat`, `dynamic`.
+pub fn arm_names(config: &RunConfig) -> Vec<String> {
+    config.arm_names()
+}
+
+/// The summary of one arm: `records` are the arm's, `tasks` the same
+/// grouped by task; one step per section.
+fn summarize_arm(
+    config: &RunConfig,
+    strategy: &str,
+    records: &[&AttemptRecord],
+    tasks: &[TaskRounds],
+) -> ArmSummary {
+    let arm = Arm {
+        config,
+        strategy,
+        records,
+        tasks,
+    };
+    let image_bytes = config.provenance.images.get(strategy).map(|i| i.bytes);
+    ArmSummary {
+        header: Header::of(&arm),
+        answers: Answers::of(&arm),
+        repairs: Repairs::of(&arm),
+        execution: Executions::of(&arm),
+        cost: Cost::of(&arm),
+        environment: EnvironmentMetrics::of(strategy, &arm.ours(), tasks, image_bytes),
+    }
+}

@@ -1,0 +1,91 @@
+//! What the repair rounds did: replies to review prompts, and repairs that
+//! resent the previous code unchanged.
+
+use serde::{Deserialize, Serialize};
+
+use super::arm::Arm;
+use crate::record::FeedbackKind;
+use crate::report::stats::Rate;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Repairs {
+    pub reviews: Reviews,
+    /// Repair rounds whose code is the previous round's code unchanged
+    /// (line-end whitespace and blank lines aside), over repair rounds that
+    /// followed a round with code and sent code.
+    #[serde(default)]
+    pub resent_code: Option<Rate>,
+}
+
+/// What happened after review prompts (`--stop-on never`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reviews {
+    /// Review prompts sent.
+    pub prompts: u64,
+    /// Replies that kept the answer (the keep token).
+    pub kept: u64,
+    /// Replies that sent code instead.
+    pub revised: u64,
+    /// Revisions that turned a right answer wrong / a wrong answer right.
+    pub right_to_wrong: u64,
+    pub wrong_to_right: u64,
+}
+
+impl Repairs {
+    pub(super) fn of(arm: &Arm) -> Repairs {
+        Repairs {
+            reviews: Reviews::of(arm),
+            resent_code: resent_code(arm),
+        }
+    }
+}
+
+impl Reviews {
+    fn of(arm: &Arm) -> Reviews {
+        let mut reviews = Reviews::default();
+        for t in arm.tasks {
+            for pair in t.records.windows(2) {
+                let (before, reply) = (pair[0], pair[1]);
+                if before.feedback_kind != Some(FeedbackKind::Review) {
+                    continue;
+                }
+                reviews.prompts += 1;
+                if reply.kept_answer {
+                    reviews.kept += 1;
+                } else if reply.code.is_some() {
+                    reviews.revised += 1;
+                    reviews.right_to_wrong += (before.correct && !reply.correct) as u64;
+                    reviews.wrong_to_right += (!before.correct && reply.correct) as u64;
+                }
+            }
+        }
+        reviews
+    }
+}
+
+/// Repairs with code after a round with code that resent it unchanged.
+fn resent_code(arm: &Arm) -> Option<Rate> {
+    let (mut resent, mut repairs) = (0, 0);
+    for t in arm.tasks {
+        for pair in t.records.windows(2) {
+            if let (Some(before), Some(now)) = (&pair[0].code, &pair[1].code) {
+                repairs += 1;
+                resent += u64::from(same_code(before, now));
+            }
+        }
+    }
+    Rate::new(resent, repairs)
+}
+
+/// The same program: equal lines once line-end whitespace and blank lines
+/// are ignored (a model that resends its code often re-wraps it that way).
+pub(super) fn same_code(a: &str, b: &str) -> bool {
+    let lines = |c: &str| {
+        c.lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    lines(a) == lines(b)
+}

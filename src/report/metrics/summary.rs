@@ -1,0 +1,68 @@
+//! What a summary is: a header and one section per group of metrics for
+//! an arm; for a run, its baseline arm, every arm and their comparison.
+
+use std::ops::Deref;
+
+use serde::{Deserialize, Serialize};
+
+use super::answers::Answers;
+use super::execution::{Cost, Executions};
+use super::header::Header;
+use super::repairs::Repairs;
+use crate::report::environment::EnvironmentMetrics;
+use crate::report::strategies::StrategyComparison;
+
+/// The summary of one arm: the header and every section, each flattened
+/// into one JSON object (the field order is the schema's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmSummary {
+    #[serde(flatten)]
+    pub header: Header,
+    #[serde(flatten)]
+    pub answers: Answers,
+    #[serde(flatten)]
+    pub repairs: Repairs,
+    #[serde(flatten)]
+    pub execution: Executions,
+    #[serde(flatten)]
+    pub cost: Cost,
+    #[serde(flatten)]
+    pub environment: EnvironmentMetrics,
+}
+
+/// The summary of a run: the baseline arm's (the only arm of a
+/// one-strategy run) at the top level, then every arm and the paired
+/// comparison when there are several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    #[serde(flatten)]
+    pub baseline: ArmSummary,
+    /// Every arm (the baseline first) of a run with several strategies;
+    /// empty with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arms: Vec<ArmSummary>,
+    /// The non-baseline arms against the baseline on their shared tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<StrategyComparison>,
+}
+
+/// A run's summary reads as its baseline arm's (the top level of
+/// `summary.json` is that arm), so renderers of one arm take either.
+impl Deref for Summary {
+    type Target = ArmSummary;
+
+    fn deref(&self) -> &ArmSummary {
+        &self.baseline
+    }
+}
+
+impl Summary {
+    /// Every arm, the baseline first; the one arm of a one-strategy run.
+    pub fn each_arm(&self) -> Vec<&ArmSummary> {
+        if self.arms.is_empty() {
+            vec![&self.baseline]
+        } else {
+            self.arms.iter().collect()
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The statistics every report uses, one copy each: proportions with a
+//! 95% Wilson interval, nearest-rank percentiles, McNemar's exact test, a
+//! paired bootstrap interval and the seedable generator behind it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::util::stats::percentile;
+
+/// A proportion with its 95% Wilson interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub value: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub successes: u64,
+    pub n: u64,
+}
+
+impl Rate {
+    pub fn new(successes: u64, n: u64) -> Option<Rate> {
+        if n == 0 {
+            return None;
+        }
+        let (lo, hi) = wilson(successes, n);
+        Some(Rate {
+            value: successes as f64 / n as f64,
+            ci_low: lo,
+            ci_high: hi,
+            successes,
+            n,
+        })
+    }
+}
+
+/// Wilson score interval at 95%.
+pub fn wilson(successes: u64, n: u64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let n_f = n as f64;
+    let p = successes as f64 / n_f;
+    let denom = 1.0 + z * z / n_f;
+    let centre = (p + z * z / (2.0 * n_f)) / denom;
+    let half = z * ((p * (1.0 - p) / n_f + z * z / (4.0 * n_f * n_f)).sqrt()) / denom;
+    // At the edges the interval touches 0 or 1 exactly; the formula only
+    // gets there up to rounding.
+    let lo = if successes == 0 {
+        0.0
+    } else {
+        (centre - half).max(0.0)
+    };
+    let hi = if successes >= n {
+        1.0
+    } else {
+        (centre + half).min(1.0)
+    };
+    (lo, hi)
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p95: f64,
+    pub n: usize,
+}
+
+impl Percentiles {
+    /// Nearest-rank p50 and p95 ([`percentile`]); all zero when there are no values.
+    pub fn of(mut values: Vec<f64>) -> Self {
+        values.sort_by(f64::total_cmp);
+        let at = |p: f64| percentile(&values, p).unwrap_or(0.0);
+        Percentiles {
+            p50: at(50.0),
+            p95: at(95.0),
+            n: values.len(),
+        }
+    }
+}
+
+/// McNemar's exact test on the discordant pairs of final correctness.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct McNemar {
+    /// Baseline right, arm wrong.
+    pub b: u64,
+    /// Baseline wrong, arm right.
+    pub c: u64,
+    /// Two-sided exact binomial p-value: min(1, 2·P[X ≤ min(b, c)]) with
+    /// X ~ Bin(b + c, ½); 1 when there is no discordant pair.
+    pub p_value: f64,
+}
+
+impl McNemar {
+    pub fn new(b: u64, c: u64) -> McNemar {
+        McNemar {
+            b,
+            c,
+            p_value: exact_p(b, c),
+        }
+    }
+
+    /// The test on paired outcomes: b counts `base` right and `new` wrong.
+    pub fn of_pairs(base: &[bool], new: &[bool]) -> McNemar {
+        let disc = |x: bool| {
+            base.iter()
+                .zip(new)
+                .filter(|(p, q)| **p == x && **q != x)
+                .count() as u64
+        };
+        McNemar::new(disc(true), disc(false))
+    }
+}
+
+/// min(1, 2·P[X ≤ min(b, c)]), X ~ Bin(b + c, ½). Terms are summed in log
+/// space so that large counts neither overflow nor underflow.
+fn exact_p(b: u64, c: u64) -> f64 {
+    let n = b + c;
+    if n == 0 {
+        return 1.0;
+    }
+    let n_f = n as f64;
+    // ln(C(n, i) / 2^n), from i = 0 upward.
+    let mut ln_term = -n_f * std::f64::consts::LN_2;
+    let mut tail = 0.0;
+    for i in 0..=b.min(c) {
+        if i > 0 {
+            ln_term += ((n - i + 1) as f64 / i as f64).ln();
+        }
+        tail += ln_term.exp();
+    }
+    (2.0 * tail).min(1.0)
+}
+
+/// The 95% percentile interval of mean(new) − mean(base) over `resamples`
+/// resamples of the task pairs (with replacement), from a fixed seed: the
+/// same journals always give the same interval.
+pub fn paired_bootstrap(base: &[bool], new: &[bool], resamples: usize, seed: u64) -> (f64, f64) {
+    let n = base.len().min(new.len());
+    if n == 0 || resamples == 0 {
+        return (0.0, 0.0);
+    }
+    let d: Vec<i64> = (0..n).map(|i| new[i] as i64 - base[i] as i64).collect();
+    let mut rng = SplitMix64(seed);
+    let mut means: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let sum: i64 = (0..n).map(|_| d[rng.below(n)]).sum();
+            sum as f64 / n as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    (
+        percentile(&means, 2.5).unwrap_or(0.0),
+        percentile(&means, 97.5).unwrap_or(0.0),
+    )
+}
+
+/// A small, seedable generator (Steele et al.'s SplitMix64): enough for
+/// resampling, and no dependency.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in 0..n (multiply-shift; the bias is below 2^-32 for any n
+    /// a run has).
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_matches_known_values() {
+        // 8 of 10: the textbook interval is about [0.490, 0.943].
+        let (lo, hi) = wilson(8, 10);
+        assert!((lo - 0.4902).abs() < 1e-3, "{lo}");
+        assert!((hi - 0.9433).abs() < 1e-3, "{hi}");
+        let (lo, hi) = wilson(0, 5);
+        assert_eq!(lo, 0.0);
+        assert!(hi > 0.4 && hi < 0.5);
+        assert!(Rate::new(1, 0).is_none());
+    }
+
+    #[test]
+    fn wilson_endpoints_are_exact() {
+        for n in 1..200 {
+            assert_eq!(wilson(0, n).0, 0.0, "0/{n}");
+            assert_eq!(wilson(n, n).1, 1.0, "{n}/{n}");
+            assert!(wilson(1, n).0 > 0.0, "1/{n}");
+            assert!(wilson(n - 1, n).1 < 1.0 || n == 1, "{}/{n}", n - 1);
+        }
+    }
+
+    #[test]
+    fn percentiles() {
+        // Nearest rank, as the README documents: rank ⌈0.5 · 100⌉ = 50.
+        let p = Percentiles::of((1..=100).map(f64::from).collect());
+        assert_eq!(p.p50, 50.0);
+        assert_eq!(p.p95, 95.0);
+        assert_eq!(Percentiles::of(vec![]).n, 0);
+    }
+
+    #[test]
+    fn exact_p_values() {
+        let close = |b, c, want: f64| {
+            let p = McNemar::new(b, c).p_value;
+            assert!((p - want).abs() < 1e-12, "b={b} c={c}: {p} ≠ {want}");
+        };
+        // 2 · (1/64)
+        close(0, 6, 0.031_25);
+        close(6, 0, 0.031_25);
+        // 2 · (1 + 10 + 45) / 1024
+        close(2, 8, 0.109_375);
+        // 2 · (1 + 5) / 32
+        close(1, 4, 0.375);
+        close(0, 0, 1.0);
+        // Symmetric and capped at 1.
+        close(5, 5, 1.0);
+        close(3, 4, 1.0);
+        // Large counts stay finite: 2·P[X ≤ 0] with n = 2000 underflows to 0.
+        let p = McNemar::new(0, 2000).p_value;
+        assert!((0.0..1e-300).contains(&p), "{p}");
+        let p = McNemar::new(900, 1100).p_value;
+        assert!(p > 0.0 && p < 1e-5, "{p}");
+        let pairs = McNemar::of_pairs(&[true, true, false, false], &[false, true, true, true]);
+        assert_eq!((pairs.b, pairs.c), (1, 2));
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic_and_brackets_the_difference() {
+        let base: Vec<bool> = (0..40).map(|i| i % 2 == 0).collect();
+        let new: Vec<bool> = (0..40).map(|i| i % 4 != 3).collect();
+        let a = paired_bootstrap(&base, &new, 2000, 7);
+        assert_eq!(a, paired_bootstrap(&base, &new, 2000, 7));
+        assert_ne!(a, paired_bootstrap(&base, &new, 2000, 8));
+        // The observed difference is 30/40 − 20/40 = 0.25.
+        assert!(a.0 < 0.25 && 0.25 < a.1, "{a:?}");
+        assert!(a.0 > 0.0 && a.1 < 0.5, "{a:?}");
+        // No discordant pair: every resample has difference 0.
+        assert_eq!(paired_bootstrap(&base, &base, 500, 1), (0.0, 0.0));
+        // Every pair says NEW is worse: the interval is the point -1.
+        assert_eq!(
+            paired_bootstrap(&[true; 5], &[false; 5], 100, 3),
+            (-1.0, -1.0)
+        );
+        assert_eq!(paired_bootstrap(&[], &[], 100, 3), (0.0, 0.0));
+    }
+}
