@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::util::rng::SplitMix64;
 use crate::util::stats::percentile;
 
 /// A proportion with its 95% Wilson interval.
@@ -152,26 +153,6 @@ pub fn paired_bootstrap(base: &[bool], new: &[bool], resamples: usize, seed: u64
         percentile(&means, 2.5).unwrap_or(0.0),
         percentile(&means, 97.5).unwrap_or(0.0),
     )
-}
-
-/// A small, seedable generator (Steele et al.'s SplitMix64): enough for
-/// resampling, and no dependency.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n (multiply-shift; the bias is below 2^-32 for any n
-    /// a run has).
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
 }
 
 #[cfg(test)]

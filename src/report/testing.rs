@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::kernel::Outcome;
+use crate::kernel::{ErrorInfo, Outcome};
 use crate::record::{
     AttemptRecord, FeedbackKind, RecordKind, RunConfig, StopOn, StopReason, SCHEMA_VERSION,
 };
@@ -55,24 +55,13 @@ pub enum R {
 }
 
 pub fn outcome(verdict: Verdict, ename: Option<&str>) -> Outcome {
-    serde_json::from_value(json!({
-        "status": if verdict == Verdict::Ok { "ok" } else { "error" },
-        "verdict": verdict,
-        "flags": [],
-        "execution_count": 1,
-        "stdout": "",
-        "stderr": "",
-        "results": [],
-        "displays": [],
-        "error": ename.map(|e| json!({"ename": e, "evalue": "", "traceback": []})),
-        "answer": null,
-        "artifacts": [],
-        "truncated": false,
-        "truncation": {"truncated": false, "dropped_bytes": 0, "dropped_messages": 0},
-        "timings_ms": {"total": 5.0},
-        "state_lost": false
-    }))
-    .unwrap()
+    let mut o = Outcome::ended(verdict, 5.0);
+    o.error = ename.map(|e| ErrorInfo {
+        ename: e.into(),
+        evalue: String::new(),
+        traceback: Vec::new(),
+    });
+    o
 }
 
 pub fn checked(correct: bool) -> Check {

@@ -5,6 +5,7 @@ pub mod home;
 pub mod io_error;
 pub mod nofollow;
 pub mod proc;
+pub mod rng;
 pub mod secs;
 pub mod stats;
 pub mod units;

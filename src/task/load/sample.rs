@@ -1,6 +1,7 @@
 //! Sampling and limiting a suite: a seeded, id-keyed selection.
 
 use super::Task;
+use crate::util::rng::splitmix64;
 
 /// `--sample N --seed S` then `--limit-tasks N`.
 ///
@@ -35,13 +36,6 @@ pub fn select(
         tasks.truncate(n);
     }
     tasks
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
