@@ -67,7 +67,7 @@ fn cgroup_check() -> (Check, Option<Probe>) {
         Err(e) => {
             let mode = CgroupMode::of_host()
                 .map(|m| m.to_string())
-                .unwrap_or_else(|reason| reason);
+                .unwrap_or_else(|reason| reason.to_string());
             let text = e.to_string();
             let (reason, fix) = text.split_once('\n').unwrap_or((&text, FIX_ROOT));
             return (
