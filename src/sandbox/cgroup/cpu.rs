@@ -109,12 +109,9 @@ pub(super) fn nr_throttled(cpu_dir: &Path) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fs::testing::content;
     use super::super::{v1, v2};
     use super::*;
-
-    fn content(dir: &Path, name: &str) -> String {
-        std::fs::read_to_string(dir.join(name)).unwrap()
-    }
 
     #[test]
     fn quota_from_cores() {

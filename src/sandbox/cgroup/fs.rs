@@ -201,6 +201,23 @@ impl Fs {
     }
 }
 
+/// Fixture files for controller tests.
+#[cfg(test)]
+pub(super) mod testing {
+    use std::path::Path;
+
+    /// Writes each `(name, content)` into `dir`.
+    pub(crate) fn files(dir: &Path, files: &[(&str, &str)]) {
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).unwrap();
+        }
+    }
+
+    pub(crate) fn content(dir: &Path, name: &str) -> String {
+        std::fs::read_to_string(dir.join(name)).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,10 +44,7 @@ pub(crate) fn usage_usec(cpuacct_dir: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn content(dir: &Path, name: &str) -> String {
-        std::fs::read_to_string(dir.join(name)).unwrap()
-    }
+    use crate::sandbox::cgroup::fs::testing::content;
 
     #[test]
     fn writes_period_and_quota() {

@@ -80,16 +80,7 @@ pub(crate) fn swap_accounting(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn files(dir: &Path, files: &[(&str, &str)]) {
-        for (name, content) in files {
-            std::fs::write(dir.join(name), content).unwrap();
-        }
-    }
-
-    fn content(dir: &Path, name: &str) -> String {
-        std::fs::read_to_string(dir.join(name)).unwrap()
-    }
+    use crate::sandbox::cgroup::fs::testing::{content, files};
 
     const UNLIMITED: &str = "9223372036854771712\n";
     const OOM_ENABLED: &str = "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n";

@@ -39,10 +39,7 @@ pub(crate) fn cpus(dir: &Path) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn content(dir: &Path, name: &str) -> String {
-        std::fs::read_to_string(dir.join(name)).unwrap()
-    }
+    use crate::sandbox::cgroup::fs::testing::content;
 
     #[test]
     fn writes_cpu_max() {

@@ -69,16 +69,7 @@ pub(crate) fn swap_accounting(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn files(dir: &Path, files: &[(&str, &str)]) {
-        for (name, content) in files {
-            std::fs::write(dir.join(name), content).unwrap();
-        }
-    }
-
-    fn content(dir: &Path, name: &str) -> String {
-        std::fs::read_to_string(dir.join(name)).unwrap()
-    }
+    use crate::sandbox::cgroup::fs::testing::{content, files};
 
     #[test]
     fn writes_max_no_swap_and_group_kill() {
