@@ -1,7 +1,7 @@
 //! One cgroup per kernel, on cgroup v1, v1 hybrid and v2 hosts.
 //!
 //! Plain reads and writes of cgroupfs files, one file per controller and
-//! version (`v1/`, `v2/`), behind one [`Version`](version::Version) trait. The
+//! version (`v1/`, `v2/`), behind one `Version` trait (`version.rs`). The
 //! layer is our own rather than the `cgroups-rs` crate, which moves live
 //! tasks to the root cgroup when it destroys a group, swallows errors of
 //! memory-limit writes, hard-codes the mount point `/sys/fs/cgroup` (so it
