@@ -40,8 +40,7 @@ use serde::{Deserialize, Serialize};
 use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
 
 use super::Expectation;
-use crate::sandbox::{Flag, SandboxLimits, Verdict};
-use crate::util::units::{duration_from_secs, parse_bytes, parse_duration};
+use crate::sandbox::{SandboxLimits, Verdict};
 
 /// What a case attacks (the reference's §3 sections, plus guards).
 #[derive(
@@ -169,16 +168,22 @@ pub struct Setup {
 }
 
 impl Case {
-    /// Parses one case file's text; `source` is only recorded.
-    pub fn parse(text: &str, source: &Path) -> Result<Case, String> {
-        let raw: RawCase = toml::from_str(text).map_err(|e| e.to_string())?;
-        raw.into_case(source)
-    }
-
     /// Substring match on id or category.
     pub fn matches(&self, pattern: &str) -> bool {
         self.id.contains(pattern) || self.category.as_str().contains(pattern)
     }
+}
+
+/// What is wrong with one case file: the file, the key at fault and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", file.display())]
+pub struct CaseError {
+    pub file: PathBuf,
+    /// The key at fault (`limits.memory`, `fired`, ...); `None` when the
+    /// text is not a case at all (TOML syntax, unknown or missing keys).
+    pub key: Option<&'static str>,
+    /// What the case's author reads after the file name.
+    pub message: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,8 +192,13 @@ pub enum CorpusError {
     Dir { dir: PathBuf, cause: std::io::Error },
     #[error("corpus directory {0} holds no *.toml case files")]
     Empty(PathBuf),
-    #[error("{file}: {message}")]
-    Case { file: PathBuf, message: String },
+    #[error("{}: {cause}", file.display())]
+    Read {
+        file: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error(transparent)]
+    Case(#[from] CaseError),
     #[error("duplicate case id `{id}` in {first} and {second}")]
     Duplicate {
         id: String,
@@ -241,14 +251,11 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Case>, CorpusError> {
     files
         .iter()
         .map(|file| {
-            let text = std::fs::read_to_string(file).map_err(|e| CorpusError::Case {
+            let text = std::fs::read_to_string(file).map_err(|cause| CorpusError::Read {
                 file: file.clone(),
-                message: e.to_string(),
+                cause,
             })?;
-            Case::parse(&text, file).map_err(|message| CorpusError::Case {
-                file: file.clone(),
-                message,
-            })
+            Ok(Case::parse(&text, file)?)
         })
         .collect()
 }
@@ -261,206 +268,10 @@ pub fn filter(cases: Vec<Case>, pattern: Option<&str>) -> Vec<Case> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCase {
-    id: String,
-    category: String,
-    description: String,
-    code: String,
-    expect: String,
-    #[serde(default)]
-    flags: Vec<String>,
-    #[serde(default)]
-    fired: Vec<String>,
-    exception: Option<String>,
-    errno: Option<i32>,
-    #[serde(default)]
-    stdout_contains: Vec<String>,
-    #[serde(default)]
-    stdout_lacks: Vec<String>,
-    #[serde(default)]
-    stderr_contains: Vec<String>,
-    #[serde(default)]
-    stderr_lacks: Vec<String>,
-    answer: Option<String>,
-    setup: Option<String>,
-    setup_expect: Option<String>,
-    #[serde(default)]
-    restart_before: bool,
-    next_code: Option<String>,
-    next_stdout: Option<String>,
-    #[serde(default)]
-    limits: RawLimits,
-    local_only: Option<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    memory: Option<Size>,
-    pids: Option<u64>,
-    cpus: Option<f64>,
-    timeout: Option<Span>,
-    cpu_time: Option<Span>,
-    output_cap: Option<Size>,
-    output_messages: Option<u64>,
-    disk: Option<Size>,
-}
-
-/// `"256M"` or a number of bytes.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Size {
-    Bytes(u64),
-    Text(String),
-}
-
-/// `"3s"`, `"500ms"` or a number of seconds.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Span {
-    Secs(f64),
-    Text(String),
-}
-
-impl Size {
-    fn bytes(&self, key: &str) -> Result<u64, String> {
-        match self {
-            Size::Bytes(n) => Ok(*n),
-            Size::Text(t) => parse_bytes(t).map_err(|e| format!("limits.{key}: {e}")),
-        }
-    }
-}
-
-impl Span {
-    fn duration(&self, key: &str) -> Result<Duration, String> {
-        match self {
-            Span::Secs(s) => duration_from_secs(*s).map_err(|e| format!("limits.{key}: {e}")),
-            Span::Text(t) => parse_duration(t).map_err(|e| format!("limits.{key}: {e}")),
-        }
-    }
-}
-
-impl RawCase {
-    fn into_case(self, source: &Path) -> Result<Case, String> {
-        let id = self.id.trim().to_string();
-        if id.is_empty()
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        {
-            return Err(format!(
-                "id `{}` must be non-empty and use only letters, digits, `_`, `-` and `.`",
-                self.id
-            ));
-        }
-        if self.code.trim().is_empty() {
-            return Err(format!("case `{id}`: code is empty"));
-        }
-        let category = self.category.parse::<Category>()?;
-        let expect = self.expect.parse::<Verdict>()?;
-        let flags = self
-            .flags
-            .iter()
-            .map(|f| f.parse::<Flag>())
-            .collect::<Result<Vec<_>, _>>()?;
-        let fired = self
-            .fired
-            .iter()
-            .map(|v| v.parse::<Verdict>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("fired: {e}"))?;
-        let l = &self.limits;
-        let limits = LimitOverrides {
-            memory_bytes: l.memory.as_ref().map(|s| s.bytes("memory")).transpose()?,
-            pids: l.pids,
-            cpus: l.cpus,
-            timeout: l
-                .timeout
-                .as_ref()
-                .map(|s| s.duration("timeout"))
-                .transpose()?,
-            cpu_time: l
-                .cpu_time
-                .as_ref()
-                .map(|s| s.duration("cpu_time"))
-                .transpose()?,
-            output_cap_bytes: l
-                .output_cap
-                .as_ref()
-                .map(|s| s.bytes("output_cap"))
-                .transpose()?,
-            output_cap_messages: l.output_messages,
-            disk_bytes: l.disk.as_ref().map(|s| s.bytes("disk")).transpose()?,
-        };
-        for (key, texts) in [
-            ("stdout_contains", &self.stdout_contains),
-            ("stdout_lacks", &self.stdout_lacks),
-            ("stderr_contains", &self.stderr_contains),
-            ("stderr_lacks", &self.stderr_lacks),
-        ] {
-            if texts.iter().any(|s| s.is_empty()) {
-                return Err(format!("case `{id}`: {key} holds an empty string"));
-            }
-        }
-        let setup = match (self.setup, self.setup_expect, self.restart_before) {
-            (Some(code), expect, restart_before) => Some(Setup {
-                code,
-                expect: expect
-                    .map(|v| {
-                        v.parse::<Verdict>()
-                            .map_err(|e| format!("setup_expect: {e}"))
-                    })
-                    .transpose()?,
-                restart_before,
-            }),
-            (None, None, false) => None,
-            (None, _, _) => {
-                return Err(format!(
-                    "case `{id}`: setup_expect and restart_before need a setup cell"
-                ))
-            }
-        };
-        if self.next_stdout.is_some() && self.next_code.is_none() {
-            return Err(format!("case `{id}`: next_stdout needs next_code"));
-        }
-        if limits.memory_bytes == Some(0) || limits.pids == Some(0) {
-            return Err("limits.memory and limits.pids must be positive".into());
-        }
-        if limits.cpus.is_some_and(|c| !(c.is_finite() && c > 0.0)) {
-            return Err("limits.cpus must be a positive number of cores".into());
-        }
-        Ok(Case {
-            id,
-            category,
-            description: self.description.trim().to_string(),
-            code: self.code,
-            expect,
-            expectation: Expectation {
-                flags,
-                fired,
-                exception: self.exception,
-                errno: self.errno,
-                stdout_contains: self.stdout_contains,
-                stdout_lacks: self.stdout_lacks,
-                stderr_contains: self.stderr_contains,
-                stderr_lacks: self.stderr_lacks,
-                answer: self.answer,
-            },
-            setup,
-            next_code: self.next_code.unwrap_or_else(|| "print(1)".into()),
-            next_stdout: self.next_stdout.unwrap_or_else(|| "1\n".into()),
-            limits,
-            local_only: self.local_only,
-            source: source.to_path_buf(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::Flag;
 
     #[test]
     fn category_names_are_the_serde_names() {
@@ -572,16 +383,20 @@ next_stdout = "2\n""#,
 
         let orphan = GOOD.replace("flags = [\"restarted\"]", "restart_before = true");
         let err = Case::parse(&orphan, Path::new("x.toml")).unwrap_err();
-        assert!(err.contains("need a setup cell"), "{err}");
+        assert!(err.to_string().contains("need a setup cell"), "{err}");
+        assert_eq!(err.key, Some("setup"));
         let bad_fired = GOOD.replace("flags = [\"restarted\"]", "fired = [\"boom\"]");
         let err = Case::parse(&bad_fired, Path::new("x.toml")).unwrap_err();
-        assert!(err.contains("fired"), "{err}");
+        assert!(err.to_string().contains("fired"), "{err}");
+        assert_eq!(err.key, Some("fired"));
     }
 
     #[test]
     fn rejects_bad_fields() {
         let bad = |from: &str, to: &str| {
-            Case::parse(&GOOD.replace(from, to), Path::new("x.toml")).unwrap_err()
+            Case::parse(&GOOD.replace(from, to), Path::new("x.toml"))
+                .unwrap_err()
+                .to_string()
         };
         assert!(bad("\"timeout_cpu\"", "\"slow\"").contains("unknown verdict"));
         assert!(bad("\"cpu_time\"\n", "\"cpu\"\n").contains("unknown category"));

@@ -140,6 +140,11 @@ pub fn head(text: &str, max: usize) -> String {
     }
 }
 
+/// The first line of `text`, cut like [`head`].
+pub fn shorten(text: &str, max: usize) -> String {
+    head(text.lines().next().unwrap_or(""), max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! kernel and compares the verdict with the case's expectation. It sits
 //! above `kernel` and `sandbox` (it drives both) and below the CLI.
 
+mod case_file;
 pub mod check;
 pub mod corpus;
 mod expectation;

@@ -1,7 +1,7 @@
 //! A command the doctor runs with a deadline (pip waiting on an unreachable
 //! index must not hang the doctor), its output kept for the report.
 
-use std::io::Read;
+use std::io::{self, Read};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,15 +24,29 @@ impl Finished {
     }
 }
 
-/// Runs `cmd` to completion or kills it at `limit`. The error is one line.
-pub fn run(mut cmd: Command, limit: Duration) -> Result<Finished, String> {
+/// Why a bounded command gave no result. Each message is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum BoundedError {
+    #[error("cannot run {program}: {cause}")]
+    Spawn { program: String, cause: io::Error },
+    #[error("{program} took longer than {}s", limit.as_secs())]
+    Timeout { program: String, limit: Duration },
+    #[error("waiting for {program}: {cause}")]
+    Wait { program: String, cause: io::Error },
+}
+
+/// Runs `cmd` to completion or kills it at `limit`.
+pub fn run(mut cmd: Command, limit: Duration) -> Result<Finished, BoundedError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+        .map_err(|cause| BoundedError::Spawn {
+            program: program.clone(),
+            cause,
+        })?;
     // Drained on threads so a chatty command never blocks on a full pipe.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -62,10 +76,10 @@ pub fn run(mut cmd: Command, limit: Duration) -> Result<Finished, String> {
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("{program} took longer than {}s", limit.as_secs()));
+                return Err(BoundedError::Timeout { program, limit });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(format!("waiting for {program}: {e}")),
+            Err(cause) => return Err(BoundedError::Wait { program, cause }),
         }
     };
     Ok(Finished {
@@ -86,7 +100,8 @@ mod tests {
         // The error says the limit fired (a sleep left alone would hold the
         // test for 1000 s, not fail it fast: no timing is asserted).
         let err = run(cmd, Duration::from_millis(200)).unwrap_err();
-        assert!(err.contains("took longer"), "{err}");
+        assert!(err.to_string().contains("took longer"), "{err}");
+        assert!(matches!(err, BoundedError::Timeout { .. }), "{err:?}");
     }
 
     #[test]

@@ -67,7 +67,7 @@ fn cgroup_check() -> (Check, Option<Probe>) {
         Err(e) => {
             let mode = CgroupMode::of_host()
                 .map(|m| m.to_string())
-                .unwrap_or_else(|reason| reason);
+                .unwrap_or_else(|reason| reason.to_string());
             let text = e.to_string();
             let (reason, fix) = text.split_once('\n').unwrap_or((&text, FIX_ROOT));
             return (
@@ -288,15 +288,26 @@ fn seccomp_field(status: &str) -> Option<u8> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Why a probe in a forked child gave no exit code.
+#[derive(Debug, thiserror::Error)]
+enum ChildError {
+    #[error("fork: {0}")]
+    Fork(io::Error),
+    #[error("the test child ended with {0:?}")]
+    Ended(WaitStatus),
+    #[error("waitpid: {0}")]
+    Wait(nix::Error),
+}
+
 /// Runs `probe` in a forked child and returns its exit code. The child
 /// makes raw syscalls only and never returns into Rust code of the parent
 /// (other threads' locks may be held at the fork).
-fn in_child(probe: impl FnOnce() -> i32) -> Result<i32, String> {
+fn in_child(probe: impl FnOnce() -> i32) -> Result<i32, ChildError> {
     // SAFETY: the child only runs `probe` (raw syscalls) and `_exit`.
     #[allow(unsafe_code)]
     let pid = unsafe { libc::fork() };
     match pid {
-        -1 => Err(format!("fork: {}", io::Error::last_os_error())),
+        -1 => Err(ChildError::Fork(io::Error::last_os_error())),
         0 => {
             let code = probe();
             // SAFETY: ends the child without running the parent's atexit
@@ -308,8 +319,8 @@ fn in_child(probe: impl FnOnce() -> i32) -> Result<i32, String> {
         }
         pid => match waitpid(Pid::from_raw(pid), None) {
             Ok(WaitStatus::Exited(_, code)) => Ok(code),
-            Ok(other) => Err(format!("the test child ended with {other:?}")),
-            Err(e) => Err(format!("waitpid: {e}")),
+            Ok(other) => Err(ChildError::Ended(other)),
+            Err(e) => Err(ChildError::Wait(e)),
         },
     }
 }

@@ -215,8 +215,8 @@ pub fn index_check(found: &Found, scratch: &Path, images_missing: bool) -> Check
         .arg(&pin);
     let outcome = match bounded::run(cmd, INDEX_LIMIT) {
         Ok(done) if done.status.success() => Ok(()),
-        Ok(done) => Err(done.last_line()),
-        Err(e) => Err(e),
+        Ok(done) => Err(Unreachable::Pip(done.last_line())),
+        Err(e) => Err(Unreachable::Run(e)),
     };
     index_verdict(&pin, outcome, images_missing)
 }
@@ -228,9 +228,20 @@ fn probe_pin() -> Option<String> {
     Some(format!("{}=={}", entry.name, entry.version))
 }
 
+/// Why pip could not download the probe package.
+#[derive(Debug, thiserror::Error)]
+enum Unreachable {
+    /// pip ran and failed: its last line of output.
+    #[error("{0}")]
+    Pip(String),
+    /// pip did not run to its end.
+    #[error(transparent)]
+    Run(bounded::BoundedError),
+}
+
 /// The severity rule: unreachable is an error only when images still have
 /// to be built from the index.
-fn index_verdict(pin: &str, outcome: Result<(), String>, images_missing: bool) -> Check {
+fn index_verdict(pin: &str, outcome: Result<(), Unreachable>, images_missing: bool) -> Check {
     const FIX: &str = "check pip's configuration (`python3 -m pip config list`: index-url, \
          proxy, cert) and the network; retrace uses pip's own settings";
     match outcome {
@@ -280,7 +291,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_index_is_an_error_only_without_images() {
-        let down = || Err("timed out".to_string());
+        let down = || Err(Unreachable::Pip("timed out".to_string()));
         assert_eq!(
             index_verdict("cycler==0.12.1", down(), true).status,
             Status::Error

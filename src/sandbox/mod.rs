@@ -79,8 +79,8 @@ pub struct KillReport {
 pub enum SandboxError {
     #[error("confinement is not available: {reason}\n{fix}")]
     Unavailable { reason: String, fix: String },
-    #[error("cgroup {path}: {message}")]
-    Cgroup { path: PathBuf, message: String },
+    #[error(transparent)]
+    Cgroup(#[from] cgroup::CgroupError),
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
 }

@@ -12,12 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use super::cpu::{V1_SHARES, V1_SHARES_MAX as V1_TOP, V2_WEIGHT, V2_WEIGHT_MAX as V2_TOP};
+use super::cpu::Files;
 use super::fs;
-
-/// The weights the kernel gives a new group.
-const V1_DEFAULT: &str = "1024";
-const V2_DEFAULT: &str = "100";
 
 /// One raised directory of this process: kills in parallel share it, the
 /// last one puts the saved weight back.
@@ -36,16 +32,12 @@ pub(super) struct ChainBoost {
 }
 
 impl ChainBoost {
-    /// Raises the weight of each of `dirs` (cpu hierarchy; `v2` picks the
-    /// file) that has one. A directory whose weight is already at the top
+    /// Raises the weight of each of `dirs` (cpu hierarchy; `files` name
+    /// the weight file) that has one. A directory whose weight is already at the top
     /// was raised by another retrace's kill in progress: the default is
     /// what goes back, so no kill can leave a raised weight behind.
-    pub(super) fn raise(dirs: &[&Path], v2: bool) -> ChainBoost {
-        let (name, top, default) = if v2 {
-            (V2_WEIGHT, V2_TOP, V2_DEFAULT)
-        } else {
-            (V1_SHARES, V1_TOP, V1_DEFAULT)
-        };
+    pub(super) fn raise(dirs: &[&Path], files: &Files) -> ChainBoost {
+        let (name, top, default) = (files.weight, files.top_weight, files.default_weight);
         let mut raised = RAISED.lock().unwrap_or_else(PoisonError::into_inner);
         let mut files = Vec::new();
         for dir in dirs {
@@ -93,10 +85,14 @@ impl Drop for ChainBoost {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{v1, v2};
     use super::*;
 
+    const V1: &Files = &v1::cpu::FILES;
+    const V2: &Files = &v2::cpu::FILES;
+
     fn weight(dir: &Path) -> String {
-        std::fs::read_to_string(dir.join(V1_SHARES)).unwrap()
+        std::fs::read_to_string(dir.join(V1.weight)).unwrap()
     }
 
     #[test]
@@ -104,13 +100,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let (a, b) = (d.path().join("a"), d.path().join("a/b"));
         std::fs::create_dir_all(&b).unwrap();
-        std::fs::write(a.join(V1_SHARES), "1024\n").unwrap();
-        std::fs::write(b.join(V1_SHARES), "500\n").unwrap();
-        let first = ChainBoost::raise(&[&b, &a], false);
-        let second = ChainBoost::raise(&[&b, &a], false);
-        assert_eq!((weight(&a), weight(&b)), (V1_TOP.into(), V1_TOP.into()));
+        std::fs::write(a.join(V1.weight), "1024\n").unwrap();
+        std::fs::write(b.join(V1.weight), "500\n").unwrap();
+        let first = ChainBoost::raise(&[&b, &a], V1);
+        let second = ChainBoost::raise(&[&b, &a], V1);
+        let top = (V1.top_weight.to_string(), V1.top_weight.to_string());
+        assert_eq!((weight(&a), weight(&b)), top);
         drop(first);
-        assert_eq!((weight(&a), weight(&b)), (V1_TOP.into(), V1_TOP.into()));
+        assert_eq!((weight(&a), weight(&b)), top);
         drop(second);
         assert_eq!((weight(&a), weight(&b)), ("1024".into(), "500".into()));
     }
@@ -118,17 +115,18 @@ mod tests {
     #[test]
     fn a_weight_left_at_the_top_goes_back_to_the_default() {
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join(V2_WEIGHT), "10000\n").unwrap();
-        drop(ChainBoost::raise(&[d.path()], true));
-        let back = std::fs::read_to_string(d.path().join(V2_WEIGHT)).unwrap();
-        assert_eq!(back, V2_DEFAULT);
+        std::fs::write(d.path().join(V2.weight), "10000\n").unwrap();
+        drop(ChainBoost::raise(&[d.path()], V2));
+        let back = std::fs::read_to_string(d.path().join(V2.weight)).unwrap();
+        assert_eq!(back, V2.default_weight);
+        assert_eq!(back, "100");
     }
 
     #[test]
     fn directories_without_a_weight_are_skipped() {
         let d = tempfile::tempdir().unwrap();
-        let boost = ChainBoost::raise(&[d.path()], false);
+        let boost = ChainBoost::raise(&[d.path()], V1);
         assert!(boost.files.is_empty());
-        assert!(!d.path().join(V1_SHARES).exists());
+        assert!(!d.path().join(V1.weight).exists());
     }
 }

@@ -1,44 +1,46 @@
-//! CPU bandwidth (the `cpu` controller) and CPU time used (`cpuacct` on v1,
-//! `cpu.stat` on v2). A quota throttles and never kills: the harness's own
-//! timers end runaway loops.
+//! What the CPU files of both versions share: the quota period, quota from
+//! cores, `cpu.stat`, and lifting a group's quota and weight while killed
+//! processes exit. The spellings are in `v1/cpu.rs` and `v2/cpu.rs`. A
+//! quota throttles and never kills: the harness's own timers end runaway
+//! loops.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::fs;
-use crate::sandbox::SandboxError;
+use super::CgroupError;
 
 /// Scheduling period for the quota: 100 ms, the kernel default.
 pub(super) const PERIOD_US: u64 = 100_000;
 /// The kernel refuses quotas below 1 ms.
 const MIN_QUOTA_US: u64 = 1_000;
 
-pub(super) const V1_PERIOD: &str = "cpu.cfs_period_us";
-pub(super) const V1_QUOTA: &str = "cpu.cfs_quota_us";
-/// Cumulative CPU time in nanoseconds (cpuacct hierarchy).
-pub(super) const V1_USAGE: &str = "cpuacct.usage";
 /// `nr_throttled` on v1 (cpu hierarchy); also `usage_usec` on v2 and in the
 /// hybrid unified tree, where it exists without any controller.
 pub(super) const STAT: &str = "cpu.stat";
-/// `"<quota|max> <period>"`.
-pub(super) const V2_MAX: &str = "cpu.max";
-/// Relative weight against sibling groups (v1: 2..=262144, default 1024).
-pub(super) const V1_SHARES: &str = "cpu.shares";
-/// Relative weight against sibling groups (v2: 1..=10000, default 100).
-pub(super) const V2_WEIGHT: &str = "cpu.weight";
 
-/// The highest weights the kernel accepts.
-pub(super) const V1_SHARES_MAX: &str = "262144";
-pub(super) const V2_WEIGHT_MAX: &str = "10000";
+/// One version's quota and weight files.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Files {
+    pub(super) quota: &'static str,
+    /// The quota that lifts every limit (v1 keeps its period file).
+    pub(super) open_quota: &'static str,
+    /// Relative weight against sibling groups.
+    pub(super) weight: &'static str,
+    /// The highest weight the kernel accepts.
+    pub(super) top_weight: &'static str,
+    /// The weight the kernel gives a new group.
+    pub(super) default_weight: &'static str,
+}
 
 /// A group's quota and weight as they were before [`unleash`]; written back
 /// by [`Unleashed::restore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Unleashed {
-    v2: bool,
-    dir: std::path::PathBuf,
-    /// `cpu.cfs_quota_us` (v1) or `cpu.max` (v2) as read.
+    files: &'static Files,
+    dir: PathBuf,
+    /// The quota file as read.
     quota: String,
-    /// `cpu.shares` (v1) or `cpu.weight` (v2) as read; `None` when absent.
+    /// The weight file as read; `None` when absent.
     weight: Option<String>,
 }
 
@@ -47,26 +49,20 @@ pub(super) struct Unleashed {
 /// through its exit (unmapping its memory, closing its files), and under a
 /// spent quota or beside busy siblings that waits for CPU. `None` when the
 /// quota cannot be read (nothing is changed then).
-pub(super) fn unleash(dir: &Path, v2: bool) -> Option<Unleashed> {
-    let (quota_file, weight_file, open_quota, top_weight) = if v2 {
-        (V2_MAX, V2_WEIGHT, format!("max {PERIOD_US}"), V2_WEIGHT_MAX)
-    } else {
-        (V1_QUOTA, V1_SHARES, "-1".to_string(), V1_SHARES_MAX)
-    };
-    let quota = fs::read(&dir.join(quota_file)).ok()?.trim().to_string();
-    let weight = fs::read(&dir.join(weight_file))
+pub(super) fn unleash(dir: &Path, files: &'static Files) -> Option<Unleashed> {
+    let quota = fs::read(&dir.join(files.quota)).ok()?.trim().to_string();
+    let weight = fs::read(&dir.join(files.weight))
         .ok()
         .map(|w| w.trim().to_string());
     let saved = Unleashed {
-        v2,
+        files,
         dir: dir.to_path_buf(),
         quota,
         weight,
     };
-    // v1 wants the period kept: only the quota is written there.
-    let _ = fs::write(&dir.join(quota_file), &open_quota);
+    let _ = fs::write(&dir.join(files.quota), files.open_quota);
     if saved.weight.is_some() {
-        let _ = fs::write(&dir.join(weight_file), top_weight);
+        let _ = fs::write(&dir.join(files.weight), files.top_weight);
     }
     Some(saved)
 }
@@ -75,15 +71,11 @@ impl Unleashed {
     /// Writes the saved quota and weight back and reads them back: the
     /// group may host the kernel's restart, which must run under the same
     /// limits as before the kill.
-    pub(super) fn restore(&self) -> Result<(), SandboxError> {
-        let (quota_file, weight_file) = if self.v2 {
-            (V2_MAX, V2_WEIGHT)
-        } else {
-            (V1_QUOTA, V1_SHARES)
-        };
-        fs::write_checked(&self.dir.join(quota_file), &self.quota, &self.quota)?;
+    pub(super) fn restore(&self) -> Result<(), CgroupError> {
+        let quota = self.dir.join(self.files.quota);
+        fs::write_checked(&quota, &self.quota, &self.quota)?;
         if let Some(weight) = &self.weight {
-            fs::write_checked(&self.dir.join(weight_file), weight, weight)?;
+            fs::write_checked(&self.dir.join(self.files.weight), weight, weight)?;
         }
         Ok(())
     }
@@ -98,51 +90,16 @@ pub(super) fn quota_us(cpus: f64) -> Option<u64> {
     Some(((cpus * PERIOD_US as f64).round() as u64).max(MIN_QUOTA_US))
 }
 
-pub(super) fn apply_v1(dir: &Path, cpus: f64) -> Result<(), SandboxError> {
-    let period = PERIOD_US.to_string();
-    fs::write_checked(&dir.join(V1_PERIOD), &period, &period)?;
-    let quota = quota_us(cpus).map_or_else(|| "-1".to_string(), |q| q.to_string());
-    fs::write_checked(&dir.join(V1_QUOTA), &quota, &quota)
-}
-
-pub(super) fn apply_v2(dir: &Path, cpus: f64) -> Result<(), SandboxError> {
-    let value = match quota_us(cpus) {
-        Some(q) => format!("{q} {PERIOD_US}"),
-        None => format!("max {PERIOD_US}"),
-    };
-    fs::write_checked(&dir.join(V2_MAX), &value, &value)
-}
-
-fn cores(quota: Option<u64>, period: u64) -> f64 {
+/// A quota in cores; 0.0 when unlimited.
+pub(super) fn cores(quota: Option<u64>, period: u64) -> f64 {
     match quota {
         Some(q) if period > 0 => q as f64 / period as f64,
         _ => 0.0,
     }
 }
 
-/// The quota in cores; 0.0 when unlimited.
-pub(super) fn cpus_v1(dir: &Path) -> f64 {
-    let quota = fs::read(&dir.join(V1_QUOTA)).unwrap_or_default();
-    let quota = quota.trim().parse::<i64>().ok().filter(|q| *q > 0);
-    let period = fs::read_u64(&dir.join(V1_PERIOD)).unwrap_or(0);
-    cores(quota.map(|q| q as u64), period)
-}
-
-pub(super) fn cpus_v2(dir: &Path) -> f64 {
-    let text = fs::read(&dir.join(V2_MAX)).unwrap_or_default();
-    let mut it = text.split_whitespace();
-    let quota = it.next().and_then(|q| q.parse().ok());
-    let period = it.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    cores(quota, period)
-}
-
-/// v1 CPU time in microseconds, from the cpuacct hierarchy.
-pub(super) fn usage_usec_v1(cpuacct_dir: &Path) -> u64 {
-    fs::read_u64(&cpuacct_dir.join(V1_USAGE)).unwrap_or(0) / 1_000
-}
-
-/// v2 (or hybrid unified) CPU time; `None` when `cpu.stat` is absent.
-pub(super) fn usage_usec_v2(dir: &Path) -> Option<u64> {
+/// CPU time from `cpu.stat` (v2, or hybrid unified); `None` when absent.
+pub(super) fn usage_usec(dir: &Path) -> Option<u64> {
     fs::keyed(&fs::read(&dir.join(STAT)).ok()?, "usage_usec")
 }
 
@@ -152,11 +109,9 @@ pub(super) fn nr_throttled(cpu_dir: &Path) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fs::testing::content;
+    use super::super::{v1, v2};
     use super::*;
-
-    fn content(dir: &Path, name: &str) -> String {
-        std::fs::read_to_string(dir.join(name)).unwrap()
-    }
 
     #[test]
     fn quota_from_cores() {
@@ -168,85 +123,69 @@ mod tests {
     }
 
     #[test]
-    fn v1_writes_period_and_quota() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join(V1_PERIOD), "100000\n").unwrap();
-        std::fs::write(d.path().join(V1_QUOTA), "-1\n").unwrap();
-        assert_eq!(cpus_v1(d.path()), 0.0);
-        apply_v1(d.path(), 0.5).unwrap();
-        assert_eq!(content(d.path(), V1_PERIOD), "100000");
-        assert_eq!(content(d.path(), V1_QUOTA), "50000");
-        assert_eq!(cpus_v1(d.path()), 0.5);
-    }
-
-    #[test]
-    fn v2_writes_cpu_max() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join(V2_MAX), "max 100000\n").unwrap();
-        assert_eq!(cpus_v2(d.path()), 0.0);
-        apply_v2(d.path(), 0.5).unwrap();
-        assert_eq!(content(d.path(), V2_MAX), "50000 100000");
-        assert_eq!(cpus_v2(d.path()), 0.5);
-        apply_v2(d.path(), 0.0).unwrap();
-        assert_eq!(content(d.path(), V2_MAX), "max 100000");
+    fn the_open_v2_quota_keeps_the_period() {
+        assert_eq!(v2::cpu::FILES.open_quota, format!("max {PERIOD_US}"));
     }
 
     #[test]
     fn unleash_lifts_quota_and_weight_and_restore_puts_them_back() {
+        use v1::cpu::{FILES as V1, PERIOD as V1_PERIOD};
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(V1_PERIOD), "100000\n").unwrap();
-        std::fs::write(d.path().join(V1_QUOTA), "50000\n").unwrap();
-        std::fs::write(d.path().join(V1_SHARES), "1024\n").unwrap();
-        let saved = unleash(d.path(), false).unwrap();
-        assert_eq!(content(d.path(), V1_QUOTA), "-1");
-        assert_eq!(content(d.path(), V1_SHARES), V1_SHARES_MAX);
+        std::fs::write(d.path().join(V1.quota), "50000\n").unwrap();
+        std::fs::write(d.path().join(V1.weight), "1024\n").unwrap();
+        let saved = unleash(d.path(), &V1).unwrap();
+        assert_eq!(content(d.path(), V1.quota), "-1");
+        assert_eq!(content(d.path(), V1.weight), V1.top_weight);
         assert_eq!(content(d.path(), V1_PERIOD), "100000\n");
         saved.restore().unwrap();
-        assert_eq!(content(d.path(), V1_QUOTA), "50000");
-        assert_eq!(content(d.path(), V1_SHARES), "1024");
-        assert_eq!(cpus_v1(d.path()), 0.5);
+        assert_eq!(content(d.path(), V1.quota), "50000");
+        assert_eq!(content(d.path(), V1.weight), "1024");
+        assert_eq!(v1::cpu::cpus(d.path()), 0.5);
 
+        let v2 = &v2::cpu::FILES;
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join(V2_MAX), "50000 100000\n").unwrap();
-        std::fs::write(d.path().join(V2_WEIGHT), "100\n").unwrap();
-        let saved = unleash(d.path(), true).unwrap();
-        assert_eq!(content(d.path(), V2_MAX), "max 100000");
-        assert_eq!(content(d.path(), V2_WEIGHT), V2_WEIGHT_MAX);
+        std::fs::write(d.path().join(v2.quota), "50000 100000\n").unwrap();
+        std::fs::write(d.path().join(v2.weight), "100\n").unwrap();
+        let saved = unleash(d.path(), v2).unwrap();
+        assert_eq!(content(d.path(), v2.quota), "max 100000");
+        assert_eq!(content(d.path(), v2.weight), v2.top_weight);
         saved.restore().unwrap();
-        assert_eq!(content(d.path(), V2_MAX), "50000 100000");
-        assert_eq!(content(d.path(), V2_WEIGHT), "100");
-        assert_eq!(cpus_v2(d.path()), 0.5);
+        assert_eq!(content(d.path(), v2.quota), "50000 100000");
+        assert_eq!(content(d.path(), v2.weight), "100");
+        assert_eq!(super::super::v2::cpu::cpus(d.path()), 0.5);
     }
 
     #[test]
     fn unleash_without_weight_file_restores_the_quota_only() {
+        let v2 = &v2::cpu::FILES;
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join(V2_MAX), "25000 100000\n").unwrap();
-        let saved = unleash(d.path(), true).unwrap();
-        assert_eq!(content(d.path(), V2_MAX), "max 100000");
-        assert!(!d.path().join(V2_WEIGHT).exists());
+        std::fs::write(d.path().join(v2.quota), "25000 100000\n").unwrap();
+        let saved = unleash(d.path(), v2).unwrap();
+        assert_eq!(content(d.path(), v2.quota), "max 100000");
+        assert!(!d.path().join(v2.weight).exists());
         saved.restore().unwrap();
-        assert_eq!(content(d.path(), V2_MAX), "25000 100000");
+        assert_eq!(content(d.path(), v2.quota), "25000 100000");
         // No quota file: nothing to lift, nothing changed.
         let empty = tempfile::tempdir().unwrap();
-        assert_eq!(unleash(empty.path(), false), None);
+        assert_eq!(unleash(empty.path(), &v1::cpu::FILES), None);
     }
 
     #[test]
     fn usage_and_throttling() {
         let d = tempfile::tempdir().unwrap();
-        assert_eq!(usage_usec_v1(d.path()), 0);
-        assert_eq!(usage_usec_v2(d.path()), None);
+        assert_eq!(v1::cpu::usage_usec(d.path()), 0);
+        assert_eq!(usage_usec(d.path()), None);
         assert_eq!(nr_throttled(d.path()), 0);
-        std::fs::write(d.path().join(V1_USAGE), "1234567890\n").unwrap();
+        std::fs::write(d.path().join(v1::cpu::USAGE), "1234567890\n").unwrap();
         std::fs::write(
             d.path().join(STAT),
             "usage_usec 52000\nuser_usec 50000\nsystem_usec 2000\n\
              nr_periods 12\nnr_throttled 7\nthrottled_usec 300000\n",
         )
         .unwrap();
-        assert_eq!(usage_usec_v1(d.path()), 1_234_567);
-        assert_eq!(usage_usec_v2(d.path()), Some(52_000));
+        assert_eq!(v1::cpu::usage_usec(d.path()), 1_234_567);
+        assert_eq!(usage_usec(d.path()), Some(52_000));
         assert_eq!(nr_throttled(d.path()), 7);
     }
 }

@@ -12,17 +12,10 @@ use std::time::{Duration, Instant};
 
 use walkdir::WalkDir;
 
-use crate::sandbox::SandboxError;
+use super::CgroupError;
 
 /// First rmdir retry delay; doubled after each EBUSY.
 const RMDIR_FIRST_WAIT: Duration = Duration::from_millis(1);
-
-pub(super) fn cgroup_err(path: &Path, message: impl Into<String>) -> SandboxError {
-    SandboxError::Cgroup {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
-}
 
 /// One write(2) of `value`: cgroupfs parses each write call as a whole.
 pub(super) fn write(path: &Path, value: &str) -> io::Result<()> {
@@ -35,25 +28,33 @@ pub(super) fn write(path: &Path, value: &str) -> io::Result<()> {
 }
 
 /// [`write`] with an error that names the file.
-pub(super) fn write_file(path: &Path, value: &str) -> Result<(), SandboxError> {
-    write(path, value).map_err(|e| cgroup_err(path, format!("writing {value:?}: {e}")))
+pub(super) fn write_file(path: &Path, value: &str) -> Result<(), CgroupError> {
+    write(path, value).map_err(|cause| CgroupError::Write {
+        file: path.to_path_buf(),
+        value: value.to_string(),
+        cause,
+    })
 }
 
 /// Writes `value`, then checks that the file reads `expect`: the kernel may
 /// round or ignore a value, and a limit that did not stick must not pass for one.
-pub(super) fn write_checked(path: &Path, value: &str, expect: &str) -> Result<(), SandboxError> {
+pub(super) fn write_checked(path: &Path, value: &str, expect: &str) -> Result<(), CgroupError> {
     write_file(path, value)?;
     check(path, expect)
 }
 
 /// Fails unless the file's trimmed content is `expect`.
-pub(super) fn check(path: &Path, expect: &str) -> Result<(), SandboxError> {
-    let got = read(path).map_err(|e| cgroup_err(path, format!("reading back: {e}")))?;
+pub(super) fn check(path: &Path, expect: &str) -> Result<(), CgroupError> {
+    let got = read(path).map_err(|cause| CgroupError::ReadBack {
+        file: path.to_path_buf(),
+        cause,
+    })?;
     if got.trim() != expect {
-        return Err(cgroup_err(
-            path,
-            format!("read back {:?}, expected {expect:?}", got.trim()),
-        ));
+        return Err(CgroupError::Mismatch {
+            file: path.to_path_buf(),
+            got: got.trim().to_string(),
+            expected: expect.to_string(),
+        });
     }
     Ok(())
 }
@@ -200,6 +201,23 @@ impl Fs {
     }
 }
 
+/// Fixture files for controller tests.
+#[cfg(test)]
+pub(super) mod testing {
+    use std::path::Path;
+
+    /// Writes each `(name, content)` into `dir`.
+    pub(crate) fn files(dir: &Path, files: &[(&str, &str)]) {
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).unwrap();
+        }
+    }
+
+    pub(crate) fn content(dir: &Path, name: &str) -> String {
+        std::fs::read_to_string(dir.join(name)).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,11 +256,9 @@ mod tests {
         let file = dir.path().join("pids.max");
         std::os::unix::fs::symlink("/dev/null", &file).unwrap();
         let err = write_checked(&file, "16", "16").unwrap_err();
+        assert!(err.to_string().contains("expected \"16\""), "{err}");
         match err {
-            SandboxError::Cgroup { path, message } => {
-                assert_eq!(path, file);
-                assert!(message.contains("expected \"16\""), "{message}");
-            }
+            CgroupError::Mismatch { file: path, .. } => assert_eq!(path, file),
             other => panic!("unexpected {other:?}"),
         }
     }

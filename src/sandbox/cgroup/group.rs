@@ -5,26 +5,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::fs::{self, cgroup_err, Fs};
+use super::fs::{self, Fs};
 use super::host::Harness;
-use super::layout::{Dirs, Tree};
-use super::{cpu, memory, pids, unified, CgroupMode};
+use super::layout::Dirs;
+use super::{unified, CgroupError, CgroupLimits, CgroupMode};
 use crate::sandbox::{Counters, SandboxError};
 
 /// How long rmdir keeps retrying EBUSY.
 const RMDIR_BUDGET: Duration = Duration::from_secs(2);
-
-/// Limits of one kernel's group.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CgroupLimits {
-    /// Hard memory limit (page cache and tmpfs included); no swap on top.
-    /// Rounded down to whole pages.
-    pub memory_bytes: u64,
-    /// Processes plus threads.
-    pub pids: u64,
-    /// CPU quota in cores per 100 ms period; 0 means no quota.
-    pub cpus: f64,
-}
 
 /// The group of one kernel.
 #[derive(Debug)]
@@ -44,20 +32,9 @@ impl KernelCgroup {
         memory_bytes: u64,
         limits: &CgroupLimits,
         host_has_swap: bool,
-    ) -> Result<(), SandboxError> {
-        match self.mode {
-            CgroupMode::V2 => {
-                let dir = self.dirs.dir(Tree::V2);
-                memory::apply_v2(dir, memory_bytes, host_has_swap)?;
-                pids::apply(dir, limits.pids)?;
-                cpu::apply_v2(dir, limits.cpus)
-            }
-            CgroupMode::V1 | CgroupMode::Hybrid => {
-                memory::apply_v1(self.dirs.dir(Tree::Memory), memory_bytes, host_has_swap)?;
-                pids::apply(self.dirs.dir(Tree::Pids), limits.pids)?;
-                cpu::apply_v1(self.dirs.dir(Tree::Cpu), limits.cpus)
-            }
-        }
+    ) -> Result<(), CgroupError> {
+        let version = self.mode.version();
+        version.apply(&self.dirs, memory_bytes, limits, host_has_swap)
     }
 
     /// Every `cgroup.procs` the kernel's first process must join before it
@@ -78,63 +55,17 @@ impl KernelCgroup {
     /// Cumulative counters; missing files read as 0 (the memory peak as
     /// `None`).
     pub fn counters(&self) -> Counters {
-        match self.mode {
-            CgroupMode::V2 => {
-                let dir = self.dirs.dir(Tree::V2);
-                Counters {
-                    oom_kills: memory::oom_kills_v2(dir),
-                    memory_limit_hits: memory::limit_hits_v2(dir),
-                    pids_max_events: pids::max_events(dir),
-                    cpu_usage_usec: cpu::usage_usec_v2(dir).unwrap_or(0),
-                    nr_throttled: cpu::nr_throttled(dir),
-                    memory_peak_bytes: memory::peak_v2(dir),
-                }
-            }
-            CgroupMode::V1 | CgroupMode::Hybrid => {
-                // The unified tree's cpu.stat needs no controller and is in
-                // microseconds already; plain v1 has cpuacct.usage (ns).
-                let usage = self
-                    .dirs
-                    .get(Tree::Unified)
-                    .and_then(cpu::usage_usec_v2)
-                    .unwrap_or_else(|| cpu::usage_usec_v1(self.dirs.dir(Tree::Cpuacct)));
-                Counters {
-                    oom_kills: memory::oom_kills_v1(self.dirs.dir(Tree::Memory)),
-                    memory_limit_hits: memory::limit_hits_v1(self.dirs.dir(Tree::Memory)),
-                    pids_max_events: pids::max_events(self.dirs.dir(Tree::Pids)),
-                    cpu_usage_usec: usage,
-                    nr_throttled: cpu::nr_throttled(self.dirs.dir(Tree::Cpu)),
-                    memory_peak_bytes: memory::peak_v1(self.dirs.dir(Tree::Memory)),
-                }
-            }
-        }
+        self.mode.version().counters(&self.dirs)
     }
 
     /// Highest memory use so far (page cache included); `None` if unknown.
     pub fn memory_peak(&self) -> Option<u64> {
-        match self.mode {
-            CgroupMode::V2 => memory::peak_v2(self.dirs.dir(Tree::V2)),
-            _ => memory::peak_v1(self.dirs.dir(Tree::Memory)),
-        }
+        self.mode.version().memory_peak(&self.dirs)
     }
 
     /// The limits as the kernel reports them (`u64::MAX` / 0.0 = none).
     pub fn limits_read_back(&self) -> CgroupLimits {
-        match self.mode {
-            CgroupMode::V2 => {
-                let dir = self.dirs.dir(Tree::V2);
-                CgroupLimits {
-                    memory_bytes: memory::limit_v2(dir),
-                    pids: pids::limit(dir),
-                    cpus: cpu::cpus_v2(dir),
-                }
-            }
-            _ => CgroupLimits {
-                memory_bytes: memory::limit_v1(self.dirs.dir(Tree::Memory)),
-                pids: pids::limit(self.dirs.dir(Tree::Pids)),
-                cpus: cpu::cpus_v1(self.dirs.dir(Tree::Cpu)),
-            },
-        }
+        self.mode.version().limits(&self.dirs)
     }
 
     /// Live member processes (zombies excluded), of the group and any
@@ -173,7 +104,7 @@ impl KernelCgroup {
                     self.kill_all(None);
                     result = self.fs.rmdir_retry(&d, Instant::now() + RMDIR_BUDGET);
                 }
-                result.map_err(|e| cgroup_err(&d, format!("rmdir: {e}")))?;
+                result.map_err(|cause| CgroupError::Rmdir { dir: d, cause })?;
             }
         }
         if !self.removed.swap(true, Ordering::AcqRel) {

@@ -7,10 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::detect::host_has_swap;
-use super::fs::{cgroup_err, Fs};
-use super::layout::{valid_id, Dirs, Tree, SUBTREE};
-use super::unified;
-use super::{CgroupLimits, CgroupMode, KernelCgroup};
+use super::fs::Fs;
+use super::layout::{valid_id, Dirs};
+use super::{unified, CgroupError, CgroupLimits, CgroupMode, KernelCgroup};
 use crate::sandbox::SandboxError;
 
 /// This harness's `<subtree>/<pid>` directories and how many kernel groups
@@ -87,31 +86,7 @@ impl CgroupHost {
 
     /// [`Self::at`] with directory operations through `fs`.
     pub(super) fn at_on(mode: CgroupMode, root: &Path, fs: Fs) -> CgroupHost {
-        let (subtree, v2_parent) = match mode {
-            CgroupMode::V2 => (
-                Dirs(vec![(Tree::V2, root.join(SUBTREE))]),
-                Some(root.to_path_buf()),
-            ),
-            CgroupMode::V1 | CgroupMode::Hybrid => {
-                let combined = root.join("cpu,cpuacct");
-                let (cpu, cpuacct) = if combined.is_dir() {
-                    (combined.clone(), combined)
-                } else {
-                    (root.join("cpu"), root.join("cpuacct"))
-                };
-                let mut trees = vec![
-                    (Tree::Memory, root.join("memory")),
-                    (Tree::Pids, root.join("pids")),
-                    (Tree::Cpu, cpu),
-                    (Tree::Cpuacct, cpuacct),
-                    (Tree::Freezer, root.join("freezer")),
-                ];
-                if mode == CgroupMode::Hybrid {
-                    trees.push((Tree::Unified, root.join("unified")));
-                }
-                (Dirs(trees).join(SUBTREE), None)
-            }
-        };
+        let (subtree, v2_parent) = mode.version().layout_at(root);
         CgroupHost::build(mode, subtree, v2_parent, host_has_swap(), fs)
     }
 
@@ -142,33 +117,30 @@ impl CgroupHost {
 
     /// Creates `retrace/` in every hierarchy and, on v2, hands the
     /// controllers down to it. Idempotent.
-    pub(super) fn prepare(&self) -> Result<(), SandboxError> {
+    pub(super) fn prepare(&self) -> Result<(), CgroupError> {
         if let Some(parent) = &self.v2_parent {
             unified::enable_controllers(parent, &unified::NEEDED)?;
         }
-        for dir in self.subtree.unique() {
-            self.fs()
-                .ensure_dir(dir)
-                .map_err(|e| cgroup_err(dir, format!("mkdir: {e}")))?;
-        }
-        if self.mode == CgroupMode::V2 {
-            unified::enable_controllers(self.subtree.dir(Tree::V2), &unified::NEEDED)?;
-        }
-        Ok(())
+        self.make_and_delegate(&self.subtree)
     }
 
     /// [`Self::prepare`] plus this harness's `<pid>` directories.
-    fn prepare_harness(&self) -> Result<(), SandboxError> {
+    fn prepare_harness(&self) -> Result<(), CgroupError> {
         self.prepare()?;
-        for dir in self.harness.dirs.unique() {
+        self.make_and_delegate(&self.harness.dirs)
+    }
+
+    /// Creates `dirs` if missing and hands the controllers on below them.
+    fn make_and_delegate(&self, dirs: &Dirs) -> Result<(), CgroupError> {
+        for dir in dirs.unique() {
             self.fs()
                 .ensure_dir(dir)
-                .map_err(|e| cgroup_err(dir, format!("mkdir: {e}")))?;
+                .map_err(|cause| CgroupError::Mkdir {
+                    dir: dir.to_path_buf(),
+                    cause,
+                })?;
         }
-        if self.mode == CgroupMode::V2 {
-            unified::enable_controllers(self.harness.dirs.dir(Tree::V2), &unified::NEEDED)?;
-        }
-        Ok(())
+        self.mode.version().delegate(dirs)
     }
 
     /// Creates the group of one kernel, `<subtree>/<harness pid>/<id>` in
@@ -177,15 +149,13 @@ impl CgroupHost {
     pub fn create(&self, id: &str, limits: &CgroupLimits) -> Result<KernelCgroup, SandboxError> {
         let page = page_size();
         let memory_bytes = limits.memory_bytes / page * page;
-        let where_ = self.subtree.primary();
+        let dir = self.subtree.primary().to_path_buf();
         if !valid_id(id) {
-            return Err(cgroup_err(where_, format!("invalid kernel id {id:?}")));
+            let id = id.to_string();
+            return Err(CgroupError::InvalidId { dir, id }.into());
         }
         if memory_bytes == 0 || limits.pids == 0 {
-            return Err(cgroup_err(
-                where_,
-                "memory and pids limits must be positive (memory at least one page)",
-            ));
+            return Err(CgroupError::NoLimit { dir }.into());
         }
         let dirs = self.harness.dirs.join(id);
         {
@@ -206,7 +176,7 @@ impl CgroupHost {
         };
         if let Err(e) = group.apply(memory_bytes, limits, self.host_has_swap) {
             let _ = group.remove();
-            return Err(e);
+            return Err(e.into());
         }
         Ok(group)
     }
@@ -215,7 +185,7 @@ impl CgroupHost {
     /// existing group is an error: it could hold processes we did not start.
     /// Called with the harness lock held, so the `<pid>` directories made
     /// first stay until the group is in them.
-    fn make_group(&self, dirs: &Dirs) -> Result<(), SandboxError> {
+    fn make_group(&self, dirs: &Dirs) -> Result<(), CgroupError> {
         self.prepare_harness()?;
         let mut made: Vec<&Path> = Vec::new();
         for dir in dirs.unique() {
@@ -223,12 +193,12 @@ impl CgroupHost {
                 for d in made.iter().rev() {
                     let _ = self.fs().rmdir(d);
                 }
-                let message = if e.kind() == io::ErrorKind::AlreadyExists {
-                    "already exists (kernel ids must be unique)".to_string()
+                let dir = dir.to_path_buf();
+                return Err(if e.kind() == io::ErrorKind::AlreadyExists {
+                    CgroupError::Exists { dir }
                 } else {
-                    format!("mkdir: {e}")
-                };
-                return Err(cgroup_err(dir, message));
+                    CgroupError::Mkdir { dir, cause: e }
+                });
             }
             made.push(dir);
         }

@@ -7,8 +7,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::boost::ChainBoost;
-use super::layout::Tree;
-use super::{cpu, freezer, fs, unified, CgroupMode, KernelCgroup};
+use super::{cpu, fs, unified, KernelCgroup};
 use crate::sandbox::KillReport;
 
 /// How long a kill may take before survivors are reported (and the
@@ -47,8 +46,7 @@ pub enum KillMethod {
 
 impl KernelCgroup {
     pub fn kill_method(&self) -> KillMethod {
-        let kill_dir = self.dirs.get(Tree::Unified).or(self.dirs.get(Tree::V2));
-        match kill_dir {
+        match self.mode.version().kill_dir(&self.dirs) {
             Some(dir) if unified::has_kill(dir) => KillMethod::CgroupKill,
             _ => KillMethod::Freezer,
         }
@@ -134,10 +132,7 @@ impl KernelCgroup {
     }
 
     fn unleash_cpu(&self) -> Unleashed {
-        let (tree, v2) = match self.mode {
-            CgroupMode::V2 => (Tree::V2, true),
-            CgroupMode::V1 | CgroupMode::Hybrid => (Tree::Cpu, false),
-        };
+        let (tree, files) = self.mode.version().cpu();
         // The harness's `<pid>` directory and the subtree above it: ours.
         let harness = self.owner.as_ref().map(|h| h.dirs.dir(tree));
         let ancestors: Vec<&std::path::Path> = harness
@@ -146,8 +141,8 @@ impl KernelCgroup {
             .flatten()
             .collect();
         Unleashed {
-            group: cpu::unleash(self.dirs.dir(tree), v2),
-            _ancestors: ChainBoost::raise(&ancestors, v2),
+            group: cpu::unleash(self.dirs.dir(tree), files),
+            _ancestors: ChainBoost::raise(&ancestors, files),
         }
     }
 
@@ -167,9 +162,9 @@ impl KernelCgroup {
         match method {
             KillMethod::CgroupKill => {
                 let dir = self
-                    .dirs
-                    .get(Tree::Unified)
-                    .or(self.dirs.get(Tree::V2))
+                    .mode
+                    .version()
+                    .kill_dir(&self.dirs)
                     .expect("cgroup.kill implies a unified directory");
                 let killed = unified::kill(dir).is_ok();
                 // cgroup.kill handles racing forks; a later round only
@@ -189,17 +184,10 @@ impl KernelCgroup {
     /// Frozen processes cannot fork, so the member list is complete; the
     /// SIGKILLs take effect on thaw.
     fn freeze_kill_thaw(&self) {
-        if let Some(dir) = self.dirs.get(Tree::Freezer) {
-            freezer::freeze_v1(dir, FREEZE_BUDGET);
-            self.sigkill_members();
-            freezer::thaw_v1(dir);
-        } else if let Some(dir) = self.dirs.get(Tree::V2) {
-            freezer::freeze_v2(dir, FREEZE_BUDGET);
-            self.sigkill_members();
-            freezer::thaw_v2(dir);
-        } else {
-            self.sigkill_members();
-        }
+        let version = self.mode.version();
+        version.freeze(&self.dirs, FREEZE_BUDGET);
+        self.sigkill_members();
+        version.thaw(&self.dirs);
     }
 
     fn sigkill_members(&self) {

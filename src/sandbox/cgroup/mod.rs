@@ -1,6 +1,7 @@
 //! One cgroup per kernel, on cgroup v1, v1 hybrid and v2 hosts.
 //!
-//! Plain reads and writes of cgroupfs files, one file per controller. The
+//! Plain reads and writes of cgroupfs files, one file per controller and
+//! version (`v1/`, `v2/`), behind one `Version` trait (`version.rs`). The
 //! layer is our own rather than the `cgroups-rs` crate, which moves live
 //! tasks to the root cgroup when it destroys a group, swallows errors of
 //! memory-limit writes, hard-codes the mount point `/sys/fs/cgroup` (so it
@@ -20,28 +21,36 @@
 
 mod boost;
 mod detect;
+mod error;
 mod group;
 mod host;
 mod kill;
 mod layout;
+mod limits;
+mod mode;
 mod probe;
 mod reclaim;
+mod version;
 
+// The files: shared ones here, each version's in its own folder.
 mod cpu;
-mod freezer;
 mod fs;
-mod memory;
 mod mountinfo;
 mod pids;
 mod unified;
+mod v1;
+mod v2;
 
 #[cfg(test)]
 mod tests;
 
-pub use detect::{host_has_swap, CgroupMode};
-pub use group::{CgroupLimits, KernelCgroup};
+pub use detect::host_has_swap;
+pub use error::CgroupError;
+pub use group::KernelCgroup;
 pub use host::CgroupHost;
 pub use kill::KillMethod;
+pub use limits::CgroupLimits;
+pub use mode::CgroupMode;
 
 /// Mount points of every cgroup and cgroup2 filesystem in a mountinfo text,
 /// in mount order, each once: where a leak check looks for groups.

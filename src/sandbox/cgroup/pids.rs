@@ -4,14 +4,14 @@
 use std::path::Path;
 
 use super::fs;
-use crate::sandbox::SandboxError;
+use super::CgroupError;
 
 pub(super) const MAX: &str = "pids.max";
 /// `max N`: forks refused because of the limit (sticky).
 pub(super) const EVENTS: &str = "pids.events";
 
 /// Threads count too, and zombies until reaped.
-pub(super) fn apply(dir: &Path, pids: u64) -> Result<(), SandboxError> {
+pub(super) fn apply(dir: &Path, pids: u64) -> Result<(), CgroupError> {
     let value = pids.to_string();
     fs::write_checked(&dir.join(MAX), &value, &value)
 }

@@ -1,11 +1,9 @@
 //! The probe: what kernel groups would get on this host.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::layout::Tree;
-use super::{memory, unified, CgroupHost, CgroupMode};
+use super::{unified, CgroupHost, CgroupMode};
 
 /// What the host offers, for startup checks and run reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,12 +28,9 @@ impl CgroupHost {
     pub fn probe(&self) -> Probe {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let mut problems = Vec::new();
-        let controllers = self.controllers();
-        let needed: Vec<&str> = match self.mode {
-            CgroupMode::V2 => unified::NEEDED.to_vec(),
-            _ => Tree::V1.iter().map(|(_, n)| *n).collect(),
-        };
-        for name in needed {
+        let version = self.mode.version();
+        let controllers = version.controllers(&self.subtree, self.v2_parent.as_deref());
+        for name in version.needed() {
             if !controllers.iter().any(|c| c == name) {
                 problems.push(format!("controller {name} is not available"));
             }
@@ -64,19 +59,8 @@ impl CgroupHost {
         // Ask the throwaway group (a non-root group has every file a kernel
         // group would); without one, fall back to what the subtree shows.
         let sample = if writable { &scratch } else { &self.subtree };
-        let cgroup_kill = match self.mode {
-            CgroupMode::V1 => false,
-            CgroupMode::Hybrid => sample.get(Tree::Unified).is_some_and(unified::has_kill),
-            CgroupMode::V2 => unified::has_kill(sample.dir(Tree::V2)),
-        };
-        let swap_accounting = match self.mode {
-            CgroupMode::V2 => memory::swap_accounting_v2(sample.dir(Tree::V2)),
-            _ => {
-                let dir = sample.dir(Tree::Memory);
-                memory::swap_accounting_v1(dir)
-                    || (!writable && dir.parent().is_some_and(memory::swap_accounting_v1))
-            }
-        };
+        let cgroup_kill = version.kill_dir(sample).is_some_and(unified::has_kill);
+        let swap_accounting = version.swap_accounting(sample, writable);
         let deadline = Instant::now() + Duration::from_millis(200);
         for dir in made.iter().rev() {
             let _ = self.fs().rmdir_retry(dir, deadline);
@@ -88,7 +72,9 @@ impl CgroupHost {
         if self.host_has_swap && !swap_accounting {
             problems.push("swap is on but swap accounting is off (swapaccount=1)".into());
         }
-        if self.mode != CgroupMode::V1 && writable && !cgroup_kill {
+        // Plain v1 has no unified tree to look for cgroup.kill in.
+        let has_unified = version.kill_dir(&self.subtree).is_some();
+        if has_unified && writable && !cgroup_kill {
             problems.push("no cgroup.kill (Linux < 5.14): kills use the freezer".into());
         }
         Probe {
@@ -99,30 +85,6 @@ impl CgroupHost {
             swap_accounting,
             host_has_swap: self.host_has_swap,
             problems,
-        }
-    }
-
-    /// v1: the needed controllers whose hierarchy is there; v2: what the
-    /// parent hands to retrace's subtree.
-    fn controllers(&self) -> Vec<String> {
-        match self.mode {
-            CgroupMode::V2 => {
-                let sub = self.subtree.dir(Tree::V2);
-                let dir = if sub.is_dir() {
-                    sub
-                } else {
-                    self.v2_parent.as_deref().unwrap_or(sub)
-                };
-                unified::controllers(dir)
-            }
-            _ => Tree::V1
-                .iter()
-                .filter(|(t, _)| {
-                    let sub = self.subtree.dir(*t);
-                    sub.is_dir() || sub.parent().is_some_and(Path::is_dir)
-                })
-                .map(|(_, n)| n.to_string())
-                .collect(),
         }
     }
 }

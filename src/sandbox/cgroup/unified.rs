@@ -6,8 +6,7 @@
 use std::io;
 use std::path::Path;
 
-use super::fs::{self, cgroup_err};
-use crate::sandbox::SandboxError;
+use super::{fs, CgroupError};
 
 /// Member processes (v1 and v2); zombies are not listed.
 pub(super) const PROCS: &str = "cgroup.procs";
@@ -51,7 +50,7 @@ pub(super) fn controllers(dir: &Path) -> Vec<String> {
 /// Enables `wanted` for the children of `dir` and checks that they are on.
 /// Fails with EBUSY if `dir` has processes of its own ("no internal
 /// processes" rule); the error says so.
-pub(super) fn enable_controllers(dir: &Path, wanted: &[&str]) -> Result<(), SandboxError> {
+pub(super) fn enable_controllers(dir: &Path, wanted: &[&str]) -> Result<(), CgroupError> {
     let file = dir.join(SUBTREE_CONTROL);
     let enabled = |f: &Path| names(&fs::read(f).unwrap_or_default());
     let before = enabled(&file);
@@ -68,25 +67,27 @@ pub(super) fn enable_controllers(dir: &Path, wanted: &[&str]) -> Result<(), Sand
         .map(|m| format!("+{m}"))
         .collect::<Vec<_>>()
         .join(" ");
-    if let Err(e) = fs::write(&file, &request) {
-        let why = if e.raw_os_error() == Some(libc::EBUSY) {
+    if let Err(cause) = fs::write(&file, &request) {
+        let hint = if cause.raw_os_error() == Some(libc::EBUSY) {
             " (the group has processes of its own; move them into a leaf group first)".to_string()
         } else {
             format!(" (available: {})", controllers(dir).join(" "))
         };
-        return Err(cgroup_err(&file, format!("writing {request:?}: {e}{why}")));
+        return Err(CgroupError::Delegate {
+            file,
+            request,
+            cause,
+            hint,
+        });
     }
     let after = enabled(&file);
-    let still: Vec<&str> = wanted
+    let missing: Vec<String> = wanted
         .iter()
-        .copied()
-        .filter(|w| !after.iter().any(|e| e == w))
+        .filter(|w| !after.iter().any(|e| e == *w))
+        .map(|w| w.to_string())
         .collect();
-    if !still.is_empty() {
-        return Err(cgroup_err(
-            &file,
-            format!("controllers not enabled after writing: {}", still.join(" ")),
-        ));
+    if !missing.is_empty() {
+        return Err(CgroupError::NotDelegated { file, missing });
     }
     Ok(())
 }

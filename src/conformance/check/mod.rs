@@ -1,0 +1,173 @@
+//! Runs the hostile corpus through the real confined executor and checks,
+//! case by case, what the reference asks of a sandbox:
+//!
+//! * a setup cell, when the case has one, runs first in the same kernel
+//!   (round 0 leaving hostile state), optionally followed by a restart;
+//! * the verdict is the expected one and the outcome meets the case's other
+//!   expectations (flags, limits that fired, exception, errno, text printed
+//!   or not printed, answer);
+//! * the next cell in the same (possibly restarted) kernel prints exactly
+//!   what it should, promptly;
+//! * after `shutdown()` no process of that kernel is left (by command line,
+//!   by cgroup membership and by PID namespace) and no cgroup directory
+//!   named after it remains in any hierarchy;
+//! * the harness is unharmed: its own `oom_score_adj` and cgroup are what
+//!   they were before the case;
+//! * a fresh kernel still runs `print(1)`.
+//!
+//! Every case gets a fresh kernel with the command-line limits overridden
+//! by the case's own `[limits]`.
+//!
+//! On a gateway ([`CheckConfig::gateway`]) only the cases whose outcome
+//! retrace establishes from its side of the socket run ([`remote_reason`]
+//! says why the others do not); leftovers are checked by asking the gateway
+//! whether it still has the kernel.
+
+mod case;
+mod harness;
+mod leftovers;
+mod remote;
+mod render;
+mod result;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::corpus::Case;
+use crate::kernel::gateway::Gateway;
+use crate::kernel::{Executor, KernelSpec};
+use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits};
+
+pub use case::run_case;
+pub use harness::HarnessState;
+pub use leftovers::cgroup_dirs_named;
+pub use remote::remote_reason;
+pub use render::{junit, row, summary_line, table, JUNIT_SUITE};
+pub use result::{CaseResult, CheckReport, NotApplicable, Summary};
+
+/// Everything a check run needs besides the cases.
+#[derive(Debug, Clone)]
+pub struct CheckConfig {
+    /// Limits of every case unless the case overrides them.
+    pub limits: SandboxLimits,
+    /// The retrace binary, re-executed as each kernel's init.
+    pub init_exe: PathBuf,
+    /// Image and kernel directory root (threads are set per case).
+    pub spec: Arc<KernelSpec>,
+    /// Cases run at the same time.
+    pub jobs: usize,
+    /// How the cases' kernels start.
+    pub kernel_start: crate::kernel::KernelStart,
+    /// Run the cases on this gateway instead of in local confined kernels.
+    pub gateway: Option<Arc<Gateway>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// No confinement on this host: nothing can be checked.
+    #[error(transparent)]
+    Unavailable(SandboxError),
+}
+
+/// Runs `cases` with at most `config.jobs` at a time; `on_done` sees each
+/// result as it completes. Results come back in the order of `cases`.
+pub async fn run(
+    cases: &[Case],
+    config: &CheckConfig,
+    on_done: Arc<dyn Fn(&CaseResult) + Send + Sync>,
+) -> Result<CheckReport, CheckError> {
+    let started = Instant::now();
+    let (executor, sandbox, cases, not_applicable) = match &config.gateway {
+        None => {
+            // One sandbox for every case (each jail gets the case's limits),
+            // set up before any case runs: fails closed, and sets the
+            // harness's own OOM score, which every case is then compared
+            // against.
+            let confined =
+                Arc::new(Confined::open(config.init_exe.clone()).map_err(CheckError::Unavailable)?);
+            let info = crate::sandbox::Sandbox::info(confined.as_ref());
+            (Executor::Local(confined), info, cases.to_vec(), Vec::new())
+        }
+        Some(gateway) => {
+            let (remote, skipped): (Vec<&Case>, Vec<&Case>) =
+                cases.iter().partition(|c| remote_reason(c).is_none());
+            let not_applicable = skipped
+                .into_iter()
+                .map(|c| NotApplicable {
+                    id: c.id.clone(),
+                    reason: remote_reason(c).unwrap_or_default(),
+                })
+                .collect();
+            let info = SandboxInfo {
+                confined: false,
+                mode: "gateway".into(),
+                notes: vec![format!(
+                    "kernels on {}: confinement is the gateway's",
+                    gateway.info().url
+                )],
+            };
+            let remote = remote.into_iter().cloned().collect();
+            (
+                Executor::Gateway(gateway.clone()),
+                info,
+                remote,
+                not_applicable,
+            )
+        }
+    };
+    let cases = &cases[..];
+    let harness = HarnessState::now();
+
+    let jobs = config.jobs.max(1);
+    let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
+    let mut set = tokio::task::JoinSet::new();
+    for (index, case) in cases.iter().enumerate() {
+        let case = case.clone();
+        let config = config.clone();
+        let harness = harness.clone();
+        let permits = permits.clone();
+        let on_done = on_done.clone();
+        let executor = executor.clone();
+        set.spawn(async move {
+            let _permit = permits.acquire_owned().await.expect("semaphore open");
+            let result = run_case(&case, &config, &executor, &harness).await;
+            on_done(&result);
+            (index, result)
+        });
+    }
+    let mut slots: Vec<Option<CaseResult>> = vec![None; cases.len()];
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((index, result)) => slots[index] = Some(result),
+            Err(e) => {
+                // A panicking case must not hide the others; its slot stays
+                // empty and is reported below.
+                eprintln!("a case task failed: {e}");
+            }
+        }
+    }
+    let results: Vec<CaseResult> = slots
+        .into_iter()
+        .zip(cases)
+        .map(|(slot, case)| {
+            slot.unwrap_or_else(|| {
+                let mut r = CaseResult::new(case, &case.limits.apply(&config.limits));
+                r.fail("the check itself panicked while running this case".into());
+                r
+            })
+        })
+        .collect();
+    let executor_info = executor.info();
+    drop(executor);
+    Ok(CheckReport {
+        sandbox,
+        executor: executor_info,
+        not_applicable,
+        limits: config.limits,
+        jobs,
+        duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        summary: Summary::of(&results),
+        results,
+    })
+}

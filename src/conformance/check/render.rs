@@ -1,0 +1,144 @@
+//! The check's table, closing line and JUnit XML.
+
+use std::fmt::Write as _;
+
+use super::{CaseResult, CheckReport};
+use crate::report::junit::{render as render_junit, TestCase};
+
+/// The results as a fixed-width table, failures listed under their row.
+pub fn table(results: &[CaseResult]) -> String {
+    let width = results.iter().map(|r| r.id.len()).max().unwrap_or(4).max(4);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8}  result",
+        "case", "category", "expected", "got", "kill ms", "time s"
+    );
+    for r in results {
+        let _ = writeln!(out, "{}", row(r, width));
+        for f in &r.failures {
+            let _ = writeln!(out, "{:<width$}    - {f}", "");
+        }
+    }
+    out
+}
+
+/// One table row (also printed as results come in).
+pub fn row(r: &CaseResult, width: usize) -> String {
+    let got = r.got.map(|v| v.as_str()).unwrap_or("-");
+    let kill = r
+        .kill_ms
+        .map(|k| format!("{k:.1}"))
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8.1}  {}",
+        r.id,
+        r.category.as_str(),
+        r.expected.as_str(),
+        got,
+        kill,
+        r.duration_ms / 1e3,
+        if r.pass { "pass" } else { "FAIL" }
+    )
+}
+
+/// The closing line: counts and kill latency (goal: p99 ≤ 100 ms).
+pub fn summary_line(report: &CheckReport) -> String {
+    let s = &report.summary;
+    let ms = |v: Option<f64>| {
+        v.map(|v| format!("{v:.1} ms"))
+            .unwrap_or_else(|| "-".into())
+    };
+    let fallbacks = report
+        .results
+        .iter()
+        .filter(|r| {
+            r.start
+                .as_deref()
+                .is_some_and(|s| s.starts_with("fallback"))
+        })
+        .count();
+    let fallbacks = if fallbacks > 0 {
+        format!("; {fallbacks} kernel(s) started cold: the zygote could not serve")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} passed, {} failed; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; {:.1} s with {} job(s){fallbacks}",
+        s.passed,
+        s.failed,
+        s.killed,
+        ms(s.kill_ms_p50),
+        ms(s.kill_ms_p99),
+        ms(s.kill_ms_max),
+        report.duration_ms / 1e3,
+        report.jobs
+    )
+}
+
+/// The report as JUnit XML: one `<testcase classname="<category>"
+/// name="<id>">` per case.
+pub fn junit(report: &CheckReport) -> String {
+    let cases: Vec<TestCase> = report
+        .results
+        .iter()
+        .map(|r| {
+            let got = r.got.map(|v| v.as_str()).unwrap_or("-");
+            let mut out = format!("expected {} got {}", r.expected, got);
+            if !r.flags.is_empty() {
+                let _ = write!(out, " flags [{}]", r.flags.join(", "));
+            }
+            if let Some(k) = r.kill_ms {
+                let _ = write!(out, " kill {k:.1} ms");
+            }
+            TestCase {
+                classname: r.category.as_str().to_string(),
+                name: r.id.clone(),
+                time_secs: r.duration_ms / 1e3,
+                failure: (!r.pass).then(|| {
+                    (
+                        r.failures
+                            .first()
+                            .cloned()
+                            .unwrap_or_else(|| "failed".into()),
+                        r.failures.join("\n"),
+                    )
+                }),
+                system_out: Some(out),
+            }
+        })
+        .collect();
+    render_junit(JUNIT_SUITE, &cases)
+}
+
+/// The `<testsuite name>` of sandbox checks.
+pub const JUNIT_SUITE: &str = "retrace-sandbox";
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::conformance::check::Summary;
+    use crate::conformance::corpus::Case;
+    use crate::sandbox::{SandboxLimits, Verdict};
+
+    #[test]
+    fn table_lists_failures() {
+        let case = Case::parse(
+            "id = \"x\"\ncategory = \"memory\"\ndescription = \"d\"\ncode = \"1\"\nexpect = \"ok\"",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        let mut r = CaseResult::new(&case, &SandboxLimits::default());
+        r.got = Some(Verdict::OomKilled);
+        r.kill_ms = Some(12.5);
+        r.fail("expected verdict ok but got oom_killed".into());
+        let text = table(&[r.clone()]);
+        assert!(text.contains("FAIL"), "{text}");
+        assert!(text.contains("12.5"), "{text}");
+        assert!(text.contains("- expected verdict ok"), "{text}");
+        let s = Summary::of(&[r]);
+        assert_eq!((s.total, s.failed, s.killed), (1, 1, 1));
+    }
+}
