@@ -5,7 +5,7 @@
 pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -16,13 +16,13 @@ impl SplitMix64 {
     /// Uniform in 0..n (multiply-shift; the bias is below 2^-32 for any n
     /// a run has).
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
     }
 }
 
 /// The generator's first output from state `x`: a well-mixed hash of a seed.
 pub fn splitmix64(x: u64) -> u64 {
-    SplitMix64(x).next()
+    SplitMix64(x).next_u64()
 }
 
 #[cfg(test)]
@@ -33,8 +33,8 @@ mod tests {
     fn known_first_outputs() {
         // The reference implementation's outputs for seed 0.
         let mut g = SplitMix64(0);
-        assert_eq!(g.next(), 0xe220_a839_7b1d_cdaf);
-        assert_eq!(g.next(), 0x6e78_9e6a_a1b9_65f4);
+        assert_eq!(g.next_u64(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(g.next_u64(), 0x6e78_9e6a_a1b9_65f4);
         assert_eq!(splitmix64(0), 0xe220_a839_7b1d_cdaf);
         assert!(g.below(10) < 10);
     }
