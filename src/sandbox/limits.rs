@@ -14,10 +14,10 @@ pub struct SandboxLimits {
     /// CPU quota in cores.
     pub cpus: f64,
     /// Wall time per execution.
-    #[serde(with = "secs")]
+    #[serde(with = "crate::util::secs")]
     pub timeout: Duration,
     /// CPU time per execution.
-    #[serde(with = "secs")]
+    #[serde(with = "crate::util::secs")]
     pub cpu_time: Duration,
     /// Output bytes per execution (stdout, stderr and displays).
     pub output_cap_bytes: u64,
@@ -53,20 +53,6 @@ impl SandboxLimits {
     /// BLAS/OpenMP threads: the CPU quota, rounded up.
     pub fn threads(&self) -> u32 {
         self.cpus.ceil().max(1.0) as u32
-    }
-}
-
-mod secs {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(d.as_secs_f64())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let secs = f64::deserialize(d)?;
-        crate::util::units::duration_from_secs(secs).map_err(serde::de::Error::custom)
     }
 }
 

@@ -6,17 +6,38 @@ use std::time::Duration;
 /// refused, so no deadline computed from one can overflow an `Instant`.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
+/// A duration or size that retrace does not accept; the message quotes it
+/// and says what would be.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UnitError {
+    #[error("`{0}` seconds is not a duration")]
+    NotSeconds(f64),
+    #[error(
+        "`{0}` seconds is longer than the longest accepted duration ({days} days)",
+        days = MAX_DURATION.as_secs() / 86_400
+    )]
+    TooLong(f64),
+    #[error("`{0}` is not a duration; use e.g. 500ms, 10s, 2m")]
+    NotDuration(String),
+    #[error("`{text}`: {reason}")]
+    Duration {
+        text: String,
+        reason: Box<UnitError>,
+    },
+    #[error("`{0}` is not a size; use e.g. 64K, 512M, 1G")]
+    NotSize(String),
+    #[error("`{0}` is larger than any size retrace accepts")]
+    TooLarge(String),
+}
+
 /// A number of seconds as a duration, refused when it is negative, not a
 /// number, or longer than [`MAX_DURATION`].
-pub fn duration_from_secs(secs: f64) -> Result<Duration, String> {
+pub fn duration_from_secs(secs: f64) -> Result<Duration, UnitError> {
     if !(secs.is_finite() && secs >= 0.0) {
-        return Err(format!("`{secs}` seconds is not a duration"));
+        return Err(UnitError::NotSeconds(secs));
     }
     if secs > MAX_DURATION.as_secs_f64() {
-        return Err(format!(
-            "`{secs}` seconds is longer than the longest accepted duration ({} days)",
-            MAX_DURATION.as_secs() / 86_400
-        ));
+        return Err(UnitError::TooLong(secs));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -34,7 +55,7 @@ pub fn saturating_secs(secs: f64) -> Duration {
 }
 
 /// Parses `250ms`, `10s`, `2m`, `1h` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();
     let (num, mult) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -50,17 +71,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let value: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("`{text}` is not a duration; use e.g. 500ms, 10s, 2m"))?;
+        .map_err(|_| UnitError::NotDuration(text.to_string()))?;
     if !(value.is_finite() && value >= 0.0) {
-        return Err(format!(
-            "`{text}` is not a duration; use e.g. 500ms, 10s, 2m"
-        ));
+        return Err(UnitError::NotDuration(text.to_string()));
     }
-    duration_from_secs(value * mult).map_err(|e| format!("`{text}`: {e}"))
+    duration_from_secs(value * mult).map_err(|e| UnitError::Duration {
+        text: text.to_string(),
+        reason: Box::new(e),
+    })
 }
 
 /// Parses `512M`, `1G`, `64K`, `1MiB` or a bare number of bytes (powers of 1024).
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub fn parse_bytes(text: &str) -> Result<u64, UnitError> {
     let t = text.trim();
     let upper = t.to_ascii_uppercase();
     let stripped = upper
@@ -77,14 +99,14 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let value: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("`{text}` is not a size; use e.g. 64K, 512M, 1G"))?;
+        .map_err(|_| UnitError::NotSize(text.to_string()))?;
     if !(value.is_finite() && value >= 0.0) {
-        return Err(format!("`{text}` is not a size; use e.g. 64K, 512M, 1G"));
+        return Err(UnitError::NotSize(text.to_string()));
     }
     let bytes = value * mult as f64;
     // u64::MAX as f64 rounds up to 2^64, which does not fit.
     if bytes >= u64::MAX as f64 {
-        return Err(format!("`{text}` is larger than any size retrace accepts"));
+        return Err(UnitError::TooLarge(text.to_string()));
     }
     Ok(bytes as u64)
 }
@@ -117,7 +139,7 @@ mod tests {
     #[test]
     fn huge_durations_are_refused_not_a_panic() {
         for text in ["1e300s", "1e300", "1e20h", "inf", "NaN"] {
-            let err = parse_duration(text).unwrap_err();
+            let err = parse_duration(text).unwrap_err().to_string();
             assert!(err.contains(text), "{err}");
         }
         assert_eq!(
