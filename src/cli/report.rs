@@ -104,18 +104,11 @@ fn print_changes(c: &RescoreChanges) {
 
 fn print_accuracy(s: &Summary) {
     for arm in s.each_arm() {
-        let accs: Vec<String> = arm
-            .answers
-            .accuracy_by_round
-            .iter()
-            .enumerate()
-            .map(|(r, a)| format!("Acc@{r} {:.1}%", 100.0 * a.value))
-            .collect();
         println!(
             "[{}] {} tasks: {}",
             arm.header.strategy,
             arm.header.tasks,
-            accs.join("  ")
+            arm.accuracy_line()
         );
     }
 }

@@ -361,14 +361,7 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
 }
 
 fn print_arm(s: &report::ArmSummary) {
-    let accs: Vec<String> = s
-        .answers
-        .accuracy_by_round
-        .iter()
-        .enumerate()
-        .map(|(r, a)| format!("Acc@{r} {:.1}%", 100.0 * a.value))
-        .collect();
-    println!("{} tasks: {}", s.header.tasks, accs.join("  "));
+    println!("{} tasks: {}", s.header.tasks, s.accuracy_line());
     println!(
         "recovery {}  regression {}  kill rate {}  infra errors {}",
         report::percent(s.answers.recovery_rate.as_ref()),

@@ -30,6 +30,21 @@ pub struct ArmSummary {
     pub environment: EnvironmentMetrics,
 }
 
+impl ArmSummary {
+    /// `Acc@0 40.0%  Acc@1 55.0%`: accuracy by round, as the terminal
+    /// prints it.
+    pub fn accuracy_line(&self) -> String {
+        let accs: Vec<String> = self
+            .answers
+            .accuracy_by_round
+            .iter()
+            .enumerate()
+            .map(|(r, a)| format!("Acc@{r} {:.1}%", 100.0 * a.value))
+            .collect();
+        accs.join("  ")
+    }
+}
+
 /// The summary of a run: the baseline arm's (the only arm of a
 /// one-strategy run) at the top level, then every arm and the paired
 /// comparison when there are several.
