@@ -71,6 +71,7 @@ struct RawCase {
     #[serde(default)]
     stderr_lacks: Vec<String>,
     answer: Option<String>,
+    max_artifacts: Option<usize>,
     setup: Option<String>,
     setup_expect: Option<String>,
     #[serde(default)]
@@ -201,6 +202,7 @@ impl RawCase {
                 stderr_contains: self.stderr_contains,
                 stderr_lacks: self.stderr_lacks,
                 answer: self.answer,
+                max_artifacts: self.max_artifacts,
             },
             setup,
             next_code: self.next_code.unwrap_or_else(|| "print(1)".into()),

@@ -34,6 +34,9 @@ pub struct Expectation {
     /// The answer the outcome must carry (its checker text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// At most this many artifact files (images the harness saved).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_artifacts: Option<usize>,
 }
 
 impl Expectation {
@@ -99,6 +102,14 @@ impl Expectation {
                     "expected answer {want:?} but got {}",
                     got.map(|g| format!("{g:?}"))
                         .unwrap_or_else(|| "none".into())
+                ));
+            }
+        }
+        if let Some(max) = self.max_artifacts {
+            if outcome.artifacts.len() > max {
+                failures.push(format!(
+                    "expected at most {max} artifacts but the harness saved {}",
+                    outcome.artifacts.len()
                 ));
             }
         }

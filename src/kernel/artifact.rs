@@ -12,6 +12,11 @@ use super::KernelError;
 use crate::util::nofollow;
 use crate::util::IoContext;
 
+/// Images one execution may leave as files. Their bytes are within the
+/// output cap already; their number is capped too, because each is a file
+/// the harness writes outside the kernel's disk limit.
+pub const MAX_PER_EXECUTION: usize = 64;
+
 /// MIME types saved as artifacts, with their file extension.
 pub const IMAGE_TYPES: [(&str, &str); 2] = [("image/png", "png"), ("image/svg+xml", "svg")];
 

@@ -64,6 +64,7 @@ pub struct Capture {
     seen_bytes: u64,
     seen_messages: u64,
     dropped_messages: u64,
+    dropped_artifacts: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -82,6 +83,7 @@ impl Capture {
             seen_bytes: 0,
             seen_messages: 0,
             dropped_messages: 0,
+            dropped_artifacts: 0,
         }
     }
 
@@ -143,10 +145,21 @@ impl Capture {
         }
     }
 
-    /// Counts a display message; returns whether it fits under the cap.
-    pub fn admit_display(&mut self, size: usize) -> bool {
+    /// Counts an image that was not saved (see `artifact::MAX_PER_EXECUTION`).
+    pub fn drop_artifact(&mut self) {
+        self.dropped_artifacts += 1;
+    }
+
+    /// Counts an output message that is kept whatever the cap (the cell's
+    /// error).
+    pub fn count(&mut self, size: usize) {
         self.seen_messages += 1;
-        self.seen_bytes += size as u64;
+        self.seen_bytes = self.seen_bytes.saturating_add(size as u64);
+    }
+
+    /// Counts a rich output message; returns whether it fits under the cap.
+    pub fn admit_display(&mut self, size: usize) -> bool {
+        self.count(size);
         if self.exceeded() {
             self.dropped_messages += 1;
             return false;
@@ -172,9 +185,10 @@ impl Capture {
     pub fn truncation(&self) -> Truncation {
         let dropped_bytes = self.stdout.dropped + self.stderr.dropped;
         Truncation {
-            truncated: dropped_bytes > 0 || self.dropped_messages > 0,
+            truncated: dropped_bytes > 0 || self.dropped_messages > 0 || self.dropped_artifacts > 0,
             dropped_bytes,
             dropped_messages: self.dropped_messages,
+            dropped_artifacts: self.dropped_artifacts,
         }
     }
 }

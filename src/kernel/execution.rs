@@ -195,16 +195,35 @@ impl Run {
                 };
                 self.capture.push_stream(which, &stream.text);
             }
-            JupyterMessageContent::DisplayData(display) => self.on_display(display.data),
-            JupyterMessageContent::UpdateDisplayData(display) => self.on_display(display.data),
+            JupyterMessageContent::DisplayData(display) => {
+                if let Some(bundle) = self.admit(&display.data) {
+                    self.displays.push(bundle);
+                }
+            }
+            JupyterMessageContent::UpdateDisplayData(display) => {
+                if let Some(bundle) = self.admit(&display.data) {
+                    self.displays.push(bundle);
+                }
+            }
             JupyterMessageContent::ExecuteResult(result) => {
                 self.execution_count = Some(result.execution_count.0 as u64);
-                let bundle = self.take_images(media_map(&result.data));
-                self.results.push(bundle);
+                if let Some(bundle) = self.admit(&result.data) {
+                    self.results.push(bundle);
+                }
             }
-            // The first one: the cell's own traceback comes before anything
-            // a post-run callback of an earlier cell shows.
-            JupyterMessageContent::ErrorOutput(error) if self.error.is_none() => {
+            JupyterMessageContent::ErrorOutput(error) => {
+                let size = error.ename.len()
+                    + error.evalue.len()
+                    + error.traceback.iter().map(String::len).sum::<usize>();
+                // Every error counts against the cap; the first is kept even
+                // past it (one message, bounded by the wire cap): the cell's
+                // own traceback comes before anything a post-run callback of
+                // an earlier cell shows, and a cell stopped at the cap still
+                // says how it ended.
+                self.capture.count(size);
+                if self.error.is_some() {
+                    return;
+                }
                 self.error = Some(ErrorInfo {
                     ename: error.ename,
                     evalue: strip_ansi_codes(&error.evalue).into_owned(),
@@ -219,26 +238,37 @@ impl Run {
         }
     }
 
-    fn on_display(&mut self, data: Media) {
-        let map = media_map(&data);
+    /// A rich output (display, display update or execution result) if it
+    /// fits under the cap: every kind of output shares one budget, and only
+    /// admitted bundles give artifacts, so their count and bytes are bounded
+    /// by the cap too.
+    fn admit(&mut self, data: &Media) -> Option<Bundle> {
+        let map = media_map(data);
         // Payload bytes (base64 images included), without re-encoding.
         let size = map
             .iter()
             .map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len))
             .sum();
-        if self.capture.admit_display(size) {
-            let bundle = self.take_images(map);
-            self.displays.push(bundle);
-        }
+        self.capture
+            .admit_display(size)
+            .then(|| self.take_images(map))
     }
 
     /// Moves image payloads out of a bundle into the artifact queue; the
-    /// bundle keeps a placeholder so the display is still visible.
+    /// bundle keeps a placeholder so the display is still visible. Past
+    /// [`artifact::MAX_PER_EXECUTION`] images are dropped and the output
+    /// counts as truncated.
     fn take_images(&mut self, mut map: Map<String, Value>) -> Bundle {
         for (mime, _) in artifact::IMAGE_TYPES {
             if let Some(Value::String(payload)) = map.remove(mime) {
-                self.images.push((mime.to_string(), payload));
-                map.insert(mime.to_string(), Value::String("<artifact>".into()));
+                let placeholder = if self.images.len() < artifact::MAX_PER_EXECUTION {
+                    self.images.push((mime.to_string(), payload));
+                    "<artifact>"
+                } else {
+                    self.capture.drop_artifact();
+                    "<artifact dropped: too many images>"
+                };
+                map.insert(mime.to_string(), Value::String(placeholder.into()));
             }
         }
         Bundle { data: map }

@@ -130,6 +130,13 @@ pub struct Truncation {
     pub truncated: bool,
     pub dropped_bytes: u64,
     pub dropped_messages: u64,
+    /// Images not saved for being past the per-execution count.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_artifacts: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Milliseconds spent in each part of one execution.

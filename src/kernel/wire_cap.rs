@@ -27,6 +27,12 @@ const DELIMITER: &[u8] = b"<IDS|MSG>";
 /// parent header); larger ones are streamed through.
 const SMALL_FRAME: u64 = 64 * 1024;
 
+/// Frames one message may have. A Jupyter message has its identities, the
+/// delimiter, the signature, four JSON parts and its binary buffers: a few
+/// dozen at most in practice. Each frame costs the client an allocation
+/// whatever its size, so their number is capped as well as their bytes.
+pub const MAX_FRAMES: u64 = 1024;
+
 /// How long the kernel's socket may refuse connections after it appeared.
 const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -126,6 +132,9 @@ async fn relay(client: UnixStream, kernel: UnixStream, max: u64, report: mpsc::S
 #[derive(Debug, Default)]
 struct MessageScan {
     bytes: u64,
+    frames: u64,
+    /// Past the cap (bytes or frames): nothing more of it is forwarded.
+    over: bool,
     dropped: u64,
     /// Frames seen since the delimiter (1 = signature, 2 = header,
     /// 3 = parent header).
@@ -208,9 +217,16 @@ where
         let command = flags & COMMAND != 0;
         if !command {
             scan.bytes = scan.bytes.saturating_add(len);
+            scan.frames += 1;
+            scan.over |= scan.bytes > max || scan.frames > MAX_FRAMES;
         }
-        if !command && scan.bytes > max {
-            to.write_all(&[flags & !LONG, 0]).await?;
+        if !command && scan.over {
+            // Of a message past the cap only its end goes on, as one empty
+            // frame: the client gets a malformed message it drops, and holds
+            // nothing per frame of it, however many the kernel sent.
+            if flags & MORE == 0 {
+                to.write_all(&[0, 0]).await?;
+            }
             let skipped =
                 tokio::io::copy(&mut (&mut from).take(len), &mut tokio::io::sink()).await?;
             if skipped < len {
@@ -243,7 +259,7 @@ where
             // The message is whole: the client gets it now.
             to.flush().await?;
             let done = std::mem::take(&mut scan);
-            if done.dropped > 0 {
+            if done.over {
                 tracing::info!(
                     bytes = done.bytes,
                     cap = max,
@@ -353,5 +369,40 @@ mod tests {
         let (out, reports) = run(&input, 1 << 20).await;
         assert_eq!(out.len(), 64 + 2);
         assert!(reports.is_empty(), "the message never ended");
+    }
+
+    #[tokio::test]
+    async fn a_message_of_too_many_frames_is_cut_and_reported() {
+        // Millions of empty buffer frames fit the byte cap; each would
+        // still cost the client an allocation.
+        let mut input = vec![0xffu8; 64];
+        frame(&mut input, b"display_data", true);
+        frame(&mut input, DELIMITER, true);
+        frame(&mut input, b"signature", true);
+        frame(&mut input, b"{\"msg_id\":\"m\"}", true);
+        frame(&mut input, b"{\"msg_id\":\"cell-1\"}", true);
+        for _ in 0..100_000 {
+            frame(&mut input, b"", true);
+        }
+        frame(&mut input, b"", false);
+        message(&mut input, "cell-2", b"after");
+        let (out, reports) = run(&input, 1 << 20).await;
+        assert_eq!(
+            reports,
+            [Oversize {
+                parent: Some("cell-1".into()),
+                bytes: 0
+            }]
+        );
+        // What reached the client: at most MAX_FRAMES frames of it, then
+        // one empty end, then the next message whole.
+        assert!(
+            out.len() < 64 + 2 * MAX_FRAMES as usize + 256,
+            "{}",
+            out.len()
+        );
+        let mut expected_tail = Vec::new();
+        message(&mut expected_tail, "cell-2", b"after");
+        assert!(out.ends_with(&expected_tail));
     }
 }
