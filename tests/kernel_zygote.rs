@@ -73,6 +73,30 @@ def fds():
         kind = link.split(":")[0] if ":" in link else ("dev" if link.startswith("/dev") else "file")
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
+def zygote_traces():
+    # What a kernel could read of how it was forked: the zygote's frames on
+    # its stack, the fork request (its cgroup paths, PID 1's host pid, the
+    # seccomp program) in any frame or object, the zygote's environment.
+    import gc
+    found = set()
+    f = sys._getframe()
+    while f is not None:
+        if f.f_code.co_name in ("fork_kernel", "_child", "_kernel", "main") and "zygote" in f.f_code.co_filename:
+            found.add("frame " + f.f_code.co_name)
+        for name, v in list(f.f_locals.items()):
+            if isinstance(v, dict) and ("seccomp" in v or "pid1" in v):
+                found.add("request in a frame")
+            if name == "before" and isinstance(v, dict):
+                found.add("starting environment in a frame")
+        f = f.f_back
+    for o in gc.get_objects():
+        if isinstance(o, dict) and "seccomp" in o and "pid1" in o:
+            found.add("request object")
+    block = open("/proc/self/environ", "rb").read().split(b"\0")
+    env = dict(e.decode(errors="replace").split("=", 1) for e in block if b"=" in e)
+    if env.get("HOME") != os.environ.get("HOME"):
+        found.add("another HOME in /proc/self/environ")
+    return sorted(found)
 masked = {p: os.path.getsize(p) for p in ("/etc/environment", "/etc/gitconfig") if os.path.exists(p)}
 print(json.dumps({
     "uid": field("Uid"), "gid": field("Gid"), "groups": field("Groups"),
@@ -134,6 +158,7 @@ print(json.dumps({
     },
     "probe_file_left": os.path.exists(os.path.join(os.environ["HOME"], ".retrace-probe.py")),
     "probe_code_left": hasattr(sys, "_retrace_probe"),
+    "zygote_traces": zygote_traces(),
 }))
 "#;
 
@@ -199,6 +224,7 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
         "probe",
         "probe_file_left",
         "probe_code_left",
+        "zygote_traces",
     ] {
         assert_eq!(c[key], z[key], "{key}: cold {} zygote {}", c[key], z[key]);
     }

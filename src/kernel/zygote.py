@@ -23,6 +23,9 @@ import traceback
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
+PR_SET_MM = 35
+PR_SET_MM_ENV_START = 10
+PR_SET_MM_ENV_END = 11
 SECCOMP_MODE_FILTER = 2
 # The order PID 1's namespaces are entered in; mnt last, because it moves
 # the root, and with it /proc, to the kernel's view.
@@ -149,6 +152,8 @@ def fork_kernel(req):
         try:
             os.close(r)
             _child(req, w, began)
+        except _BecomeKernel:
+            raise
         except BaseException as e:  # noqa: BLE001
             try:
                 _reply(w, {"ok": False, "error": f"{type(e).__name__}: {e}"})
@@ -214,10 +219,21 @@ def _child(req, w, began):
     os._exit(0)
 
 
+class _BecomeKernel(BaseException):
+    """Raised in G once it is confined: it unwinds the zygote's stack (the
+    fork request in its frames: cgroup paths, PID 1's host pid, the seccomp
+    program; the zygote's starting environment) before the kernel runs, at
+    the top of the module, with nothing but its command line."""
+
+    def __init__(self, argv):
+        super().__init__()
+        self.argv = argv
+
+
 def _kernel(req, out, err):
     """G: becomes the kernel, as `isolate::become_kernel` does on the cold
-    path, then runs ipykernel in this process. Never returns."""
-    code = 123
+    path, then raises `_BecomeKernel` to run ipykernel in this process from
+    the module's top. Never returns."""
     try:
         null = os.open("/dev/null", os.O_RDWR)
         os.dup2(null, 0)
@@ -235,6 +251,10 @@ def _kernel(req, out, err):
         resource.setrlimit(resource.RLIMIT_NOFILE, (r["nofile"], r["nofile"]))
         resource.setrlimit(resource.RLIMIT_FSIZE, (r["fsize"], r["fsize"]))
         resource.setrlimit(resource.RLIMIT_CPU, (r["cpu_secs"], r["cpu_secs"] + 1))
+        env = dict(req["env"])
+        env.update(SIDE_ENV)
+        # While still root: PR_SET_MM needs CAP_SYS_RESOURCE.
+        _rewrite_environ_block(env)
         os.setgroups([])
         os.setgid(req["gid"])
         os.setuid(req["uid"])
@@ -245,8 +265,7 @@ def _kernel(req, out, err):
         _check(libc.prctl(PR_SET_NO_NEW_PRIVS, one, zero, zero, zero), "no_new_privs")
         os.chdir(req["cwd"])
         os.environ.clear()
-        os.environ.update(dict(req["env"]))
-        os.environ.update(SIDE_ENV)
+        os.environ.update(env)
         _refresh(req)
         # Last: from here on the denied syscalls fail with EPERM.
         for program in req["seccomp"]:
@@ -263,17 +282,55 @@ def _kernel(req, out, err):
                 ),
                 "installing the syscall filter",
             )
-        code = _run(req["argv"])
+    except BaseException:  # noqa: BLE001
+        _exit_with_traceback(123)
+    raise _BecomeKernel(list(req["argv"]))
+
+
+def _exit_with_traceback(code):
+    try:
+        # fd 2, not sys.stderr: that may be ipykernel's by now.
+        os.write(2, ("retrace-zygote: " + traceback.format_exc()).encode())
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(code)
+
+
+def _become_kernel(argv):
+    """G, its stack unwound: forgets what else of the zygote a cold kernel
+    would not see, then runs the kernel. Never returns."""
+    code = 123
+    try:
+        _forget()
+        code = _run(argv)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001
-        try:
-            # fd 2, not sys.stderr: that may be ipykernel's by now.
-            os.write(2, ("retrace-zygote: " + traceback.format_exc()).encode())
-        except Exception:  # noqa: BLE001
-            pass
-    finally:
-        os._exit(code)
+        _exit_with_traceback(code)
+    os._exit(code)
+
+
+def _forget():
+    """Garbage of the zygote's frames that still holds the request (an
+    exception's cycle); the imported objects stay frozen."""
+    gc.collect()
+
+
+def _rewrite_environ_block(env):
+    """/proc/self/environ shows the environment the process was exec'd
+    with: the zygote's (its HOME, its directories). A cold kernel's shows
+    its own, so a forked one gets `env` written over the old block, NUL
+    padded. The zygote is started with room to spare (`ENV_ROOM` in
+    zygote.rs); without it the kernel does not start. PR_SET_MM would move
+    the block instead, but it needs CAP_SYS_RESOURCE, which G lacks."""
+    block = b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])
+    if len(block) > end - start:
+        raise OSError(f"the environment ({len(block)} bytes) does not fit the zygote's ({end - start})")
+    ctypes.memmove(start, block, len(block))
+    ctypes.memset(start + len(block), 0, end - start - len(block))
 
 
 def _refresh(req):
@@ -575,4 +632,16 @@ def main():
     _reap(0)
 
 
-main()
+def _start():
+    """The zygote's loop; in a forked kernel, the kernel's command line once
+    the zygote's frames are gone."""
+    try:
+        main()
+    except _BecomeKernel as become:
+        return become.argv
+    return None
+
+
+_KERNEL_ARGV = _start()
+if _KERNEL_ARGV is not None:
+    _become_kernel(_KERNEL_ARGV)

@@ -485,8 +485,19 @@ fn prepare_home(
         threads: 1,
         ..spec.clone()
     };
-    Ok(launch_command(&single, &layout, Path::new("/dev/null")))
+    let mut command = launch_command(&single, &layout, Path::new("/dev/null"));
+    // Room in the zygote's environment block, which each forked kernel
+    // overwrites with its own environment (zygote.py,
+    // `_rewrite_environ_block`): /proc/self/environ then shows a kernel what
+    // a cold one sees, never the zygote's.
+    command
+        .env
+        .push((ENV_ROOM_VAR.into(), "_".repeat(ENV_ROOM).into()));
+    Ok(command)
 }
+
+const ENV_ROOM_VAR: &str = "RETRACE_ZYGOTE_ENV_ROOM";
+const ENV_ROOM: usize = 8192;
 
 /// Spawns the zygote's interpreter inside its own cgroup (`group`),
 /// joined between fork and exec.
