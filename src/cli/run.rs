@@ -321,7 +321,7 @@ fn parse_model(text: &str) -> Result<ModelSpec, String> {
 #[derive(Debug, Clone)]
 pub struct Strategies(pub Vec<Strategy>);
 
-fn parse_strategies(text: &str) -> Result<Strategies, String> {
+fn parse_strategies(text: &str) -> Result<Strategies, retrace::pyenv::StrategyListError> {
     Strategy::parse_list(text).map(Strategies)
 }
 

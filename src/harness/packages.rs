@@ -49,6 +49,15 @@ pub struct Activated {
     restarts: u32,
 }
 
+/// Why a cell's install lines could not be found.
+#[derive(Debug, thiserror::Error)]
+enum ScannerFailed {
+    #[error("the cell scanner did not finish: {0}")]
+    Join(tokio::task::JoinError),
+    #[error("the cell scanner failed: {0}")]
+    Scan(crate::pyenv::dynamic::ScanError),
+}
+
 impl Activated {
     fn follow(&mut self, kernel: &AnyKernel) {
         if kernel.restarts() != self.restarts {
@@ -90,7 +99,8 @@ impl Packages {
                     }
                 }
                 Err(why) => {
-                    let outcome = Outcome::not_run(Verdict::InternalError, "HarnessError", why);
+                    let outcome =
+                        Outcome::not_run(Verdict::InternalError, "HarnessError", why.to_string());
                     return CellRun { outcome, steps };
                 }
             }
@@ -162,13 +172,13 @@ impl Packages {
         kernel: &mut AnyKernel,
         activated: &mut Activated,
         code: &str,
-    ) -> Result<(String, Option<InstallStep>), String> {
+    ) -> Result<(String, Option<InstallStep>), ScannerFailed> {
         let python = self.scanner_python.clone();
         let cell = code.to_string();
         let found = tokio::task::spawn_blocking(move || scan(&python, &cell))
             .await
-            .map_err(|e| format!("the cell scanner did not finish: {e}"))?
-            .map_err(|e| format!("the cell scanner failed: {e}"))?;
+            .map_err(ScannerFailed::Join)?
+            .map_err(ScannerFailed::Scan)?;
         if found.installs.is_empty() {
             return Ok((found.code, None));
         }

@@ -45,7 +45,7 @@ pub use lock::{normalize, Lock, LockEntry};
 pub use step::LogTail;
 pub(crate) use store::disk_usage;
 pub use store::ImageStore;
-pub use strategy::Strategy;
+pub use strategy::{Strategy, StrategyListError};
 
 /// The IPython kernel configuration every image carries (see the file for why
 /// each setting is there).

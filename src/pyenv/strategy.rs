@@ -54,17 +54,20 @@ impl Strategy {
     }
 
     /// `fat`, `dynamic,fat`, … in the order given; repeats refused.
-    pub fn parse_list(text: &str) -> Result<Vec<Strategy>, String> {
+    pub fn parse_list(text: &str) -> Result<Vec<Strategy>, StrategyListError> {
         let mut list = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let s: Strategy = part.parse()?;
+            let s: Strategy = part.parse().map_err(StrategyListError::Unknown)?;
             if list.contains(&s) {
-                return Err(format!("strategy `{s}` is listed twice in `{text}`"));
+                return Err(StrategyListError::Twice {
+                    strategy: s,
+                    list: text.to_string(),
+                });
             }
             list.push(s);
         }
         if list.is_empty() {
-            return Err("no strategy given; expected e.g. `fat` or `fat,dynamic`".into());
+            return Err(StrategyListError::Empty);
         }
         Ok(list)
     }
@@ -76,6 +79,17 @@ impl Strategy {
             .collect::<Vec<_>>()
             .join(",")
     }
+}
+
+/// Why a `--strategy` list is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StrategyListError {
+    #[error("{0}")]
+    Unknown(String),
+    #[error("strategy `{strategy}` is listed twice in `{list}`")]
+    Twice { strategy: Strategy, list: String },
+    #[error("no strategy given; expected e.g. `fat` or `fat,dynamic`")]
+    Empty,
 }
 
 impl FromStr for Strategy {
@@ -102,9 +116,11 @@ mod tests {
         assert_eq!(Strategy::parse_list("slim").unwrap(), vec![Strategy::Slim]);
         assert!(Strategy::parse_list("fat,fat")
             .unwrap_err()
+            .to_string()
             .contains("twice"));
         assert!(Strategy::parse_list("conda")
             .unwrap_err()
+            .to_string()
             .contains("unknown"));
         assert!(Strategy::parse_list(" , ").is_err());
         assert_eq!(

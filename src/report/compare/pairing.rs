@@ -56,6 +56,23 @@ impl Side {
     }
 }
 
+/// Why two runs' arms cannot be paired.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PairingError {
+    #[error("{role} has no arm `{arm}` (its arms: {})", arms.join(", "))]
+    NoArm {
+        role: &'static str,
+        arm: String,
+        arms: Vec<String>,
+    },
+    #[error(
+        "the runs share no arm (BASE: {}; NEW: {}); pick one each with RUN:ARM or --arm",
+        base.join(", "),
+        new.join(", ")
+    )]
+    NoSharedArm { base: Vec<String>, new: Vec<String> },
+}
+
 /// Which arms to compare: explicit picks win; else two one-arm runs are
 /// compared whatever their strategies; else the arms both runs have, in
 /// BASE's order. `Err` says why nothing can be paired.
@@ -64,16 +81,15 @@ pub fn pair_arms(
     new: &[String],
     base_pick: Option<&str>,
     new_pick: Option<&str>,
-) -> Result<Vec<(String, String)>, String> {
-    let pick = |arms: &[String], p: Option<&str>, role: &str| -> Result<Vec<String>, String> {
-        match p {
-            Some(p) if arms.iter().any(|a| a == p) => Ok(vec![p.to_string()]),
-            Some(p) => Err(format!(
-                "{role} has no arm `{p}` (its arms: {})",
-                arms.join(", ")
-            )),
-            None => Ok(arms.to_vec()),
-        }
+) -> Result<Vec<(String, String)>, PairingError> {
+    let pick = |arms: &[String], p: Option<&str>, role: &'static str| match p {
+        Some(p) if arms.iter().any(|a| a == p) => Ok(vec![p.to_string()]),
+        Some(p) => Err(PairingError::NoArm {
+            role,
+            arm: p.to_string(),
+            arms: arms.to_vec(),
+        }),
+        None => Ok(arms.to_vec()),
     };
     let (b, n) = (pick(base, base_pick, "BASE")?, pick(new, new_pick, "NEW")?);
     if b.len() == 1 && n.len() == 1 {
@@ -85,11 +101,7 @@ pub fn pair_arms(
         .map(|a| (a.clone(), a.clone()))
         .collect();
     if pairs.is_empty() {
-        return Err(format!(
-            "the runs share no arm (BASE: {}; NEW: {}); pick one each with RUN:ARM or --arm",
-            b.join(", "),
-            n.join(", ")
-        ));
+        return Err(PairingError::NoSharedArm { base: b, new: n });
     }
     Ok(pairs)
 }

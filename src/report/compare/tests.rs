@@ -35,9 +35,13 @@ fn arms_pair_by_pick_by_name_or_as_the_only_ones() {
         pair_arms(&two, &two, Some("fat"), Some("dynamic")).unwrap(),
         [pair("fat", "dynamic")]
     );
-    let err = pair_arms(&two, &two, Some("slim"), None).unwrap_err();
+    let err = pair_arms(&two, &two, Some("slim"), None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("no arm `slim`"), "{err}");
-    let err = pair_arms(&two, &names(&["slim", "x"]), None, None).unwrap_err();
+    let err = pair_arms(&two, &names(&["slim", "x"]), None, None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("share no arm"), "{err}");
 }
 
