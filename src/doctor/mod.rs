@@ -6,7 +6,6 @@
 //! seccomp), `python` (interpreter, venv, compiler, package index) and
 //! `store` (disk, images, local model).
 
-mod bounded;
 mod check;
 mod host;
 mod python;

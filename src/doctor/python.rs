@@ -6,9 +6,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::bounded;
 use super::check::Check;
 use crate::pyenv::{find_program, venv, ImageName, Interpreter, Lock, PyenvError};
+use crate::util::bounded;
 
 /// The locks pin ipython 9, numpy 2.4 and pandas 3.
 const MIN_PYTHON: (u32, u32) = (3, 11);

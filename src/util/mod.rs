@@ -1,5 +1,6 @@
 //! Small helpers shared by several stages.
 
+pub mod bounded;
 pub mod builtin;
 pub mod home;
 pub mod io_error;

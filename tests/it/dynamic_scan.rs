@@ -82,3 +82,17 @@ fn invalid_python_keeps_what_was_found_and_says_why() {
     let error = found.syntax_error.expect("a syntax error");
     assert!(error.contains("line 3"), "{error}");
 }
+
+#[test]
+fn a_cell_built_to_exhaust_the_parser_is_stopped_not_waited_for() {
+    // Ten million additions in one expression: the scanner's parser runs
+    // out of its address space (or time) on the host, and the scan fails
+    // with a reason instead of taking the harness's memory or hanging.
+    let cell = format!("x = {}1\n", "1+".repeat(10_000_000));
+    let err = scan(&python(), &cell).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("cell scanner"),
+        "the error names the scanner: {text}"
+    );
+}

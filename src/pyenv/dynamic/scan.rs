@@ -3,16 +3,30 @@
 //! slim image's interpreter (about 0.3-0.5 s per cell, mostly importing
 //! IPython). The install lines come back neutralised: they never run in
 //! the kernel.
+//!
+//! The cell is the model's and the scanner runs on the host, so it runs
+//! bounded: no new privileges, at most [`SCAN_TIME`] of wall and CPU time,
+//! [`SCAN_MEMORY`] of address space, no core file, no file written, a few
+//! descriptors. It only parses the cell (never runs it); the bounds are for
+//! a parser fed something built to exhaust it. It still runs as the
+//! harness's user: the image lives under `$RETRACE_HOME`, which another uid
+//! cannot reach outside a kernel's jail.
 
-use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::decision::{Request, RequestSource};
 
 const SCAN_PY: &str = include_str!("scan.py");
+
+/// Wall and CPU time one scan may take (a normal one takes half a second).
+pub const SCAN_TIME: Duration = Duration::from_secs(20);
+/// Address space of the scanner (IPython's import needs about 100 MB).
+pub const SCAN_MEMORY: u64 = 1 << 30;
 
 /// One `%pip install …` / `!pip install …` / `pip install …` line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,11 +60,10 @@ pub struct CellScan {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
-    #[error("running the cell scanner with {python}")]
-    Spawn {
+    #[error("running the cell scanner with {python}: {source}")]
+    Run {
         python: String,
-        #[source]
-        source: std::io::Error,
+        source: crate::util::bounded::BoundedError,
     },
     #[error("the cell scanner failed ({status}): {stderr}")]
     Failed { status: String, stderr: String },
@@ -61,32 +74,53 @@ pub enum ScanError {
 /// Scans `cell` with `python` (an interpreter with IPython: the slim
 /// image's).
 pub fn scan(python: &Path, cell: &str) -> Result<CellScan, ScanError> {
-    let spawn_err = |source| ScanError::Spawn {
-        python: python.display().to_string(),
-        source,
-    };
-    let mut child = Command::new(python)
-        .args(["-I", "-c", SCAN_PY])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_err)?;
-    // Written from a thread: a cell larger than the pipe buffer must not
-    // block against the scanner's own output.
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let input = cell.to_string();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().map_err(spawn_err)?;
-    let _ = writer.join();
+    let mut cmd = Command::new(python);
+    cmd.args(["-I", "-c", SCAN_PY]);
+    bound(&mut cmd);
+    let out = crate::util::bounded::run_with_input(cmd, Some(cell.as_bytes().to_vec()), SCAN_TIME)
+        .map_err(|source| ScanError::Run {
+            python: python.display().to_string(),
+            source,
+        })?;
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
         return Err(ScanError::Failed {
             status: out.status.to_string(),
-            stderr: stderr.lines().last().unwrap_or_default().to_string(),
+            stderr: out.stderr.lines().last().unwrap_or_default().to_string(),
         });
     }
-    Ok(serde_json::from_slice(&out.stdout)?)
+    Ok(serde_json::from_str(&out.stdout)?)
+}
+
+/// The scanner's bounds, applied between fork and exec.
+// pre_exec is unsafe by nature; the block says why it is sound.
+#[allow(unsafe_code)]
+fn bound(cmd: &mut Command) {
+    let cpu = SCAN_TIME.as_secs();
+    // SAFETY: between fork and exec only async-signal-safe calls
+    // (setrlimit, prctl), no allocation.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = |resource, value: u64| {
+                let r = libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
+                if libc::setrlimit(resource, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            };
+            limit(libc::RLIMIT_CPU, cpu)?;
+            limit(libc::RLIMIT_AS, SCAN_MEMORY)?;
+            limit(libc::RLIMIT_CORE, 0)?;
+            limit(libc::RLIMIT_NOFILE, 64)?;
+            limit(libc::RLIMIT_FSIZE, 0)?;
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Options of `pip install` that take a value which is not a requirement:

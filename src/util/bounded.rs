@@ -1,7 +1,9 @@
-//! A command the doctor runs with a deadline (pip waiting on an unreachable
-//! index must not hang the doctor), its output kept for the report.
+//! A command run with a deadline, its output kept: the doctor's probes (pip
+//! waiting on an unreachable index must not hang the doctor) and the
+//! dynamic strategy's cell scanner (model-written code must not hold a
+//! round).
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -36,10 +38,24 @@ pub enum BoundedError {
 }
 
 /// Runs `cmd` to completion or kills it at `limit`.
-pub fn run(mut cmd: Command, limit: Duration) -> Result<Finished, BoundedError> {
+pub fn run(cmd: Command, limit: Duration) -> Result<Finished, BoundedError> {
+    run_with_input(cmd, None, limit)
+}
+
+/// [`run`], with `input` on the command's stdin (else /dev/null).
+pub fn run_with_input(
+    mut cmd: Command,
+    input: Option<Vec<u8>>,
+    limit: Duration,
+) -> Result<Finished, BoundedError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
+    let stdin = if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -47,7 +63,11 @@ pub fn run(mut cmd: Command, limit: Duration) -> Result<Finished, BoundedError> 
             program: program.clone(),
             cause,
         })?;
-    // Drained on threads so a chatty command never blocks on a full pipe.
+    // Written and drained on threads so that neither side blocks on a full
+    // pipe.
+    if let (Some(mut pipe), Some(input)) = (child.stdin.take(), input) {
+        std::thread::spawn(move || pipe.write_all(&input));
+    }
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut text = Vec::new();
