@@ -304,12 +304,17 @@ mod tests {
         out.extend_from_slice(body);
     }
 
-    fn message(out: &mut Vec<u8>, parent: &str, content: &[u8]) {
-        frame(out, b"stream.stdout", true);
+    /// A message's frames up to its parent header.
+    fn head(out: &mut Vec<u8>, topic: &[u8], parent: &str) {
+        frame(out, topic, true);
         frame(out, DELIMITER, true);
         frame(out, b"signature", true);
         frame(out, b"{\"msg_id\":\"m\"}", true);
         frame(out, format!("{{\"msg_id\":\"{parent}\"}}").as_bytes(), true);
+    }
+
+    fn message(out: &mut Vec<u8>, parent: &str, content: &[u8]) {
+        head(out, b"stream.stdout", parent);
         frame(out, b"{}", true);
         frame(out, content, false);
     }
@@ -376,11 +381,7 @@ mod tests {
         // Millions of empty buffer frames fit the byte cap; each would
         // still cost the client an allocation.
         let mut input = vec![0xffu8; 64];
-        frame(&mut input, b"display_data", true);
-        frame(&mut input, DELIMITER, true);
-        frame(&mut input, b"signature", true);
-        frame(&mut input, b"{\"msg_id\":\"m\"}", true);
-        frame(&mut input, b"{\"msg_id\":\"cell-1\"}", true);
+        head(&mut input, b"display_data", "cell-1");
         for _ in 0..100_000 {
             frame(&mut input, b"", true);
         }

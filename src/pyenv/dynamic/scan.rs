@@ -60,10 +60,12 @@ pub struct CellScan {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
-    #[error("running the cell scanner with {python}: {source}")]
+    // The cause is in the message (as the CLI shows one line), so it is
+    // not also a `source`.
+    #[error("running the cell scanner with {python}: {cause}")]
     Run {
         python: String,
-        source: crate::util::bounded::BoundedError,
+        cause: crate::util::bounded::BoundedError,
     },
     #[error("the cell scanner failed ({status}): {stderr}")]
     Failed { status: String, stderr: String },
@@ -78,9 +80,9 @@ pub fn scan(python: &Path, cell: &str) -> Result<CellScan, ScanError> {
     cmd.args(["-I", "-c", SCAN_PY]);
     bound(&mut cmd);
     let out = crate::util::bounded::run_with_input(cmd, Some(cell.as_bytes().to_vec()), SCAN_TIME)
-        .map_err(|source| ScanError::Run {
+        .map_err(|cause| ScanError::Run {
             python: python.display().to_string(),
-            source,
+            cause,
         })?;
     if !out.status.success() {
         return Err(ScanError::Failed {
