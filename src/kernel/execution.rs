@@ -195,13 +195,12 @@ impl Run {
                 };
                 self.capture.push_stream(which, &stream.text);
             }
-            JupyterMessageContent::DisplayData(display) => {
-                if let Some(bundle) = self.admit(&display.data) {
-                    self.displays.push(bundle);
-                }
-            }
-            JupyterMessageContent::UpdateDisplayData(display) => {
-                if let Some(bundle) = self.admit(&display.data) {
+            JupyterMessageContent::DisplayData(jupyter_protocol::DisplayData { data, .. })
+            | JupyterMessageContent::UpdateDisplayData(jupyter_protocol::UpdateDisplayData {
+                data,
+                ..
+            }) => {
+                if let Some(bundle) = self.admit(&data) {
                     self.displays.push(bundle);
                 }
             }

@@ -23,9 +23,6 @@ import traceback
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
-PR_SET_MM = 35
-PR_SET_MM_ENV_START = 10
-PR_SET_MM_ENV_END = 11
 SECCOMP_MODE_FILTER = 2
 # The order PID 1's namespaces are entered in; mnt last, because it moves
 # the root, and with it /proc, to the kernel's view.
@@ -253,7 +250,6 @@ def _kernel(req, out, err):
         resource.setrlimit(resource.RLIMIT_CPU, (r["cpu_secs"], r["cpu_secs"] + 1))
         env = dict(req["env"])
         env.update(SIDE_ENV)
-        # While still root: PR_SET_MM needs CAP_SYS_RESOURCE.
         _rewrite_environ_block(env)
         os.setgroups([])
         os.setgid(req["gid"])
@@ -297,23 +293,18 @@ def _exit_with_traceback(code):
 
 
 def _become_kernel(argv):
-    """G, its stack unwound: forgets what else of the zygote a cold kernel
-    would not see, then runs the kernel. Never returns."""
+    """G, its stack unwound: runs the kernel. Never returns."""
     code = 123
     try:
-        _forget()
+        # Garbage of the zygote's frames that may still hold the request
+        # (an exception's cycle); the imported objects stay frozen.
+        gc.collect()
         code = _run(argv)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001
         _exit_with_traceback(code)
     os._exit(code)
-
-
-def _forget():
-    """Garbage of the zygote's frames that still holds the request (an
-    exception's cycle); the imported objects stay frozen."""
-    gc.collect()
 
 
 def _rewrite_environ_block(env):
