@@ -189,6 +189,10 @@ async fn a_zygote_kernel_is_confined_like_a_cold_one() {
     assert!(!cold.banner().probe_preinstalled);
     assert!(forked.banner().probe_preinstalled);
     assert!(sibling.banner().probe_preinstalled);
+    // Either way the end of a cell is checked against the main thread.
+    for kernel in [&cold, &forked, &sibling] {
+        assert!(kernel.sees_main_thread(), "{}", kernel.id());
+    }
     let c = report(&mut cold, SELF_REPORT).await;
     let z = report(&mut forked, SELF_REPORT).await;
     let s = report(&mut sibling, SELF_REPORT).await;

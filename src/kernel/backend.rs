@@ -26,6 +26,9 @@ pub use super::local::LocalBackend;
 pub struct Baseline {
     pub counters: Counters,
     pub traces: Traces,
+    /// How often the kernel's main thread had been scheduled, when the
+    /// backend sees it.
+    pub main_thread_runs: Option<u64>,
 }
 
 /// Why an execution has no outcome of its own.
@@ -65,6 +68,9 @@ pub struct Ending {
     pub output_dropped: bool,
     /// The transport went and did not come back.
     pub lost: Option<KernelError>,
+    /// The kernel's messages said the cell ended while its main thread was
+    /// still running it.
+    pub end_forged: bool,
 }
 
 impl Ending {
@@ -122,6 +128,14 @@ pub trait Backend: Send {
     /// Owned, so the collecting loop can wait on it beside the channels.
     fn death(&self) -> BoxFuture<'static, ()> {
         Box::pin(std::future::pending())
+    }
+
+    /// Whether the kernel's main thread is back in its event loop's wait,
+    /// having run since `since`, as seen from outside the kernel; `None`
+    /// when this backend cannot see it (the kernel's word is then all
+    /// there is).
+    fn main_thread_idle(&self, _since: &Baseline) -> Option<bool> {
+        None
     }
 
     /// The CPU time an execution may use, when this backend counts it.

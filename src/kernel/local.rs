@@ -137,6 +137,10 @@ impl LocalBackend {
         &self.start_path
     }
 
+    pub fn sees_main_thread(&self) -> bool {
+        self.process.main_thread.is_some()
+    }
+
     /// Processes of this kernel that are alive right now.
     pub fn live_processes(&self) -> Vec<i32> {
         self.jail.live_processes()
@@ -238,7 +242,13 @@ impl Backend for LocalBackend {
         Baseline {
             counters: self.jail.counters(),
             traces: self.jail.traces(),
+            main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
         }
+    }
+
+    fn main_thread_idle(&self, since: &Baseline) -> Option<bool> {
+        let main = self.process.main_thread.as_ref()?;
+        Some(main.idle_since(since.main_thread_runs))
     }
 
     fn death(&self) -> BoxFuture<'static, ()> {

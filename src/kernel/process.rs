@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
+use super::main_thread::MainThread;
 use super::KernelError;
 use crate::sandbox::{ExitInfo, Jail, KernelLayout, LaunchCommand};
 use crate::util::IoContext;
@@ -23,6 +24,8 @@ pub struct KernelProcess {
     pub pid: i32,
     /// `Some` once the process has exited.
     pub exit: watch::Receiver<Option<ExitInfo>>,
+    /// Where the kernel's main thread idles, learned once it answered.
+    pub(super) main_thread: Option<MainThread>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
 }
 
@@ -159,8 +162,39 @@ impl KernelProcess {
         Ok(Self {
             pid,
             exit: rx,
+            main_thread: None,
             stderr_tail,
         })
+    }
+
+    /// Learns where the kernel's main thread idles (see [`MainThread`]):
+    /// called once the kernel answered, before any task code runs.
+    pub(super) async fn learn_main_thread(&mut self, jail: &dyn Jail) {
+        self.main_thread = match self.kernel_pid(jail) {
+            Some(pid) => MainThread::learn(pid).await,
+            None => None,
+        };
+    }
+
+    /// The host pid of the Python kernel itself: among the jail's
+    /// processes, the one that is neither a PID 1 nor the relay that was
+    /// started; without a cgroup to list them, the started process.
+    fn kernel_pid(&self, jail: &dyn Jail) -> Option<i32> {
+        let mut candidates: Vec<i32> = jail
+            .live_processes()
+            .into_iter()
+            .filter(|&pid| !is_pid1(pid))
+            .collect();
+        if candidates.is_empty() {
+            return Some(self.pid);
+        }
+        if candidates.len() > 1 {
+            candidates.retain(|&pid| pid != self.pid);
+        }
+        match candidates.as_slice() {
+            [kernel] => Some(*kernel),
+            _ => None,
+        }
     }
 
     pub fn exited(&self) -> Option<ExitInfo> {
@@ -200,16 +234,18 @@ fn spawn_piped(
 /// The host pid of the jail's PID 1: the one of its processes that is pid 1
 /// in its own namespace (`NSpid` ends in 1).
 fn pid1_of(jail: &dyn Jail) -> Option<i32> {
-    jail.live_processes().into_iter().find(|pid| {
-        fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("NSpid:"))
-                .is_some_and(|ids| {
-                    let ids: Vec<&str> = ids.split_whitespace().collect();
-                    ids.len() > 1 && ids.last() == Some(&"1")
-                })
-        })
+    jail.live_processes().into_iter().find(|&pid| is_pid1(pid))
+}
+
+fn is_pid1(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .is_some_and(|ids| {
+                let ids: Vec<&str> = ids.split_whitespace().collect();
+                ids.len() > 1 && ids.last() == Some(&"1")
+            })
     })
 }
 

@@ -16,6 +16,7 @@ use super::client::{is_server_status, parent_id};
 use super::execution::{deadline_after, send_cell, Deadline, Run, Sent};
 use super::gateway::GatewayBackend;
 use super::local::LocalBackend;
+use super::main_thread::EndClaim;
 use super::options::{ExecOptions, KernelBanner, KernelOptions};
 use super::outcome::{ErrorInfo, Outcome};
 use super::requests::{inspect, silent_request};
@@ -36,7 +37,6 @@ pub type AnyKernel = Kernel<dyn Backend>;
 
 /// How often the CPU counter is read during an execution.
 const CPU_POLL: Duration = Duration::from_millis(50);
-
 /// What became of an execution, before its outcome is assembled.
 struct Judgement {
     verdict: Verdict,
@@ -80,6 +80,13 @@ impl Kernel<LocalBackend> {
     /// Processes of this kernel that are alive right now.
     pub fn live_processes(&self) -> Vec<i32> {
         self.backend.live_processes()
+    }
+
+    /// Whether the end of a cell is checked against the kernel's main
+    /// thread as the host sees it (see `main_thread.rs`), not only taken
+    /// from the kernel's messages.
+    pub fn sees_main_thread(&self) -> bool {
+        self.backend.sees_main_thread()
     }
 
     pub fn is_alive(&self) -> bool {
@@ -204,8 +211,17 @@ impl<B: Backend + ?Sized> Kernel<B> {
         let mut cpu_tick = tokio::time::interval(CPU_POLL);
         cpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let (mut iopub_open, mut shell_open) = (true, true);
+        let mut main_tick = tokio::time::interval(super::main_thread::POLL);
+        main_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut end = EndClaim::default();
 
-        while !sent.complete(run) {
+        loop {
+            // `quit()` ends the loop instead: its exit is waited for.
+            if sent.complete(run)
+                && (run.ask_exit || end.believed(self.backend.main_thread_idle(before)))
+            {
+                break;
+            }
             let mut dropped = false;
             let channels = self.backend.channels();
             // Biased, timers before messages: a flood of output must not
@@ -269,6 +285,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
                         shell_open = false;
                     }
                 },
+                _ = main_tick.tick(), if end.claimed() => {}
             }
             if dropped {
                 let mut requests = vec![sent.msg_id.as_str()];
@@ -289,6 +306,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
                 self.interrupt_for_limit(&mut deadline).await;
             }
         }
+        ending.end_forged = end.forged();
         // Output the cell's threads print from now on is not this cell's
         // (nor any later cell's): the reader drops it as it arrives.
         self.backend.channels().unwatch_iopub();
@@ -418,6 +436,9 @@ impl<B: Backend + ?Sized> Kernel<B> {
             ..
         } = judged;
         flags.extend(self.backend.flags());
+        if ending.end_forged {
+            flags.push(Flag::ForgedEnd);
+        }
         let mut outcome = run.into_outcome(exec, &mut self.artifact_seq, verdict, flags, started);
         if let Some(e) = restart_error {
             outcome.error.get_or_insert(ErrorInfo {

@@ -192,7 +192,13 @@ pub(super) async fn launch(
         }
     };
     match result {
-        Ok((channels, banner)) => Ok((process, channels, banner, path)),
+        Ok((channels, banner)) => {
+            let mut process = process;
+            if options.verify_completion {
+                process.learn_main_thread(jail).await;
+            }
+            Ok((process, channels, banner, path))
+        }
         Err(e) => {
             jail.kill_all(Some(process.pid));
             Err(e)

@@ -133,6 +133,9 @@ pub enum Flag {
     /// The error's text claims a limit (`Outcome.suggested`) that no OS
     /// evidence confirms; the verdict stays `error`.
     UnverifiedClaim,
+    /// The kernel's messages said the execution ended while its main
+    /// thread, seen from the host, was still running it (a forged end).
+    ForgedEnd,
 }
 
 impl Flag {

@@ -1,0 +1,233 @@
+//! The kernel's main thread as the host sees it (`/proc/<pid>/task/<pid>`):
+//! where it waits when the kernel is idle, and whether it is there now.
+//!
+//! Every message a kernel sends can be forged by code in it (it holds the
+//! HMAC key, and a thread can take the harness's completion probe off the
+//! main thread's queue), so the end of a cell is believed only once the
+//! main thread is seen from outside back in its event loop's wait: the
+//! same system call on the same descriptor from the same stack and
+//! instruction pointers as when the kernel was idle before any task code
+//! ran. Code still running the cell is deeper on the main thread's stack
+//! (the cell is called from the loop), so a cell's threads cannot make a
+//! sleeping or computing main thread look idle.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long a kernel that just answered may take to settle into its loop
+/// before the harness gives up learning where it waits.
+const LEARN_TIMEOUT: Duration = Duration::from_secs(2);
+/// Consecutive equal readings that make a wait the loop's.
+const LEARN_READINGS: usize = 3;
+const LEARN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// How often the main thread is looked at once the kernel said the cell
+/// ended and it was not yet back in its loop.
+pub(super) const POLL: Duration = Duration::from_millis(1);
+/// How long the main thread must stay in its loop's wait before the end
+/// is believed: a request the loop has taken but not yet started (it
+/// awaits IOPub's flush first) also leaves it there for a moment.
+const SETTLE: Duration = Duration::from_millis(2);
+/// How long after the kernel said the cell ended its main thread may take
+/// to get back to its loop before the end counts as forged (a kernel
+/// throttled by its CPU quota waits up to a period, 100 ms, to run).
+const FORGED_AFTER: Duration = Duration::from_secs(1);
+
+/// The system calls an event loop waits in.
+#[cfg(target_arch = "x86_64")]
+const WAIT_CALLS: &[i64] = &[7, 23, 232, 270, 271, 281, 441];
+#[cfg(target_arch = "aarch64")]
+const WAIT_CALLS: &[i64] = &[22, 72, 73, 441];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const WAIT_CALLS: &[i64] = &[];
+
+/// A blocked system call as `/proc/<pid>/task/<tid>/syscall` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Blocked {
+    nr: i64,
+    /// The first argument: the descriptor a loop waits on.
+    fd: u64,
+    sp: u64,
+    pc: u64,
+}
+
+impl Blocked {
+    /// `None` for a running thread (`running`), one blocked outside a
+    /// system call (`-1 sp pc`), or text of another shape.
+    fn parse(text: &str) -> Option<Blocked> {
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        let [nr, fd, _, _, _, _, _, sp, pc] = fields.as_slice() else {
+            return None;
+        };
+        let hex = |s: &str| u64::from_str_radix(s.strip_prefix("0x")?, 16).ok();
+        Some(Blocked {
+            nr: nr.parse().ok()?,
+            fd: hex(fd)?,
+            sp: hex(sp)?,
+            pc: hex(pc)?,
+        })
+    }
+
+    fn is_wait(&self) -> bool {
+        WAIT_CALLS.contains(&self.nr)
+    }
+}
+
+/// The kernel's main thread and the wait it idles in.
+#[derive(Debug)]
+pub(super) struct MainThread {
+    task: PathBuf,
+    idle: Blocked,
+}
+
+impl MainThread {
+    /// Learns where the main thread of process `pid` waits, right after
+    /// the kernel answered and before any task code ran. `None` when it
+    /// cannot be read (another user's process without the right to trace
+    /// it, an architecture without a known wait) or never settles.
+    pub(super) async fn learn(pid: i32) -> Option<MainThread> {
+        let task = PathBuf::from(format!("/proc/{pid}/task/{pid}"));
+        let deadline = tokio::time::Instant::now() + LEARN_TIMEOUT;
+        let (mut last, mut same) = (None, 0);
+        while tokio::time::Instant::now() < deadline {
+            let now = read_blocked(&task).filter(Blocked::is_wait);
+            same = if now.is_some() && now == last {
+                same + 1
+            } else {
+                1
+            };
+            last = now;
+            if let (Some(idle), true) = (last, same >= LEARN_READINGS) {
+                return Some(MainThread { task, idle });
+            }
+            tokio::time::sleep(LEARN_INTERVAL).await;
+        }
+        tracing::warn!(
+            task = %task.display(),
+            seen = ?last,
+            "the kernel's main thread was not seen waiting in its loop; the end of its cells is the kernel's word"
+        );
+        None
+    }
+
+    /// How many times the main thread has been scheduled, read before a
+    /// cell is sent: an end is believed only once it has run since.
+    pub(super) fn runs(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.task.join("schedstat")).ok()?;
+        text.split_whitespace().nth(2)?.parse().ok()
+    }
+
+    /// The main thread is in its loop's wait now, and has run since `runs`
+    /// was read.
+    pub(super) fn idle_since(&self, runs: Option<u64>) -> bool {
+        let woke = match (runs, self.runs()) {
+            (Some(before), Some(now)) => now > before,
+            _ => true,
+        };
+        woke && read_blocked(&self.task) == Some(self.idle)
+    }
+}
+
+/// The kernel's claim that a cell ended, as it is checked against the
+/// main thread.
+#[derive(Debug, Default)]
+pub(super) struct EndClaim {
+    /// When the kernel's messages first said the cell ended.
+    claimed: Option<Instant>,
+    /// Since when the main thread has been seen back in its loop.
+    settling: Option<Instant>,
+}
+
+impl EndClaim {
+    /// The kernel's messages say the cell ended and `idle` is what the
+    /// main thread looks like now (`None`: not visible, the claim is all
+    /// there is): whether the end is to be believed.
+    pub(super) fn believed(&mut self, idle: Option<bool>) -> bool {
+        self.claimed.get_or_insert_with(Instant::now);
+        match idle {
+            None => true,
+            Some(false) => {
+                self.settling = None;
+                false
+            }
+            Some(true) => self.settling.get_or_insert_with(Instant::now).elapsed() >= SETTLE,
+        }
+    }
+
+    pub(super) fn claimed(&self) -> bool {
+        self.claimed.is_some()
+    }
+
+    /// The claim came long before the main thread was back (or it never
+    /// came back): the end was forged.
+    pub(super) fn forged(&self) -> bool {
+        self.claimed.is_some_and(|c| c.elapsed() > FORGED_AFTER)
+    }
+}
+
+fn read_blocked(task: &std::path::Path) -> Option<Blocked> {
+    Blocked::parse(&std::fs::read_to_string(task.join("syscall")).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocked_call_is_read_with_its_descriptor_and_pointers() {
+        let b = Blocked::parse(
+            "232 0x36 0x7f1 0x3ff 0xffffffff 0x0 0x0 0x7fff62810470 0x7fc5299baf36\n",
+        )
+        .unwrap();
+        assert_eq!(
+            b,
+            Blocked {
+                nr: 232,
+                fd: 0x36,
+                sp: 0x7fff62810470,
+                pc: 0x7fc5299baf36
+            }
+        );
+    }
+
+    #[test]
+    fn an_end_is_believed_once_the_main_thread_stays_in_its_loop() {
+        let mut claim = EndClaim::default();
+        assert!(!claim.claimed());
+        assert!(!claim.believed(Some(false)));
+        assert!(claim.claimed());
+        assert!(!claim.believed(Some(true)), "not before it settled");
+        std::thread::sleep(SETTLE);
+        assert!(claim.believed(Some(true)));
+        assert!(!claim.forged());
+
+        let mut hidden = EndClaim::default();
+        assert!(hidden.believed(None), "no view: the claim is all there is");
+
+        let mut interrupted = EndClaim::default();
+        assert!(!interrupted.believed(Some(true)));
+        assert!(
+            !interrupted.believed(Some(false)),
+            "leaving the loop restarts the settling"
+        );
+        std::thread::sleep(SETTLE);
+        assert!(!interrupted.believed(Some(true)));
+    }
+
+    #[test]
+    fn running_or_outside_a_call_is_not_a_wait() {
+        assert_eq!(Blocked::parse("running\n"), None);
+        assert_eq!(Blocked::parse("-1 0x7fff62810470 0x7fc5299baf36\n"), None);
+        assert_eq!(Blocked::parse(""), None);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn sleeping_is_not_waiting_in_a_loop() {
+        let sleep =
+            Blocked::parse("230 0x1 0x1 0x7ffe 0x0 0x0 0xa5 0x7ffe370e3d70 0x7fae").unwrap();
+        assert!(!sleep.is_wait());
+        let epoll = Blocked::parse("232 0x36 0x1 0x2 0x0 0x0 0x0 0x7ffe 0x7fae").unwrap();
+        assert!(epoll.is_wait());
+    }
+}
