@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::error::HarnessError;
 use super::packages::Packages;
 use crate::kernel::{default_kernel_root, KernelSpec};
-use crate::pyenv::dynamic::{Allowlist, Installer, PackageStore};
+use crate::pyenv::dynamic::{Allowlist, CellScanner, Installer, PackageStore};
 use crate::pyenv::{Image, Strategy};
 use crate::record::{ArmSpec, InstallOn, RunSpec};
 use crate::sandbox::Sandbox;
@@ -86,7 +86,11 @@ impl ArmKernels {
                     source,
                 })?,
                 installer: Arc::new(installer),
-                scanner_python: image.python(),
+                scanner: Arc::new(CellScanner::new(
+                    image.clone(),
+                    sandbox.clone(),
+                    PackageStore::from_env().work_dir(),
+                )),
                 install_on,
             };
             kernel.ro_binds.push(packages.store_dir().to_path_buf());

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use crate::kernel::{AnyKernel, ExecOptions, Outcome};
 use crate::pyenv::dynamic::{
-    missing_module, scan, Allowlist, Decision, Installer, Pin, Request, RequestSource,
+    missing_module, Allowlist, CellScanner, Decision, Installer, Pin, Request, RequestSource,
 };
 use crate::record::{InstallOn, InstallStep, InstallTrigger, WheelRecord};
 use crate::sandbox::Verdict;
@@ -33,8 +33,8 @@ const MAX_STEPS: usize = 4;
 pub struct Packages {
     pub allowlist: Allowlist,
     pub installer: Arc<Installer>,
-    /// The slim image's interpreter (it has IPython, which the scanner needs).
-    pub scanner_python: PathBuf,
+    /// Finds a cell's install lines and imports, in a jail of its own.
+    pub scanner: Arc<CellScanner>,
     pub install_on: InstallOn,
 }
 
@@ -52,8 +52,6 @@ pub struct Activated {
 /// Why a cell's install lines could not be found.
 #[derive(Debug, thiserror::Error)]
 enum ScannerFailed {
-    #[error("the cell scanner did not finish: {0}")]
-    Join(tokio::task::JoinError),
     #[error("the cell scanner failed: {0}")]
     Scan(crate::pyenv::dynamic::ScanError),
 }
@@ -173,12 +171,7 @@ impl Packages {
         activated: &mut Activated,
         code: &str,
     ) -> Result<(String, Option<InstallStep>), ScannerFailed> {
-        let python = self.scanner_python.clone();
-        let cell = code.to_string();
-        let found = tokio::task::spawn_blocking(move || scan(&python, &cell))
-            .await
-            .map_err(ScannerFailed::Join)?
-            .map_err(ScannerFailed::Scan)?;
+        let found = self.scanner.scan(code).await.map_err(ScannerFailed::Scan)?;
         if found.installs.is_empty() {
             return Ok((found.code, None));
         }

@@ -1,9 +1,7 @@
 //! A command run with a deadline, its output kept: the doctor's probes (pip
-//! waiting on an unreachable index must not hang the doctor) and the
-//! dynamic strategy's cell scanner (model-written code must not hold a
-//! round).
+//! waiting on an unreachable index must not hang the doctor).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,24 +36,10 @@ pub enum BoundedError {
 }
 
 /// Runs `cmd` to completion or kills it at `limit`.
-pub fn run(cmd: Command, limit: Duration) -> Result<Finished, BoundedError> {
-    run_with_input(cmd, None, limit)
-}
-
-/// [`run`], with `input` on the command's stdin (else /dev/null).
-pub fn run_with_input(
-    mut cmd: Command,
-    input: Option<Vec<u8>>,
-    limit: Duration,
-) -> Result<Finished, BoundedError> {
+pub fn run(mut cmd: Command, limit: Duration) -> Result<Finished, BoundedError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
-    let stdin = if input.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    };
     let mut child = cmd
-        .stdin(stdin)
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -63,11 +47,7 @@ pub fn run_with_input(
             program: program.clone(),
             cause,
         })?;
-    // Written and drained on threads so that neither side blocks on a full
-    // pipe.
-    if let (Some(mut pipe), Some(input)) = (child.stdin.take(), input) {
-        std::thread::spawn(move || pipe.write_all(&input));
-    }
+    // Drained on threads so that neither pipe blocks the other.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut text = Vec::new();

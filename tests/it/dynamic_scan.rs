@@ -4,15 +4,29 @@
 
 use crate::common;
 
-use retrace::pyenv::dynamic::{scan, Allowlist, Decision, Denial, RequestSource};
+use retrace::pyenv::dynamic::{
+    Allowlist, CellScan, CellScanner, Decision, Denial, RequestSource, ScanError,
+};
 use retrace::pyenv::ImageName;
 
-fn python() -> std::path::PathBuf {
-    common::image(ImageName::Slim).python()
+/// Scans `cell` in the scanner's own jail; `None` when the test is skipped
+/// for lack of root. The scan's directories are gone afterwards.
+async fn scan(cell: &str) -> Option<Result<CellScan, ScanError>> {
+    let sandbox = common::confined()?;
+    let work = tempfile::tempdir().unwrap();
+    let scanner = CellScanner::new(
+        common::image(ImageName::Slim),
+        sandbox,
+        work.path().to_path_buf(),
+    );
+    let found = scanner.scan(cell).await;
+    let left: Vec<_> = std::fs::read_dir(work.path()).unwrap().collect();
+    assert!(left.is_empty(), "the scan left {left:?}");
+    Some(found)
 }
 
-#[test]
-fn install_lines_are_found_neutralised_and_decided() {
+#[tokio::test(flavor = "multi_thread")]
+async fn install_lines_are_found_neutralised_and_decided() {
     let cell = "import numpy as np\n\
                 %pip install -q scipy\n\
                 !pip install scipyy\n\
@@ -20,7 +34,10 @@ fn install_lines_are_found_neutralised_and_decided() {
                 def f():\n    !python -m pip install sympy==1.14.0\n    return 1\n\
                 from sklearn.linear_model import LinearRegression\n\
                 x = __import__('networkx')\n";
-    let found = scan(&python(), cell).unwrap();
+    let Some(found) = scan(cell).await else {
+        return;
+    };
+    let found = found.unwrap();
     assert_eq!(found.syntax_error, None);
     let lines: Vec<u32> = found.installs.iter().map(|i| i.line).collect();
     assert_eq!(lines, [2, 3, 4, 6]);
@@ -73,9 +90,12 @@ fn install_lines_are_found_neutralised_and_decided() {
     );
 }
 
-#[test]
-fn invalid_python_keeps_what_was_found_and_says_why() {
-    let found = scan(&python(), "import numpy\npip install sympy\ndef (:\n").unwrap();
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_python_keeps_what_was_found_and_says_why() {
+    let Some(found) = scan("import numpy\npip install sympy\ndef (:\n").await else {
+        return;
+    };
+    let found = found.unwrap();
     assert_eq!(found.installs.len(), 1);
     assert_eq!(found.installs[0].line, 2);
     assert!(found.code.lines().nth(1).unwrap().starts_with("pass"));
@@ -83,14 +103,18 @@ fn invalid_python_keeps_what_was_found_and_says_why() {
     assert!(error.contains("line 3"), "{error}");
 }
 
-#[test]
-fn a_cell_built_to_exhaust_the_parser_is_stopped_not_waited_for() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cell_built_to_exhaust_the_parser_is_stopped_not_waited_for() {
     // Ten million additions in one expression: the scanner's parser runs
-    // out of its address space (or time) on the host, and the scan fails
-    // with a reason instead of taking the harness's memory or hanging.
+    // out of its jail's memory (or time), and the scan fails with a reason
+    // instead of taking the harness's memory or hanging.
     let cell = format!("x = {}1\n", "1+".repeat(10_000_000));
-    let err = scan(&python(), &cell).unwrap_err();
+    let Some(found) = scan(&cell).await else {
+        return;
+    };
+    let err = found.unwrap_err();
     let text = err.to_string();
+    eprintln!("scan error: {text}");
     assert!(
         text.contains("cell scanner"),
         "the error names the scanner: {text}"

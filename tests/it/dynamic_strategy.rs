@@ -215,7 +215,7 @@ async fn refused_requests_end_with_policy_denied_and_name_what_is_available() {
     let strict = Packages {
         allowlist: Allowlist::parse(&lock, IMPORT_MAP).unwrap(),
         installer: packages.installer.clone(),
-        scanner_python: packages.scanner_python.clone(),
+        scanner: packages.scanner.clone(),
         install_on: InstallOn::Both,
     };
     let sdist = run(&strict, &mut k, "!pip install pycrypto\nanswer = 1").await;
@@ -246,7 +246,7 @@ async fn install_on_explicit_leaves_missing_imports_alone() {
     let explicit_only = Arc::new(Packages {
         allowlist: base.allowlist.clone(),
         installer: base.installer.clone(),
-        scanner_python: base.scanner_python.clone(),
+        scanner: base.scanner.clone(),
         install_on: InstallOn::Explicit,
     });
     let mut k = kernel(&arm).await;
@@ -283,7 +283,11 @@ async fn a_wheel_refused_after_download_ends_as_policy_denied() {
     let packages = Packages {
         allowlist: Allowlist::parse(&lock, "[modules]\ndemo_pkg = \"demo-pkg\"\n").unwrap(),
         installer: Arc::new(installer),
-        scanner_python: common::image(ImageName::Slim).python(),
+        scanner: Arc::new(retrace::pyenv::dynamic::CellScanner::new(
+            common::image(ImageName::Slim),
+            common::sandbox(),
+            dir.path().join("scans"),
+        )),
         install_on: InstallOn::Both,
     };
     let arm = arm();

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::allowlist::Pin;
 use super::audit::{audit, Finding};
+use super::oneshot::{self, OneShotError, Scratch};
 use super::store::{Entry, PackageStore};
 use crate::pyenv::Image;
 use crate::sandbox::{KernelLayout, LaunchCommand, Sandbox, SandboxError, SandboxLimits};
@@ -213,23 +214,8 @@ impl Installer {
     /// One confined installer run for `wheels`; each one installed is
     /// audited and published, or refused.
     async fn run_installer(&self, wheels: &[&Pin]) -> Result<(), InstallError> {
-        let id = format!("install-{}", uuid::Uuid::new_v4().simple());
-        let base = self.store.work_dir().join(&id);
-        let layout = KernelLayout {
-            id: id.clone(),
-            runtime_dir: base.join("rt"),
-            work_dir: base.join("work"),
-            home_dir: base.join("home"),
-        };
-        let result = self.run_in(&layout, wheels).await;
-        let _ = fs::remove_dir_all(&base);
-        result
-    }
-
-    async fn run_in(&self, layout: &KernelLayout, wheels: &[&Pin]) -> Result<(), InstallError> {
-        for dir in [&layout.runtime_dir, &layout.work_dir, &layout.home_dir] {
-            private_dir(dir)?;
-        }
+        let scratch = Scratch::create(&self.store.work_dir(), "install")?;
+        let layout = &scratch.layout;
         let rt = &layout.runtime_dir;
         let plan = serde_json::json!({
             "wheels": wheels.iter().map(|p| serde_json::json!({
@@ -239,8 +225,8 @@ impl Installer {
             "index_args": self.source.pip_args,
             "parallel": PARALLEL,
         });
-        write(&rt.join("install.py"), INSTALL_PY)?;
-        write(&rt.join("plan.json"), &plan.to_string())?;
+        let script = scratch.write("install.py", INSTALL_PY)?;
+        let plan = scratch.write("plan.json", &plan.to_string())?;
         let mut env = self.env(layout);
         if let Some(config) = user_pip_config() {
             let copy = rt.join("pip.conf");
@@ -249,21 +235,37 @@ impl Installer {
         }
         let launch = LaunchCommand {
             program: self.image.python(),
-            args: vec![
-                "-I".into(),
-                rt.join("install.py").into(),
-                rt.join("plan.json").into(),
-            ],
+            args: vec!["-I".into(), script.into(), plan.into()],
             env,
             image_dir: self.image.dir.clone(),
             ro_binds: self.source.dirs.clone(),
             network: true,
         };
-        let jail = self.sandbox.jail(layout, &self.limits)?;
-        let ran = self.spawn(jail.as_ref(), &launch, layout).await;
-        jail.kill_all(None);
-        let _ = jail.release();
-        ran?;
+        let out = oneshot::run(
+            self.sandbox.as_ref(),
+            &self.limits,
+            &scratch,
+            &launch,
+            "installer",
+        )
+        .await
+        .map_err(|e| match e {
+            OneShotError::Sandbox(e) => InstallError::Sandbox(e),
+            OneShotError::Io(e) => InstallError::Io(e),
+            OneShotError::Timeout(limit) => InstallError::Timeout {
+                secs: limit.as_secs(),
+            },
+        })?;
+        if !out.status.success() {
+            return Err(InstallError::Crashed {
+                status: out.status.to_string(),
+                tail: last_lines(
+                    &(String::from_utf8_lossy(&out.stdout).into_owned()
+                        + &String::from_utf8_lossy(&out.stderr)),
+                    12,
+                ),
+            });
+        }
         let text = fs::read_to_string(rt.join("result.json"))
             .io_context(|| "reading the installer's result".into())?;
         let results: Vec<WheelResult> =
@@ -289,40 +291,6 @@ impl Installer {
                 .io_context(|| format!("publishing {wheel}"))?;
         }
         Ok(())
-    }
-
-    async fn spawn(
-        &self,
-        jail: &dyn crate::sandbox::Jail,
-        launch: &LaunchCommand,
-        layout: &KernelLayout,
-    ) -> Result<(), InstallError> {
-        let mut cmd = jail.command(launch, layout)?;
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let child = cmd.spawn().io_context(|| "starting the installer".into())?;
-        let pid = child.id().map(|p| p as i32);
-        let timeout = self.limits.timeout;
-        match tokio::time::timeout(timeout, child.wait_with_output()).await {
-            Err(_) => {
-                jail.kill_all(pid);
-                Err(InstallError::Timeout {
-                    secs: timeout.as_secs(),
-                })
-            }
-            Ok(Err(e)) => Err(IoError::new("waiting for the installer", e).into()),
-            Ok(Ok(out)) if !out.status.success() => Err(InstallError::Crashed {
-                status: out.status.to_string(),
-                tail: last_lines(
-                    &(String::from_utf8_lossy(&out.stdout).into_owned()
-                        + &String::from_utf8_lossy(&out.stderr)),
-                    12,
-                ),
-            }),
-            Ok(Ok(_)) => Ok(()),
-        }
     }
 
     fn env(&self, layout: &KernelLayout) -> Vec<(OsString, OsString)> {
@@ -403,21 +371,6 @@ fn user_pip_config() -> Option<PathBuf> {
     ]
     .into_iter()
     .find(|p| p.is_file())
-}
-
-fn private_dir(dir: &Path) -> Result<(), InstallError> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .at("creating", dir)?;
-    Ok(())
-}
-
-fn write(path: &Path, text: &str) -> Result<(), InstallError> {
-    fs::write(path, text).at("writing", path)?;
-    Ok(())
 }
 
 fn last_lines(text: &str, n: usize) -> String {

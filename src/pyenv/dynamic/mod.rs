@@ -17,6 +17,7 @@ mod allowlist;
 mod audit;
 mod decision;
 mod install;
+mod oneshot;
 mod scan;
 mod store;
 
@@ -24,7 +25,8 @@ pub use allowlist::{Allowlist, AllowlistError, Pin};
 pub use audit::{audit, Finding};
 pub use decision::{Decision, Denial, Request, RequestSource};
 pub use install::{IndexSource, InstallError, Installed, Installer, Placed};
-pub use scan::{missing_module, scan, CellScan, Import, InstallLine, ScanError};
+pub use oneshot::OneShotError;
+pub use scan::{missing_module, CellScan, CellScanner, Import, InstallLine, ScanError};
 pub use store::{Entry, PackageStore};
 
 /// The allowlist, compiled in (regenerate with

@@ -1,6 +1,7 @@
 # retrace: what a cell asks to install and imports, found with IPython's own
 # input transformer and Python's parser (never by pattern matching on text).
-# Reads the cell on stdin, writes one JSON object on stdout:
+# Reads the cell from the file named by its argument, writes one JSON object
+# on stdout:
 #   {"installs": [{"line", "tool", "args"}], "imports": [{"module", "line"}],
 #    "code": <the cell with every install line replaced by `pass`>,
 #    "syntax_error": null | "<message>"}
@@ -117,4 +118,5 @@ def scan(cell):
     }
 
 
-json.dump(scan(sys.stdin.read()), sys.stdout)
+with open(sys.argv[1], encoding="utf-8") as cell:
+    json.dump(scan(cell.read()), sys.stdout)

@@ -4,29 +4,30 @@
 //! IPython). The install lines come back neutralised: they never run in
 //! the kernel.
 //!
-//! The cell is the model's and the scanner runs on the host, so it runs
-//! bounded: no new privileges, at most [`SCAN_TIME`] of wall and CPU time,
-//! [`SCAN_MEMORY`] of address space, no core file, no file written, a few
-//! descriptors. It only parses the cell (never runs it); the bounds are for
-//! a parser fed something built to exhaust it. It still runs as the
-//! harness's user: the image lives under `$RETRACE_HOME`, which another uid
-//! cannot reach outside a kernel's jail.
+//! The cell is the model's, so the scanner runs in a jail of its own, as
+//! the installer does but without network: the kernel user, a filesystem
+//! view with only the slim image and the scan's runtime directory, no
+//! network, a cgroup with [`SCAN_MEMORY`] and a few processes, killed past
+//! [`SCAN_TIME`]. It only parses the cell (never runs it); the jail is for a
+//! parser fed something built to exhaust or subvert it.
 
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::Command;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::decision::{Request, RequestSource};
+use super::oneshot::{self, OneShotError, Scratch};
+use crate::pyenv::Image;
+use crate::sandbox::{LaunchCommand, Sandbox, SandboxLimits};
 
 const SCAN_PY: &str = include_str!("scan.py");
 
 /// Wall and CPU time one scan may take (a normal one takes half a second).
 pub const SCAN_TIME: Duration = Duration::from_secs(20);
-/// Address space of the scanner (IPython's import needs about 100 MB).
-pub const SCAN_MEMORY: u64 = 1 << 30;
+/// Memory of the scanner's jail (IPython's import needs about 100 MB).
+pub const SCAN_MEMORY: u64 = 512 << 20;
 
 /// One `%pip install …` / `!pip install …` / `pip install …` line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,68 +61,80 @@ pub struct CellScan {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
-    // The cause is in the message (as the CLI shows one line), so it is
-    // not also a `source`.
-    #[error("running the cell scanner with {python}: {cause}")]
-    Run {
-        python: String,
-        cause: crate::util::bounded::BoundedError,
-    },
+    #[error("the cell scanner could not run: {0}")]
+    Jail(#[source] OneShotError),
     #[error("the cell scanner failed ({status}): {stderr}")]
     Failed { status: String, stderr: String },
     #[error("the cell scanner wrote something unexpected")]
     Output(#[from] serde_json::Error),
 }
 
-/// Scans `cell` with `python` (an interpreter with IPython: the slim
-/// image's).
-pub fn scan(python: &Path, cell: &str) -> Result<CellScan, ScanError> {
-    let mut cmd = Command::new(python);
-    cmd.args(["-I", "-c", SCAN_PY]);
-    bound(&mut cmd);
-    let out = crate::util::bounded::run_with_input(cmd, Some(cell.as_bytes().to_vec()), SCAN_TIME)
-        .map_err(|cause| ScanError::Run {
-            python: python.display().to_string(),
-            cause,
-        })?;
-    if !out.status.success() {
-        return Err(ScanError::Failed {
-            status: out.status.to_string(),
-            stderr: out.stderr.lines().last().unwrap_or_default().to_string(),
-        });
-    }
-    Ok(serde_json::from_str(&out.stdout)?)
+/// Scans cells with the slim image's interpreter (it has IPython), each
+/// in a jail of its own.
+pub struct CellScanner {
+    image: Image,
+    sandbox: Arc<dyn Sandbox>,
+    /// Where each scan's directories are made (and removed).
+    work_dir: PathBuf,
 }
 
-/// The scanner's bounds, applied between fork and exec.
-// pre_exec is unsafe by nature; the block says why it is sound.
-#[allow(unsafe_code)]
-fn bound(cmd: &mut Command) {
-    let cpu = SCAN_TIME.as_secs();
-    // SAFETY: between fork and exec only async-signal-safe calls
-    // (setrlimit, prctl), no allocation.
-    unsafe {
-        cmd.pre_exec(move || {
-            let limit = |resource, value: u64| {
-                let r = libc::rlimit {
-                    rlim_cur: value,
-                    rlim_max: value,
-                };
-                if libc::setrlimit(resource, &r) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            };
-            limit(libc::RLIMIT_CPU, cpu)?;
-            limit(libc::RLIMIT_AS, SCAN_MEMORY)?;
-            limit(libc::RLIMIT_CORE, 0)?;
-            limit(libc::RLIMIT_NOFILE, 64)?;
-            limit(libc::RLIMIT_FSIZE, 0)?;
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+impl CellScanner {
+    pub fn new(image: Image, sandbox: Arc<dyn Sandbox>, work_dir: PathBuf) -> Self {
+        CellScanner {
+            image,
+            sandbox,
+            work_dir,
+        }
+    }
+
+    pub async fn scan(&self, cell: &str) -> Result<CellScan, ScanError> {
+        let jail = ScanError::Jail;
+        let scratch = Scratch::create(&self.work_dir, "scan").map_err(|e| jail(e.into()))?;
+        let script = scratch
+            .write("scan.py", SCAN_PY)
+            .map_err(|e| jail(e.into()))?;
+        let input = scratch.write("cell.py", cell).map_err(|e| jail(e.into()))?;
+        let launch = LaunchCommand {
+            program: self.image.python(),
+            args: vec!["-I".into(), script.into(), input.into()],
+            env: vec![
+                ("HOME".into(), scratch.layout.home_dir.clone().into()),
+                ("LANG".into(), "C.UTF-8".into()),
+            ],
+            image_dir: self.image.dir.clone(),
+            ro_binds: Vec::new(),
+            network: false,
+        };
+        let limits = SandboxLimits {
+            memory_bytes: SCAN_MEMORY,
+            pids: 16,
+            cpus: 1.0,
+            timeout: SCAN_TIME,
+            cpu_time: SCAN_TIME,
+            disk_bytes: 16 << 20,
+            ..SandboxLimits::default()
+        };
+        let out = oneshot::run(
+            self.sandbox.as_ref(),
+            &limits,
+            &scratch,
+            &launch,
+            "cell scanner",
+        )
+        .await
+        .map_err(jail)?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            return Err(ScanError::Failed {
+                status: out.status.to_string(),
+                stderr: last.map_or_else(
+                    || format!("no message (its jail holds {} MiB)", SCAN_MEMORY >> 20),
+                    str::to_string,
+                ),
+            });
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
     }
 }
 
