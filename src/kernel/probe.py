@@ -833,8 +833,38 @@ def _user_expressions_rearmed(expressions):
 
 
 
+# A cell that awaits (top-level `await`) runs in an event loop of its own on
+# the main thread, not in the kernel's: the harness believes the end of a
+# cell once the main thread is back in the kernel loop's wait (main_thread.rs),
+# and a cell awaiting in that very loop would look ended while it runs. The
+# loop is kept across cells, so a task one awaiting cell starts can be
+# awaited by a later one (it runs while awaiting cells run, as in a terminal
+# IPython). Put back after every cell, like the hooks.
+import asyncio as _asyncio_mod  # noqa: E402
+
+_get_running_loop = _asyncio_mod.events._get_running_loop
+_set_running_loop = _asyncio_mod.events._set_running_loop
+_cell_loop = _asyncio_mod.new_event_loop()
+_trait_values = _obj_getattribute(_shell, "_trait_values")
+
+
+def _cell_loop_runner(coro):
+    kernel_loop = _get_running_loop()
+    _set_running_loop(None)
+    task = _cell_loop.create_task(coro)
+    try:
+        return _cell_loop.run_until_complete(task)
+    except BaseException:
+        task.cancel()
+        raise
+    finally:
+        _set_running_loop(kernel_loop)
+
+
 def _rearm():
     try:
+        if _dict_get(_trait_values, "loop_runner", _MISSING) is not _cell_loop_runner:
+            _dict_setitem(_trait_values, "loop_runner", _cell_loop_runner)
         if _dict_get(_shell_dict, "user_expressions", _MISSING) is not _user_expressions_rearmed:
             _dict_setitem(_shell_dict, "user_expressions", _user_expressions_rearmed)
         if _dict_get(_shell_dict, "events", _MISSING) is not _events:
