@@ -28,6 +28,27 @@ use crate::sandbox::{Flag, HarnessReason, Verdict};
 /// dispatcher (its `_COMPLETION_TARGET`).
 const PROBE_COMM_TARGET: &str = "retrace.completion";
 
+/// What a traceback line costs on the wire beyond its text (quotes, comma).
+const LINE_FRAMING: usize = 3;
+/// Traceback lines kept of the first error (a recursion's is about 60;
+/// Python folds repeated frames): the last ones, where the error is.
+const MAX_TRACEBACK_LINES: usize = 1000;
+
+/// The traceback as kept: escape codes stripped, at most
+/// [`MAX_TRACEBACK_LINES`] (the last), after a line saying how many went.
+fn kept_traceback(lines: &[String]) -> Vec<String> {
+    let dropped = lines.len().saturating_sub(MAX_TRACEBACK_LINES);
+    let kept = lines[dropped..]
+        .iter()
+        .map(|l| strip_ansi_codes(l).into_owned());
+    if dropped == 0 {
+        return kept.collect();
+    }
+    std::iter::once(format!("[{dropped} traceback lines dropped]"))
+        .chain(kept)
+        .collect()
+}
+
 /// Sends the cell, then (when `verify`) the completion probe behind it.
 pub(super) async fn send_cell(
     channels: &mut Channels,
@@ -211,9 +232,15 @@ impl Run {
                 }
             }
             JupyterMessageContent::ErrorOutput(error) => {
+                // Charged as on the wire: a traceback of a million empty
+                // lines is megabytes of JSON and of parsed strings.
                 let size = error.ename.len()
                     + error.evalue.len()
-                    + error.traceback.iter().map(String::len).sum::<usize>();
+                    + error
+                        .traceback
+                        .iter()
+                        .map(|l| l.len() + LINE_FRAMING)
+                        .sum::<usize>();
                 // Every error counts against the cap; the first is kept even
                 // past it (one message, bounded by the wire cap): the cell's
                 // own traceback comes before anything a post-run callback of
@@ -226,11 +253,7 @@ impl Run {
                 self.error = Some(ErrorInfo {
                     ename: error.ename,
                     evalue: strip_ansi_codes(&error.evalue).into_owned(),
-                    traceback: error
-                        .traceback
-                        .iter()
-                        .map(|l| strip_ansi_codes(l).into_owned())
-                        .collect(),
+                    traceback: kept_traceback(&error.traceback),
                 });
             }
             _ => {}
@@ -406,8 +429,22 @@ impl Run {
 
 #[cfg(test)]
 mod tests {
-    use super::PROBE_COMM_TARGET;
+    use super::{kept_traceback, MAX_TRACEBACK_LINES, PROBE_COMM_TARGET};
     use crate::kernel::probe::PROBE_SOURCE;
+
+    #[test]
+    fn a_traceback_is_kept_to_its_last_lines() {
+        let short: Vec<String> = vec!["\u{1b}[31mTraceback\u{1b}[0m".into(), "E: v".into()];
+        assert_eq!(kept_traceback(&short), ["Traceback", "E: v"]);
+        let long: Vec<String> = (0..MAX_TRACEBACK_LINES + 5)
+            .map(|i| i.to_string())
+            .collect();
+        let kept = kept_traceback(&long);
+        assert_eq!(kept.len(), MAX_TRACEBACK_LINES + 1);
+        assert_eq!(kept[0], "[5 traceback lines dropped]");
+        assert_eq!(kept[1], "5");
+        assert_eq!(kept.last().unwrap(), &(MAX_TRACEBACK_LINES + 4).to_string());
+    }
 
     #[test]
     fn the_kernel_side_answers_the_target_the_harness_asks_about() {

@@ -252,6 +252,16 @@ impl<B: Backend + ?Sized> Kernel<B> {
                     run.reason.get_or_insert(crate::sandbox::HarnessReason::TimeoutWall);
                     self.interrupt_for_limit(&mut deadline).await;
                 }
+                // Before IOPub: the relay reports a message it dropped
+                // before the idle that follows it arrives, and the idle
+                // must not end the cell first.
+                Some(big) = channels.oversize_rx.recv() => {
+                    // A message whose parent header could not be read is
+                    // counted against the cell that is running.
+                    if big.parent.as_deref().is_none_or(|p| p == sent.msg_id) {
+                        run.capture.drop_oversize(big.bytes);
+                    }
+                }
                 msg = channels.iopub_rx.recv(), if iopub_open => match msg {
                     Some(msg) if parent_id(&msg) == Some(sent.msg_id.as_str()) => {
                         ending.output_dropped |= self.backend.output_dropped(&msg);
@@ -271,13 +281,6 @@ impl<B: Backend + ?Sized> Kernel<B> {
                         iopub_open = false;
                     }
                 },
-                Some(big) = channels.oversize_rx.recv() => {
-                    // A message whose parent header could not be read is
-                    // counted against the cell that is running.
-                    if big.parent.as_deref().is_none_or(|p| p == sent.msg_id) {
-                        run.capture.drop_oversize(big.bytes);
-                    }
-                }
                 msg = channels.shell_rx.recv(), if shell_open => match msg {
                     Some(msg) => sent.on_shell(run, msg),
                     None => {
@@ -391,9 +394,13 @@ impl<B: Backend + ?Sized> Kernel<B> {
             suggested,
         } = classify(&evidence);
         // A fork bomb leaves copies of the kernel behind (they share its
-        // sockets); only a fresh kernel is trustworthy after one.
+        // sockets), and a kernel whose messages lied about the end of a
+        // cell has code in its own message handling: only a fresh kernel
+        // is trustworthy after either.
         let interrupted_with_children = run.reason.is_some() && evidence.leftover_procs > 0;
-        if (verdict == Verdict::PidsLimit || interrupted_with_children) && !ending.state_lost() {
+        let untrusted =
+            verdict == Verdict::PidsLimit || interrupted_with_children || ending.end_forged;
+        if untrusted && !ending.state_lost() {
             let stopped = self.backend.stop(None).await;
             kill = stopped.report.or(kill);
             stop_error = stopped.error.or(stop_error);
