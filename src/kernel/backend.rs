@@ -26,6 +26,8 @@ pub use super::local::LocalBackend;
 pub struct Baseline {
     pub counters: Counters,
     pub traces: Traces,
+    /// Kernels the lock watchdog killed so far (local kernels).
+    pub lock_kills: u64,
 }
 
 /// Why an execution has no outcome of its own.

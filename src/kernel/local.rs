@@ -15,6 +15,7 @@ use jupyter_protocol::{
 use super::backend::{Backend, Baseline, Drain, Ending, Failure, Stopped};
 use super::client::{parent_id, Channels};
 use super::layout::{create_layout, remove_layout, renew_layout};
+use super::lock_watch::LockWatch;
 use super::options::KernelStart;
 use super::options::{KernelBanner, KernelOptions};
 use super::outcome::{Enforcement, Outcome};
@@ -23,7 +24,9 @@ use super::spec::KernelSpec;
 use super::start::{blocking, launch, wait_exit};
 use super::zygote::{self, StartPath, Zygote};
 use super::KernelError;
-use crate::sandbox::{Evidence, ExitInfo, Flag, Jail, KernelLayout, KillReport, Sandbox, Verdict};
+use crate::sandbox::{
+    Evidence, ExitInfo, Flag, HarnessReason, Jail, KernelLayout, KillReport, Sandbox, Verdict,
+};
 
 /// How long a kernel stopped by a limit may take to drain its output
 /// before it is killed and replaced.
@@ -33,7 +36,10 @@ pub struct LocalBackend {
     spec: Arc<KernelSpec>,
     options: KernelOptions,
     layout: KernelLayout,
-    jail: Box<dyn Jail>,
+    jail: Arc<dyn Jail>,
+    /// Kills the kernel when its processes hold too many file locks;
+    /// dropped (stopped) before the jail is released.
+    lock_watch: Option<LockWatch>,
     process: KernelProcess,
     channels: Channels,
     banner: KernelBanner,
@@ -60,8 +66,8 @@ impl LocalBackend {
     ) -> Result<LocalBackend, KernelError> {
         let id = format!("k{}", &uuid::Uuid::new_v4().simple().to_string()[..11]);
         let layout = create_layout(&spec, &id)?;
-        let jail = match sandbox.jail(&layout, &options.limits) {
-            Ok(jail) => jail,
+        let jail: Arc<dyn Jail> = match sandbox.jail(&layout, &options.limits) {
+            Ok(jail) => jail.into(),
             Err(e) => {
                 remove_layout(&spec, &layout);
                 return Err(KernelError::Sandbox(e));
@@ -100,6 +106,7 @@ impl LocalBackend {
                 );
                 Ok(LocalBackend {
                     baseline_procs: jail.live_processes().len(),
+                    lock_watch: Some(LockWatch::start(jail.clone(), &id)),
                     confined,
                     spec,
                     options,
@@ -170,6 +177,10 @@ impl LocalBackend {
         report
     }
 
+    fn lock_kills(&self) -> u64 {
+        self.lock_watch.as_ref().map_or(0, LockWatch::kills)
+    }
+
     /// Processes beyond those of a fresh kernel. Children that are exiting
     /// get a moment to finish before they count.
     async fn leftover_processes(&self) -> usize {
@@ -238,6 +249,7 @@ impl Backend for LocalBackend {
         Baseline {
             counters: self.jail.counters(),
             traces: self.jail.traces(),
+            lock_kills: self.lock_kills(),
         }
     }
 
@@ -360,6 +372,13 @@ impl Backend for LocalBackend {
 
     async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
         evidence.delta = self.jail.counters().since(&since.counters);
+        // The watchdog's kill is the harness's own decision; it ends the
+        // cell through the kernel's death, after any reason already given.
+        if self.lock_kills() > since.lock_kills {
+            evidence
+                .harness_reason
+                .get_or_insert(HarnessReason::LockLimit);
+        }
         if !ending.state_lost() {
             evidence.leftover_procs = self.leftover_processes().await;
         }
@@ -409,6 +428,9 @@ impl Backend for LocalBackend {
     /// links in its runtime directory) reaches the new one.
     async fn restart(&mut self) -> Result<(), KernelError> {
         tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
+        if let Some(watch) = &self.lock_watch {
+            watch.restarting();
+        }
         if self.process.exited().is_none() {
             self.kill_processes(None).await;
         }
@@ -459,6 +481,7 @@ impl Backend for LocalBackend {
         }
         // Children the kernel left behind die with it.
         self.kill_processes(None).await;
+        self.lock_watch = None;
         let _ = self.jail.release();
         remove_layout(&self.spec, &self.layout);
     }
@@ -470,6 +493,7 @@ impl Drop for LocalBackend {
             // Not shut down properly (panic, cancelled task): still leave no
             // process and no cgroup behind.
             self.jail.kill_all(Some(self.process.pid));
+            self.lock_watch = None;
             let _ = self.jail.release();
             remove_layout(&self.spec, &self.layout);
         }
