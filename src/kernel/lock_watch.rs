@@ -91,3 +91,94 @@ fn kill(jail: &dyn Jail, shared: &Shared, kernel: &str, count: Held) {
     let report = jail.kill_all(None);
     tracing::info!(kernel, method = %report.method, kill_ms = report.kill_ms, survivors = report.survivors, "killed for its file locks");
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
+
+    use nix::fcntl::{fcntl, FcntlArg};
+
+    use super::*;
+    use crate::sandbox::{Counters, KernelLayout, KillReport, LaunchCommand, SandboxError};
+
+    /// A jail whose only process is this test's, killed by counting.
+    #[derive(Default)]
+    struct FakeJail {
+        kills: AtomicUsize,
+    }
+
+    impl Jail for FakeJail {
+        fn command(
+            &self,
+            _launch: &LaunchCommand,
+            _layout: &KernelLayout,
+        ) -> Result<tokio::process::Command, SandboxError> {
+            unreachable!("the watchdog starts nothing")
+        }
+        fn counters(&self) -> Counters {
+            Counters::default()
+        }
+        fn kill_all(&self, _pid: Option<i32>) -> KillReport {
+            self.kills.fetch_add(1, Ordering::SeqCst);
+            KillReport {
+                method: "fake".into(),
+                kill_ms: 0.0,
+                survivors: 0,
+            }
+        }
+        fn live_processes(&self) -> Vec<i32> {
+            vec![std::process::id() as i32]
+        }
+        fn release(&self) -> Result<(), SandboxError> {
+            Ok(())
+        }
+        fn uid(&self) -> Option<u32> {
+            None
+        }
+    }
+
+    /// POSIX locks on every other byte of `file` (neighbours would merge).
+    fn lock_bytes(file: &std::fs::File, count: usize) {
+        for i in 0..count {
+            let range = libc::flock {
+                l_type: libc::F_WRLCK as libc::c_short,
+                l_whence: libc::SEEK_SET as libc::c_short,
+                l_start: 2 * i as libc::off_t,
+                l_len: 1,
+                l_pid: 0,
+            };
+            fcntl(file.as_fd(), FcntlArg::F_SETLK(&range)).expect("a POSIX lock");
+        }
+    }
+
+    fn wait_for(what: impl Fn() -> bool) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if what() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn kills_past_the_bound_and_not_before() {
+        let path = std::env::temp_dir().join(format!("retrace-lock-watch-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        let jail = Arc::new(FakeJail::default());
+        let watch = LockWatch::start(jail.clone(), "ktest");
+        lock_bytes(&file, LOCKS_PER_KERNEL / 2);
+        std::thread::sleep(LOCK_POLL * 4);
+        let early = jail.kills.load(Ordering::SeqCst);
+        lock_bytes(&file, LOCKS_PER_KERNEL + 1);
+        let killed = wait_for(|| watch.kills() >= 1);
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(early, 0, "killed under the bound");
+        assert!(killed, "not killed past the bound");
+        assert!(jail.kills.load(Ordering::SeqCst) >= 1);
+    }
+}
