@@ -159,7 +159,10 @@ impl LocalBackend {
         let pid = self.process.pid;
         let waited_ms = decided.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
         // kill_all blocks for a few milliseconds; keep other tasks moving.
-        let report = blocking(|| self.jail.kill_all(Some(pid)));
+        let report = blocking(|| {
+            let _held = self.lock_watch.as_ref().map(LockWatch::hold);
+            self.jail.kill_all(Some(pid))
+        });
         let report = KillReport {
             kill_ms: waited_ms + report.kill_ms,
             ..report
@@ -428,12 +431,12 @@ impl Backend for LocalBackend {
     /// links in its runtime directory) reaches the new one.
     async fn restart(&mut self) -> Result<(), KernelError> {
         tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
-        if let Some(watch) = &self.lock_watch {
-            watch.restarting();
-        }
         if self.process.exited().is_none() {
             self.kill_processes(None).await;
         }
+        // A kill by the watchdog (that the old kernel died of) ends before
+        // the fresh kernel joins the group.
+        drop(self.lock_watch.as_ref().map(LockWatch::hold));
         renew_layout(&self.spec, &self.layout)?;
         let (process, channels, banner, path) = launch(
             &self.spec,
@@ -480,8 +483,8 @@ impl Backend for LocalBackend {
             let _ = tokio::time::timeout(Duration::from_millis(100), wait_exit(&mut exit)).await;
         }
         // Children the kernel left behind die with it.
-        self.kill_processes(None).await;
         self.lock_watch = None;
+        self.kill_processes(None).await;
         let _ = self.jail.release();
         remove_layout(&self.spec, &self.layout);
     }
@@ -492,8 +495,8 @@ impl Drop for LocalBackend {
         if !self.closed {
             // Not shut down properly (panic, cancelled task): still leave no
             // process and no cgroup behind.
-            self.jail.kill_all(Some(self.process.pid));
             self.lock_watch = None;
+            self.jail.kill_all(Some(self.process.pid));
             let _ = self.jail.release();
             remove_layout(&self.spec, &self.layout);
         }

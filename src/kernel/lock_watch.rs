@@ -6,7 +6,7 @@
 //! cgroup is charged for locks, so no other limit would ever stop them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -23,9 +23,13 @@ struct Shared {
     stop: AtomicBool,
     /// Kills so far, for the evidence of the cell they happen in.
     kills: AtomicU64,
-    /// Bumped by every restart: a count read before one says nothing about
-    /// the fresh kernel's processes.
+    /// Bumped by every [`LockWatch::hold`]: a count read before says
+    /// nothing about the processes after it (a fresh kernel's).
     generation: AtomicU64,
+    /// Held while the watchdog kills and while the backend kills or
+    /// restarts: two kills of one group at once would each save and restore
+    /// its CPU quota, and a kill still running would reach a fresh kernel.
+    killing: Mutex<()>,
 }
 
 pub(super) struct LockWatch {
@@ -52,9 +56,12 @@ impl LockWatch {
         self.shared.kills.load(Ordering::SeqCst)
     }
 
-    /// Called before the kernel's processes are replaced.
-    pub(super) fn restarting(&self) {
+    /// Holds the watchdog off until the guard goes: a kill of its in
+    /// progress ends first, and no count read before is acted on.
+    pub(super) fn hold(&self) -> MutexGuard<'_, ()> {
+        let guard = lock(&self.shared.killing);
         self.shared.generation.fetch_add(1, Ordering::SeqCst);
+        guard
     }
 }
 
@@ -76,11 +83,18 @@ fn watch(jail: &dyn Jail, shared: &Shared, kernel: &str) {
         if !count.is_over() || shared.stop.load(Ordering::SeqCst) {
             continue;
         }
+        let _killing = lock(&shared.killing);
         if shared.generation.load(Ordering::SeqCst) != generation {
             continue;
         }
         kill(jail, shared, kernel, count);
     }
+}
+
+fn lock(killing: &Mutex<()>) -> MutexGuard<'_, ()> {
+    killing
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn kill(jail: &dyn Jail, shared: &Shared, kernel: &str, count: Held) {
@@ -175,10 +189,17 @@ mod tests {
         let early = jail.kills.load(Ordering::SeqCst);
         lock_bytes(&file, LOCKS_PER_KERNEL + 1);
         let killed = wait_for(|| watch.kills() >= 1);
+        // Held off, it counts but does not kill.
+        let kills = jail.kills.load(Ordering::SeqCst);
+        let held = watch.hold();
+        std::thread::sleep(LOCK_POLL * 4);
+        let while_held = jail.kills.load(Ordering::SeqCst);
+        drop(held);
         drop(file);
         let _ = std::fs::remove_file(&path);
         assert_eq!(early, 0, "killed under the bound");
         assert!(killed, "not killed past the bound");
-        assert!(jail.kills.load(Ordering::SeqCst) >= 1);
+        assert!(kills >= 1);
+        assert_eq!(while_held, kills, "killed while held off");
     }
 }
