@@ -166,6 +166,12 @@ pub trait Backend: Send {
         Evidence::default()
     }
 
+    /// A kill the backend decided itself during the execution (a
+    /// watchdog's), for the outcome's kill latency.
+    fn own_kill(&self, _since: &Baseline) -> Option<KillReport> {
+        None
+    }
+
     /// Stops a kernel that must go; `decided` is when that was decided.
     async fn stop(&mut self, decided: Option<Instant>) -> Stopped;
 

@@ -358,6 +358,16 @@ impl Backend for LocalBackend {
         }
     }
 
+    /// The lock watchdog's kill, waited for: the kernel's death shows once
+    /// the kill has begun, its report once it has ended.
+    fn own_kill(&self, since: &Baseline) -> Option<KillReport> {
+        let watch = self.lock_watch.as_ref()?;
+        drop(blocking(|| watch.hold()));
+        (watch.kills() > since.lock_kills)
+            .then(|| watch.last_kill())
+            .flatten()
+    }
+
     async fn stop(&mut self, decided: Option<Instant>) -> Stopped {
         Stopped {
             report: Some(self.kill_processes(decided).await),

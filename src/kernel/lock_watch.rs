@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::sandbox::locks::{held, Held, LOCKS_PER_KERNEL};
-use crate::sandbox::Jail;
+use crate::sandbox::{Jail, KillReport};
 
 /// How often the locks are counted: at the fastest rate a cell can take
 /// them (a few hundred thousand a second on two cores), at most a few MB
@@ -30,6 +30,7 @@ struct Shared {
     /// restarts: two kills of one group at once would each save and restore
     /// its CPU quota, and a kill still running would reach a fresh kernel.
     killing: Mutex<()>,
+    last_kill: Mutex<Option<KillReport>>,
 }
 
 pub(super) struct LockWatch {
@@ -54,6 +55,15 @@ impl LockWatch {
     /// Kills so far.
     pub(super) fn kills(&self) -> u64 {
         self.shared.kills.load(Ordering::SeqCst)
+    }
+
+    /// The report of the latest kill, once it has ended.
+    pub(super) fn last_kill(&self) -> Option<KillReport> {
+        self.shared
+            .last_kill
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Holds the watchdog off until the guard goes: a kill of its in
@@ -104,6 +114,10 @@ fn kill(jail: &dyn Jail, shared: &Shared, kernel: &str, count: Held) {
     shared.kills.fetch_add(1, Ordering::SeqCst);
     let report = jail.kill_all(None);
     tracing::info!(kernel, method = %report.method, kill_ms = report.kill_ms, survivors = report.survivors, "killed for its file locks");
+    *shared
+        .last_kill
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(report);
 }
 
 #[cfg(test)]

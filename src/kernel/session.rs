@@ -342,7 +342,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         before: &super::backend::Baseline,
     ) -> Judgement {
         let mut evidence = self.backend.evidence_before_stop(before);
-        let mut kill = None;
+        let mut kill = self.backend.own_kill(before);
         let mut stop_error = None;
         if ending.kill_needed {
             let stopped = self.backend.stop(ending.kill_decided).await;
