@@ -29,6 +29,8 @@ pub struct Baseline {
     /// How often the kernel's main thread had been scheduled, when the
     /// backend sees it.
     pub main_thread_runs: Option<u64>,
+    /// Kernels the lock watchdog killed so far (local kernels).
+    pub lock_kills: u64,
 }
 
 /// Why an execution has no outcome of its own.
@@ -176,6 +178,12 @@ pub trait Backend: Send {
     /// Evidence read before any stop (the namespaces go with the processes).
     fn evidence_before_stop(&self, _since: &Baseline) -> Evidence {
         Evidence::default()
+    }
+
+    /// A kill the backend decided itself during the execution (a
+    /// watchdog's), for the outcome's kill latency.
+    fn own_kill(&self, _since: &Baseline) -> Option<KillReport> {
+        None
     }
 
     /// Stops a kernel that must go; `decided` is when that was decided.

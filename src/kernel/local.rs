@@ -15,6 +15,7 @@ use jupyter_protocol::{
 use super::backend::{Backend, Baseline, Drain, Ending, Failure, Stopped};
 use super::client::{parent_id, Channels};
 use super::layout::{create_layout, remove_layout, renew_layout};
+use super::lock_watch::LockWatch;
 use super::options::KernelStart;
 use super::options::{KernelBanner, KernelOptions};
 use super::outcome::{Enforcement, Outcome};
@@ -23,7 +24,9 @@ use super::spec::KernelSpec;
 use super::start::{blocking, launch, wait_exit};
 use super::zygote::{self, StartPath, Zygote};
 use super::KernelError;
-use crate::sandbox::{Evidence, ExitInfo, Flag, Jail, KernelLayout, KillReport, Sandbox, Verdict};
+use crate::sandbox::{
+    Evidence, ExitInfo, Flag, HarnessReason, Jail, KernelLayout, KillReport, Sandbox, Verdict,
+};
 
 /// How long a kernel stopped by a limit may take to drain its output
 /// before it is killed and replaced.
@@ -33,7 +36,10 @@ pub struct LocalBackend {
     spec: Arc<KernelSpec>,
     options: KernelOptions,
     layout: KernelLayout,
-    jail: Box<dyn Jail>,
+    jail: Arc<dyn Jail>,
+    /// Kills the kernel when its processes hold too many file locks;
+    /// dropped (stopped) before the jail is released.
+    lock_watch: Option<LockWatch>,
     process: KernelProcess,
     channels: Channels,
     banner: KernelBanner,
@@ -60,8 +66,8 @@ impl LocalBackend {
     ) -> Result<LocalBackend, KernelError> {
         let id = format!("k{}", &uuid::Uuid::new_v4().simple().to_string()[..11]);
         let layout = create_layout(&spec, &id)?;
-        let jail = match sandbox.jail(&layout, &options.limits) {
-            Ok(jail) => jail,
+        let jail: Arc<dyn Jail> = match sandbox.jail(&layout, &options.limits) {
+            Ok(jail) => jail.into(),
             Err(e) => {
                 remove_layout(&spec, &layout);
                 return Err(KernelError::Sandbox(e));
@@ -100,6 +106,7 @@ impl LocalBackend {
                 );
                 Ok(LocalBackend {
                     baseline_procs: jail.live_processes().len(),
+                    lock_watch: Some(LockWatch::start(jail.clone(), &id)),
                     confined,
                     spec,
                     options,
@@ -156,7 +163,10 @@ impl LocalBackend {
         let pid = self.process.pid;
         let waited_ms = decided.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
         // kill_all blocks for a few milliseconds; keep other tasks moving.
-        let report = blocking(|| self.jail.kill_all(Some(pid)));
+        let report = blocking(|| {
+            let _held = self.lock_watch.as_ref().map(LockWatch::hold);
+            self.jail.kill_all(Some(pid))
+        });
         let report = KillReport {
             kill_ms: waited_ms + report.kill_ms,
             ..report
@@ -172,6 +182,10 @@ impl LocalBackend {
         let mut exit = self.process.exit.clone();
         let _ = tokio::time::timeout(Duration::from_secs(2), wait_exit(&mut exit)).await;
         report
+    }
+
+    fn lock_kills(&self) -> u64 {
+        self.lock_watch.as_ref().map_or(0, LockWatch::kills)
     }
 
     /// Processes beyond those of a fresh kernel. Children that are exiting
@@ -243,6 +257,7 @@ impl Backend for LocalBackend {
             counters: self.jail.counters(),
             traces: self.jail.traces(),
             main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
+            lock_kills: self.lock_kills(),
         }
     }
 
@@ -353,6 +368,16 @@ impl Backend for LocalBackend {
         }
     }
 
+    /// The lock watchdog's kill, waited for: the kernel's death shows once
+    /// the kill has begun, its report once it has ended.
+    fn own_kill(&self, since: &Baseline) -> Option<KillReport> {
+        let watch = self.lock_watch.as_ref()?;
+        drop(blocking(|| watch.hold()));
+        (watch.kills() > since.lock_kills)
+            .then(|| watch.last_kill())
+            .flatten()
+    }
+
     async fn stop(&mut self, decided: Option<Instant>) -> Stopped {
         Stopped {
             report: Some(self.kill_processes(decided).await),
@@ -370,6 +395,13 @@ impl Backend for LocalBackend {
 
     async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
         evidence.delta = self.jail.counters().since(&since.counters);
+        // The watchdog's kill is the harness's own decision; it ends the
+        // cell through the kernel's death, after any reason already given.
+        if self.lock_kills() > since.lock_kills {
+            evidence
+                .harness_reason
+                .get_or_insert(HarnessReason::LockLimit);
+        }
         if !ending.state_lost() {
             evidence.leftover_procs = self.leftover_processes().await;
         }
@@ -422,6 +454,9 @@ impl Backend for LocalBackend {
         if self.process.exited().is_none() {
             self.kill_processes(None).await;
         }
+        // A kill by the watchdog (that the old kernel died of) ends before
+        // the fresh kernel joins the group.
+        drop(self.lock_watch.as_ref().map(LockWatch::hold));
         renew_layout(&self.spec, &self.layout)?;
         let (process, channels, banner, path) = launch(
             &self.spec,
@@ -468,6 +503,7 @@ impl Backend for LocalBackend {
             let _ = tokio::time::timeout(Duration::from_millis(100), wait_exit(&mut exit)).await;
         }
         // Children the kernel left behind die with it.
+        self.lock_watch = None;
         self.kill_processes(None).await;
         let _ = self.jail.release();
         remove_layout(&self.spec, &self.layout);
@@ -479,6 +515,7 @@ impl Drop for LocalBackend {
         if !self.closed {
             // Not shut down properly (panic, cancelled task): still leave no
             // process and no cgroup behind.
+            self.lock_watch = None;
             self.jail.kill_all(Some(self.process.pid));
             let _ = self.jail.release();
             remove_layout(&self.spec, &self.layout);

@@ -16,6 +16,7 @@ mod executor;
 pub mod gateway;
 mod layout;
 mod local;
+mod lock_watch;
 mod main_thread;
 mod options;
 mod outcome;

@@ -252,9 +252,8 @@ impl<B: Backend + ?Sized> Kernel<B> {
                     run.reason.get_or_insert(crate::sandbox::HarnessReason::TimeoutWall);
                     self.interrupt_for_limit(&mut deadline).await;
                 }
-                // Before IOPub: the relay reports a message it dropped
-                // before the idle that follows it arrives, and the idle
-                // must not end the cell first.
+                // Before IOPub: a dropped message's report must not lose
+                // to the idle behind it.
                 Some(big) = channels.oversize_rx.recv() => {
                     // A message whose parent header could not be read is
                     // counted against the cell that is running.
@@ -363,7 +362,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         before: &super::backend::Baseline,
     ) -> Judgement {
         let mut evidence = self.backend.evidence_before_stop(before);
-        let mut kill = None;
+        let mut kill = self.backend.own_kill(before);
         let mut stop_error = None;
         if ending.kill_needed {
             let stopped = self.backend.stop(ending.kill_decided).await;

@@ -15,6 +15,7 @@ mod identity;
 pub mod init;
 mod isolate;
 mod limits;
+pub mod locks;
 mod netns;
 pub mod seccomp;
 mod tmpfs;

@@ -117,6 +117,18 @@ const NAMESPACE_FLAGS: [u64; 7] = [
     libc::CLONE_NEWNET as u64,
 ];
 
+/// `fcntl` commands denied: locks and leases whose kernel memory no cgroup
+/// is charged for and that `/proc/locks` cannot tie to a process (an OFD
+/// lock shows pid -1; see `locks.rs`). The query is denied with them, so a
+/// library that probes for OFD locks falls back to POSIX ones. sqlite,
+/// IPython's history and `flock` users need none of them.
+const FCNTL_DENIED: [u64; 4] = [
+    libc::F_OFD_GETLK as u64,
+    libc::F_OFD_SETLK as u64,
+    libc::F_OFD_SETLKW as u64,
+    libc::F_SETLEASE as u64,
+];
+
 /// `personality` values allowed (Docker's): `PER_LINUX` (0), `PER_LINUX32`
 /// (8), `UNAME26` alone or with it, and the query `0xffffffff`. Others (e.g.
 /// `ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC`) are denied.
@@ -129,6 +141,8 @@ pub fn denied_names() -> Vec<&'static str> {
         "clone (namespace flags)",
         "clone3 (ENOSYS)",
         "personality (non-default)",
+        "clone (CLONE_FILES without CLONE_THREAD)",
+        "fcntl (F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE)",
     ]);
     names
 }
@@ -163,11 +177,25 @@ pub fn programs() -> Result<Vec<BpfProgram>, FilterError> {
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|(_, nr)| (*nr, Vec::new())).collect();
     // Any one namespace flag matches (rules of a syscall are alternatives).
-    let clone_rules = NAMESPACE_FLAGS
+    let mut clone_rules = NAMESPACE_FLAGS
         .iter()
         .map(|flag| rule(vec![cond(0, SeccompCmpOp::MaskedEq(*flag), *flag)?]))
         .collect::<Result<Vec<_>, _>>()?;
+    // A process sharing its descriptor table with another one: its POSIX
+    // locks would outlive it under its dead pid, out of the watchdog's
+    // sight (threads share it within one pid; fork and vfork do not).
+    let shared_files = (libc::CLONE_FILES | libc::CLONE_THREAD) as u64;
+    clone_rules.push(rule(vec![cond(
+        0,
+        SeccompCmpOp::MaskedEq(shared_files),
+        libc::CLONE_FILES as u64,
+    )?])?);
     deny.insert(libc::SYS_clone, clone_rules);
+    let fcntl_rules = FCNTL_DENIED
+        .iter()
+        .map(|cmd| rule(vec![cond(1, SeccompCmpOp::Eq, *cmd)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    deny.insert(libc::SYS_fcntl, fcntl_rules);
     // Denied when it equals none of the allowed values (conditions of a rule
     // all hold).
     let personality = PERSONALITIES
@@ -287,6 +315,8 @@ mod tests {
             "io_uring_setup",
             "kexec_load",
             "open_by_handle_at",
+            "fcntl (F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE)",
+            "clone (CLONE_FILES without CLONE_THREAD)",
         ] {
             assert!(names.contains(&needed), "{needed} is not denied");
         }

@@ -40,6 +40,8 @@ pub enum Verdict {
     OutputLimit,
     DiskLimit,
     FdLimit,
+    /// The kernel's processes held more file locks than their bound.
+    LockLimit,
     /// The kernel died from a signal (the signal is in the outcome's exit).
     Crash,
     /// The kernel process exited by itself (`os._exit`, `quit()`).
@@ -68,6 +70,7 @@ impl Verdict {
                 | Verdict::OutputLimit
                 | Verdict::DiskLimit
                 | Verdict::FdLimit
+                | Verdict::LockLimit
                 | Verdict::NetworkBlocked
                 | Verdict::PolicyDenied
         )
@@ -82,6 +85,7 @@ impl Verdict {
                 | Verdict::OomKilled
                 | Verdict::PidsLimit
                 | Verdict::OutputLimit
+                | Verdict::LockLimit
                 | Verdict::Crash
         )
     }
@@ -165,7 +169,7 @@ mod tests {
             let json = serde_json::to_string(&f).unwrap();
             assert_eq!(json, format!("\"{}\"", f.as_str()));
         }
-        assert_eq!(Verdict::iter().count(), 15);
+        assert_eq!(Verdict::iter().count(), 16);
         assert_eq!(Verdict::TimeoutWall.as_str(), "timeout_wall");
         assert_eq!(Flag::InterruptIgnored.as_str(), "interrupt_ignored");
         assert!("nope".parse::<Verdict>().is_err());

@@ -65,6 +65,11 @@ pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String>
             "Your code opened too many files at once. Close files when done (use `with open(...)`)."
                 .to_string(),
         ),
+        Verdict::LockLimit => Some(format!(
+            "Your code's processes held more than {} file locks and were killed. Lock whole \
+             files, not many byte ranges, and release locks when done.",
+            crate::sandbox::locks::LOCKS_PER_KERNEL
+        )),
         Verdict::Crash => {
             let how = outcome
                 .exit
@@ -156,6 +161,7 @@ fn limit_words(v: Verdict) -> &'static str {
         Verdict::OutputLimit => "the output limit",
         Verdict::DiskLimit => "the disk limit",
         Verdict::FdLimit => "the open-file limit",
+        Verdict::LockLimit => "the file-lock limit",
         Verdict::NetworkBlocked => "the network block (there is no network)",
         Verdict::PolicyDenied => "the package policy",
         _ => v.as_str(),
@@ -186,6 +192,8 @@ mod tests {
         assert!(msg(&o).contains("256M"));
         o.verdict = Verdict::FdLimit;
         assert!(msg(&o).contains("too many files"));
+        o.verdict = Verdict::LockLimit;
+        assert!(msg(&o).contains("more than 4096 file locks"));
         o.verdict = Verdict::Crash;
         o.exit = Some(crate::sandbox::ExitInfo {
             code: None,

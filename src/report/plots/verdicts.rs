@@ -68,6 +68,7 @@ fn verdict_color(v: Verdict) -> RGBColor {
         Verdict::OutputLimit => RGBColor(86, 180, 233),
         Verdict::DiskLimit => RGBColor(102, 166, 30),
         Verdict::FdLimit => RGBColor(27, 158, 158),
+        Verdict::LockLimit => RGBColor(140, 86, 75),
         Verdict::Crash => RGBColor(50, 50, 50),
         Verdict::KernelExit => RGBColor(140, 140, 140),
         Verdict::NetworkBlocked => RGBColor(90, 90, 160),

@@ -112,6 +112,7 @@ fn harness_verdict(reason: HarnessReason) -> Verdict {
         HarnessReason::TimeoutCpu => Verdict::TimeoutCpu,
         HarnessReason::OutputLimit => Verdict::OutputLimit,
         HarnessReason::DiskLimit => Verdict::DiskLimit,
+        HarnessReason::LockLimit => Verdict::LockLimit,
     }
 }
 

@@ -359,3 +359,19 @@ fn kill_flags() {
         ]
     );
 }
+
+/// The lock watchdog kills the kernel itself (no interrupt first): its
+/// reason decides over the SIGKILL the kernel died of.
+#[test]
+fn the_lock_watchdogs_kill_is_a_lock_limit() {
+    let e = Evidence {
+        harness_reason: Some(HarnessReason::LockLimit),
+        exit: died(libc::SIGKILL),
+        ..Default::default()
+    };
+    let got = classify(&e);
+    assert_eq!(got.verdict, Verdict::LockLimit);
+    assert_eq!(got.flags, vec![Flag::Restarted]);
+    assert_eq!(got.fired, vec![Verdict::LockLimit]);
+    assert!(Verdict::LockLimit.is_limit() && Verdict::LockLimit.is_kill());
+}

@@ -30,6 +30,9 @@ pub enum HarnessReason {
     TimeoutCpu,
     OutputLimit,
     DiskLimit,
+    /// The kernel's processes held more file locks than their bound (the
+    /// lock watchdog's count of `/proc/locks`): the kernel was killed.
+    LockLimit,
 }
 
 /// Everything known about one execution when it ended.
