@@ -23,7 +23,7 @@ const STATUS: &str = "/proc/self/status";
 pub const MIB: u64 = 1 << 20;
 
 /// The harness's resident memory during one case, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HarnessMemory {
     /// When the case started.
     pub start_bytes: u64,
@@ -31,6 +31,10 @@ pub struct HarnessMemory {
     pub peak_bytes: u64,
     /// `peak_bytes - start_bytes`: what the bound applies to.
     pub growth_bytes: u64,
+    /// The cases that ran at some moment of this one (`--jobs` > 1): the
+    /// figures are theirs too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alongside: Vec<String>,
 }
 
 impl HarnessMemory {
@@ -39,6 +43,7 @@ impl HarnessMemory {
             start_bytes,
             peak_bytes: peak_bytes.max(start_bytes),
             growth_bytes: peak_bytes.saturating_sub(start_bytes),
+            alongside: Vec::new(),
         }
     }
 
@@ -72,16 +77,23 @@ pub struct RssSampler {
 
 struct Shared {
     stop: AtomicBool,
-    /// The peaks of the cases running now.
-    running: Mutex<Vec<Weak<AtomicU64>>>,
+    /// The cases running now.
+    running: Mutex<Vec<Weak<Watched>>>,
     /// `VmHWM` at the last sample.
     high_water: AtomicU64,
+}
+
+/// What the sampler keeps of one running case.
+struct Watched {
+    id: String,
+    peak: AtomicU64,
+    alongside: Mutex<Vec<String>>,
 }
 
 /// One case's watch: its starting RSS and the peak the sampler raises.
 pub struct RssWatch {
     start: u64,
-    peak: Arc<AtomicU64>,
+    watched: Arc<Watched>,
     shared: Arc<Shared>,
 }
 
@@ -121,17 +133,29 @@ impl RssSampler {
         }
     }
 
-    /// Starts watching one case from the RSS now.
-    pub fn watch(&self) -> Result<RssWatch, RssError> {
+    /// Starts watching case `id` from the RSS now.
+    pub fn watch(&self, id: &str) -> Result<RssWatch, RssError> {
         if let Some(e) = &self.failed {
             return Err(RssError::NoThread(e.clone()));
         }
         let start = self.shared.sample()?;
-        let peak = Arc::new(AtomicU64::new(start));
-        self.shared.lock().push(Arc::downgrade(&peak));
+        let mut running = self.shared.lock();
+        running.retain(|w| w.strong_count() > 0);
+        let mut alongside = Vec::new();
+        for other in running.iter().filter_map(Weak::upgrade) {
+            lock(&other.alongside).push(id.to_string());
+            alongside.push(other.id.clone());
+        }
+        let watched = Arc::new(Watched {
+            id: id.to_string(),
+            peak: AtomicU64::new(start),
+            alongside: Mutex::new(alongside),
+        });
+        running.push(Arc::downgrade(&watched));
+        drop(running);
         Ok(RssWatch {
             start,
-            peak,
+            watched,
             shared: self.shared.clone(),
         })
     }
@@ -150,17 +174,24 @@ impl RssWatch {
     /// Ends the watch with a last sample: the case's memory.
     pub fn finish(self) -> Result<HarnessMemory, RssError> {
         self.shared.sample()?;
-        Ok(HarnessMemory::new(
-            self.start,
-            self.peak.load(Ordering::Relaxed),
-        ))
+        let mut alongside = std::mem::take(&mut *lock(&self.watched.alongside));
+        alongside.sort();
+        alongside.dedup();
+        Ok(HarnessMemory {
+            alongside,
+            ..HarnessMemory::new(self.start, self.watched.peak.load(Ordering::Relaxed))
+        })
     }
 }
 
+/// A panic elsewhere leaves a list itself intact.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Weak<AtomicU64>>> {
-        // A panic elsewhere leaves the list itself intact.
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Watched>>> {
+        lock(&self.running)
     }
 
     /// Reads the RSS, raises every running case's peak to what the harness
@@ -172,8 +203,8 @@ impl Shared {
         let before = self.high_water.fetch_max(hwm, Ordering::Relaxed);
         let reached = if hwm > before { hwm.max(rss) } else { rss };
         self.lock().retain(|weak| match weak.upgrade() {
-            Some(peak) => {
-                peak.fetch_max(reached, Ordering::Relaxed);
+            Some(watched) => {
+                watched.peak.fetch_max(reached, Ordering::Relaxed);
                 true
             }
             None => false,
@@ -216,11 +247,15 @@ mod tests {
     #[test]
     fn a_watch_sees_memory_touched_during_it() {
         let sampler = RssSampler::start();
-        let watch = sampler.watch().expect("own status readable");
+        let watch = sampler.watch("big").expect("own status readable");
         let block = std::hint::black_box(vec![1u8; 64 * MIB as usize]);
         std::thread::sleep(PERIOD * 3);
+        let small = sampler.watch("small").expect("own status readable");
+        let small = small.finish().expect("own status readable");
         let memory = watch.finish().expect("own status readable");
         drop(block);
+        assert_eq!(small.alongside, ["big"]);
+        assert_eq!(memory.alongside, ["small"]);
         assert!(
             memory.growth_bytes >= 48 * MIB,
             "64 MiB touched, growth {:.1} MiB",

@@ -30,14 +30,14 @@ pub async fn run_case(
     let started = Instant::now();
     let limits = case.limits.apply(&config.limits);
     let mut result = CaseResult::new(case, &limits);
-    let watch = rss.watch();
+    let watch = rss.watch(&case.id);
     run_case_into(case, config, executor, harness, &limits, &mut result).await;
     match watch.and_then(|w| w.finish()) {
         Ok(memory) => {
-            result.harness = Some(memory);
             if let Some(reason) = case.expectation.harness_failure(&memory) {
                 result.fail(reason);
             }
+            result.harness = Some(memory);
         }
         Err(e) => result.fail(format!("the harness's memory was not measured: {e}")),
     }

@@ -16,7 +16,8 @@
 //! * a fresh kernel still runs `print(1)`;
 //! * the harness's resident memory grew by no more than the case's bound
 //!   while it ran ([`RssSampler`]; with several jobs the figure includes
-//!   the cases running alongside, so it bounds the case from above).
+//!   the cases running alongside, so it bounds the case from above, and a
+//!   case allowed more than the default runs alone).
 //!
 //! Every case gets a fresh kernel with the command-line limits overridden
 //! by the case's own `[limits]`.
@@ -136,7 +137,18 @@ pub async fn run(
         let executor = executor.clone();
         let rss = rss.clone();
         set.spawn(async move {
-            let _permit = permits.acquire_owned().await.expect("semaphore open");
+            // A case allowed more harness memory than the default runs
+            // alone: overlapping, its growth would be charged to the cases
+            // alongside it as well.
+            let need = if case.expectation.harness_heavy() {
+                jobs
+            } else {
+                1
+            };
+            let _permits = permits
+                .acquire_many_owned(u32::try_from(need).unwrap_or(u32::MAX))
+                .await
+                .expect("semaphore open");
             let result = run_case(&case, &config, &executor, &harness, &rss).await;
             on_done(&result);
             (index, result)

@@ -33,6 +33,7 @@ pub fn row(r: &CaseResult, width: usize) -> String {
     // Growth over the harness's RSS when the case started.
     let harness = r
         .harness
+        .as_ref()
         .map(|m| format!("+{:.1}", m.growth_mib()))
         .unwrap_or_else(|| "-".into());
     format!(
@@ -109,7 +110,7 @@ pub fn junit(report: &CheckReport) -> String {
             if let Some(k) = r.kill_ms {
                 let _ = write!(out, " kill {k:.1} ms");
             }
-            if let Some(m) = r.harness {
+            if let Some(m) = &r.harness {
                 let _ = write!(
                     out,
                     " harness +{:.1} MiB (peak {:.1} MiB)",

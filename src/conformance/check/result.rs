@@ -94,7 +94,11 @@ impl Summary {
         let passed = results.iter().filter(|r| r.pass).count();
         let mut kills: Vec<f64> = results.iter().filter_map(|r| r.kill_ms).collect();
         kills.sort_by(f64::total_cmp);
-        let measured = || results.iter().filter_map(|r| r.harness.map(|m| (r, m)));
+        let measured = || {
+            results
+                .iter()
+                .filter_map(|r| r.harness.as_ref().map(|m| (r, m)))
+        };
         let growth = measured().max_by_key(|(_, m)| m.growth_bytes);
         Summary {
             total: results.len(),
