@@ -11,9 +11,10 @@ use crate::kernel::Outcome;
 use crate::sandbox::{Flag, Verdict};
 
 /// The harness's RSS growth a case may cause, in MiB, unless the case says
-/// otherwise (`max_harness_mb`): about 3 times the largest growth measured
-/// over the shipped corpus without a bound of its own (10.5 MiB on zygote
-/// kernels, 9.0 cold, at `--jobs 2`; docs/sandbox.md).
+/// otherwise (`max_harness_mb`): 2.5 to 3 times the largest growth measured
+/// over the shipped corpus without a bound of its own (9 to 12.8 MiB over
+/// whole-corpus runs on zygote and cold kernels at `--jobs 2`;
+/// docs/sandbox.md).
 pub const DEFAULT_MAX_HARNESS_MB: u64 = 32;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
