@@ -72,6 +72,7 @@ struct RawCase {
     stderr_lacks: Vec<String>,
     answer: Option<String>,
     max_artifacts: Option<usize>,
+    max_harness_mb: Option<u64>,
     setup: Option<String>,
     setup_expect: Option<String>,
     #[serde(default)]
@@ -186,6 +187,12 @@ impl RawCase {
             ));
         }
         check_positive(&limits)?;
+        if self.max_harness_mb == Some(0) {
+            return Err(BadKey::new(
+                "max_harness_mb",
+                format!("case `{id}`: max_harness_mb must be positive (MiB the harness may grow)"),
+            ));
+        }
         Ok(Case {
             id,
             category,
@@ -203,6 +210,7 @@ impl RawCase {
                 stderr_lacks: self.stderr_lacks,
                 answer: self.answer,
                 max_artifacts: self.max_artifacts,
+                max_harness_mb: self.max_harness_mb,
             },
             setup,
             next_code: self.next_code.unwrap_or_else(|| "print(1)".into()),

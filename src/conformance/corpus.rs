@@ -22,6 +22,7 @@
 //! stderr_contains = []
 //! stderr_lacks = []
 //! answer = "42"                   # the answer read from the cell
+//! max_harness_mb = 64             # the harness's RSS may grow this much
 //! setup = '''...'''               # a cell run first in the same kernel
 //! setup_expect = "ok"             # its verdict, when it matters
 //! restart_before = false          # restart the kernel between setup and code
@@ -357,6 +358,7 @@ stdout_lacks = ["escaped"]
 stderr_contains = ["warn"]
 stderr_lacks = ["secret"]
 answer = "42"
+max_harness_mb = 64
 setup = "import builtins; builtins.print = None"
 setup_expect = "ok"
 restart_before = true
@@ -372,6 +374,7 @@ next_stdout = "2\n""#,
         assert_eq!(e.stderr_contains, ["warn"]);
         assert_eq!(e.stderr_lacks, ["secret"]);
         assert_eq!(e.answer.as_deref(), Some("42"));
+        assert_eq!((e.max_harness_mb, e.harness_bound_mb()), (Some(64), 64));
         let setup = case.setup.unwrap();
         assert!(setup.code.contains("builtins.print"));
         assert_eq!(setup.expect, Some(Verdict::Ok));
@@ -404,6 +407,8 @@ next_stdout = "2\n""#,
         assert!(bad("\"busy\"", "\"has space\"").contains("id"));
         assert!(bad("pids = 64", "pid = 64").contains("pid"));
         assert!(bad("\"256M\"", "\"lots\"").contains("limits.memory"));
+        let no_room = "flags = [\"restarted\"]\nmax_harness_mb = 0";
+        assert!(bad("flags = [\"restarted\"]", no_room).contains("max_harness_mb"));
         // Huge numbers are refused with the key's name, never a panic.
         assert!(bad("cpu_time = 2", "cpu_time = 1e300").contains("limits.cpu_time"));
         assert!(bad("\"3s\"", "\"1e300s\"").contains("limits.timeout"));

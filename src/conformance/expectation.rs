@@ -6,8 +6,16 @@
 
 use serde::Serialize;
 
+use super::rss::{HarnessMemory, MIB};
 use crate::kernel::Outcome;
 use crate::sandbox::{Flag, Verdict};
+
+/// The harness's RSS growth a case may cause, in MiB, unless the case says
+/// otherwise (`max_harness_mb`): 2.5 to 3 times the largest growth measured
+/// over the shipped corpus without a bound of its own (9 to 12.8 MiB over
+/// whole-corpus runs on zygote and cold kernels at `--jobs 2`;
+/// docs/sandbox.md).
+pub const DEFAULT_MAX_HARNESS_MB: u64 = 32;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Expectation {
@@ -37,6 +45,10 @@ pub struct Expectation {
     /// At most this many artifact files (images the harness saved).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_artifacts: Option<usize>,
+    /// At most this many MiB of growth of the harness's resident memory
+    /// while the case runs ([`DEFAULT_MAX_HARNESS_MB`] when unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_harness_mb: Option<u64>,
 }
 
 impl Expectation {
@@ -114,6 +126,44 @@ impl Expectation {
             }
         }
         failures
+    }
+
+    /// The bound on the harness's RSS growth during the case, in MiB.
+    pub fn harness_bound_mb(&self) -> u64 {
+        self.max_harness_mb.unwrap_or(DEFAULT_MAX_HARNESS_MB)
+    }
+
+    /// Whether the case may grow the harness more than the default: such a
+    /// case runs alone, so that neither its figure nor its neighbours' is
+    /// the other's.
+    pub fn harness_heavy(&self) -> bool {
+        self.harness_bound_mb() > DEFAULT_MAX_HARNESS_MB
+    }
+
+    /// Why the harness's memory during the case breaks the bound, if it
+    /// does.
+    pub fn harness_failure(&self, memory: &HarnessMemory) -> Option<String> {
+        let bound = self.harness_bound_mb();
+        (memory.growth_bytes > bound.saturating_mul(MIB)).then(|| {
+            format!(
+                "the harness's resident memory grew by {:.1} MiB during the case (to {:.1} MiB), over its bound of {bound} MiB{}{}",
+                memory.growth_mib(),
+                memory.peak_mib(),
+                if self.max_harness_mb.is_some() {
+                    " (max_harness_mb)"
+                } else {
+                    " (the default)"
+                },
+                if memory.alongside.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; running alongside, so the growth is theirs too: {}",
+                        memory.alongside.join(", ")
+                    )
+                }
+            )
+        })
     }
 }
 
@@ -221,5 +271,52 @@ mod tests {
             unsupported: None,
         });
         assert!(want.failures(&o).is_empty(), "{:?}", want.failures(&o));
+    }
+
+    #[test]
+    fn harness_growth_over_the_bound_fails_naming_both() {
+        let default = Expectation::default();
+        assert_eq!(default.harness_bound_mb(), DEFAULT_MAX_HARNESS_MB);
+        assert!(!default.harness_heavy());
+        let at_bound = HarnessMemory::new(50 * MIB, (50 + DEFAULT_MAX_HARNESS_MB) * MIB);
+        assert_eq!(default.harness_failure(&at_bound), None);
+        let over = HarnessMemory::new(50 * MIB, (51 + DEFAULT_MAX_HARNESS_MB) * MIB);
+        let why = default.harness_failure(&over).expect("over the default");
+        let growth = format!("grew by {:.1} MiB", (DEFAULT_MAX_HARNESS_MB + 1) as f64);
+        assert!(why.contains(&growth), "{why}");
+        assert!(
+            why.contains(&format!(
+                "bound of {DEFAULT_MAX_HARNESS_MB} MiB (the default)"
+            )),
+            "{why}"
+        );
+
+        let tight = Expectation {
+            max_harness_mb: Some(8),
+            ..Default::default()
+        };
+        assert!(!tight.harness_heavy());
+        let roomy = Expectation {
+            max_harness_mb: Some(DEFAULT_MAX_HARNESS_MB + 1),
+            ..Default::default()
+        };
+        assert!(roomy.harness_heavy());
+        let small = HarnessMemory::new(50 * MIB, 58 * MIB);
+        assert_eq!(tight.harness_failure(&small), None);
+        let why = tight
+            .harness_failure(&HarnessMemory::new(50 * MIB, 70 * MIB))
+            .expect("over the case's own bound");
+        assert!(why.contains("grew by 20.0 MiB"), "{why}");
+        assert!(why.contains("to 70.0 MiB"), "{why}");
+        assert!(why.contains("bound of 8 MiB (max_harness_mb)"), "{why}");
+        let crowded = HarnessMemory {
+            alongside: vec!["heavy".into()],
+            ..HarnessMemory::new(50 * MIB, 70 * MIB)
+        };
+        let why = tight.harness_failure(&crowded).expect("over the bound");
+        assert!(why.ends_with("the growth is theirs too: heavy"), "{why}");
+        // A shrinking harness is no growth at all.
+        let shrunk = HarnessMemory::new(80 * MIB, 60 * MIB);
+        assert_eq!(tight.harness_failure(&shrunk), None);
     }
 }

@@ -7,5 +7,6 @@ mod case_file;
 pub mod check;
 pub mod corpus;
 mod expectation;
+mod rss;
 
 pub use expectation::Expectation;

@@ -94,6 +94,27 @@ async fn whole_corpus_passes(kernel_start: KernelStart) {
         other.is_empty(),
         "cases whose kernel did not start {expected}: {other:?}"
     );
+    // Every case reports the harness's memory, within its bound.
+    for r in &report.results {
+        let memory = r
+            .harness
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: no figure of the harness's memory", r.id));
+        let bound = r.expectation.harness_bound_mb();
+        assert!(
+            memory.growth_bytes <= bound * check::MIB,
+            "{}: the harness grew {:.1} MiB, bound {bound} MiB",
+            r.id,
+            memory.growth_mib()
+        );
+        assert!(memory.peak_bytes >= memory.start_bytes, "{}", r.id);
+    }
+    let most = report.summary.harness_growth_max_bytes;
+    assert!(most.is_some(), "{summary}");
+    assert!(
+        summary.contains("harness memory: largest growth"),
+        "{summary}"
+    );
 }
 
 const OK_CASE: &str = r#"
@@ -169,9 +190,26 @@ fn user_corpus_with_filter_json_and_junit() {
     assert_eq!(results[0]["got"], "ok");
     assert_eq!(results[0]["pass"], true);
     assert_eq!(results[0]["outcome"]["stdout"], "42\n");
+    // The harness's memory during the case: a column, per-case figures in
+    // the JSON and the JUnit, and the largest in the summary.
+    assert!(stdout.contains("harness MB"), "{stdout}");
+    let memory = &results[0]["harness"];
+    let (start, peak, growth) = (
+        memory["start_bytes"].as_u64().unwrap(),
+        memory["peak_bytes"].as_u64().unwrap(),
+        memory["growth_bytes"].as_u64().unwrap(),
+    );
+    assert!(
+        start > 0 && peak >= start && growth == peak - start,
+        "{memory}"
+    );
+    assert_eq!(report["summary"]["harness_growth_max_bytes"], growth);
+    assert_eq!(report["summary"]["harness_growth_max_case"], "user_ok");
+    assert!(stdout.contains("largest growth during a case"), "{stdout}");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("<testsuite name=\"retrace-sandbox\" tests=\"1\" failures=\"0\""));
     assert!(xml.contains("classname=\"false_positive\" name=\"user_ok\""));
+    assert!(xml.contains(" harness +"), "{xml}");
 
     // --filter on ids; a second corpus holding a wrong expectation
     // makes the run fail with exit code 1 and a JUnit failure.
@@ -236,6 +274,54 @@ fn a_missing_stdout_marker_fails_the_case() {
     );
     // The marker that was printed is not reported.
     assert!(!stdout.contains("contain \"blocked True\""), "{stdout}");
+}
+
+/// Signed stream messages at the wire cap: tens of MiB of harness memory,
+/// against a bound of 2.
+const HEAVY_CASE: &str = r#"
+id = "user_heavy"
+category = "output"
+description = "makes the harness hold more than its bound allows"
+expect = "output_limit"
+max_harness_mb = 2
+code = '''
+k = get_ipython().kernel
+text = 'x' * ((4 << 20) - 8192)
+for _ in range(300):
+    k.session.send(k.iopub_socket, 'stream', {'name': 'stdout', 'text': text}, parent=k.get_parent())
+import time
+time.sleep(2)
+'''
+[limits]
+timeout = "30s"
+"#;
+
+#[test]
+fn a_case_over_its_harness_bound_fails() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("user_heavy.toml"), HEAVY_CASE).unwrap();
+    let arg = dir.path().to_string_lossy().to_string();
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = retrace(["sandbox", "check", "--corpus", &arg]).run();
+    assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
+    // The verdict is right: only the bound fails the case.
+    assert!(!stdout.contains("expected verdict"), "{stdout}");
+    assert!(
+        stdout.contains("the harness's resident memory grew by"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("over its bound of 2 MiB (max_harness_mb)"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::leftovers::{leftovers, PidNamespaces};
-use super::{CaseResult, CheckConfig, HarnessState};
+use super::{CaseResult, CheckConfig, HarnessState, RssSampler};
 use crate::conformance::corpus::{Case, Setup};
 use crate::conformance::expectation::{head, shorten};
 use crate::kernel::{AnyKernel, ExecOptions, Executor, KernelOptions, KernelSpec, Outcome};
@@ -19,17 +19,28 @@ const EXECUTOR_SLACK: Duration = Duration::from_secs(60);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Runs one case in a fresh kernel of `executor` and checks everything
-/// around it.
+/// around it, the harness's memory while it runs included.
 pub async fn run_case(
     case: &Case,
     config: &CheckConfig,
     executor: &Executor,
     harness: &HarnessState,
+    rss: &RssSampler,
 ) -> CaseResult {
     let started = Instant::now();
     let limits = case.limits.apply(&config.limits);
     let mut result = CaseResult::new(case, &limits);
+    let watch = rss.watch(&case.id);
     run_case_into(case, config, executor, harness, &limits, &mut result).await;
+    match watch.and_then(|w| w.finish()) {
+        Ok(memory) => {
+            if let Some(reason) = case.expectation.harness_failure(&memory) {
+                result.fail(reason);
+            }
+            result.harness = Some(memory);
+        }
+        Err(e) => result.fail(format!("the harness's memory was not measured: {e}")),
+    }
     result.pass = result.failures.is_empty();
     result.duration_ms = started.elapsed().as_secs_f64() * 1e3;
     result

@@ -13,7 +13,11 @@
 //!   named after it remains in any hierarchy;
 //! * the harness is unharmed: its own `oom_score_adj` and cgroup are what
 //!   they were before the case;
-//! * a fresh kernel still runs `print(1)`.
+//! * a fresh kernel still runs `print(1)`;
+//! * the harness's resident memory grew by no more than the case's bound
+//!   while it ran ([`RssSampler`]; with several jobs the figure includes
+//!   the cases running alongside, so it bounds the case from above, and a
+//!   case allowed more than the default runs alone).
 //!
 //! Every case gets a fresh kernel with the command-line limits overridden
 //! by the case's own `[limits]`.
@@ -39,6 +43,7 @@ use crate::kernel::gateway::Gateway;
 use crate::kernel::{Executor, KernelSpec};
 use crate::sandbox::{Confined, SandboxError, SandboxInfo, SandboxLimits};
 
+pub use crate::conformance::rss::{HarnessMemory, RssError, RssSampler, MIB};
 pub use case::run_case;
 pub use harness::HarnessState;
 pub use leftovers::cgroup_dirs_named;
@@ -118,6 +123,7 @@ pub async fn run(
     };
     let cases = &cases[..];
     let harness = HarnessState::now();
+    let rss = Arc::new(RssSampler::start());
 
     let jobs = config.jobs.max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
@@ -129,9 +135,21 @@ pub async fn run(
         let permits = permits.clone();
         let on_done = on_done.clone();
         let executor = executor.clone();
+        let rss = rss.clone();
         set.spawn(async move {
-            let _permit = permits.acquire_owned().await.expect("semaphore open");
-            let result = run_case(&case, &config, &executor, &harness).await;
+            // A case allowed more harness memory than the default runs
+            // alone: overlapping, its growth would be charged to the cases
+            // alongside it as well.
+            let need = if case.expectation.harness_heavy() {
+                jobs
+            } else {
+                1
+            };
+            let _permits = permits
+                .acquire_many_owned(u32::try_from(need).unwrap_or(u32::MAX))
+                .await
+                .expect("semaphore open");
+            let result = run_case(&case, &config, &executor, &harness, &rss).await;
             on_done(&result);
             (index, result)
         });

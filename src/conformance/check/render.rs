@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{CaseResult, CheckReport};
+use super::{CaseResult, CheckReport, MIB};
 use crate::report::junit::{render as render_junit, TestCase};
 
 /// The results as a fixed-width table, failures listed under their row.
@@ -11,8 +11,8 @@ pub fn table(results: &[CaseResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8}  result",
-        "case", "category", "expected", "got", "kill ms", "time s"
+        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8}  {:>10}  result",
+        "case", "category", "expected", "got", "kill ms", "time s", "harness MB"
     );
     for r in results {
         let _ = writeln!(out, "{}", row(r, width));
@@ -30,19 +30,27 @@ pub fn row(r: &CaseResult, width: usize) -> String {
         .kill_ms
         .map(|k| format!("{k:.1}"))
         .unwrap_or_else(|| "-".into());
+    // Growth over the harness's RSS when the case started.
+    let harness = r
+        .harness
+        .as_ref()
+        .map(|m| format!("+{:.1}", m.growth_mib()))
+        .unwrap_or_else(|| "-".into());
     format!(
-        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8.1}  {}",
+        "{:<width$}  {:<16}  {:<16}  {:<16}  {:>8}  {:>8.1}  {:>10}  {}",
         r.id,
         r.category.as_str(),
         r.expected.as_str(),
         got,
         kill,
         r.duration_ms / 1e3,
+        harness,
         if r.pass { "pass" } else { "FAIL" }
     )
 }
 
-/// The closing line: counts and kill latency (goal: p99 ≤ 100 ms).
+/// The closing line: counts, kill latency (goal: p99 ≤ 100 ms) and the
+/// harness's memory.
 pub fn summary_line(report: &CheckReport) -> String {
     let s = &report.summary;
     let ms = |v: Option<f64>| {
@@ -63,14 +71,25 @@ pub fn summary_line(report: &CheckReport) -> String {
     } else {
         String::new()
     };
+    let mib = |v: Option<u64>| {
+        v.map(|v| format!("{:.1} MiB", v as f64 / MIB as f64))
+            .unwrap_or_else(|| "-".into())
+    };
+    let growth_case = s
+        .harness_growth_max_case
+        .as_deref()
+        .map(|id| format!(" ({id})"))
+        .unwrap_or_default();
     format!(
-        "{} passed, {} failed; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; {:.1} s with {} job(s){fallbacks}",
+        "{} passed, {} failed; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; harness memory: largest growth during a case {}{growth_case}, peak {}; {:.1} s with {} job(s){fallbacks}",
         s.passed,
         s.failed,
         s.killed,
         ms(s.kill_ms_p50),
         ms(s.kill_ms_p99),
         ms(s.kill_ms_max),
+        mib(s.harness_growth_max_bytes),
+        mib(s.harness_peak_max_bytes),
         report.duration_ms / 1e3,
         report.jobs
     )
@@ -90,6 +109,14 @@ pub fn junit(report: &CheckReport) -> String {
             }
             if let Some(k) = r.kill_ms {
                 let _ = write!(out, " kill {k:.1} ms");
+            }
+            if let Some(m) = &r.harness {
+                let _ = write!(
+                    out,
+                    " harness +{:.1} MiB (peak {:.1} MiB)",
+                    m.growth_mib(),
+                    m.peak_mib()
+                );
             }
             TestCase {
                 classname: r.category.as_str().to_string(),
@@ -119,7 +146,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::conformance::check::Summary;
+    use crate::conformance::check::{HarnessMemory, Summary};
     use crate::conformance::corpus::Case;
     use crate::sandbox::{SandboxLimits, Verdict};
 
@@ -133,12 +160,18 @@ mod tests {
         let mut r = CaseResult::new(&case, &SandboxLimits::default());
         r.got = Some(Verdict::OomKilled);
         r.kill_ms = Some(12.5);
+        r.harness = Some(HarnessMemory::new(40 * MIB, 43 * MIB + MIB / 2));
         r.fail("expected verdict ok but got oom_killed".into());
         let text = table(&[r.clone()]);
         assert!(text.contains("FAIL"), "{text}");
         assert!(text.contains("12.5"), "{text}");
+        assert!(text.contains("harness MB"), "{text}");
+        assert!(text.contains("+3.5"), "{text}");
         assert!(text.contains("- expected verdict ok"), "{text}");
         let s = Summary::of(&[r]);
         assert_eq!((s.total, s.failed, s.killed), (1, 1, 1));
+        assert_eq!(s.harness_growth_max_bytes, Some(3 * MIB + MIB / 2));
+        assert_eq!(s.harness_growth_max_case.as_deref(), Some("x"));
+        assert_eq!(s.harness_peak_max_bytes, Some(43 * MIB + MIB / 2));
     }
 }

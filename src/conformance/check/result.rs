@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::HarnessMemory;
 use crate::conformance::corpus::{Case, Category};
 use crate::conformance::Expectation;
 use crate::kernel::{AnyKernel, LocalBackend, Outcome};
@@ -44,6 +45,9 @@ pub struct CaseResult {
     /// when the zygote was asked for and could not serve).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start: Option<String>,
+    /// The harness's resident memory while the case ran; `None` only when
+    /// it could not be read (the case then fails).
+    pub harness: Option<HarnessMemory>,
 }
 
 fn is_empty(e: &Expectation) -> bool {
@@ -76,6 +80,13 @@ pub struct Summary {
     pub kill_ms_p50: Option<f64>,
     pub kill_ms_p99: Option<f64>,
     pub kill_ms_max: Option<f64>,
+    /// The largest growth of the harness's RSS during one case, and the
+    /// case.
+    pub harness_growth_max_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub harness_growth_max_case: Option<String>,
+    /// The harness's highest RSS during the check.
+    pub harness_peak_max_bytes: Option<u64>,
 }
 
 impl Summary {
@@ -83,6 +94,12 @@ impl Summary {
         let passed = results.iter().filter(|r| r.pass).count();
         let mut kills: Vec<f64> = results.iter().filter_map(|r| r.kill_ms).collect();
         kills.sort_by(f64::total_cmp);
+        let measured = || {
+            results
+                .iter()
+                .filter_map(|r| r.harness.as_ref().map(|m| (r, m)))
+        };
+        let growth = measured().max_by_key(|(_, m)| m.growth_bytes);
         Summary {
             total: results.len(),
             passed,
@@ -91,6 +108,9 @@ impl Summary {
             kill_ms_p50: percentile(&kills, 50.0),
             kill_ms_p99: percentile(&kills, 99.0),
             kill_ms_max: kills.last().copied(),
+            harness_growth_max_bytes: growth.map(|(_, m)| m.growth_bytes),
+            harness_growth_max_case: growth.map(|(r, _)| r.id.clone()),
+            harness_peak_max_bytes: measured().map(|(_, m)| m.peak_bytes).max(),
         }
     }
 }
@@ -113,6 +133,7 @@ impl CaseResult {
             limits: *limits,
             outcome: None,
             start: None,
+            harness: None,
         }
     }
 
