@@ -1,6 +1,6 @@
 //! The file locks a kernel's processes hold, counted in `/proc/locks`.
 //! Each POSIX byte range and each `flock` is a `file_lock` in a slab that no
-//! memory cgroup is charged for (Linux 6.3 and later), and Linux enforces
+//! memory cgroup is charged for (measured on Linux 6.18), and Linux enforces
 //! no RLIMIT_LOCKS: a cell could pile them up by the million. POSIX locks
 //! belong to a live process (closing the file or exiting drops them) and
 //! `/proc/locks` shows that process's host pid; a `flock` shows the pid
