@@ -17,6 +17,7 @@ use jupyter_zmq_client::{
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::inbox::{inbox, Inbox, Outbox};
 use super::wire_cap::{Oversize, Relay};
 use super::KernelError;
 use crate::util::IoContext;
@@ -33,14 +34,18 @@ pub struct WireCap {
     pub max_message: u64,
 }
 
-/// IOPub messages of the watched request queued for the session; past
-/// this the reader waits, stops reading the socket, and the kernel's PUB
-/// socket drops at its high-water mark: the harness never holds more.
+/// IOPub messages of the watched request queued for the session, and their
+/// bytes; past either the reader waits, stops reading the socket, and the
+/// kernel's PUB socket drops at its high-water mark: the harness never
+/// holds more.
 const IOPUB_QUEUE: usize = 256;
+const IOPUB_BYTES: u32 = 16 << 20;
 /// Shell replies queued (only replies to requests this client sent).
 const SHELL_QUEUE: usize = 64;
+const SHELL_BYTES: u32 = 8 << 20;
 /// Control replies queued; they are read lazily, so the surplus is dropped.
 const CONTROL_QUEUE: usize = 16;
+const CONTROL_BYTES: u32 = 4 << 20;
 
 /// Which IOPub messages the reader passes on. Everything else is dropped
 /// (and counted) as it arrives, so output a kernel produces between cells,
@@ -133,9 +138,9 @@ impl Outbound for ZmqOutbound {
 /// The queues end when every reader (every clone) is gone.
 #[derive(Clone)]
 pub(super) struct Router {
-    iopub: mpsc::Sender<JupyterMessage>,
-    shell: mpsc::Sender<JupyterMessage>,
-    control: mpsc::Sender<JupyterMessage>,
+    iopub: Outbox,
+    shell: Outbox,
+    control: Outbox,
     filters: Filters,
     /// Also pass the server's own word that the kernel is restarting or
     /// dead (a gateway's status without a parent).
@@ -170,15 +175,15 @@ impl Router {
                     self.filters.iopub_dropped.fetch_add(1, Ordering::Relaxed);
                     return true;
                 }
-                self.iopub.send(msg).await.is_ok()
+                self.iopub.send(msg).await
             }
             Channel::Shell => {
-                !self.filters.shell_pending.admits(&msg) || self.shell.send(msg).await.is_ok()
+                !self.filters.shell_pending.admits(&msg) || self.shell.send(msg).await
             }
             Channel::Control => {
                 if self.filters.control_pending.admits(&msg) {
                     // Read lazily: a full queue drops the surplus.
-                    let _ = self.control.try_send(msg);
+                    self.control.try_send(msg);
                 }
                 !self.control.is_closed()
             }
@@ -190,10 +195,10 @@ impl Router {
 /// Open channels to one kernel.
 pub struct Channels {
     outbound: Box<dyn Outbound>,
-    pub iopub_rx: mpsc::Receiver<JupyterMessage>,
-    pub shell_rx: mpsc::Receiver<JupyterMessage>,
+    pub iopub_rx: Inbox,
+    pub shell_rx: Inbox,
     /// Replies on control (interrupt, shutdown).
-    pub control_rx: mpsc::Receiver<JupyterMessage>,
+    pub control_rx: Inbox,
     filters: Filters,
     /// Messages the relays dropped for being larger than the cap.
     pub oversize_rx: mpsc::Receiver<Oversize>,
@@ -314,9 +319,9 @@ impl Channels {
     /// queue what arrives through (the readers are added by the caller,
     /// which also keeps them: see [`Channels::keep_reader`]).
     pub(super) fn open(outbound: Box<dyn Outbound>) -> (Router, Channels) {
-        let (iopub, iopub_rx) = mpsc::channel(IOPUB_QUEUE);
-        let (shell, shell_rx) = mpsc::channel(SHELL_QUEUE);
-        let (control, control_rx) = mpsc::channel(CONTROL_QUEUE);
+        let (iopub, iopub_rx) = inbox(IOPUB_QUEUE, IOPUB_BYTES);
+        let (shell, shell_rx) = inbox(SHELL_QUEUE, SHELL_BYTES);
+        let (control, control_rx) = inbox(CONTROL_QUEUE, CONTROL_BYTES);
         let (_, oversize_rx) = mpsc::channel(1);
         let filters = Filters {
             iopub_watch: Arc::new(Mutex::new(IopubWatch::All)),

@@ -14,6 +14,7 @@ mod error;
 mod execution;
 mod executor;
 pub mod gateway;
+mod inbox;
 mod layout;
 mod local;
 mod lock_watch;
