@@ -1,6 +1,7 @@
 //! Multi-answers: `@name[value]` parts found in stdout and the answer value
-//! (or a dict of them), scored part by part; and a single answer given in
-//! one of those named forms.
+//! (or a dict of them), scored part by part, and a plain answer value read
+//! as the one part of a single-part task; and a single answer given in one
+//! of those named forms.
 
 use std::fmt::Write as _;
 
@@ -100,9 +101,23 @@ pub(super) fn check_multi(
 ) -> Check {
     let mut found: Vec<(String, String)> = find_tagged(stdout);
     if let Some(a) = answer {
-        found.extend(find_tagged(a));
+        let named = find_tagged(a);
         // `answer = {"@name": value, ...}` (with or without the `@`).
-        found.extend(dict_entries(a).unwrap_or_default());
+        let entries = dict_entries(a);
+        // A task with one part and a plain value (`answer = 0.653`): the
+        // value can only be that part. Only the answer value, one line; a
+        // tag in stdout still wins, being later in `found`.
+        if let ([(name, _)], true, None) = (
+            answers.iter().collect::<Vec<_>>().as_slice(),
+            named.is_empty(),
+            &entries,
+        ) {
+            if !a.trim().is_empty() && !a.trim().contains('\n') {
+                found.insert(0, ((*name).clone(), a.trim().to_string()));
+            }
+        }
+        found.extend(named);
+        found.extend(entries.unwrap_or_default());
     }
     let lookup = |name: &str| -> Option<&String> {
         found
@@ -252,6 +267,27 @@ mod tests {
         let c = check(&e, Some("12.35"), "the mean price is 12.35");
         assert!(!c.correct && !c.parsed, "{c:?}");
         assert_eq!(c.rule, "multi:0/3");
+    }
+
+    #[test]
+    fn a_plain_value_is_the_one_part_of_a_single_part_task() {
+        // DABench 671: one part, `answer = 0.653`.
+        let one = Expected::Multi {
+            answers: BTreeMap::from([("mse".to_string(), num_tol(0.653, Some(1e-3), None))]),
+        };
+        let c = check(&one, Some("0.653"), "");
+        assert!(c.correct && c.parsed, "{c:?}");
+        assert_eq!(c.rule, "multi:1/1");
+        assert_eq!(c.parts[0].extracted.as_deref(), Some("0.653"));
+        // A tag in stdout is the model's own naming and wins.
+        let c = check(&one, Some("0.1"), "@mse[0.653]");
+        assert!(c.correct, "{c:?}");
+        // A wrong plain value is read, and wrong.
+        let c = check(&one, Some("0.9"), "");
+        assert!(!c.correct && c.parsed, "{c:?}");
+        // With two parts a plain value names neither.
+        let c = check(&dabench_expected(), Some("12.35"), "");
+        assert!(!c.parsed, "{c:?}");
     }
 
     #[test]
