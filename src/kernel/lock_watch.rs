@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::sandbox::locks::{held, Held, LOCKS_PER_KERNEL};
+use crate::sandbox::locks::{Held, LockTable, LOCKS_PER_KERNEL};
 use crate::sandbox::{Jail, KillReport};
 
 /// How often the locks are counted: at the fastest rate a cell can take
@@ -86,10 +86,11 @@ impl Drop for LockWatch {
 }
 
 fn watch(jail: &dyn Jail, shared: &Shared, kernel: &str) {
+    let mut table = LockTable::open();
     while !shared.stop.load(Ordering::SeqCst) {
         std::thread::sleep(LOCK_POLL);
         let generation = shared.generation.load(Ordering::SeqCst);
-        let count = held(&jail.live_processes(), LOCKS_PER_KERNEL);
+        let count = table.held(&jail.live_processes(), LOCKS_PER_KERNEL);
         if !count.is_over() || shared.stop.load(Ordering::SeqCst) {
             continue;
         }

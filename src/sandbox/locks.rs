@@ -48,20 +48,36 @@ impl std::fmt::Display for Held {
     }
 }
 
-/// The locks `pids` (host pids) hold, counted up to one past `bound`. A
-/// host without `/proc/locks` has no file locking at all.
-pub fn held(pids: &[i32], bound: usize) -> Held {
-    match std::fs::File::open("/proc/locks") {
-        Ok(file) => tally(
-            std::io::BufReader::with_capacity(READ_BUFFER, file),
-            pids,
-            bound,
-            MAX_LINES,
-        ),
-        Err(e) => {
-            tracing::debug!(error = %e, "/proc/locks cannot be read; no locks counted");
-            Held::Counted(0)
+/// `/proc/locks`, opened once and read again from its start for each
+/// count, with one buffer for all of them (a watchdog counts every 50 ms).
+pub struct LockTable {
+    /// `None` on a host without `/proc/locks`: no file locking at all.
+    table: Option<std::io::BufReader<std::fs::File>>,
+}
+
+impl LockTable {
+    pub fn open() -> LockTable {
+        let table = match std::fs::File::open("/proc/locks") {
+            Ok(file) => Some(std::io::BufReader::with_capacity(READ_BUFFER, file)),
+            Err(e) => {
+                tracing::debug!(error = %e, "/proc/locks cannot be read; no locks counted");
+                None
+            }
+        };
+        LockTable { table }
+    }
+
+    /// The locks `pids` (host pids) hold, counted up to one past `bound`.
+    pub fn held(&mut self, pids: &[i32], bound: usize) -> Held {
+        use std::io::Seek;
+        let Some(table) = self.table.as_mut() else {
+            return Held::Counted(0);
+        };
+        // Rewinding drops what is buffered and keeps the buffer.
+        if table.rewind().is_err() {
+            return Held::Counted(0);
         }
+        tally(table, pids, bound, MAX_LINES)
     }
 }
 
@@ -165,7 +181,10 @@ mod tests {
         // `File::lock` is a flock on Linux.
         file.lock().unwrap();
         let me = std::process::id() as i32;
-        let found = held(&[me], LOCKS_PER_KERNEL);
+        let mut table = LockTable::open();
+        let found = table.held(&[me], LOCKS_PER_KERNEL);
+        // Counted again from the start, the same lock once.
+        assert_eq!(table.held(&[me], LOCKS_PER_KERNEL), found);
         drop(file);
         let _ = std::fs::remove_file(&path);
         assert!(
