@@ -252,20 +252,25 @@ code = "print('blocked True')"
 timeout = "5s"
 "#;
 
+/// `sandbox check` of a corpus holding only `text` as `file`.
+fn check_one_case(file: &str, text: &str) -> Ran {
+    common::image(ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(file), text).unwrap();
+    let arg = dir.path().to_string_lossy().to_string();
+    retrace(["sandbox", "check", "--corpus", &arg]).run()
+}
+
 #[test]
 fn a_missing_stdout_marker_fails_the_case() {
     if common::lacks_root() {
         return;
     }
-    common::image(ImageName::Fat);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("user_marker.toml"), STDOUT_CASE).unwrap();
-    let arg = dir.path().to_string_lossy().to_string();
     let Ran {
         code,
         stdout,
         stderr,
-    } = retrace(["sandbox", "check", "--corpus", &arg]).run();
+    } = check_one_case("user_marker.toml", STDOUT_CASE);
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
     assert!(
@@ -301,15 +306,11 @@ fn a_case_over_its_harness_bound_fails() {
     if common::lacks_root() {
         return;
     }
-    common::image(ImageName::Fat);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("user_heavy.toml"), HEAVY_CASE).unwrap();
-    let arg = dir.path().to_string_lossy().to_string();
     let Ran {
         code,
         stdout,
         stderr,
-    } = retrace(["sandbox", "check", "--corpus", &arg]).run();
+    } = check_one_case("user_heavy.toml", HEAVY_CASE);
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
     // The verdict is right: only the bound fails the case.
