@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use jupyter_protocol::JupyterMessage;
+use jupyter_protocol::{JupyterMessage, JupyterMessageContent};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -79,10 +79,18 @@ impl Inbox {
     }
 }
 
-/// The message's content, metadata and buffers as bytes on the wire.
+/// The message's content, metadata and buffers as bytes on the wire. The
+/// kinds that come by the thousand are sized from their fields; the rest
+/// are counted as JSON.
 fn json_size(msg: &JupyterMessage) -> usize {
     let mut counter = Counter(0);
-    let _ = serde_json::to_writer(&mut counter, &msg.content);
+    match &msg.content {
+        JupyterMessageContent::StreamContent(stream) => counter.0 = stream.text.len() + 32,
+        JupyterMessageContent::Status(_) => counter.0 = 32,
+        content => {
+            let _ = serde_json::to_writer(&mut counter, content);
+        }
+    }
     let _ = serde_json::to_writer(&mut counter, &msg.metadata);
     counter.0 + msg.buffers.iter().map(|b| b.len()).sum::<usize>()
 }
