@@ -9,8 +9,8 @@ use retrace::model::spec::{Endpoint, ModelSpec};
 use retrace::model::Generation;
 use retrace::pyenv::Strategy;
 use retrace::record::{
-    Execution, ExecutorSpec, FeedbackMode, GatewaySpec, InstallOn, LoopPolicy, ModelSetup,
-    PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
+    AfterFailure, ArmAxes, Execution, ExecutorSpec, FeedbackMode, GatewaySpec, InstallOn,
+    LoopPolicy, ModelSetup, PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
 };
 use retrace::report;
 use retrace::task::load::datasets_dir;
@@ -86,10 +86,11 @@ pub struct TaskArgs {
 
 #[derive(Args)]
 pub struct ModelArgs {
-    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`, `oracle:wrong`,
-    /// `replay:<file>`.
-    #[arg(long, default_value = "local", value_parser = parse_model)]
-    pub model: ModelSpec,
+    /// Model: `local`, `openai:<model>`, `oracle`, `oracle:faults`,
+    /// `oracle:flaky`, `oracle:wrong`, `replay:<file>`; several
+    /// comma-separated make one arm each (the first is the baseline).
+    #[arg(long, default_value = "local", value_parser = parse_model, value_delimiter = ',')]
+    pub model: Vec<ModelSpec>,
 }
 
 /// The repair loop (the spec's `policy`).
@@ -101,13 +102,29 @@ pub struct PolicyArgs {
     /// When a task stops early: `clean` (ran cleanly with an answer of any
     /// type; no ground truth), `never` (all rounds; clean rounds get a
     /// review prompt) or `correct` (oracle feedback; labelled as such).
-    #[arg(long, value_enum, default_value = "clean")]
-    pub stop_on: StopOn,
+    /// Several comma-separated make one arm each, sharing round 0.
+    #[arg(long, value_enum, default_value = "clean", value_delimiter = ',')]
+    pub stop_on: Vec<StopOn>,
     /// What repair messages say after a failure: `parsed`, `parsed+state`
     /// (adds the live kernel's state around the failure), `raw`,
-    /// `minimal` or `none`.
-    #[arg(long, value_enum, default_value = "parsed")]
-    pub feedback: FeedbackMode,
+    /// `minimal` or `none`. Several comma-separated (`parsed,none`) make
+    /// one arm each, sharing round 0.
+    #[arg(long, value_enum, default_value = "parsed", value_delimiter = ',')]
+    pub feedback: Vec<FeedbackMode>,
+    /// What follows a round that did not stop the task: `repair` (the
+    /// feedback, same conversation and kernel) or `resample` (the task
+    /// again from scratch in a fresh kernel). `repair,resample` makes two
+    /// arms sharing round 0.
+    #[arg(long, value_enum, default_value = "repair", value_delimiter = ',')]
+    pub after_failure: Vec<AfterFailure>,
+    /// Allow arms from several varied flags at once: one arm per
+    /// combination, named `value/value`.
+    #[arg(long)]
+    pub arms_product: bool,
+    /// Stop a task's rounds once its prompt and completion tokens so far
+    /// exceed N (stop reason `token_budget`).
+    #[arg(long, value_name = "N")]
+    pub max_task_tokens: Option<u64>,
     /// Directory with prompt templates overriding the built-in ones.
     #[arg(long)]
     pub prompts: Option<PathBuf>,
@@ -175,7 +192,7 @@ impl RunArgs {
     /// The spec these flags ask for; the model's own defaults fill what
     /// the user left unsaid.
     fn spec(&self) -> Result<RunSpec, Failure> {
-        let model = &self.model.model;
+        let model = &self.model.model[0];
         let defaults = model.defaults();
         let t = &self.tasks;
         let sample = t.sample.or_else(|| {
@@ -204,10 +221,12 @@ impl RunArgs {
             },
             policy: LoopPolicy {
                 rounds: p.rounds,
-                stop_on: p.stop_on,
-                feedback: p.feedback,
+                stop_on: p.stop_on[0],
+                feedback: p.feedback[0],
                 feedback_budget: p.feedback_budget,
                 prompts: p.prompts.clone(),
+                after_failure: p.after_failure[0],
+                max_task_tokens: p.max_task_tokens,
             },
             model: ModelSetup {
                 spec: model.clone(),
@@ -230,6 +249,13 @@ impl RunArgs {
                 kernel_start: self.limits.kernel_start(),
                 concurrency: self.concurrency,
                 executor,
+            },
+            arms: ArmAxes {
+                model: several(&self.model.model),
+                feedback: several(&p.feedback),
+                after_failure: several(&p.after_failure),
+                stop_on: several(&p.stop_on),
+                product: p.arms_product,
             },
         })
     }
@@ -276,7 +302,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     let (todo, done) = run.counts();
     let spec = &config.spec;
     eprintln!(
-        "run {}: {} tasks ({todo} to do, {done} done), strategy {}, model {}, rounds 0..={}, stop on {}, feedback {}",
+        "run {}: {} tasks ({todo} to do, {done} done), strategy {}, model {}, rounds 0..={}, stop on {}, feedback {}, after failure {}",
         config.provenance.run_id,
         config.provenance.task_ids.len(),
         Strategy::join(&spec.packages.strategies),
@@ -284,7 +310,12 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
         spec.policy.rounds,
         spec.policy.stop_on.name(),
         spec.policy.feedback.name(),
+        spec.policy.after_failure.name(),
     );
+    let arms = config.arm_names();
+    if arms.len() > 1 {
+        eprintln!("arms: {} (the first is the baseline)", arms.join(", "));
+    }
     eprintln!(
         "{}",
         super::limits::describe(&config.provenance.sandbox, &spec.execution.limits)
@@ -310,6 +341,15 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
         return Ok(3);
     }
     Ok(0)
+}
+
+/// A flag's values when it gives several (one arm each), else none.
+fn several<T: Clone>(values: &[T]) -> Vec<T> {
+    if values.len() > 1 {
+        values.to_vec()
+    } else {
+        Vec::new()
+    }
 }
 
 fn parse_model(text: &str) -> Result<ModelSpec, String> {

@@ -6,27 +6,33 @@ use std::sync::Arc;
 use super::error::HarnessError;
 use super::packages::Packages;
 use crate::kernel::{default_kernel_root, KernelSpec};
+use crate::model::ModelClient;
 use crate::pyenv::dynamic::{Allowlist, CellScanner, Installer, PackageStore};
 use crate::pyenv::{Image, Strategy};
 use crate::record::{ArmSpec, InstallOn, RunSpec};
 use crate::sandbox::Sandbox;
 
-/// One arm of a run: its spec (the run's with the arm's fields changed)
-/// and how its kernels start and get packages.
+/// One arm of a run: its spec (the run's with the arm's fields changed),
+/// its model, and how its kernels start and get packages.
 pub struct Arm {
-    /// What records call the arm (their `strategy`).
+    /// What records call the arm (their `arm`).
     pub name: String,
     pub spec: RunSpec,
+    pub model: Arc<dyn ModelClient>,
     pub kernels: ArmKernels,
+    /// Arms with the same key share round 0 ([`ArmSpec::round0_key`]).
+    pub round0_key: String,
 }
 
 impl Arm {
-    /// The arm with its built `image`.
+    /// The arm with its built `image` and its `model`.
     pub fn new(
         arm: ArmSpec,
         image: Image,
+        model: Arc<dyn ModelClient>,
         sandbox: &Arc<dyn Sandbox>,
     ) -> Result<Arm, HarnessError> {
+        let round0_key = arm.round0_key();
         let ArmSpec { name, spec } = arm;
         let kernels = ArmKernels::new(
             spec.strategy(),
@@ -38,7 +44,9 @@ impl Arm {
         Ok(Arm {
             name,
             spec,
+            model,
             kernels,
+            round0_key,
         })
     }
 }

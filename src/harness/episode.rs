@@ -11,22 +11,23 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::kernel::{AnyKernel, ExecOptions, KernelError, KernelSpec, StateView};
-use crate::model::{ChatRequest, Message, ModelError, Role, KEEP_TOKEN};
-use crate::record::{AttemptRecord, FeedbackKind, FeedbackMode};
+use crate::model::{ChatRequest, Message, ModelError, Reply, Role, KEEP_TOKEN};
+use crate::record::{AttemptRecord, FeedbackKind, FeedbackMode, RecordKind, Spent};
 use crate::repair::extract::extract_code;
 use crate::repair::feedback::state_query;
 use crate::repair::message::{next_message, opening, FeedbackPolicy, PackageOffer, RoundContext};
+use crate::sandbox::Verdict;
 use crate::task::check::Check;
 use crate::task::score::score;
-use crate::task::Task;
+use crate::task::{Expected, Task};
 
 use super::answer::RoundAnswer;
 use super::arm::Arm;
 use super::error::HarnessError;
 use super::packages::Activated;
-use super::round::{Executed, RoundHead, Scored, Solved};
+use super::round::{Decision, Executed, RoundHead, Scored, Solved};
 use super::runner::Runner;
-use super::stop::decide;
+use super::stop::{decide, Turn};
 
 type Starting = tokio::task::JoinHandle<Result<(AnyKernel, f64), KernelError>>;
 
@@ -59,62 +60,109 @@ pub(super) struct Episode<'a> {
     kernel_start_ms: Option<f64>,
     /// What the `dynamic` strategy has put on the kernel's path.
     activated: Activated,
+    /// What the task has spent so far.
+    spent: Spent,
+    /// Round 0 as another arm did it, to reuse (arms sharing round 0).
+    shared: Option<&'a AttemptRecord>,
 }
 
 impl<'a> Episode<'a> {
     /// Starts the task's kernel in the background (it boots while the
-    /// model writes round 0) and renders the first messages.
+    /// model writes round 0) and renders the first messages. With `shared`,
+    /// round 0 is that record's reply and outcome instead of a new one.
     pub(super) fn begin(
         runner: &'a Runner,
         arm: &'a Arm,
         task: &'a Task,
+        shared: Option<&'a AttemptRecord>,
     ) -> Result<Self, HarnessError> {
-        let spec = Arc::new(KernelSpec {
-            files: task.files.clone(),
-            ..(*arm.kernels.kernel).clone()
-        });
-        let (executor, options) = (runner.executor.clone(), runner.kernel_options.clone());
-        let starting = tokio::spawn(async move {
-            let started = Instant::now();
-            let kernel = executor.start(spec, options).await?;
-            Ok((kernel, started.elapsed().as_secs_f64() * 1e3))
-        });
-        let installable = arm
-            .kernels
-            .packages
-            .as_ref()
-            .map(|p| p.allowlist.available());
-        let offer = PackageOffer::of(arm.kernels.strategy, installable.as_deref());
-        Ok(Self {
+        let mut episode = Self {
             runner,
             arm,
             task,
             conversation: Vec::new(),
-            pending: opening(&runner.templates, task, offer)?.to_vec(),
+            pending: Vec::new(),
             carried: None,
             carried_text: None,
-            starting: Some(starting),
+            starting: None,
             kernel: None,
             kernel_start_ms: None,
             activated: Activated::default(),
+            spent: Spent::default(),
+            shared,
+        };
+        episode.pending = episode.opening()?;
+        episode.starting = Some(episode.start_kernel());
+        Ok(episode)
+    }
+
+    /// The task's first messages (again, for a resampled round).
+    fn opening(&self) -> Result<Vec<Message>, HarnessError> {
+        let installable = self
+            .arm
+            .kernels
+            .packages
+            .as_ref()
+            .map(|p| p.allowlist.available());
+        let offer = PackageOffer::of(self.arm.kernels.strategy, installable.as_deref());
+        Ok(opening(&self.runner.templates, self.task, offer)?.to_vec())
+    }
+
+    /// A fresh kernel for the task, booting in the background.
+    fn start_kernel(&self) -> Starting {
+        let spec = Arc::new(KernelSpec {
+            files: self.task.files.clone(),
+            ..(*self.arm.kernels.kernel).clone()
+        });
+        let executor = self.runner.executor.clone();
+        let options = self.runner.kernel_options.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let kernel = executor.start(spec, options).await?;
+            Ok((kernel, started.elapsed().as_secs_f64() * 1e3))
         })
     }
 
-    /// All rounds. Infrastructure failures end the task with an
-    /// `infra_error` record; they never drop it.
-    pub(super) async fn run(mut self) -> Result<(), HarnessError> {
+    /// `--after-failure resample`: the next round starts over, as a fresh
+    /// sample of round 0 would, with nothing of the earlier attempts: the
+    /// opening messages alone and a new kernel. The answer in force stays.
+    async fn start_over(&mut self) -> Result<(), HarnessError> {
+        self.discard_kernel().await;
+        self.activated = Activated::default();
+        self.conversation.clear();
+        self.pending = self.opening()?;
+        self.starting = Some(self.start_kernel());
+        Ok(())
+    }
+
+    /// All rounds; gives back round 0's record, for the arms that share
+    /// it. Infrastructure failures end the task with an `infra_error`
+    /// record; they never drop it.
+    pub(super) async fn run(mut self) -> Result<Option<AttemptRecord>, HarnessError> {
         let mut reviewing = false;
+        let mut first = None;
         for round in 0..=self.arm.spec.policy.rounds {
-            let rec = self.round(round, reviewing).await?;
+            let mut rec = match (round, self.shared) {
+                (0, Some(shared)) => self.shared_round(shared).await?,
+                _ => self.round(round, reviewing).await?,
+            };
+            self.spent = self.spent.plus(&rec.tokens, &rec.timings_ms);
+            rec.cumulative = self.spent;
             reviewing = rec.feedback_kind == Some(FeedbackKind::Review);
+            if rec.feedback_kind == Some(FeedbackKind::Resample) {
+                self.start_over().await?;
+            }
             let done = rec.is_final();
             self.runner.append(&rec)?;
+            if round == 0 {
+                first = Some(rec);
+            }
             if done {
                 break;
             }
         }
         self.close().await;
-        Ok(())
+        Ok(first)
     }
 
     async fn round(&mut self, round: u32, reviewing: bool) -> Result<AttemptRecord, HarnessError> {
@@ -136,22 +184,117 @@ impl<'a> Episode<'a> {
             let carried = self.carried.clone();
             return Ok(head.infra(prompt, Some(solved), &executed, carried, why, elapsed()));
         }
-        let answer = executed.answer();
-        let scored = self.score(&answer, &executed);
-        let decision = decide(
-            &self.arm.spec.policy,
-            round,
-            solved.kept_answer,
-            &executed,
-            &scored,
-        );
-        if let Some(kind) = decision.feedback {
-            let message = self
-                .feedback(kind, round, solved.code.as_deref(), &executed, &answer)
-                .await?;
-            self.pending.push(message);
-        }
+        let (answer, scored, decision) = self.decide(round, &solved, &executed);
+        self.follow_up(&decision, round, &solved, &executed, &answer)
+            .await?;
         Ok(head.attempt(prompt, solved, executed, scored, decision, elapsed()))
+    }
+
+    /// Scores the round and lets the stop rule decide.
+    fn decide(
+        &mut self,
+        round: u32,
+        solved: &Solved,
+        executed: &Executed,
+    ) -> (RoundAnswer, Scored, Decision) {
+        let (answer, scored) = self.score(executed);
+        let turn = Turn {
+            round,
+            kept_answer: solved.kept_answer,
+            spent: self.spent.tokens() + solved.reply.usage.tokens(),
+        };
+        let decision = decide(&self.arm.spec.policy, turn, executed, &answer, &scored);
+        (answer, scored, decision)
+    }
+
+    /// Renders the next message when the task goes on in this conversation.
+    async fn follow_up(
+        &mut self,
+        decision: &Decision,
+        round: u32,
+        solved: &Solved,
+        executed: &Executed,
+        answer: &RoundAnswer,
+    ) -> Result<(), HarnessError> {
+        match decision.feedback {
+            None | Some(FeedbackKind::Resample) => {}
+            Some(kind) => {
+                let message = self
+                    .feedback(kind, round, solved.code.as_deref(), executed, answer)
+                    .await?;
+                self.pending.push(message);
+            }
+        }
+        Ok(())
+    }
+
+    /// Round 0 as the arm sharing it did it: its reply and outcome, judged
+    /// by this arm's rules. When this arm repairs, the code runs again in
+    /// this arm's own kernel so that the kernel holds what round 0 left
+    /// (unless round 0 ended the kernel, as the sharing arm's was).
+    async fn shared_round(
+        &mut self,
+        shared: &AttemptRecord,
+    ) -> Result<AttemptRecord, HarnessError> {
+        let head = self.head(0);
+        let prompt = std::mem::take(&mut self.pending);
+        let from = shared
+            .shared_from
+            .clone()
+            .unwrap_or_else(|| shared.arm_name().to_string());
+        if shared.kind == RecordKind::InfraError {
+            let why = shared.infra_error.clone().unwrap_or_default();
+            let mut rec = head.infra(prompt, None, &Executed::default(), None, why, 0.0);
+            rec.shared_from = Some(from);
+            return Ok(rec);
+        }
+        self.conversation.extend(prompt.iter().cloned());
+        let text = shared.reply.clone().unwrap_or_default();
+        self.conversation
+            .push(Message::text(Role::Assistant, text.clone()));
+        let solved = Solved {
+            extraction: shared
+                .extraction
+                .clone()
+                .unwrap_or_else(|| extract_code(&text)),
+            code: shared.code.clone(),
+            kept_answer: false,
+            reply: Reply {
+                text,
+                usage: shared.tokens,
+                attempts: 1,
+                latency_ms: shared.timings_ms.model,
+                finish_reason: None,
+                fault: shared.fault.clone(),
+                note: shared.note.clone(),
+            },
+        };
+        let executed = Executed {
+            outcome: shared.outcome.clone(),
+            installs: shared.installs.clone(),
+            exec_ms: shared.timings_ms.exec,
+            install_ms: shared.timings_ms.install,
+            kernel_start_ms: None,
+            infra: None,
+        };
+        let (answer, scored, decision) = self.decide(0, &solved, &executed);
+        let kernel_lived = executed
+            .outcome
+            .as_ref()
+            .is_some_and(|o| matches!(o.verdict, Verdict::Ok | Verdict::Error));
+        let repairs = decision
+            .feedback
+            .is_some_and(|k| k != FeedbackKind::Resample);
+        if kernel_lived && repairs {
+            // Only the kernel's state matters; the outcome is round 0's.
+            let _ = self.execute(0, solved.code.as_deref()).await;
+        }
+        self.follow_up(&decision, 0, &solved, &executed, &answer)
+            .await?;
+        let total = shared.timings_ms.total;
+        let mut rec = head.attempt(prompt, solved, executed, scored, decision, total);
+        rec.shared_from = Some(from);
+        Ok(rec)
     }
 
     /// The model's reply to the conversation so far; `Err` names why there
@@ -161,7 +304,7 @@ impl<'a> Episode<'a> {
             messages: self.conversation.clone(),
             round,
         };
-        let reply = self.runner.model.chat(&request).await?;
+        let reply = self.arm.model.chat(&request).await?;
         self.conversation
             .push(Message::text(Role::Assistant, reply.text.clone()));
         let extraction = extract_code(&reply.text);
@@ -225,22 +368,29 @@ impl<'a> Episode<'a> {
         executed
     }
 
-    /// The check in force after this round; its answer comes from this
-    /// round's code only.
-    fn score(&mut self, answer: &RoundAnswer, executed: &Executed) -> Scored {
-        let value = match answer {
-            RoundAnswer::Value { text } => Some(text.as_str()),
-            _ => None,
-        };
+    /// The round's answer and the check in force after it; the answer
+    /// comes from this round's code only. A multi-answer task's answer
+    /// that carries none of its named parts is not an answer in the form
+    /// the question asks for: the check in force stays.
+    fn score(&mut self, executed: &Executed) -> (RoundAnswer, Scored) {
+        let mut answer = executed.answer();
         let stdout = executed.outcome.as_ref().map_or("", |o| o.stdout.as_str());
-        self.carried = score(&self.task.expected, self.carried.as_ref(), value, stdout);
-        if let Some(text) = value {
-            self.carried_text = Some(text.to_string());
+        if let RoundAnswer::Value { text } = &answer {
+            let check = score(&self.task.expected, None, Some(text), stdout);
+            let formless = matches!(self.task.expected, Expected::Multi { .. })
+                && !check.as_ref().is_some_and(|c| c.parsed);
+            if formless {
+                answer = RoundAnswer::Formless { text: text.clone() };
+            } else {
+                self.carried = check;
+                self.carried_text = Some(text.clone());
+            }
         }
-        Scored {
+        let scored = Scored {
             check: self.carried.clone(),
-            answered: value.is_some(),
-        }
+            answered: matches!(answer, RoundAnswer::Value { .. }),
+        };
+        (answer, scored)
     }
 
     /// The message for the next round.
@@ -265,20 +415,29 @@ impl<'a> Episode<'a> {
             RoundAnswer::Unsupported { description } => Some(description.as_str()),
             _ => None,
         };
+        let parts: Vec<String> = match &self.task.expected {
+            Expected::Multi { answers } => answers.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        let shown = match answer {
+            RoundAnswer::Formless { text } => Some(text.as_str()),
+            _ => self.carried_text.as_deref(),
+        };
         let policy = FeedbackPolicy {
             mode: spec.policy.feedback,
             budget: spec.policy.feedback_budget,
             limits: &spec.execution.limits,
-            vision: self.runner.model.vision(),
+            vision: self.arm.model.vision(),
         };
         let context = RoundContext {
             kind,
             rounds_left: spec.policy.rounds - round,
             outcome,
             code,
-            answer: self.carried_text.as_deref().unwrap_or_default(),
+            answer: shown.unwrap_or_default(),
             unsupported,
             state: state.as_ref(),
+            parts: &parts,
         };
         Ok(next_message(&self.runner.templates, policy, context)?)
     }
@@ -309,6 +468,10 @@ impl<'a> Episode<'a> {
     /// The task is over: its kernel's state is not needed, so it is
     /// discarded (killed) rather than asked to shut down.
     async fn close(mut self) {
+        self.discard_kernel().await;
+    }
+
+    async fn discard_kernel(&mut self) {
         if let Some(k) = self.kernel.take() {
             k.discard().await;
         } else if let Some(start) = self.starting.take() {
@@ -323,9 +486,10 @@ impl<'a> Episode<'a> {
             run_id: self.runner.config.provenance.run_id.clone(),
             task_id: self.task.id.clone(),
             round,
-            model: self.runner.model.name(),
-            synthetic_model: self.runner.model.is_synthetic(),
+            model: self.arm.model.name(),
+            synthetic_model: self.arm.model.is_synthetic(),
             arm: self.arm.name.clone(),
+            strategy: self.arm.kernels.strategy.to_string(),
             stop_on: self.arm.spec.policy.stop_on,
             feedback: self.arm.spec.policy.feedback,
         }

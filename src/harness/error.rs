@@ -81,6 +81,12 @@ pub enum UsageError {
     #[error("a run needs at least one strategy")]
     NoStrategy,
     #[error(
+        "{} each give several values: that is one arm per combination; \
+         add --arms-product to run them all, or vary one flag at a time",
+        flags.join(" and ")
+    )]
+    ArmsProduct { flags: Vec<&'static str> },
+    #[error(
         "{} already holds a run; continue it with `retrace run --resume {}` or choose another --out",
         dir.display(),
         dir.display()

@@ -87,17 +87,17 @@ pub fn read(path: &Path) -> Result<Vec<AttemptRecord>, HarnessError> {
     Ok(records)
 }
 
-/// A task in one arm (package strategy) of a run: what resume counts.
+/// A task in one arm of a run: what resume counts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ArmTask {
-    pub strategy: String,
+    pub arm: String,
     pub task_id: String,
 }
 
 impl ArmTask {
     pub fn of(record: &AttemptRecord) -> Self {
         Self {
-            strategy: record.strategy.clone(),
+            arm: record.arm_name().to_string(),
             task_id: record.task_id.clone(),
         }
     }

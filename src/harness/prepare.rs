@@ -65,11 +65,21 @@ pub(super) async fn prepare(
         vision: spec.model.vision,
         ..ctx.endpoint.clone()
     };
-    let model = spec
-        .model
-        .spec
-        .client(&spec.model.generation, &endpoint, tasks)
-        .await?;
+    let arm_specs = spec.arms();
+    // One client per model the arms use, built once.
+    let mut models: Vec<(String, Arc<dyn ModelClient>)> = Vec::new();
+    for arm in &arm_specs {
+        let key = arm.spec.model.spec.to_string();
+        if !models.iter().any(|(k, _)| *k == key) {
+            let model = &arm.spec.model;
+            let client = model
+                .spec
+                .client(&model.generation, &endpoint, tasks)
+                .await?;
+            models.push((key, client));
+        }
+    }
+    let model = models[0].1.clone();
     let images = ensure_images(strategies).await?;
     let gateway = match &spec.execution.executor {
         ExecutorSpec::Local => None,
@@ -83,11 +93,15 @@ pub(super) async fn prepare(
     )
     .await?;
     let sandbox = executor.local_sandbox(ctx.init_binary.clone())?;
-    let arms = spec
-        .arms()
+    let arms = arm_specs
         .into_iter()
-        .zip(&images)
-        .map(|(arm, image)| Arm::new(arm, image.clone(), &sandbox))
+        .map(|arm| {
+            let at = strategies.iter().position(|s| *s == arm.spec.strategy());
+            let image = images[at.expect("an arm's strategy is the run's")].clone();
+            let key = arm.spec.model.spec.to_string();
+            let (_, model) = models.iter().find(|(k, _)| *k == key).expect("built above");
+            Arm::new(arm, image, model.clone(), &sandbox)
+        })
         .collect::<Result<Vec<Arm>, HarnessError>>()?;
     let start = ctx.kernel_start.unwrap_or(spec.execution.kernel_start);
     start_zygotes(&arms, &sandbox, &executor, start);
@@ -114,8 +128,12 @@ fn start_zygotes(
     if start != KernelStart::Zygote || !matches!(executor, Executor::Local(_)) {
         return;
     }
+    let mut started = Vec::new();
     for arm in arms {
-        zygote::start_early((*arm.kernels.kernel).clone(), sandbox.clone());
+        if !started.contains(&arm.kernels.strategy) {
+            started.push(arm.kernels.strategy);
+            zygote::start_early((*arm.kernels.kernel).clone(), sandbox.clone());
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 use crate::kernel::Outcome;
 use crate::model::{Message, Reply, Usage};
 use crate::record::{
-    AttemptRecord, FeedbackKind, InstallStep, RecordKind, RoundTimings, StopReason, SCHEMA_VERSION,
+    AttemptRecord, FeedbackKind, InstallStep, RecordKind, RoundTimings, Spent, StopReason,
+    SCHEMA_VERSION,
 };
 use crate::repair::extract::Extraction;
 use crate::task::check::Check;
@@ -21,6 +22,7 @@ pub(super) struct RoundHead {
     pub model: String,
     pub synthetic_model: bool,
     pub arm: String,
+    pub strategy: String,
     pub stop_on: crate::record::StopOn,
     pub feedback: crate::record::FeedbackMode,
 }
@@ -145,7 +147,9 @@ impl RoundHead {
             round: self.round,
             model: self.model,
             synthetic_model: self.synthetic_model,
-            strategy: self.arm,
+            strategy: self.strategy,
+            arm: self.arm,
+            shared_from: None,
             stop_on: self.stop_on,
             feedback: self.feedback,
             kind,
@@ -173,6 +177,7 @@ impl RoundHead {
             },
             tokens: reply.as_ref().map_or_else(Usage::default, |r| r.usage),
             reply: reply.map(|r| r.text),
+            cumulative: Spent::default(),
         }
     }
 }

@@ -17,7 +17,7 @@ use super::run_dir::{
     load_tasks, read_config, refuse_existing_run, same_tasks, task_hash, write_config,
 };
 use super::runner::Runner;
-use super::schedule;
+use super::schedule::{self, Job};
 use crate::kernel::KernelOptions;
 use crate::model::ModelClient;
 use crate::pyenv::Image;
@@ -29,10 +29,18 @@ use crate::task::Task;
 /// images and sandbox prepared, tasks still to do selected.
 pub struct Run {
     runner: Arc<Runner>,
-    /// (arm index, task) pairs still to run.
-    todo: Vec<(usize, Task)>,
+    /// Tasks still to run, each in the arms of one round-0 group.
+    todo: Vec<Job>,
     finished: usize,
     progress: Arc<Progress>,
+}
+
+/// What a resumed run finished before: its tasks per arm, and their
+/// round-0 records.
+#[derive(Default)]
+struct Done {
+    finished: HashSet<ArmTask>,
+    round0s: Vec<AttemptRecord>,
 }
 
 /// What an executed run gives back.
@@ -61,6 +69,10 @@ impl Run {
         ctx: RunContext,
     ) -> Result<Run, HarnessError> {
         spec.execution.concurrency = spec.execution.concurrency.max(1);
+        let varying = spec.varying();
+        if varying.len() > 1 && !spec.arms.product {
+            return Err(UsageError::ArmsProduct { flags: varying }.into());
+        }
         let (tasks, skipped) = load_tasks(&spec.tasks, &ctx.datasets)?;
         if tasks.is_empty() {
             return Err(UsageError::NoTasks {
@@ -87,7 +99,7 @@ impl Run {
         std::fs::create_dir_all(&dir)
             .map_err(|e| crate::util::IoError::new(format!("creating {}", dir.display()), e))?;
         write_config(&config, &dir)?;
-        Self::assemble(config, dir, tasks, HashSet::new(), prepared, &ctx)
+        Self::assemble(config, dir, tasks, Done::default(), prepared, &ctx)
     }
 
     /// Reopens the run in `dir` (its `run.json` decides everything that
@@ -109,31 +121,28 @@ impl Run {
             }
             .into());
         }
-        let finished = journal::compact_for_resume(&dir.join("results.jsonl"))?;
-        Self::assemble(config, dir.to_path_buf(), tasks, finished, prepared, &ctx)
+        let journal = dir.join("results.jsonl");
+        let finished = journal::compact_for_resume(&journal)?;
+        // The round 0 an unfinished arm shares with a finished one.
+        let round0s = journal::read(&journal)?
+            .into_iter()
+            .filter(|r| r.round == 0)
+            .collect();
+        let done = Done { finished, round0s };
+        Self::assemble(config, dir.to_path_buf(), tasks, done, prepared, &ctx)
     }
 
     fn assemble(
         config: RunConfig,
         dir: PathBuf,
         tasks: Vec<Task>,
-        finished: HashSet<ArmTask>,
+        done: Done,
         prepared: Prepared,
         ctx: &RunContext,
     ) -> Result<Run, HarnessError> {
         let arms = prepared.arms;
-        // Task by task, every arm in turn: an interrupted run has compared
-        // arms on the same tasks.
-        let todo: Vec<(usize, Task)> = tasks
-            .iter()
-            .flat_map(|t| (0..arms.len()).map(move |a| (a, t.clone())))
-            .filter(|(a, t)| {
-                !finished.contains(&ArmTask {
-                    strategy: arms[*a].name.clone(),
-                    task_id: t.id.clone(),
-                })
-            })
-            .collect();
+        let todo = schedule::jobs(&arms, &tasks, &done.finished, done.round0s);
+        let finished = done.finished;
         let progress = Arc::new(Progress::new(
             (config.provenance.task_ids.len() * arms.len()) as u64,
             finished.len() as u64,

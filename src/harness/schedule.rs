@@ -1,14 +1,79 @@
 //! The scheduler: a run's tasks, concurrently up to the run's
 //! concurrency, each as an [`Episode`] with its own fresh confined kernel.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::sync::{watch, Semaphore};
 
+use super::arm::Arm;
 use super::episode::Episode;
 use super::error::HarnessError;
+use super::journal::ArmTask;
 use super::runner::Runner;
+use crate::record::AttemptRecord;
 use crate::task::Task;
+
+/// One task in the arms of one round-0 group that still have to run it.
+pub(super) struct Job {
+    /// Arm indexes, in the run's order; the first does round 0 unless
+    /// `round0` is known.
+    arms: Vec<usize>,
+    task: Task,
+    /// The group's round 0 from an arm that finished the task earlier.
+    round0: Option<AttemptRecord>,
+}
+
+/// The jobs of a run, task by task and group by group (an interrupted run
+/// has compared arms on the same tasks), leaving out arms that `finished`.
+pub(super) fn jobs(
+    arms: &[Arm],
+    tasks: &[Task],
+    finished: &HashSet<ArmTask>,
+    round0s: Vec<AttemptRecord>,
+) -> Vec<Job> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, arm) in arms.iter().enumerate() {
+        match groups
+            .iter_mut()
+            .find(|g| arms[g[0]].round0_key == arm.round0_key)
+        {
+            Some(group) => group.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    let is_done = |a: usize, task: &Task| {
+        finished.contains(&ArmTask {
+            arm: arms[a].name.clone(),
+            task_id: task.id.clone(),
+        })
+    };
+    let mut jobs = Vec::new();
+    for task in tasks {
+        for group in &groups {
+            let todo: Vec<usize> = group
+                .iter()
+                .copied()
+                .filter(|&a| !is_done(a, task))
+                .collect();
+            if todo.is_empty() {
+                continue;
+            }
+            let round0 = group.iter().find(|&&a| is_done(a, task)).and_then(|&a| {
+                round0s
+                    .iter()
+                    .find(|r| r.task_id == task.id && r.arm_name() == arms[a].name)
+                    .cloned()
+            });
+            jobs.push(Job {
+                arms: todo,
+                task: task.clone(),
+                round0,
+            });
+        }
+    }
+    jobs
+}
 
 /// Runs every task (concurrently, up to the configured number).
 /// Stops early when `cancel` turns true (Ctrl-C): running tasks are
@@ -16,7 +81,7 @@ use crate::task::Task;
 /// their unfinished rounds are redone by `--resume`.
 pub(super) async fn run_all(
     runner: Arc<Runner>,
-    tasks: Vec<(usize, Task)>,
+    jobs: Vec<Job>,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<(), HarnessError> {
     let slots = Arc::new(Semaphore::new(
@@ -24,14 +89,14 @@ pub(super) async fn run_all(
     ));
     let mut running = tokio::task::JoinSet::new();
     let result = async {
-        for (arm, task) in tasks {
+        for job in jobs {
             let permit = tokio::select! {
                 p = slots.clone().acquire_owned() => p.map_err(|_| HarnessError::Interrupted)?,
                 _ = cancel.wait_for(|c| *c) => return Err(HarnessError::Interrupted),
             };
             let runner = runner.clone();
             running.spawn(async move {
-                let result = run_task(&runner, arm, &task).await;
+                let result = run_job(&runner, job).await;
                 drop(permit);
                 result
             });
@@ -55,7 +120,16 @@ pub(super) async fn run_all(
     result
 }
 
-/// All rounds of one task in one arm.
-async fn run_task(runner: &Runner, arm: usize, task: &Task) -> Result<(), HarnessError> {
-    Episode::begin(runner, &runner.arms[arm], task)?.run().await
+/// All rounds of one task in each arm of its job, one arm after the
+/// other: the first arm's round 0 (or the one the journal has) is every
+/// other arm's.
+async fn run_job(runner: &Runner, job: Job) -> Result<(), HarnessError> {
+    let mut round0 = job.round0;
+    for &arm in &job.arms {
+        let first = Episode::begin(runner, &runner.arms[arm], &job.task, round0.as_ref())?
+            .run()
+            .await?;
+        round0 = round0.or(first);
+    }
+    Ok(())
 }

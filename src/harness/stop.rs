@@ -2,34 +2,48 @@
 //! not, which message follows.
 
 use crate::kernel::Outcome;
-use crate::record::{FeedbackKind, LoopPolicy, StopOn, StopReason};
+use crate::record::{AfterFailure, FeedbackKind, LoopPolicy, StopOn, StopReason};
 
 use super::answer::RoundAnswer;
 use super::round::{Decision, Executed, Scored};
 
-/// Stops on a clean answer (`clean`), a correct one (`correct`, oracle)
-/// or the last round; otherwise names the next message.
+/// Where a task is when the stop rule looks at it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Turn {
+    pub round: u32,
+    /// The reply kept the previous answer after a review prompt.
+    pub kept_answer: bool,
+    /// The task's cumulative tokens, this round's included.
+    pub spent: u64,
+}
+
+/// Stops on a clean answer (`clean`), a correct one (`correct`, oracle),
+/// the last round or the task's token budget; otherwise names the next
+/// message (`resample` after every round that does not stop).
 pub(super) fn decide(
     policy: &LoopPolicy,
-    round: u32,
-    kept_answer: bool,
+    turn: Turn,
     executed: &Executed,
+    answer: &RoundAnswer,
     scored: &Scored,
 ) -> Decision {
     let clean = executed.clean() && scored.answered;
+    let over_budget = policy.max_task_tokens.is_some_and(|max| turn.spent > max);
     let stop = match policy.stop_on {
         StopOn::Clean if clean => Some(StopReason::Clean),
         StopOn::Correct if scored.correct() => Some(StopReason::Correct),
-        _ if round == policy.rounds => Some(StopReason::RoundsExhausted),
+        _ if turn.round == policy.rounds => Some(StopReason::RoundsExhausted),
+        _ if over_budget => Some(StopReason::TokenBudget),
         _ => None,
     };
-    let feedback = stop.is_none().then(|| {
-        next_feedback(
+    let feedback = stop.is_none().then(|| match policy.after_failure {
+        AfterFailure::Resample => FeedbackKind::Resample,
+        AfterFailure::Repair => next_feedback(
             policy.stop_on,
-            kept_answer,
+            turn.kept_answer,
             executed.outcome.as_ref(),
-            &executed.answer(),
-        )
+            answer,
+        ),
     });
     Decision { stop, feedback }
 }
@@ -52,6 +66,7 @@ fn next_feedback(
     }
     match answer {
         RoundAnswer::None => FeedbackKind::NoAnswer,
+        RoundAnswer::Formless { .. } => FeedbackKind::MissingParts,
         RoundAnswer::Unsupported { .. } => FeedbackKind::Unsupported,
         RoundAnswer::Value { .. } => match stop_on {
             StopOn::Correct => FeedbackKind::Wrong,
@@ -105,15 +120,27 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_last_round_stops_whatever_happened() {
-        let policy = LoopPolicy {
-            rounds: 1,
+    fn policy(rounds: u32) -> LoopPolicy {
+        LoopPolicy {
+            rounds,
             stop_on: StopOn::Never,
             feedback: Default::default(),
             feedback_budget: 100,
             prompts: None,
-        };
+            after_failure: AfterFailure::Repair,
+            max_task_tokens: None,
+        }
+    }
+
+    fn turn(round: u32, spent: u64) -> Turn {
+        Turn {
+            round,
+            kept_answer: false,
+            spent,
+        }
+    }
+
+    fn failed() -> (Executed, Scored) {
         let executed = Executed {
             outcome: Some(outcome(Verdict::Error)),
             ..Executed::default()
@@ -122,15 +149,58 @@ mod tests {
             check: None,
             answered: false,
         };
-        let first = decide(&policy, 0, false, &executed, &scored);
+        (executed, scored)
+    }
+
+    #[test]
+    fn the_last_round_stops_whatever_happened() {
+        let policy = policy(1);
+        let (executed, scored) = failed();
+        let none = RoundAnswer::None;
+        let first = decide(&policy, turn(0, 0), &executed, &none, &scored);
         assert_eq!(
             (first.stop, first.feedback),
             (None, Some(FeedbackKind::Error))
         );
-        let last = decide(&policy, 1, false, &executed, &scored);
+        let last = decide(&policy, turn(1, 0), &executed, &none, &scored);
         assert_eq!(
             (last.stop, last.feedback),
             (Some(StopReason::RoundsExhausted), None)
+        );
+    }
+
+    #[test]
+    fn a_task_past_its_token_budget_stops_and_resampling_starts_over() {
+        let (executed, scored) = failed();
+        let none = RoundAnswer::None;
+        let budget = LoopPolicy {
+            max_task_tokens: Some(100),
+            ..policy(3)
+        };
+        let within = decide(&budget, turn(0, 100), &executed, &none, &scored);
+        assert_eq!(within.stop, None);
+        let over = decide(&budget, turn(1, 101), &executed, &none, &scored);
+        assert_eq!(
+            (over.stop, over.feedback),
+            (Some(StopReason::TokenBudget), None)
+        );
+        let resample = LoopPolicy {
+            after_failure: AfterFailure::Resample,
+            ..policy(3)
+        };
+        let next = decide(&resample, turn(0, 0), &executed, &none, &scored);
+        assert_eq!(next.feedback, Some(FeedbackKind::Resample));
+    }
+
+    #[test]
+    fn a_value_without_the_named_parts_asks_for_them() {
+        let ok = outcome(Verdict::Ok);
+        let formless = RoundAnswer::Formless {
+            text: "The column does not exist.".into(),
+        };
+        assert_eq!(
+            next_feedback(StopOn::Clean, false, Some(&ok), &formless),
+            FeedbackKind::MissingParts
         );
     }
 }

@@ -144,6 +144,12 @@ pub struct Usage {
     pub completion_tokens: u64,
 }
 
+impl Usage {
+    pub fn tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
     pub text: String,

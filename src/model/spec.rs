@@ -24,7 +24,7 @@ pub struct Endpoint {
 }
 
 pub const VALID_SPECS: &str =
-    "openai:<model>, oracle, oracle:faults, oracle:wrong, replay:<path.jsonl>, local, local:<name>, local:<file.gguf>";
+    "openai:<model>, oracle, oracle:faults, oracle:flaky, oracle:wrong, replay:<path.jsonl>, local, local:<name>, local:<file.gguf>";
 
 /// A model as `--model` names it. Written to `run.json` as that same
 /// string, so a resumed run builds the same client.
@@ -84,6 +84,7 @@ impl FromStr for ModelSpec {
             ("oracle", None) => Ok(ModelSpec::Oracle(OracleKind::Reference)),
             ("oracle", Some("faults")) => Ok(ModelSpec::Oracle(OracleKind::Faults)),
             ("oracle", Some("wrong")) => Ok(ModelSpec::Oracle(OracleKind::Wrong)),
+            ("oracle", Some("flaky")) => Ok(ModelSpec::Oracle(OracleKind::Flaky)),
             ("replay", Some(path)) if !path.trim().is_empty() => {
                 let path = PathBuf::from(path.trim());
                 Ok(ModelSpec::Replay(
@@ -110,6 +111,7 @@ impl fmt::Display for ModelSpec {
             ModelSpec::Oracle(OracleKind::Reference) => write!(f, "oracle"),
             ModelSpec::Oracle(OracleKind::Faults) => write!(f, "oracle:faults"),
             ModelSpec::Oracle(OracleKind::Wrong) => write!(f, "oracle:wrong"),
+            ModelSpec::Oracle(OracleKind::Flaky) => write!(f, "oracle:flaky"),
             ModelSpec::Replay(path) => write!(f, "replay:{}", path.display()),
         }
     }

@@ -35,6 +35,8 @@ pub enum StopReason {
     Correct,
     /// Every round was used.
     RoundsExhausted,
+    /// `--max-task-tokens`: the task's cumulative tokens passed the budget.
+    TokenBudget,
     /// The round could not be done; the task ends here.
     InfraError,
 }
@@ -64,6 +66,14 @@ pub struct AttemptRecord {
     pub synthetic_model: bool,
     /// How packages reach the kernel (the image name for now).
     pub strategy: String,
+    /// The arm the record belongs to (empty in journals written before
+    /// arms had names of their own: the arm is then `strategy`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arm: String,
+    /// Round 0 reused from this arm's: the same reply and execution
+    /// outcome, so arms sharing round 0 differ in later rounds alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_from: Option<String>,
     /// The stop rule and feedback mode of the run, on every record so a
     /// record read alone says whether ground truth steered it.
     pub stop_on: StopOn,
@@ -111,6 +121,34 @@ pub struct AttemptRecord {
     pub installs: Vec<InstallStep>,
     pub timings_ms: RoundTimings,
     pub tokens: Usage,
+    /// What the task has spent up to and including this round.
+    #[serde(default)]
+    pub cumulative: Spent,
+}
+
+/// A task's cumulative spending up to a round: the budget view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spent {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub model_ms: f64,
+    pub exec_ms: f64,
+}
+
+impl Spent {
+    /// `self` plus one round's tokens and timings.
+    pub fn plus(self, tokens: &Usage, timings: &RoundTimings) -> Spent {
+        Spent {
+            prompt_tokens: self.prompt_tokens + tokens.prompt_tokens,
+            completion_tokens: self.completion_tokens + tokens.completion_tokens,
+            model_ms: self.model_ms + timings.model,
+            exec_ms: self.exec_ms + timings.exec,
+        }
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
 }
 
 impl AttemptRecord {
@@ -121,5 +159,14 @@ impl AttemptRecord {
 
     pub fn executed(&self) -> bool {
         self.outcome.is_some()
+    }
+
+    /// The record's arm (its strategy in journals older than arm names).
+    pub fn arm_name(&self) -> &str {
+        if self.arm.is_empty() {
+            &self.strategy
+        } else {
+            &self.arm
+        }
     }
 }

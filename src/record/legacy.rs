@@ -116,6 +116,8 @@ impl RunConfigV2 {
                 feedback: self.feedback,
                 feedback_budget: self.feedback_budget,
                 prompts: self.prompts_dir,
+                after_failure: Default::default(),
+                max_task_tokens: None,
             },
             model: ModelSetup {
                 spec: model,
@@ -133,6 +135,7 @@ impl RunConfigV2 {
                 concurrency: self.concurrency,
                 executor,
             },
+            arms: Default::default(),
         };
         Ok((
             spec,

@@ -10,11 +10,11 @@ mod run;
 mod spec;
 
 pub use crate::repair::{FeedbackKind, FeedbackMode};
-pub use attempt::{AttemptRecord, RecordKind, RoundTimings, StopReason};
+pub use attempt::{AttemptRecord, RecordKind, RoundTimings, Spent, StopReason};
 pub use install::{InstallStep, InstallTrigger, WheelRecord};
 pub use provenance::{ArmImage, Provenance};
 pub use run::{RunConfig, RunConfigError, RUN_SCHEMA_VERSION, SCHEMA_VERSION};
 pub use spec::{
-    ArmSpec, Execution, ExecutorSpec, GatewaySpec, InstallOn, LoopPolicy, ModelSetup, PackageSpec,
-    RunSpec, Selection, StopOn, TaskSpec,
+    AfterFailure, ArmAxes, ArmSpec, Execution, ExecutorSpec, GatewaySpec, InstallOn, LoopPolicy,
+    ModelSetup, PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
 };

@@ -4,8 +4,10 @@
 //! resumed run is the same run.
 //!
 //! An experiment's *arm* is this spec with some fields changed
-//! ([`RunSpec::arms`]): today arms differ in their package strategy; every
-//! arm runs every task of the run.
+//! ([`RunSpec::arms`]): its package strategy, model, feedback mode, stop
+//! rule or what follows a failure (repair or resample). Every arm runs
+//! every task of the run; arms that differ only in what happens after
+//! round 0 share it ([`ArmSpec::round0_key`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,6 +29,58 @@ pub struct RunSpec {
     pub model: ModelSetup,
     pub packages: PackageSpec,
     pub execution: Execution,
+    /// The variables the arms vary besides the package strategy (whose
+    /// arms are `packages.strategies`).
+    #[serde(default, skip_serializing_if = "ArmAxes::is_empty")]
+    pub arms: ArmAxes,
+}
+
+/// The values each arm variable takes; the first of each is the
+/// baseline's (and is what the spec's own field holds). More than one
+/// variable with several values makes a product of arms, which must be
+/// asked for (`product`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArmAxes {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model: Vec<ModelSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback: Vec<FeedbackMode>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_failure: Vec<AfterFailure>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_on: Vec<StopOn>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub product: bool,
+}
+
+impl ArmAxes {
+    pub fn is_empty(&self) -> bool {
+        *self == ArmAxes::default()
+    }
+}
+
+/// What the model gets after a round that did not stop its task.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum AfterFailure {
+    /// The feedback on what went wrong, in the same conversation and kernel.
+    #[default]
+    Repair,
+    /// The original task again (no feedback, no earlier attempt) in a fresh
+    /// kernel, sampled at the repair temperature: the baseline every repair
+    /// claim needs.
+    Resample,
+}
+
+impl AfterFailure {
+    pub fn name(self) -> &'static str {
+        match self {
+            AfterFailure::Repair => "repair",
+            AfterFailure::Resample => "resample",
+        }
+    }
 }
 
 /// Which tasks, reproducibly.
@@ -62,6 +116,13 @@ pub struct LoopPolicy {
     /// `--prompts DIR`, when the templates are overridden.
     #[serde(default)]
     pub prompts: Option<PathBuf>,
+    /// What follows a round that did not stop the task.
+    #[serde(default)]
+    pub after_failure: AfterFailure,
+    /// `--max-task-tokens`: a task's rounds stop once its cumulative
+    /// prompt and completion tokens exceed this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_task_tokens: Option<u64>,
 }
 
 /// The model and how it is sampled.
@@ -198,33 +259,135 @@ impl InstallOn {
     }
 }
 
-/// One arm of a run: its name (what records call their `strategy`) and
-/// the run's spec with the arm's fields changed.
+/// One arm of a run: its name (what records call their `arm`) and the
+/// run's spec with the arm's fields changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArmSpec {
     pub name: String,
     pub spec: RunSpec,
 }
 
+impl ArmSpec {
+    /// Arms with the same key share round 0: the same model, sampling and
+    /// packages write and run the same first attempt, whatever follows it.
+    pub fn round0_key(&self) -> String {
+        format!("{}|{}", self.spec.strategy(), self.spec.model.spec)
+    }
+}
+
+/// One arm variable: its values in order, as (name, how it changes a spec).
+type Axis = Vec<(String, Box<dyn Fn(&mut RunSpec)>)>;
+
 impl RunSpec {
-    /// The run's arms, the baseline first: one per package strategy.
+    /// The run's arms, the baseline first: one per value of the variable
+    /// that varies, or per combination with `product` (named
+    /// `value/value`, variables in the order strategy, model, feedback,
+    /// after failure, stop rule).
     pub fn arms(&self) -> Vec<ArmSpec> {
-        self.packages
-            .strategies
-            .iter()
-            .map(|&strategy| {
-                let mut spec = self.clone();
-                spec.packages.strategies = vec![strategy];
-                ArmSpec {
-                    name: strategy.to_string(),
-                    spec,
-                }
-            })
-            .collect()
+        let mut arms = vec![ArmSpec {
+            name: String::new(),
+            spec: RunSpec {
+                arms: ArmAxes::default(),
+                ..self.clone()
+            },
+        }];
+        for axis in self.axes() {
+            arms = arms
+                .into_iter()
+                .flat_map(|arm| {
+                    axis.iter()
+                        .map(|(value, apply)| {
+                            let mut spec = arm.spec.clone();
+                            apply(&mut spec);
+                            let name = match arm.name.as_str() {
+                                "" => value.clone(),
+                                base => format!("{base}/{value}"),
+                            };
+                            ArmSpec { name, spec }
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+        }
+        if arms[0].name.is_empty() {
+            arms[0].name = self.strategy().to_string();
+        }
+        arms
+    }
+
+    /// The variables with several values.
+    fn axes(&self) -> Vec<Axis> {
+        let a = &self.arms;
+        let mut axes: Vec<Axis> = Vec::new();
+        let strategies = &self.packages.strategies;
+        axes.push(
+            strategies
+                .iter()
+                .map(|&s| {
+                    let apply: Box<dyn Fn(&mut RunSpec)> =
+                        Box::new(move |spec| spec.packages.strategies = vec![s]);
+                    (s.to_string(), apply)
+                })
+                .collect(),
+        );
+        axes.push(axis(
+            &a.model,
+            |m| m.to_string(),
+            |spec, m| spec.model.spec = m,
+        ));
+        axes.push(axis(
+            &a.feedback,
+            |f| f.name().into(),
+            |spec, f| spec.policy.feedback = f,
+        ));
+        axes.push(axis(
+            &a.after_failure,
+            |f| f.name().into(),
+            |spec, f| spec.policy.after_failure = f,
+        ));
+        axes.push(axis(
+            &a.stop_on,
+            |s| s.name().into(),
+            |spec, s| spec.policy.stop_on = s,
+        ));
+        axes.retain(|x| x.len() > 1);
+        axes
+    }
+
+    /// The flags of the variables that vary: more than one needs `product`.
+    pub fn varying(&self) -> Vec<&'static str> {
+        let a = &self.arms;
+        [
+            ("--strategy", self.packages.strategies.len()),
+            ("--model", a.model.len()),
+            ("--feedback", a.feedback.len()),
+            ("--after-failure", a.after_failure.len()),
+            ("--stop-on", a.stop_on.len()),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(flag, _)| flag)
+        .collect()
     }
 
     /// The package strategy of an arm's spec (the baseline's of a run's).
     pub fn strategy(&self) -> Strategy {
         self.packages.strategies[0]
     }
+}
+
+/// One variable's values as spec changes.
+fn axis<T: Clone + 'static>(
+    values: &[T],
+    name: impl Fn(&T) -> String,
+    set: impl Fn(&mut RunSpec, T) + Clone + 'static,
+) -> Axis {
+    values
+        .iter()
+        .map(|v| {
+            let (v2, set) = (v.clone(), set.clone());
+            let apply: Box<dyn Fn(&mut RunSpec)> = Box::new(move |spec| set(spec, v2.clone()));
+            (name(v), apply)
+        })
+        .collect()
 }

@@ -54,6 +54,9 @@ pub enum FeedbackKind {
     NoCode,
     /// The code ran cleanly but left no answer: `repair_no_answer.md`.
     NoAnswer,
+    /// A multi-answer task's value carried none of its named parts:
+    /// `repair_missing_parts.md`, naming the parts.
+    MissingParts,
     /// The answer is not a plain value: `repair_unsupported.md`.
     Unsupported,
     /// `--stop-on never`: a clean answer, to review: `review.md`.
@@ -61,6 +64,9 @@ pub enum FeedbackKind {
     /// `--stop-on correct`: a clean answer that is wrong (ground truth):
     /// `repair_wrong.md`.
     Wrong,
+    /// `--after-failure resample`: no message; the next round starts over
+    /// from the task's opening messages in a fresh kernel.
+    Resample,
 }
 
 /// The text of a repair message after a failed execution.

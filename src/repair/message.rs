@@ -115,6 +115,8 @@ pub struct RoundContext<'a> {
     pub unsupported: Option<&'a str>,
     /// `parsed+state`: the live kernel's view around the failure.
     pub state: Option<&'a StateView>,
+    /// The named parts a multi-answer task asks for (empty otherwise).
+    pub parts: &'a [String],
 }
 
 /// The message for the next round.
@@ -161,6 +163,19 @@ pub fn next_message(
             TemplateName::RepairWrong,
             &[("answer", round.answer), ("rounds_left", rounds_left)],
         )?,
+        FeedbackKind::MissingParts => {
+            let parts: Vec<String> = round.parts.iter().map(|p| format!("`@{p}[...]`")).collect();
+            render(
+                TemplateName::RepairMissingParts,
+                &[
+                    ("parts", &parts.join(", ")),
+                    ("answer", round.answer),
+                    ("stdout", &stdout),
+                    ("rounds_left", rounds_left),
+                ],
+            )?
+        }
+        FeedbackKind::Resample => unreachable!("a resampled round gets the opening messages"),
         FeedbackKind::Error => {
             let outcome = round
                 .outcome

@@ -44,10 +44,13 @@ pub enum TemplateName {
     Review,
     /// `--stop-on correct`, a clean wrong answer: `answer`, `rounds_left`.
     RepairWrong,
+    /// A multi-answer task's value without its named parts: `parts`,
+    /// `answer`, `stdout`, `rounds_left`.
+    RepairMissingParts,
 }
 
 impl TemplateName {
-    pub const ALL: [TemplateName; 10] = [
+    pub const ALL: [TemplateName; 11] = [
         TemplateName::System,
         TemplateName::Task,
         TemplateName::Repair,
@@ -58,6 +61,7 @@ impl TemplateName {
         TemplateName::RepairUnsupported,
         TemplateName::Review,
         TemplateName::RepairWrong,
+        TemplateName::RepairMissingParts,
     ];
 
     pub fn file_name(self) -> &'static str {
@@ -72,6 +76,7 @@ impl TemplateName {
             TemplateName::RepairUnsupported => "repair_unsupported.md",
             TemplateName::Review => "review.md",
             TemplateName::RepairWrong => "repair_wrong.md",
+            TemplateName::RepairMissingParts => "repair_missing_parts.md",
         }
     }
 
@@ -88,6 +93,7 @@ impl TemplateName {
             TemplateName::RepairUnsupported => &["answer_type", "stdout", "rounds_left"],
             TemplateName::Review => &["answer", "stdout", "rounds_left"],
             TemplateName::RepairWrong => &["answer", "rounds_left"],
+            TemplateName::RepairMissingParts => &["parts", "answer", "stdout", "rounds_left"],
         }
     }
 
@@ -103,6 +109,9 @@ impl TemplateName {
             TemplateName::RepairUnsupported => include_str!("../../prompts/repair_unsupported.md"),
             TemplateName::Review => include_str!("../../prompts/review.md"),
             TemplateName::RepairWrong => include_str!("../../prompts/repair_wrong.md"),
+            TemplateName::RepairMissingParts => {
+                include_str!("../../prompts/repair_missing_parts.md")
+            }
         }
     }
 
@@ -148,9 +157,9 @@ pub enum PromptError {
 /// The prompt templates in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Templates {
-    texts: [String; 10],
+    texts: [String; 11],
     /// Where each template came from (`builtin` or a file path).
-    sources: [String; 10],
+    sources: [String; 11],
 }
 
 impl Default for Templates {

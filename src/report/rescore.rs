@@ -59,7 +59,7 @@ pub fn rescore(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) ->
     let mut groups: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     let mut first_seen: Vec<(String, String)> = Vec::new();
     for (i, r) in records.iter().enumerate() {
-        let key = (r.strategy.clone(), r.task_id.clone());
+        let key = (r.arm_name().to_string(), r.task_id.clone());
         let entry = groups.entry(key.clone()).or_default();
         if entry.is_empty() {
             first_seen.push(key);

@@ -55,7 +55,7 @@ pub fn cases(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> V
         for id in &config.provenance.task_ids {
             let mut mine: Vec<&AttemptRecord> = records
                 .iter()
-                .filter(|r| &r.task_id == id && (arms.len() == 1 || &r.strategy == arm))
+                .filter(|r| &r.task_id == id && (arms.len() == 1 || r.arm_name() == arm))
                 .collect();
             mine.sort_by_key(|r| r.round);
             let classname = if arms.len() == 1 {

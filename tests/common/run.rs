@@ -54,6 +54,8 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
             feedback: FeedbackMode::Parsed,
             feedback_budget: 4000,
             prompts: None,
+            after_failure: Default::default(),
+            max_task_tokens: None,
         },
         model: ModelSetup {
             spec: model.parse().expect("a valid model spec"),
@@ -74,6 +76,7 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
             concurrency: 2,
             executor: ExecutorSpec::Local,
         },
+        arms: Default::default(),
     };
     TestRun {
         spec,

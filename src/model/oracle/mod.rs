@@ -10,6 +10,15 @@
 //!   model needs: the fault's exception name and the failing line; otherwise
 //!   it resends the faulty code, as a weak model would. So a feedback path
 //!   that loses the traceback lowers its accuracy.
+//!   Asked afresh (a resampled round: the task alone, no earlier attempt),
+//!   it draws the faulty code again with probability
+//!   [`FAULTS_AGAIN_ON_RESAMPLE`], else the reference: so repairing from
+//!   good feedback beats resampling.
+//! - `oracle:flaky`: round 0 is faulty with probability
+//!   [`FLAKY_ROUND0_FAULT`]; any fresh attempt (round 0 or a resampled
+//!   round) is the reference with probability [`FLAKY_FRESH_SUCCESS`]; in a
+//!   repair conversation it ignores the feedback and resends its code. So
+//!   resampling beats repairing. Draws are seeded by task id and round.
 //! - `oracle:wrong` sends code that runs cleanly but answers wrongly at
 //!   round 0 ([`wrong`]), the reference afterwards: clean but wrong under
 //!   each stop rule.
@@ -37,7 +46,17 @@ pub enum OracleKind {
     Faults,
     /// `oracle:wrong`: a clean wrong answer at round 0, then the reference.
     Wrong,
+    /// `oracle:flaky`: fails at random, succeeds at random when asked
+    /// afresh, ignores feedback.
+    Flaky,
 }
+
+/// `oracle:faults` asked afresh sends the faulty code again this often.
+pub const FAULTS_AGAIN_ON_RESAMPLE: f64 = 0.8;
+/// `oracle:flaky`'s round 0 is faulty this often (per task).
+pub const FLAKY_ROUND0_FAULT: f64 = 0.5;
+/// `oracle:flaky` asked afresh after round 0 sends the reference this often.
+pub const FLAKY_FRESH_SUCCESS: f64 = 0.7;
 
 impl OracleKind {
     pub fn label(self) -> &'static str {
@@ -45,6 +64,7 @@ impl OracleKind {
             OracleKind::Reference => "oracle",
             OracleKind::Faults => "oracle:faults",
             OracleKind::Wrong => "oracle:wrong",
+            OracleKind::Flaky => "oracle:flaky",
         }
     }
 }
@@ -114,23 +134,9 @@ impl Oracle {
             .ok_or_else(|| {
                 ModelError::Config(format!("{label}: task {id} has no reference solution"))
             })?;
-        let send = |code: String, fault: Option<FaultKind>, note: String| Turn {
-            text: markdown(&code),
-            code: Some(code),
-            fault,
-            note,
-        };
-        let reference_turn = |note: &str| send(reference.to_string(), None, note.to_string());
-        let keep = || Turn {
-            text: format!("The answer is right; I keep it.\n\n{KEEP_TOKEN}\n"),
-            code: None,
-            fault: None,
-            note: "kept the answer on review".into(),
-        };
-
         match self.kind {
             OracleKind::Reference if request.is_review() => Ok(keep()),
-            OracleKind::Reference => Ok(reference_turn("sent the reference")),
+            OracleKind::Reference => Ok(reference_turn(reference, "sent the reference")),
             OracleKind::Wrong if request.round == 0 => {
                 let wrong = wrong_answer(reference, &known.expected).ok_or_else(|| {
                     ModelError::Config(format!(
@@ -139,38 +145,117 @@ impl Oracle {
                 })?;
                 Ok(send(wrong.code, None, wrong.note))
             }
-            OracleKind::Wrong => Ok(reference_turn("sent the reference")),
-            OracleKind::Faults => {
-                let fault = inject_fault(reference, id);
-                if request.round == 0 {
-                    let note = format!("injected {}: {}", fault.kind, fault.note);
-                    return Ok(send(fault.code, Some(fault.kind), note));
-                }
-                if request.is_review() {
-                    return Ok(keep());
-                }
-                // Already repaired (and failed for another reason): the
-                // reference again, as `oracle` would.
-                let previous = request.last_assistant_text().unwrap_or_default();
-                if previous == markdown(reference) {
-                    return Ok(reference_turn("sent the reference again"));
-                }
-                let feedback = request.last_user_text().unwrap_or_default();
-                if fault.explained_by(&feedback) {
-                    Ok(reference_turn(&format!(
-                        "repaired: the feedback shows {} and the failing line",
-                        fault.kind.raises().join(" or ")
-                    )))
-                } else {
-                    let note = format!(
-                        "resent the faulty code: the feedback lacks {} or the failing line",
-                        fault.kind.raises().join(" / ")
-                    );
-                    Ok(send(fault.code, Some(fault.kind), note))
-                }
-            }
+            OracleKind::Wrong => Ok(reference_turn(reference, "sent the reference")),
+            OracleKind::Faults => Ok(faults_turn(request, id, reference)),
+            OracleKind::Flaky => Ok(flaky_turn(request, id, reference)),
         }
     }
+}
+
+fn send(code: String, fault: Option<FaultKind>, note: String) -> Turn {
+    Turn {
+        text: markdown(&code),
+        code: Some(code),
+        fault,
+        note,
+    }
+}
+
+fn reference_turn(reference: &str, note: &str) -> Turn {
+    send(reference.to_string(), None, note.to_string())
+}
+
+fn keep() -> Turn {
+    Turn {
+        text: format!("The answer is right; I keep it.\n\n{KEEP_TOKEN}\n"),
+        code: None,
+        fault: None,
+        note: "kept the answer on review".into(),
+    }
+}
+
+fn faulty_turn(fault: Fault, note: String) -> Turn {
+    send(fault.code, Some(fault.kind), note)
+}
+
+/// A request that starts over: a later round whose conversation holds no
+/// earlier attempt (`--after-failure resample`).
+fn is_fresh(request: &ChatRequest) -> bool {
+    request.round > 0 && request.last_assistant_text().is_none()
+}
+
+/// A draw in [0, 1) fixed by the task, the round and what it is for.
+fn draw(task_id: &str, round: u32, purpose: &str) -> f64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{purpose}\0{task_id}\0{round}").as_bytes());
+    let bits = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn faults_turn(request: &ChatRequest, id: &str, reference: &str) -> Turn {
+    let fault = inject_fault(reference, id);
+    if request.round == 0 {
+        let note = format!("injected {}: {}", fault.kind, fault.note);
+        return faulty_turn(fault, note);
+    }
+    if is_fresh(request) {
+        if draw(id, request.round, "faults") < FAULTS_AGAIN_ON_RESAMPLE {
+            let note = format!("asked afresh, drew {} again", fault.kind);
+            return faulty_turn(fault, note);
+        }
+        return reference_turn(reference, "asked afresh, drew the reference");
+    }
+    if request.is_review() {
+        return keep();
+    }
+    // Already repaired (and failed for another reason): the reference
+    // again, as `oracle` would.
+    let previous = request.last_assistant_text().unwrap_or_default();
+    if previous == markdown(reference) {
+        return reference_turn(reference, "sent the reference again");
+    }
+    let feedback = request.last_user_text().unwrap_or_default();
+    let raises = fault.kind.raises();
+    if fault.explained_by(&feedback) {
+        let note = format!(
+            "repaired: the feedback shows {} and the failing line",
+            raises.join(" or ")
+        );
+        reference_turn(reference, &note)
+    } else {
+        let note = format!(
+            "resent the faulty code: the feedback lacks {} or the failing line",
+            raises.join(" / ")
+        );
+        faulty_turn(fault, note)
+    }
+}
+
+fn flaky_turn(request: &ChatRequest, id: &str, reference: &str) -> Turn {
+    if request.is_review() {
+        return keep();
+    }
+    let fault = || inject_fault(reference, id);
+    if request.round == 0 {
+        if draw(id, 0, "flaky") < FLAKY_ROUND0_FAULT {
+            let fault = fault();
+            let note = format!("failed at random: {}", fault.note);
+            return faulty_turn(fault, note);
+        }
+        return reference_turn(reference, "sent the reference");
+    }
+    if is_fresh(request) {
+        if draw(id, request.round, "flaky") < FLAKY_FRESH_SUCCESS {
+            return reference_turn(reference, "asked afresh, sent the reference");
+        }
+        return faulty_turn(fault(), "asked afresh, failed at random again".into());
+    }
+    // Feedback is ignored: the same code again.
+    let previous = request.last_assistant_text().unwrap_or_default();
+    if previous == markdown(reference) {
+        return reference_turn(reference, "ignored the feedback; resent the reference");
+    }
+    faulty_turn(fault(), "ignored the feedback; resent its code".into())
 }
 
 #[async_trait::async_trait]

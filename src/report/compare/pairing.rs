@@ -27,7 +27,7 @@ impl Side {
             strategy: strategy.to_string(),
             records: records
                 .iter()
-                .filter(|r| one_arm || r.strategy == strategy)
+                .filter(|r| one_arm || r.arm_name() == strategy)
                 .cloned()
                 .collect(),
         }

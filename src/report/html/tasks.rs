@@ -165,11 +165,11 @@ pub fn collect(run: &RunView) -> Data {
     let several = arms.len() > 1;
     let mut by_key: BTreeMap<(&str, &str), Vec<&AttemptRecord>> = BTreeMap::new();
     for r in run.records {
-        if !arms.iter().any(|a| a == &r.strategy) {
-            arms.push(r.strategy.clone());
+        if !arms.iter().any(|a| a == r.arm_name()) {
+            arms.push(r.arm_name().to_string());
         }
         by_key
-            .entry((r.strategy.as_str(), r.task_id.as_str()))
+            .entry((r.arm_name(), r.task_id.as_str()))
             .or_default()
             .push(r);
     }

@@ -51,7 +51,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
     let mut arms = Vec::with_capacity(names.len());
     let mut arm_tasks = Vec::with_capacity(names.len());
     for name in &names {
-        let mine: Vec<&AttemptRecord> = records.iter().filter(|r| &r.strategy == name).collect();
+        let mine: Vec<&AttemptRecord> = records.iter().filter(|r| r.arm_name() == name).collect();
         let tasks = task_rounds::by_task(config, &mine);
         arms.push(summarize_arm(config, name, &mine, &tasks));
         arm_tasks.push((name.clone(), tasks));

@@ -22,7 +22,7 @@ fn of_arm<'a>(
 ) -> impl Iterator<Item = &'a AttemptRecord> + 'a {
     records
         .iter()
-        .filter(move |r| arm.is_none_or(|a| r.strategy == a))
+        .filter(move |r| arm.is_none_or(|a| r.arm_name() == a))
 }
 
 /// Each arm with its records: one unnamed group for a one-arm run.
