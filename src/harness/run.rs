@@ -183,7 +183,7 @@ impl Run {
 
     /// Tasks still to run, and tasks already finished (a resumed run).
     pub fn counts(&self) -> (usize, usize) {
-        (self.todo.len(), self.finished)
+        (self.todo.iter().map(Job::pairs).sum(), self.finished)
     }
 
     /// Runs every task still to do, then writes the reports. When `cancel`

@@ -24,6 +24,13 @@ pub(super) struct Job {
     round0: Option<AttemptRecord>,
 }
 
+impl Job {
+    /// The (arm, task) pairs the job runs.
+    pub(super) fn pairs(&self) -> usize {
+        self.arms.len()
+    }
+}
+
 /// The jobs of a run, task by task and group by group (an interrupted run
 /// has compared arms on the same tasks), leaving out arms that `finished`.
 pub(super) fn jobs(

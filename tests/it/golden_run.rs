@@ -26,6 +26,10 @@ fn record(mut r: Value) -> Value {
     let o = r.as_object_mut().expect("a record is an object");
     o.remove("run_id");
     o.remove("timings_ms");
+    if let Some(spent) = o.get_mut("cumulative").and_then(Value::as_object_mut) {
+        spent.remove("model_ms");
+        spent.remove("exec_ms");
+    }
     if let Some(outcome) = o.get_mut("outcome").and_then(Value::as_object_mut) {
         for key in ["kernel_uid", "memory_peak_bytes", "timings_ms"] {
             outcome.remove(key);

@@ -36,6 +36,7 @@ mod kernel_session;
 mod local_model;
 mod pyenv_image;
 mod report_html;
+mod run_arms;
 mod run_library;
 mod run_loop;
 mod sandbox_corpus;

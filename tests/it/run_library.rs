@@ -554,3 +554,45 @@ async fn fat_and_dynamic_arms_both_solve_the_packages_suite() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("Strategies"), "{report}");
 }
+
+#[tokio::test]
+async fn a_value_without_the_named_parts_is_no_answer_and_the_model_is_told_the_parts() {
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("multi.jsonl");
+    let task = serde_json::json!({
+        "id": "m1", "question": "Fit the model; give @mse[value] and @r2[value].",
+        "expected": {"type": "multi", "answers": {
+            "mse": {"type": "number", "value": 0.5},
+            "r2": {"type": "number", "value": 0.9},
+        }},
+    });
+    std::fs::write(&suite, format!("{task}\n")).unwrap();
+    let model = replay(
+        dir.path(),
+        &[
+            (
+                "m1",
+                0,
+                "try:\n    raise KeyError('category')\nexcept KeyError:\n    print(\"The column 'category' does not exist in the dataset.\")",
+            ),
+            ("m1", 1, "print('@mse[0.5]')\nprint('@r2[0.9]')"),
+        ],
+    );
+    let suite = suite.display().to_string();
+    let result = run(options(&suite, &model, &dir.path().join("run"))).await;
+    let recs = records(&result.dir);
+    assert_eq!(
+        recs.len(),
+        2,
+        "prose is not an answer in the asked form: {recs:#?}"
+    );
+    assert!(!recs[0].answered && !recs[0].correct && recs[0].stop.is_none());
+    assert_eq!(recs[0].feedback_kind, Some(FeedbackKind::MissingParts));
+    let told = recs[1].prompt[0].joined_text();
+    assert!(told.contains("`@mse[...]`, `@r2[...]`"), "{told}");
+    assert!(told.contains("does not exist in the dataset"), "{told}");
+    assert!(recs[1].answered && recs[1].correct, "{:?}", recs[1].check);
+}
