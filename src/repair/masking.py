@@ -193,10 +193,17 @@ def is_broad(handler):
 
 
 def handlers(tree):
+    """(block, handler) pairs: a try's handlers, and `with suppress(X):` as
+    a handler of X that does nothing."""
     for n in ast.walk(tree):
         if isinstance(n, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             for h in n.handlers:
                 yield n, h
+        elif isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                call = item.context_expr
+                if isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == "suppress":
+                    yield n, ast.ExceptHandler(type=ast.Tuple(elts=call.args, ctx=ast.Load()), name=None, body=[ast.Pass()])
 
 
 def covers(try_node, failing, functions):

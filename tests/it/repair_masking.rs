@@ -83,7 +83,11 @@ rows = [{'cost': 3}, {'cost': 4}]\nanswer = total(rows)\n";
     let bare = "def total(rows):\n    return sum(r['price'] for r in rows)\n\
 rows = [{'cost': 3}, {'cost': 4}]\ntry:\n    answer = total(rows)\nexcept:\n    answer = None\n";
     let tuple = bare.replace("except:", "except (KeyError, Exception):");
-    for repair in [bare, tuple.as_str()] {
+    let suppress = "import contextlib\n\
+def total(rows):\n    return sum(r['price'] for r in rows)\n\
+rows = [{'cost': 3}, {'cost': 4}]\nanswer = None\n\
+with contextlib.suppress(Exception):\n    answer = total(rows)\n";
+    for repair in [bare, tuple.as_str(), suppress] {
         let p = pair(failing, 2, "KeyError", repair, "", Some("None"));
         assert_eq!(check(&p).await, [BroadHandler], "{repair}");
     }
@@ -130,6 +134,11 @@ df = pd.read_csv('sales.csv')\n\
 try:\n    counts = df['category'].value_counts()\n    answer = counts.idxmax()\n\
 except KeyError:\n    pass\n";
     let p = pair(TABULAR, 3, "KeyError", silenced, "", None);
+    assert_eq!(check(&p).await, [SilencedException]);
+    let suppressed = "import pandas as pd\nfrom contextlib import suppress\n\
+df = pd.read_csv('sales.csv')\n\
+with suppress(KeyError):\n    counts = df['category'].value_counts()\n    answer = counts.idxmax()\n";
+    let p = pair(TABULAR, 3, "KeyError", suppressed, "", None);
     assert_eq!(check(&p).await, [SilencedException]);
     // Another exception's handler is the model's business.
     let other = silenced.replace("except KeyError:", "except FileNotFoundError:");
@@ -194,6 +203,12 @@ answer = 18\n";
     let p = pair(failing, 4, "NameError", literal, "", Some("18"));
     // The computation is gone too.
     assert_eq!(check(&p).await, [FailingStatementDeleted, LiteralAnswer]);
+
+    // A literal as the handler's fallback is one too.
+    let fallback = failing.replace("answer = (", "try:\n    answer = (")
+        + "except NameError:\n    answer = 18\n";
+    let p = pair(failing, 4, "NameError", &fallback, "", Some("18"));
+    assert_eq!(check(&p).await, [LiteralAnswer]);
 
     // The fix: the missing name defined.
     let fixed = failing.replace("baked = 4\n", "baked = 4\nprice_per_egg = 2\n");
