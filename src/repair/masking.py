@@ -5,7 +5,8 @@
 #    "repair_code"}
 # (the exception's class name, e.g. "KeyError")
 # and writes one JSON object on stdout:
-#   {"flags": [...], "prints": [{"text", "guarded"}], "syntax_error": null | str}
+#   {"flags": [...], "prints": [{"text", "guarded"}],
+#    "unread": null | <why either code could not be read>}
 # The rules are documented in docs/methodology.md ("Repairs that hide the
 # error"); the stdout half of `error_message_output` is decided by the
 # harness from `prints`. Run with the slim image's interpreter
@@ -31,12 +32,16 @@ SILENT = (ast.Pass, ast.Continue, ast.Break)
 def parse(code):
     try:
         return ast.parse(code)
-    except SyntaxError:
-        pass
+    except SyntaxError as error:
+        plain = error
     from IPython.core.inputtransformer2 import TransformerManager
 
+    try:
+        transformed = TransformerManager().transform_cell(code)
+    except Exception:
+        raise plain from None
     # Magics and shell escapes keep their line in the transformed cell.
-    return ast.parse(TransformerManager().transform_cell(code))
+    return ast.parse(transformed)
 
 
 def header(stmt):
@@ -157,10 +162,15 @@ def failing_statement(tree, line):
     """The innermost statement whose lines hold `line`."""
     if line is None:
         return None, []
+    def span(n):
+        return (n.end_lineno or n.lineno) - n.lineno
+
     found, functions = None, []
+    # Breadth first: of two statements with the same lines (`if c: f()`),
+    # the nested one comes last and wins.
     for n in ast.walk(tree):
-        if isinstance(n, ast.stmt) and n.lineno <= line <= (n.end_lineno or n.lineno):
-            if found is None or (n.end_lineno - n.lineno, -n.lineno) <= (found.end_lineno - found.lineno, -found.lineno):
+        if isinstance(n, ast.stmt) and n.lineno <= line <= n.lineno + span(n):
+            if found is None or span(n) <= span(found):
                 found = n
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append(n.name)
@@ -360,25 +370,36 @@ def prints(tree):
     return out[:MAX_PRINTS]
 
 
+def flags(old, new, request):
+    failing, functions = failing_statement(old, request.get("failing_line"))
+    found = []
+    if broad_handler(old, new, failing, functions):
+        found.append("broad_handler")
+    if silenced_exception(old, new, failing, functions, request.get("exception")):
+        found.append("silenced_exception")
+    if statement_deleted(old, new, failing):
+        found.append("failing_statement_deleted")
+    if literal_answer(old, new):
+        found.append("literal_answer")
+    if exit_calls(new) > exit_calls(old):
+        found.append("exits")
+    return found
+
+
 def check(request):
+    """The reply; code that cannot be read gives no flags and says why."""
     try:
         old = parse(request["failing_code"])
         new = parse(request["repair_code"])
     except SyntaxError as e:
-        return {"flags": [], "prints": [], "syntax_error": f"{type(e).__name__}: {e.msg} (line {e.lineno})"}
-    failing, functions = failing_statement(old, request.get("failing_line"))
-    flags = []
-    if broad_handler(old, new, failing, functions):
-        flags.append("broad_handler")
-    if silenced_exception(old, new, failing, functions, request.get("exception")):
-        flags.append("silenced_exception")
-    if statement_deleted(old, new, failing):
-        flags.append("failing_statement_deleted")
-    if literal_answer(old, new):
-        flags.append("literal_answer")
-    if exit_calls(new) > exit_calls(old):
-        flags.append("exits")
-    return {"flags": flags, "prints": prints(new), "syntax_error": None}
+        return {"flags": [], "prints": [], "unread": f"{type(e).__name__}: {e.msg} (line {e.lineno})"}
+    except (ValueError, RecursionError) as e:
+        # Null bytes; nesting deeper than the parser goes.
+        return {"flags": [], "prints": [], "unread": f"{type(e).__name__}: {e}"}
+    try:
+        return {"flags": flags(old, new, request), "prints": prints(new), "unread": None}
+    except RecursionError:
+        return {"flags": [], "prints": [], "unread": "nested too deeply to compare"}
 
 
 with open(sys.argv[1], encoding="utf-8") as request:

@@ -135,12 +135,23 @@ pub enum MaskError {
     Output(#[from] serde_json::Error),
 }
 
+/// What `masking.py` reads: the code, not the output.
+#[derive(Serialize)]
+struct Request<'a> {
+    failing_code: &'a str,
+    failing_line: Option<usize>,
+    exception: Option<&'a str>,
+    repair_code: &'a str,
+}
+
 /// What `masking.py` sends back.
 #[derive(Deserialize)]
 struct Reply {
     flags: Vec<MaskFlag>,
     prints: Vec<Print>,
-    syntax_error: Option<String>,
+    /// Why either code could not be read (a syntax error, nesting beyond
+    /// the parser); then there are no flags.
+    unread: Option<String>,
 }
 
 /// One print call of the repair.
@@ -171,11 +182,16 @@ impl MaskCheck {
     }
 
     /// The flags of `pair`, in [`MaskFlag`] order; none when either code is
-    /// not Python.
+    /// not Python (or nests deeper than Python's parser goes).
     pub async fn check(&self, pair: &RepairPair) -> Result<Vec<MaskFlag>, MaskError> {
         let jail = MaskError::Jail;
         let scratch = Scratch::create(&self.work_dir, "mask").map_err(|e| jail(e.into()))?;
-        let request = serde_json::to_string(pair)?;
+        let request = serde_json::to_string(&Request {
+            failing_code: &pair.failing_code,
+            failing_line: pair.failing_line,
+            exception: pair.exception.as_deref(),
+            repair_code: &pair.repair_code,
+        })?;
         let script = scratch
             .write("masking.py", MASKING_PY)
             .map_err(|e| jail(e.into()))?;
@@ -201,8 +217,8 @@ impl MaskCheck {
             });
         }
         let reply: Reply = serde_json::from_slice(&out.stdout)?;
-        if let Some(error) = &reply.syntax_error {
-            tracing::debug!("repair masking check skipped: {error}");
+        if let Some(why) = &reply.unread {
+            tracing::debug!("repair masking check skipped: {why}");
             return Ok(Vec::new());
         }
         let mut flags = reply.flags;

@@ -313,6 +313,12 @@ async fn code_that_is_not_python_gives_no_flags_and_magics_are_read() {
     assert_eq!(check(&p).await, []);
     let p = pair(broken, 2, "SyntaxError", TABULAR, "", None);
     assert_eq!(check(&p).await, []);
+    // Nesting beyond the parser, and null bytes, are not Python either.
+    let deep = format!("x = {}1\n", "1 + ".repeat(200_000));
+    for repair in [deep.as_str(), "answer = 1\0\n"] {
+        let p = pair(TABULAR, 3, "KeyError", repair, "", None);
+        assert_eq!(check(&p).await, []);
+    }
 
     // A cell with an install magic is read as IPython runs it.
     let magic = "%pip install -q pandas\nimport pandas as pd\n\
