@@ -346,6 +346,33 @@ mod tests {
     }
 
     #[test]
+    fn a_printed_line_is_not_an_answer_value() {
+        use crate::kernel::{Answer, Unsupported};
+        use crate::sandbox::Verdict;
+        let with = |rule, unsupported| {
+            let mut o = Outcome::ended(Verdict::Ok, 1.0);
+            o.answer = Some(Answer {
+                value: "x".into(),
+                rule,
+                json: None,
+                type_name: None,
+                unsupported,
+            });
+            answer_value(&o)
+        };
+        assert_eq!(with(AnswerRule::AnswerVariable, None).as_deref(), Some("x"));
+        assert_eq!(with(AnswerRule::LastResult, None).as_deref(), Some("x"));
+        assert_eq!(with(AnswerRule::LastStdoutLine, None), None);
+        let frame = Unsupported {
+            type_name: "pandas.DataFrame".into(),
+            reason: "not a plain value".into(),
+        };
+        let got = with(AnswerRule::AnswerVariable, Some(frame.clone()));
+        assert_eq!(got, Some(frame.message()));
+        assert_eq!(answer_value(&Outcome::ended(Verdict::Ok, 1.0)), None);
+    }
+
+    #[test]
     fn flag_names_are_their_serde_names() {
         use MaskFlag::*;
         for flag in [

@@ -75,6 +75,10 @@ except Exception as e:\n    print(f'An error occurred: {e}')\n";
     );
     let flags = check(&p).await;
     assert!(flags.contains(&BroadHandler), "{flags:?}");
+    // Fixed and wrapped: the handler would still hide the next error.
+    let fixed = wrapped.replace("df['category']", "df['Category']");
+    let p = pair(TABULAR, 3, "KeyError", &fixed, "", Some("'Books'"));
+    assert_eq!(check(&p).await, [BroadHandler]);
 
     // A bare `except:` and a tuple with Exception in it are as broad, and
     // a call of the function holding the failing line is covered too.
