@@ -35,6 +35,7 @@ mod kernel_restart;
 mod kernel_session;
 mod local_model;
 mod pyenv_image;
+mod repair_masking;
 mod report_html;
 mod run_arms;
 mod run_library;

@@ -17,7 +17,7 @@ mod allowlist;
 mod audit;
 mod decision;
 mod install;
-mod oneshot;
+pub(crate) mod oneshot;
 mod scan;
 mod store;
 

@@ -2,12 +2,16 @@
 //! scanner) in a jail of its own: a fresh runtime, work and home directory
 //! under a work directory, the process run to its end or its time limit,
 //! its output kept, its processes killed and its directories removed.
+//! Also used outside the strategy by parsers of model code that run the
+//! slim image's interpreter offline (the repair masking check).
 
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use crate::pyenv::Image;
 use crate::sandbox::{KernelLayout, LaunchCommand, Sandbox, SandboxError, SandboxLimits};
 use crate::util::{IoContext, IoError};
 
@@ -22,15 +26,15 @@ pub enum OneShotError {
 }
 
 /// The directories of one helper run, removed when dropped.
-pub(super) struct Scratch {
-    pub(super) layout: KernelLayout,
+pub(crate) struct Scratch {
+    pub(crate) layout: KernelLayout,
     base: PathBuf,
 }
 
 impl Scratch {
     /// `<work_dir>/<prefix>-<uuid>/{rt,work,home}`, private to the harness
     /// until the jail hands the runtime directory to its user.
-    pub(super) fn create(work_dir: &Path, prefix: &str) -> Result<Scratch, IoError> {
+    pub(crate) fn create(work_dir: &Path, prefix: &str) -> Result<Scratch, IoError> {
         let id = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
         let base = work_dir.join(&id);
         let scratch = Scratch {
@@ -53,7 +57,7 @@ impl Scratch {
     }
 
     /// Writes a file the helper reads into its runtime directory.
-    pub(super) fn write(&self, name: &str, text: &str) -> Result<PathBuf, IoError> {
+    pub(crate) fn write(&self, name: &str, text: &str) -> Result<PathBuf, IoError> {
         let path = self.layout.runtime_dir.join(name);
         fs::write(&path, text).at("writing", &path)?;
         Ok(path)
@@ -68,7 +72,7 @@ impl Drop for Scratch {
 
 /// Runs `launch` in a new jail with `limits` (its `timeout` bounds the
 /// run); every process of the jail is killed and the jail released after.
-pub(super) async fn run(
+pub(crate) async fn run(
     sandbox: &dyn Sandbox,
     limits: &SandboxLimits,
     scratch: &Scratch,
@@ -93,6 +97,53 @@ pub(super) async fn run(
     jail.kill_all(None);
     let _ = jail.release();
     ran
+}
+
+/// `python -I ARGS` of `image` with no network, nothing bound but the
+/// image and the scratch directories, and an environment of its own.
+pub(crate) fn offline_python(
+    image: &Image,
+    scratch: &Scratch,
+    args: Vec<OsString>,
+) -> LaunchCommand {
+    let mut all = vec![OsString::from("-I")];
+    all.extend(args);
+    LaunchCommand {
+        program: image.python(),
+        args: all,
+        env: vec![
+            ("HOME".into(), scratch.layout.home_dir.clone().into()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ],
+        image_dir: image.dir.clone(),
+        ro_binds: Vec::new(),
+        network: false,
+    }
+}
+
+/// The limits of a parser of model code: `memory`, `time` of wall and CPU
+/// time, a few processes, one CPU and little disk.
+pub(crate) fn parser_limits(memory: u64, time: Duration) -> SandboxLimits {
+    SandboxLimits {
+        memory_bytes: memory,
+        pids: 16,
+        cpus: 1.0,
+        timeout: time,
+        cpu_time: time,
+        disk_bytes: 16 << 20,
+        ..SandboxLimits::default()
+    }
+}
+
+/// The last line a failed helper wrote on stderr (where Python puts the
+/// exception), or a note that it wrote nothing within a jail of `memory`.
+pub(crate) fn last_stderr_line(stderr: &[u8], memory: u64) -> String {
+    let stderr = String::from_utf8_lossy(stderr);
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    last.map_or_else(
+        || format!("no message (its jail holds {} MiB)", memory >> 20),
+        str::to_string,
+    )
 }
 
 fn private_dir(dir: &Path) -> Result<(), IoError> {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::decision::{Request, RequestSource};
 use super::oneshot::{self, OneShotError, Scratch};
 use crate::pyenv::Image;
-use crate::sandbox::{LaunchCommand, Sandbox, SandboxLimits};
+use crate::sandbox::Sandbox;
 
 const SCAN_PY: &str = include_str!("scan.py");
 
@@ -94,26 +94,9 @@ impl CellScanner {
             .write("scan.py", SCAN_PY)
             .map_err(|e| jail(e.into()))?;
         let input = scratch.write("cell.py", cell).map_err(|e| jail(e.into()))?;
-        let launch = LaunchCommand {
-            program: self.image.python(),
-            args: vec!["-I".into(), script.into(), input.into()],
-            env: vec![
-                ("HOME".into(), scratch.layout.home_dir.clone().into()),
-                ("LANG".into(), "C.UTF-8".into()),
-            ],
-            image_dir: self.image.dir.clone(),
-            ro_binds: Vec::new(),
-            network: false,
-        };
-        let limits = SandboxLimits {
-            memory_bytes: SCAN_MEMORY,
-            pids: 16,
-            cpus: 1.0,
-            timeout: SCAN_TIME,
-            cpu_time: SCAN_TIME,
-            disk_bytes: 16 << 20,
-            ..SandboxLimits::default()
-        };
+        let launch =
+            oneshot::offline_python(&self.image, &scratch, vec![script.into(), input.into()]);
+        let limits = oneshot::parser_limits(SCAN_MEMORY, SCAN_TIME);
         let out = oneshot::run(
             self.sandbox.as_ref(),
             &limits,
@@ -124,14 +107,9 @@ impl CellScanner {
         .await
         .map_err(jail)?;
         if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
             return Err(ScanError::Failed {
                 status: out.status.to_string(),
-                stderr: last.map_or_else(
-                    || format!("no message (its jail holds {} MiB)", SCAN_MEMORY >> 20),
-                    str::to_string,
-                ),
+                stderr: oneshot::last_stderr_line(&out.stderr, SCAN_MEMORY),
             });
         }
         Ok(serde_json::from_slice(&out.stdout)?)
