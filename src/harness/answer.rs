@@ -9,9 +9,10 @@ pub enum RoundAnswer {
     None,
     /// A plain value, as text the checkers read.
     Value { text: String },
-    /// A plain value not in the form the question asks for (a multi-answer
-    /// task's value that carries none of its named parts): no answer.
-    Formless { text: String },
+    /// A plain value not in the form the question asks for: a multi-answer
+    /// task's value that carries none of its named parts (`multi`), or a
+    /// masking repair's value the checker cannot read. No answer.
+    Formless { text: String, multi: bool },
     /// A value retrace will not read (a DataFrame, a custom object, a huge
     /// list): the model is told so.
     Unsupported { description: String },

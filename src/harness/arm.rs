@@ -10,6 +10,7 @@ use crate::model::ModelClient;
 use crate::pyenv::dynamic::{Allowlist, CellScanner, Installer, PackageStore};
 use crate::pyenv::{Image, Strategy};
 use crate::record::{ArmSpec, InstallOn, RunSpec};
+use crate::repair::masking::MaskCheck;
 use crate::sandbox::Sandbox;
 
 /// One arm of a run: its spec (the run's with the arm's fields changed),
@@ -22,6 +23,9 @@ pub struct Arm {
     pub kernels: ArmKernels,
     /// Arms with the same key share round 0 ([`ArmSpec::round0_key`]).
     pub round0_key: String,
+    /// Compares a repair with the code it repairs, in a jail with the
+    /// arm's own image.
+    pub masking: Arc<MaskCheck>,
 }
 
 impl Arm {
@@ -33,6 +37,11 @@ impl Arm {
         sandbox: &Arc<dyn Sandbox>,
     ) -> Result<Arm, HarnessError> {
         let round0_key = arm.round0_key();
+        let masking = Arc::new(MaskCheck::new(
+            image.clone(),
+            sandbox.clone(),
+            PackageStore::from_env().work_dir(),
+        ));
         let ArmSpec { name, spec } = arm;
         let kernels = ArmKernels::new(
             spec.strategy(),
@@ -47,6 +56,7 @@ impl Arm {
             model,
             kernels,
             round0_key,
+            masking,
         })
     }
 }

@@ -10,11 +10,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::kernel::{AnyKernel, ExecOptions, KernelError, KernelSpec, StateView};
+use crate::kernel::{AnyKernel, ExecOptions, KernelError, KernelSpec, Outcome, StateView};
 use crate::model::{ChatRequest, Message, ModelError, Reply, Role, KEEP_TOKEN};
 use crate::record::{AttemptRecord, FeedbackKind, FeedbackMode, RecordKind, Spent};
 use crate::repair::extract::extract_code;
 use crate::repair::feedback::state_query;
+use crate::repair::masking::{MaskCheck, MaskFlag, RepairPair};
 use crate::repair::message::{next_message, opening, FeedbackPolicy, PackageOffer, RoundContext};
 use crate::sandbox::Verdict;
 use crate::task::check::Check;
@@ -64,6 +65,9 @@ pub(super) struct Episode<'a> {
     spent: Spent,
     /// Round 0 as another arm did it, to reuse (arms sharing round 0).
     shared: Option<&'a AttemptRecord>,
+    /// The code and outcome of the last round when it failed and the
+    /// model was told so: what the next round repairs.
+    failed: Option<(String, Outcome)>,
 }
 
 impl<'a> Episode<'a> {
@@ -90,6 +94,7 @@ impl<'a> Episode<'a> {
             activated: Activated::default(),
             spent: Spent::default(),
             shared,
+            failed: None,
         };
         episode.pending = episode.opening()?;
         episode.starting = Some(episode.start_kernel());
@@ -184,7 +189,11 @@ impl<'a> Episode<'a> {
             let carried = self.carried.clone();
             return Ok(head.infra(prompt, Some(solved), &executed, carried, why, elapsed()));
         }
-        let (answer, scored, decision) = self.decide(round, &solved, &executed);
+        let masking = match self.repair_pair(solved.code.as_deref(), &executed) {
+            Some(pair) => mask_flags(&self.arm.masking, &self.task.id, &pair).await,
+            None => Vec::new(),
+        };
+        let (answer, scored, decision) = self.decide(round, &solved, &executed, masking);
         self.follow_up(&decision, round, &solved, &executed, &answer)
             .await?;
         Ok(head.attempt(prompt, solved, executed, scored, decision, elapsed()))
@@ -196,15 +205,29 @@ impl<'a> Episode<'a> {
         round: u32,
         solved: &Solved,
         executed: &Executed,
+        masking: Vec<MaskFlag>,
     ) -> (RoundAnswer, Scored, Decision) {
-        let (answer, scored) = self.score(executed);
+        let (answer, scored) = self.score(executed, masking);
         let turn = Turn {
             round,
             kept_answer: solved.kept_answer,
             spent: self.spent.tokens() + solved.reply.usage.tokens(),
         };
         let decision = decide(&self.arm.spec.policy, turn, executed, &answer, &scored);
+        self.failed = match (decision.feedback, &solved.code, &executed.outcome) {
+            (Some(FeedbackKind::Error), Some(code), Some(outcome)) => {
+                Some((code.clone(), outcome.clone()))
+            }
+            _ => None,
+        };
         (answer, scored, decision)
+    }
+
+    /// What this round repairs: the failing round before it, and its code.
+    fn repair_pair(&self, code: Option<&str>, executed: &Executed) -> Option<RepairPair> {
+        let (failing_code, failing) = self.failed.as_ref()?;
+        let outcome = executed.outcome.as_ref()?;
+        Some(RepairPair::of_rounds(failing_code, failing, code?, outcome))
     }
 
     /// Renders the next message when the task goes on in this conversation.
@@ -277,7 +300,7 @@ impl<'a> Episode<'a> {
             kernel_start_ms: None,
             infra: None,
         };
-        let (answer, scored, decision) = self.decide(0, &solved, &executed);
+        let (answer, scored, decision) = self.decide(0, &solved, &executed, Vec::new());
         let kernel_lived = executed
             .outcome
             .as_ref()
@@ -369,18 +392,20 @@ impl<'a> Episode<'a> {
     }
 
     /// The round's answer and the check in force after it; the answer
-    /// comes from this round's code only. A multi-answer task's answer
-    /// that carries none of its named parts is not an answer in the form
-    /// the question asks for: the check in force stays.
-    fn score(&mut self, executed: &Executed) -> (RoundAnswer, Scored) {
+    /// comes from this round's code only. A value not in the form the
+    /// question asks for is no answer, and the check in force stays: a
+    /// multi-answer task's value that carries none of its named parts, or
+    /// a masking repair's value the checker cannot read (its error message).
+    fn score(&mut self, executed: &Executed, masking: Vec<MaskFlag>) -> (RoundAnswer, Scored) {
         let mut answer = executed.answer();
         let stdout = executed.outcome.as_ref().map_or("", |o| o.stdout.as_str());
         if let RoundAnswer::Value { text } = &answer {
             let check = score(&self.task.expected, None, Some(text), stdout);
-            let formless = matches!(self.task.expected, Expected::Multi { .. })
-                && !check.as_ref().is_some_and(|c| c.parsed);
-            if formless {
-                answer = RoundAnswer::Formless { text: text.clone() };
+            let multi = matches!(self.task.expected, Expected::Multi { .. });
+            let unread = !check.as_ref().is_some_and(|c| c.parsed);
+            if unread && (multi || !masking.is_empty()) {
+                let text = text.clone();
+                answer = RoundAnswer::Formless { text, multi };
             } else {
                 self.carried = check;
                 self.carried_text = Some(text.clone());
@@ -389,6 +414,7 @@ impl<'a> Episode<'a> {
         let scored = Scored {
             check: self.carried.clone(),
             answered: matches!(answer, RoundAnswer::Value { .. }),
+            masking,
         };
         (answer, scored)
     }
@@ -420,7 +446,7 @@ impl<'a> Episode<'a> {
             _ => Vec::new(),
         };
         let shown = match answer {
-            RoundAnswer::Formless { text } => Some(text.as_str()),
+            RoundAnswer::Formless { text, .. } => Some(text.as_str()),
             _ => self.carried_text.as_deref(),
         };
         let policy = FeedbackPolicy {
@@ -492,6 +518,18 @@ impl<'a> Episode<'a> {
             strategy: self.arm.kernels.strategy.to_string(),
             stop_on: self.arm.spec.policy.stop_on,
             feedback: self.arm.spec.policy.feedback,
+        }
+    }
+}
+
+/// Signs that a repair hid the failure it repairs. A check that cannot
+/// run is logged and flags nothing.
+async fn mask_flags(check: &MaskCheck, task: &str, pair: &RepairPair) -> Vec<MaskFlag> {
+    match check.check(pair).await {
+        Ok(flags) => flags,
+        Err(e) => {
+            tracing::warn!(task, error = %e, "the masking check failed");
+            Vec::new()
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::record::{
     SCHEMA_VERSION,
 };
 use crate::repair::extract::Extraction;
+use crate::repair::masking::MaskFlag;
 use crate::task::check::Check;
 
 use super::answer::RoundAnswer;
@@ -71,6 +72,8 @@ pub(super) struct Scored {
     pub check: Option<Check>,
     /// The round's own code produced a plain answer value.
     pub answered: bool,
+    /// Signs that the round's repair hid the error before it.
+    pub masking: Vec<MaskFlag>,
 }
 
 impl Scored {
@@ -118,6 +121,7 @@ impl RoundHead {
         let scored = Scored {
             check: carried,
             answered: false,
+            masking: Vec::new(),
         };
         let mut rec = self.record(RecordKind::InfraError, prompt, solved, executed, scored);
         rec.infra_error = Some(why);
@@ -178,6 +182,7 @@ impl RoundHead {
             tokens: reply.as_ref().map_or_else(Usage::default, |r| r.usage),
             reply: reply.map(|r| r.text),
             cumulative: Spent::default(),
+            masking: scored.masking,
         }
     }
 }

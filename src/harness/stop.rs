@@ -66,7 +66,8 @@ fn next_feedback(
     }
     match answer {
         RoundAnswer::None => FeedbackKind::NoAnswer,
-        RoundAnswer::Formless { .. } => FeedbackKind::MissingParts,
+        RoundAnswer::Formless { multi: true, .. } => FeedbackKind::MissingParts,
+        RoundAnswer::Formless { multi: false, .. } => FeedbackKind::NoAnswer,
         RoundAnswer::Unsupported { .. } => FeedbackKind::Unsupported,
         RoundAnswer::Value { .. } => match stop_on {
             StopOn::Correct => FeedbackKind::Wrong,
@@ -148,6 +149,7 @@ mod tests {
         let scored = Scored {
             check: None,
             answered: false,
+            masking: Vec::new(),
         };
         (executed, scored)
     }
@@ -197,6 +199,7 @@ mod tests {
         let ok = outcome(Verdict::Ok);
         let formless = RoundAnswer::Formless {
             text: "The column does not exist.".into(),
+            multi: true,
         };
         assert_eq!(
             next_feedback(StopOn::Clean, false, Some(&ok), &formless),

@@ -8,6 +8,7 @@ use super::InstallStep;
 use crate::kernel::Outcome;
 use crate::model::{Message, Usage};
 use crate::repair::extract::Extraction;
+use crate::repair::masking::MaskFlag;
 use crate::task::check::Check;
 
 use super::spec::StopOn;
@@ -124,6 +125,10 @@ pub struct AttemptRecord {
     /// What the task has spent up to and including this round.
     #[serde(default)]
     pub cumulative: Spent,
+    /// Signs that this repair hid the error of the round before instead
+    /// of fixing it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masking: Vec<MaskFlag>,
 }
 
 /// A task's cumulative spending up to a round: the budget view.

@@ -596,3 +596,46 @@ async fn a_value_without_the_named_parts_is_no_answer_and_the_model_is_told_the_
     assert!(told.contains("does not exist in the dataset"), "{told}");
     assert!(recs[1].answered && recs[1].correct, "{:?}", recs[1].check);
 }
+
+#[tokio::test]
+async fn a_repair_that_prints_the_error_away_is_flagged_and_not_a_clean_answer() {
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_tasks(dir.path());
+    let model = replay(
+        dir.path(),
+        &[
+            ("t1", 0, "data = {'volume': 42}\nanswer = data['category']"),
+            (
+                "t1",
+                1,
+                "data = {'volume': 42}\ntry:\n    answer = data['category']\nexcept KeyError:\n    print(\"The column 'category' does not exist in the dataset.\")",
+            ),
+            ("t1", 2, "answer = data['volume']"),
+            ("t2", 0, "answer = 2 + 2"),
+        ],
+    );
+    let result = run(options(&suite, &model, &dir.path().join("run"))).await;
+    let recs = records(&result.dir);
+    let t1: Vec<&AttemptRecord> = recs.iter().filter(|r| r.task_id == "t1").collect();
+    assert_eq!(t1.len(), 3, "{t1:#?}");
+    assert!(t1[0].masking.is_empty());
+    let flags: Vec<&str> = t1[1].masking.iter().map(|f| f.name()).collect();
+    assert!(flags.contains(&"silenced_exception"), "{flags:?}");
+    assert!(flags.contains(&"error_message_output"), "{flags:?}");
+    // Its printed error is no answer: the task goes on, and is then right.
+    assert!(!t1[1].answered && t1[1].stop.is_none(), "{:?}", t1[1]);
+    assert_eq!(t1[1].feedback_kind, Some(FeedbackKind::NoAnswer));
+    assert!(
+        t1[2].correct && t1[2].masking.is_empty(),
+        "{:?}",
+        t1[2].masking
+    );
+    // A task whose round 0 ran cleanly has nothing to compare.
+    assert!(recs
+        .iter()
+        .filter(|r| r.task_id == "t2")
+        .all(|r| r.masking.is_empty()));
+}
