@@ -63,7 +63,7 @@ pub fn draw(
     if let Some(c) = latency::Latency::of(&arms, records) {
         plots.push(render(&c, dir)?);
     }
-    if let Some(c) = transitions::Transitions::of(summary, &arms, records) {
+    if let Some(c) = transitions::Transitions::of(summary) {
         plots.push(render(&c, dir)?);
     }
     if let Some(c) = strategies::Strategies::of(summary) {
@@ -366,7 +366,7 @@ mod tests {
     fn transitions_follow_each_round0_failure_to_round_k() {
         let (cfg, records) = journal();
         let summary = summarize(&cfg, &records);
-        let t = transitions::Transitions::of(&summary, &[], &records).unwrap();
+        let t = transitions::Transitions::of(&summary).unwrap();
         let rows: Vec<(String, [u64; 3])> = t.rows().collect();
         // KeyError: b fixed, c still KeyError, d ends on a wrong answer.
         assert_eq!(
