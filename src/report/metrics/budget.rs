@@ -112,10 +112,25 @@ pub struct ArmAccuracy {
     pub accuracy: Option<f64>,
 }
 
+/// Some point of some arm spent tokens: synthetic models (oracle, replay)
+/// report none, and a budget of 0 tokens compares nothing.
+pub fn tokens_recorded<'a>(curves: impl IntoIterator<Item = &'a [BudgetPoint]>) -> bool {
+    curves
+        .into_iter()
+        .any(|points| points.iter().any(|p| p.tokens > 0.0))
+}
+
 /// Accuracy of every arm at the budgets where arms can be compared: for
 /// each round r, the median over arms of their round-r mean cumulative
-/// tokens. `arms` are (name, summary) in arm order.
+/// tokens. `arms` are (name, summary) in arm order. None when no record
+/// counted tokens.
 pub(super) fn comparable(arms: &[(&str, &ArmSummary)]) -> Vec<BudgetRow> {
+    let curves = arms
+        .iter()
+        .map(|(_, a)| a.self_repair.budget_curve.as_slice());
+    if !tokens_recorded(curves) {
+        return Vec::new();
+    }
     let rounds = arms
         .iter()
         .map(|(_, a)| a.self_repair.budget_curve.len())

@@ -25,7 +25,7 @@ mod tests;
 mod transitions;
 
 pub use answers::{Answers, FailureFate, FaultAccuracy};
-pub use budget::{accuracy_at, ArmAccuracy, BudgetPoint, BudgetRow};
+pub use budget::{accuracy_at, tokens_recorded, ArmAccuracy, BudgetPoint, BudgetRow};
 pub use execution::{Cost, Executions, KillRate, Latency, Tokens};
 pub use failure_classes::{ClassRow, CORRECT, NOT_RECORDED};
 pub use header::Header;

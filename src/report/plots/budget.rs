@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
-use crate::report::metrics::{BudgetPoint, Summary};
+use crate::report::metrics::{tokens_recorded, BudgetPoint, Summary};
 
 pub(super) struct Budget {
     /// (arm, its points in round order), in legend order.
@@ -14,7 +14,8 @@ pub(super) struct Budget {
 }
 
 impl Budget {
-    /// None when no arm has a recorded task (nothing was spent).
+    /// None when no arm has a recorded task, or no record counted tokens
+    /// (synthetic models): every point would sit at 0.
     pub(super) fn of(s: &Summary) -> Option<Budget> {
         let series: Vec<(String, Vec<BudgetPoint>)> = s
             .each_arm()
@@ -28,7 +29,8 @@ impl Budget {
             })
             .filter(|(_, points)| !points.is_empty())
             .collect();
-        (!series.is_empty()).then_some(Budget { series })
+        let spent = tokens_recorded(series.iter().map(|(_, ps)| ps.as_slice()));
+        spent.then_some(Budget { series })
     }
 
     fn max_tokens(&self) -> f64 {
@@ -51,7 +53,6 @@ impl Chart for Budget {
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>) -> Drawn<DB> {
         let body = theme::titled(root, &self.title())?;
         let (area, legend_area) = theme::with_legend(&body);
-        // Synthetic models report no tokens: keep a unit axis then.
         let x_max = theme::nice_ceiling(self.max_tokens() * 1.05);
         let pad = x_max * 0.02;
         let mut chart = theme::frame(&area, -pad..x_max + pad, 0.0..104.0, 48, 64)?;
@@ -111,5 +112,18 @@ mod tests {
             ]
         );
         assert_eq!(b.max_tokens(), 180.0);
+    }
+
+    #[test]
+    fn no_chart_when_no_record_counted_tokens() {
+        let (cfg, mut records) = two_arms();
+        for r in &mut records {
+            r.tokens = crate::model::Usage::default();
+        }
+        let s = summarize(&cfg, &records);
+        assert!(Budget::of(&s).is_none());
+        assert!(s.accuracy_at_budget.is_empty());
+        // The curve itself stays: its times and accuracy are measured.
+        assert_eq!(s.self_repair.budget_curve.len(), 2);
     }
 }
