@@ -5,7 +5,9 @@
 //! steered the run (`stop_on` = `correct`). `arm` is the package strategy
 //! the row describes: the baseline's rows come first (the only rows of a
 //! one-strategy run), then every other arm's, then the comparison rows
-//! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm.
+//! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm,
+//! then the comparable budgets (`comparable_budget_tokens` under the
+//! baseline, `accuracy_at_budget` under each arm measured there).
 
 use super::error::RenderError;
 use super::export::Exporter;
@@ -42,15 +44,26 @@ impl<'a> Exporter<RunView<'a>> for CsvExporter {
         }
         for c in s.comparison.iter().flat_map(|c| &c.arms) {
             rows.arm = &c.strategy;
-            rows.plain("shared_tasks".into(), c.shared_tasks as f64)?;
+            rows.plain("shared_tasks".into(), None, c.shared_tasks as f64)?;
             for p in &c.accuracy_by_round {
                 let round = Some(p.round as usize);
                 rows.rate("paired_accuracy_baseline", round, Some(&p.baseline))?;
                 rows.rate("paired_accuracy", round, Some(&p.arm))?;
             }
-            rows.plain("mcnemar_b".into(), c.mcnemar.b as f64)?;
-            rows.plain("mcnemar_c".into(), c.mcnemar.c as f64)?;
-            rows.plain("mcnemar_p".into(), c.mcnemar.p_value)?;
+            rows.plain("mcnemar_b".into(), None, c.mcnemar.b as f64)?;
+            rows.plain("mcnemar_c".into(), None, c.mcnemar.c as f64)?;
+            rows.plain("mcnemar_p".into(), None, c.mcnemar.p_value)?;
+        }
+        for b in &s.accuracy_at_budget {
+            let round = Some(b.round);
+            rows.arm = &s.header.strategy;
+            rows.plain("comparable_budget_tokens".into(), round, b.tokens)?;
+            for a in &b.accuracy {
+                if let Some(acc) = a.accuracy {
+                    rows.arm = &a.arm;
+                    rows.plain("accuracy_at_budget".into(), round, acc)?;
+                }
+            }
         }
         let bytes = w.into_inner().map_err(|e| e.into_error())?;
         Ok(String::from_utf8(bytes)?)
@@ -87,11 +100,12 @@ impl Rows<'_> {
         }
     }
 
-    fn plain(&mut self, metric: String, value: f64) -> csv::Result<()> {
+    fn plain(&mut self, metric: String, round: Option<usize>, value: f64) -> csv::Result<()> {
         let (stop_on, feedback, arm) = (self.stop_on, self.feedback, self.arm);
+        let round = round.map(|r| r.to_string()).unwrap_or_default();
         self.w.write_record([
             metric.as_str(),
-            "",
+            &round,
             &format!("{value:.6}"),
             "",
             "",
@@ -107,7 +121,7 @@ impl Rows<'_> {
         for m in metrics::values(s) {
             match m.value {
                 Value::Rate(r) => self.rate(&m.name, m.round, r.as_ref())?,
-                Value::Plain(v) => self.plain(m.name, v)?,
+                Value::Plain(v) => self.plain(m.name, m.round, v)?,
             }
         }
         Ok(())
@@ -163,6 +177,18 @@ mod tests {
         assert_eq!(find("mcnemar_b", "", "dynamic"), "1.000000");
         assert_eq!(find("mcnemar_c", "", "dynamic"), "2.000000");
         assert_eq!(find("mcnemar_p", "", "dynamic"), "1.000000");
+        // Self-repair rows: by round where they have one.
+        assert_eq!(find("budget_tokens", "1", "fat"), "140.000000");
+        assert_eq!(find("correct_to_correct", "1", "fat"), "3.000000");
+        assert_eq!(find("incorrect_to_correct", "1", "fat"), "1.000000");
+        assert_eq!(find("repair_rate:KeyError", "", "dynamic"), "1.000000");
+        assert_eq!(find("comparable_budget_tokens", "1", "fat"), "160.000000");
+        assert_eq!(find("accuracy_at_budget", "0", "dynamic"), "0.500000");
+        assert_eq!(find("accuracy_at_budget", "1", "dynamic"), "0.722222");
+        // fat never spent the round-1 budget: no row.
+        assert!(!rows
+            .iter()
+            .any(|r| r[0] == "accuracy_at_budget" && r[1] == "1" && r[8] == "fat"));
         // The baseline's rows come first.
         assert_eq!(rows[0][8], "fat");
         assert!(!rows

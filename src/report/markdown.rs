@@ -8,6 +8,7 @@ use super::export::Exporter;
 use super::installs::InstallMetrics;
 use super::labels::{labels, percent};
 use super::metrics::Summary;
+use super::repair_tables;
 use super::strategies::StrategyComparison;
 use super::view::RunView;
 
@@ -33,6 +34,7 @@ const SECTIONS: &[fn(&mut String, &RunView)] = &[
     strategies_section,
     accuracy,
     self_correction,
+    self_repair,
     executions,
     latency,
     plots,
@@ -137,6 +139,15 @@ fn self_correction(w: &mut String, run: &RunView) {
             rate.n
         );
     }
+    if let Some(rate) = &s.repairs.repeated_error {
+        let _ = writeln!(
+            w,
+            "- repair rounds that raised the previous round's error at the same line: {} ({} of {})",
+            percent(Some(rate)),
+            rate.successes,
+            rate.n
+        );
+    }
     if s.repairs.reviews.prompts > 0 {
         let r = &s.repairs.reviews;
         let _ = writeln!(
@@ -184,6 +195,24 @@ fn self_correction(w: &mut String, run: &RunView) {
                 percent(a.final_round.as_ref())
             );
         }
+    }
+}
+
+/// The self-repair views, every arm in one table each.
+fn self_repair(w: &mut String, run: &RunView) {
+    let tables = repair_tables::tables(run.summary);
+    if tables.is_empty() {
+        return;
+    }
+    let _ = writeln!(w, "\n## Self-repair\n");
+    for t in tables {
+        let _ = writeln!(w, "### {}\n\n{}\n", t.title, t.note);
+        let _ = writeln!(w, "| {} |", t.head.join(" | "));
+        let _ = writeln!(w, "|{}", "---|".repeat(t.head.len()));
+        for row in &t.rows {
+            let _ = writeln!(w, "| {} |", row.join(" | "));
+        }
+        let _ = writeln!(w);
     }
 }
 
@@ -411,6 +440,40 @@ mod tests {
         assert!(table.contains("### Installs (`dynamic`)"));
         // The baseline's own sections follow, once.
         assert_eq!(md.matches("## Accuracy by round").count(), 1);
+    }
+
+    #[test]
+    fn the_self_repair_section_has_one_table_per_view_with_an_arm_column() {
+        let (cfg, records) = two_arms();
+        let md = render(&MarkdownExporter, &cfg, &records).unwrap();
+        let section = md
+            .split("\n## Self-repair\n")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("a Self-repair section");
+        for line in [
+            "### Accuracy against cumulative budget",
+            "| arm | round r | tokens | model ms | exec ms | wall ms | Acc@r |",
+            "| fat | 1 | 140 | 12 | 6 | 19 | 66.7% |",
+            "| dynamic | 1 | 180 | 15 | 8 | 24 | 83.3% |",
+            "| budget (round r) | tokens | fat | dynamic |",
+            "| 0 | 120 | 50.0% | 50.0% |",
+            "| 1 | 160 | — | 72.2% |",
+            "| arm | k | pass@k | Acc@(k−1) | tasks with < k attempts |",
+            "| dynamic | 2 | 83.3% | 83.3% | 3 |",
+            "| arm | rounds | C→C | C→I | I→C | I→I |",
+            "| fat | 0 → 1 | 3 | 0 | 1 | 2 |",
+            "### Failure classes: round 0 against round 1",
+            "| arm | round-0 class | tasks | correct at 1 | ModuleNotFoundError at 1 | \
+             wrong_answer at 1 | repair rate (correct at 1) |",
+            "| fat | correct | 3 | 3 | 0 | 0 | 100.0% [43.9, 100.0] (3 of 3) |",
+            "| fat | wrong_answer | 2 | 0 | 0 | 2 | 0.0% [0.0, 65.8] (0 of 2) |",
+            "| dynamic | ImportError | 1 | 1 | 0 | 0 |",
+            "| dynamic | ModuleNotFoundError | 1 | 0 | 1 | 0 | 0.0% [",
+            "| dynamic | 0.0% [0.0, 56.1] (0 of 3) | 100.0% [43.9, 100.0] (3 of 3) |",
+        ] {
+            assert!(section.contains(line), "no `{line}` in\n{section}");
+        }
     }
 
     #[test]

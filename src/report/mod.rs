@@ -8,6 +8,8 @@
 //! - `export` is the [`Exporter`] trait and the loop that writes files:
 //!   `json`, `csv`, `markdown` and `html` for a run ([`exporters`]),
 //!   `compare/` for two runs, `task_cases` for the run's JUnit.
+//! - `repair_tables` lays out the self-repair views (budget, pass@k,
+//!   transitions, failure classes) as the tables both documents show.
 //! - `plots/` draws the charts the documents embed; `markup` escapes text
 //!   for HTML and XML; `labels` holds the phrases every output shares.
 
@@ -26,6 +28,7 @@ mod markdown;
 pub mod markup;
 pub mod metrics;
 pub mod plots;
+mod repair_tables;
 pub mod rescore;
 pub mod stats;
 pub mod strategies;

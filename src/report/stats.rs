@@ -79,6 +79,18 @@ impl Percentiles {
     }
 }
 
+/// The median (the mean of the two middle values of an even count); none
+/// of no values.
+pub fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
 /// McNemar's exact test on the discordant pairs of final correctness.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct McNemar {
@@ -158,6 +170,13 @@ pub fn paired_bootstrap(base: &[bool], new: &[bool], resamples: usize, seed: u64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_takes_the_middle_or_the_mean_of_the_two_middles() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 10.0]), Some(3.0));
+        assert_eq!(median(vec![]), None);
+    }
 
     #[test]
     fn wilson_matches_known_values() {

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::super::cells::{counted, denials, strategy_rows};
 use super::super::labels::{labels, percent};
 use super::super::metrics::Summary;
+use super::super::repair_tables;
 use super::super::stats::Rate;
 use super::super::view::RunView;
 use crate::report::markup::html as escape;
@@ -57,6 +58,7 @@ pub fn render(run: &RunView) -> String {
         strategies(w, s);
     }
     accuracy(w, s);
+    self_repair(w, s);
     executions(w, s);
     let _ = writeln!(w, "</section>");
     skipped(w, &run.config.provenance.skipped);
@@ -199,6 +201,12 @@ fn accuracy(w: &mut String, s: &Summary) {
         "regression rate (over tasks right at round 0)",
         s.answers.regression_rate.as_ref(),
     );
+    if s.repairs.repeated_error.is_some() {
+        item(
+            "repair rounds that raised the previous round's error at the same line",
+            s.repairs.repeated_error.as_ref(),
+        );
+    }
     if s.repairs.resent_code.is_some() {
         item(
             "repair rounds that resent the previous code unchanged",
@@ -245,6 +253,35 @@ fn accuracy(w: &mut String, s: &Summary) {
                 percent(a.round0.as_ref()),
                 percent(a.final_round.as_ref())
             );
+        }
+        let _ = writeln!(w, "</tbody>\n</table>");
+    }
+}
+
+/// The self-repair views, every arm in one table each (as in `report.md`).
+fn self_repair(w: &mut String, s: &Summary) {
+    let tables = repair_tables::tables(s);
+    if tables.is_empty() {
+        return;
+    }
+    let _ = writeln!(w, "<h2>Self-repair</h2>");
+    for t in tables {
+        let _ = writeln!(
+            w,
+            "<h3>{}</h3>\n<p>{}</p>\n<table class=\"self-repair\">\n<thead><tr>",
+            escape(&t.title),
+            escape(t.note)
+        );
+        for h in &t.head {
+            let _ = write!(w, "<th>{}</th>", escape(h));
+        }
+        let _ = writeln!(w, "</tr></thead>\n<tbody>");
+        for row in &t.rows {
+            let _ = write!(w, "<tr>");
+            for cell in row {
+                let _ = write!(w, "<td>{}</td>", escape(cell));
+            }
+            let _ = writeln!(w, "</tr>");
         }
         let _ = writeln!(w, "</tbody>\n</table>");
     }

@@ -238,6 +238,27 @@ fn several_arms_give_a_row_per_task_and_arm_and_the_strategies_table() {
 }
 
 #[test]
+fn the_self_repair_tables_have_an_arm_column() {
+    let (cfg, records) = two_arms();
+    let page = render(&HtmlExporter, &cfg, &records).unwrap();
+    let section = page
+        .split("<h2>Self-repair</h2>")
+        .nth(1)
+        .and_then(|s| s.split("<h2>").next())
+        .expect("a Self-repair section");
+    for wanted in [
+        "<h3>Accuracy at comparable budgets</h3>",
+        "<th>budget (round r)</th><th>tokens</th><th>fat</th><th>dynamic</th>",
+        "<tr><td>1</td><td>160</td><td>—</td><td>72.2%</td></tr>",
+        "<tr><td>fat</td><td>0 → 1</td><td>3</td><td>0</td><td>1</td><td>2</td></tr>",
+        "<td>dynamic</td><td>2</td><td>83.3%</td>",
+        "<h3>Failure classes: round 0 against round 1</h3>",
+    ] {
+        assert!(section.contains(wanted), "no `{wanted}` in\n{section}");
+    }
+}
+
+#[test]
 fn labels_are_shown() {
     let (mut cfg, mut records) = journal();
     cfg.provenance.synthetic_model = true;

@@ -36,6 +36,10 @@ const REGISTRY: &[fn(&ArmSummary, &mut Metrics)] = &[
     kills,
     latency,
     tokens,
+    budget,
+    pass_at_k,
+    transitions,
+    failure_classes,
     environment,
     installs,
     kernels,
@@ -59,9 +63,13 @@ fn rate(out: &mut Metrics, name: &str, round: Option<usize>, r: Option<&Rate>) {
 }
 
 fn plain(out: &mut Metrics, name: String, value: f64) {
+    plain_at(out, name, None, value);
+}
+
+fn plain_at(out: &mut Metrics, name: String, round: Option<usize>, value: f64) {
     out.push(MetricValue {
         name,
-        round: None,
+        round,
         value: Value::Plain(value),
     });
 }
@@ -91,6 +99,7 @@ fn rates(s: &ArmSummary, out: &mut Metrics) {
         ("recovery_rate_repaired", &s.answers.recovery_rate_repaired),
         ("regression_rate", &s.answers.regression_rate),
         ("resent_code", &s.repairs.resent_code),
+        ("repeated_error", &s.repairs.repeated_error),
         ("kill_rate", &s.execution.kill_rate.total),
         ("infra_error_rate", &s.execution.infra_error_rate),
     ] {
@@ -147,6 +156,51 @@ fn tokens(s: &ArmSummary, out: &mut Metrics) {
     plain(out, "tokens_prompt".into(), t.prompt as f64);
     plain(out, "tokens_completion".into(), t.completion as f64);
     plain(out, "tokens_per_task".into(), t.per_task_mean);
+}
+
+/// Mean cumulative tokens and time per task by round (the budget curve).
+fn budget(s: &ArmSummary, out: &mut Metrics) {
+    for p in &s.self_repair.budget_curve {
+        let r = Some(p.round);
+        plain_at(out, "budget_tokens".into(), r, p.tokens);
+        plain_at(out, "budget_model_ms".into(), r, p.model_ms);
+        plain_at(out, "budget_exec_ms".into(), r, p.exec_ms);
+        plain_at(out, "budget_wall_ms".into(), r, p.wall_ms);
+    }
+}
+
+fn pass_at_k(s: &ArmSummary, out: &mut Metrics) {
+    for p in &s.self_repair.pass_at_k {
+        plain(out, format!("pass_at_k:{}", p.k), p.value);
+    }
+}
+
+/// Tasks by correctness at r−1 → r, per round r ≥ 1.
+fn transitions(s: &ArmSummary, out: &mut Metrics) {
+    for t in &s.self_repair.transitions {
+        let r = Some(t.round);
+        for (name, count) in [
+            ("correct_to_correct", t.correct_to_correct),
+            ("correct_to_incorrect", t.correct_to_incorrect),
+            ("incorrect_to_correct", t.incorrect_to_correct),
+            ("incorrect_to_incorrect", t.incorrect_to_incorrect),
+        ] {
+            plain_at(out, name.into(), r, count as f64);
+        }
+    }
+}
+
+/// Tasks and repair rate per round-0 class.
+fn failure_classes(s: &ArmSummary, out: &mut Metrics) {
+    for (class, row) in &s.self_repair.failure_classes {
+        plain(out, format!("failure_class:{class}"), row.tasks as f64);
+        rate(
+            out,
+            &format!("repair_rate:{class}"),
+            None,
+            row.repair_rate.as_ref(),
+        );
+    }
 }
 
 fn environment(s: &ArmSummary, out: &mut Metrics) {

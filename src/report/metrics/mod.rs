@@ -11,20 +11,30 @@
 
 mod answers;
 mod arm;
+mod budget;
 mod execution;
+mod failure_classes;
 mod header;
 mod list;
+mod pass_at_k;
 mod repairs;
+mod self_repair;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod transitions;
 
 pub use answers::{Answers, FailureFate, FaultAccuracy};
+pub use budget::{accuracy_at, tokens_recorded, ArmAccuracy, BudgetPoint, BudgetRow};
 pub use execution::{Cost, Executions, KillRate, Latency, Tokens};
+pub use failure_classes::{ClassRow, CORRECT, NOT_RECORDED};
 pub use header::Header;
 pub use list::{values, MetricValue, Value};
+pub use pass_at_k::{pass_at_k, PassAtK};
 pub use repairs::{Repairs, Reviews};
+pub use self_repair::SelfRepair;
 pub use summary::{ArmSummary, Summary};
+pub use transitions::Transition;
 
 use super::environment::EnvironmentMetrics;
 use super::strategies;
@@ -42,8 +52,10 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         // One arm: every record is its own, whatever strategy it names.
         let all: Vec<&AttemptRecord> = records.iter().collect();
         let tasks = task_rounds::by_task(config, &all);
+        let baseline = summarize_arm(config, &names[0], &all, &tasks);
         return Summary {
-            baseline: summarize_arm(config, &names[0], &all, &tasks),
+            accuracy_at_budget: budget::comparable(&[(&names[0], &baseline)]),
+            baseline,
             arms: Vec::new(),
             comparison: None,
         };
@@ -57,7 +69,9 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         arm_tasks.push((name.clone(), tasks));
     }
     let comparison = strategies::compare(config.spec.policy.rounds as usize, &arm_tasks);
+    let named: Vec<(&str, &ArmSummary)> = names.iter().map(String::as_str).zip(&arms).collect();
     Summary {
+        accuracy_at_budget: budget::comparable(&named),
         baseline: arms[0].clone(),
         arms,
         comparison: Some(comparison),
@@ -90,6 +104,7 @@ fn summarize_arm(
         repairs: Repairs::of(&arm),
         execution: Executions::of(&arm),
         cost: Cost::of(&arm),
+        self_repair: SelfRepair::of(&arm),
         environment: EnvironmentMetrics::of(strategy, &arm.ours(), tasks, image_bytes),
     }
 }

@@ -1,11 +1,14 @@
-//! What the repair rounds did: replies to review prompts, and repairs that
-//! resent the previous code unchanged.
+//! What the repair rounds did: replies to review prompts, repairs that
+//! resent the previous code unchanged, and repairs that raised the same
+//! error at the same line again.
 
 use serde::{Deserialize, Serialize};
 
 use super::arm::Arm;
-use crate::record::FeedbackKind;
+use crate::record::{AttemptRecord, FeedbackKind};
+use crate::repair::traceback;
 use crate::report::stats::Rate;
+use crate::sandbox::Verdict;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Repairs {
@@ -15,6 +18,11 @@ pub struct Repairs {
     /// followed a round with code and sent code.
     #[serde(default)]
     pub resent_code: Option<Rate>,
+    /// Rounds r ≥ 1 that raised the exception of round r−1 (same name)
+    /// at a failing line of the same text, over rounds r ≥ 1 that ran
+    /// code after a round that raised.
+    #[serde(default)]
+    pub repeated_error: Option<Rate>,
 }
 
 /// What happened after review prompts (`--stop-on never`).
@@ -36,6 +44,7 @@ impl Repairs {
         Repairs {
             reviews: Reviews::of(arm),
             resent_code: resent_code(arm),
+            repeated_error: repeated_error(arm),
         }
     }
 }
@@ -75,6 +84,40 @@ fn resent_code(arm: &Arm) -> Option<Rate> {
         }
     }
     Rate::new(resent, repairs)
+}
+
+/// Rounds that ran code after a round that raised, and those of them
+/// that raised the same error at the same line.
+fn repeated_error(arm: &Arm) -> Option<Rate> {
+    let (mut repeated, mut after_error) = (0, 0);
+    for t in arm.tasks {
+        for pair in t.records.windows(2) {
+            let Some(before) = raised(pair[0]) else {
+                continue;
+            };
+            if !pair[1].executed() {
+                continue;
+            }
+            after_error += 1;
+            // An unknown line is never the same line.
+            let same = raised(pair[1]).is_some_and(|now| before.1.is_some() && now == before);
+            repeated += u64::from(same);
+        }
+    }
+    Rate::new(repeated, after_error)
+}
+
+/// The exception a round raised and the text of the line of its code
+/// where it failed (trimmed; `None` when no line of the code is named).
+fn raised(r: &AttemptRecord) -> Option<(&str, Option<String>)> {
+    let o = r.outcome.as_ref().filter(|o| o.verdict == Verdict::Error)?;
+    let error = o.error.as_ref()?;
+    let code = r.code.as_deref().unwrap_or("");
+    let line = traceback::parse(error, code)
+        .cell_line()
+        .and_then(|l| code.lines().nth(l.checked_sub(1)?))
+        .map(|l| l.trim().to_owned());
+    Some((error.ename.as_str(), line))
 }
 
 /// The same program: equal lines once line-end whitespace and blank lines

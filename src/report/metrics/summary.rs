@@ -6,9 +6,11 @@ use std::ops::Deref;
 use serde::{Deserialize, Serialize};
 
 use super::answers::Answers;
+use super::budget::BudgetRow;
 use super::execution::{Cost, Executions};
 use super::header::Header;
 use super::repairs::Repairs;
+use super::self_repair::SelfRepair;
 use crate::report::environment::EnvironmentMetrics;
 use crate::report::strategies::StrategyComparison;
 
@@ -26,6 +28,8 @@ pub struct ArmSummary {
     pub execution: Executions,
     #[serde(flatten)]
     pub cost: Cost,
+    #[serde(flatten)]
+    pub self_repair: SelfRepair,
     #[serde(flatten)]
     pub environment: EnvironmentMetrics,
 }
@@ -59,6 +63,10 @@ pub struct Summary {
     /// The non-baseline arms against the baseline on their shared tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<StrategyComparison>,
+    /// Every arm's accuracy at the budgets where the arms can be compared
+    /// (per round r, the median over arms of its mean cumulative tokens).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accuracy_at_budget: Vec<BudgetRow>,
 }
 
 /// A run's summary reads as its baseline arm's (the top level of

@@ -194,3 +194,209 @@ fn a_summary_reads_back_from_its_json() {
         assert_eq!(serde_json::to_string_pretty(&back).unwrap(), text);
     }
 }
+
+/// Seven tasks under `--stop-on never`, K = 2, each round 100 prompt and
+/// 20 completion tokens, 10 ms model, 5 ms exec, 16 ms total:
+///
+/// | task | r0 | r1 | r2 |
+/// |---|---|---|---|
+/// | a | right | kept | kept |
+/// | b | KeyError | right | kept |
+/// | c | right | kept | wrong |
+/// | d | wrong | wrong | ValueError |
+/// | e | timeout_wall | no code | right |
+/// | f | NameError (stopped) | | |
+/// | g | (no record) | | |
+fn self_repair_journal() -> Summary {
+    use R::*;
+    let (k, s) = (2, StopOn::Never);
+    let mut records = Vec::new();
+    records.extend(task("a", &[Right, Kept, Kept], s, k));
+    records.extend(task("b", &[Raised("KeyError"), Right, Kept], s, k));
+    records.extend(task("c", &[Right, Kept, Wrong], s, k));
+    records.extend(task("d", &[Wrong, Wrong, Raised("ValueError")], s, k));
+    let wall = Killed(Verdict::TimeoutWall);
+    records.extend(task("e", &[wall, NoCode, Right], s, k));
+    records.extend(task("f", &[Raised("NameError")], s, k));
+    let ids = ["a", "b", "c", "d", "e", "f", "g"];
+    summarize(&config(&ids, k, s), &records)
+}
+
+#[test]
+fn the_budget_curve_is_the_mean_cumulative_cost_and_acc_at_each_round() {
+    let m = self_repair_journal();
+    let curve = &m.self_repair.budget_curve;
+    assert_eq!(curve.len(), 3);
+    // Records by round ≤ r: 6, 11, 16 (f stopped at 0, g has none).
+    for (p, records) in curve.iter().zip([6.0, 11.0, 16.0]) {
+        let close = |a: f64, b: f64| assert!((a - b).abs() < 1e-9, "{a} vs {b} at {}", p.round);
+        close(p.tokens, 120.0 * records / 7.0);
+        close(p.prompt_tokens, 100.0 * records / 7.0);
+        close(p.completion_tokens, 20.0 * records / 7.0);
+        close(p.model_ms, 10.0 * records / 7.0);
+        close(p.exec_ms, 5.0 * records / 7.0);
+        close(p.wall_ms, 16.0 * records / 7.0);
+    }
+    let acc: Vec<f64> = curve.iter().map(|p| p.accuracy * 7.0).collect();
+    assert_eq!(acc, [2.0, 3.0, 3.0]);
+    assert_eq!(
+        curve.iter().map(|p| p.accuracy).collect::<Vec<_>>(),
+        m.answers
+            .accuracy_by_round
+            .iter()
+            .map(|r| r.value)
+            .collect::<Vec<_>>()
+    );
+    // One arm: the comparable budgets are its own, at its own Acc@r.
+    let rows = &m.accuracy_at_budget;
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[1].tokens, curve[1].tokens);
+    assert_eq!(rows[1].accuracy[0].arm, "fat");
+    assert_eq!(rows[1].accuracy[0].accuracy, Some(3.0 / 7.0));
+}
+
+#[test]
+fn accuracy_at_comparable_budgets_uses_the_median_over_arms() {
+    let (cfg, records) = crate::report::testing::two_arms();
+    let m = summarize(&cfg, &records);
+    // fat: 7 records over 6 tasks (120, 140 tokens), Acc 3/6 then 4/6;
+    // dynamic: 9 records (120, 180 tokens), Acc 3/6 then 5/6.
+    let rows: Vec<(usize, f64, Vec<Option<f64>>)> = m
+        .accuracy_at_budget
+        .iter()
+        .map(|r| {
+            let accs = r.accuracy.iter().map(|a| a.accuracy).collect();
+            (r.round, r.tokens, accs)
+        })
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0], (0, 120.0, vec![Some(0.5), Some(0.5)]));
+    assert_eq!((rows[1].0, rows[1].1), (1, 160.0));
+    // fat never spent 160 tokens; dynamic is 2/3 of the way to its round 1.
+    assert_eq!(rows[1].2[0], None);
+    assert!((rows[1].2[1].unwrap() - 13.0 / 18.0).abs() < 1e-12);
+    let arms: Vec<&str> = m.accuracy_at_budget[1]
+        .accuracy
+        .iter()
+        .map(|a| a.arm.as_str())
+        .collect();
+    assert_eq!(arms, ["fat", "dynamic"]);
+}
+
+#[test]
+fn pass_at_k_is_the_mean_over_tasks_of_the_attempts_drawn() {
+    let m = self_repair_journal();
+    // a b c e: 3 draws, 1 answered right in its own round; d: 3, none;
+    // f: 1 draw, none; g: none drawn.
+    let p = &m.self_repair.pass_at_k;
+    let ks: Vec<usize> = p.iter().map(|p| p.k).collect();
+    assert_eq!(ks, [1, 2, 3]);
+    assert!((p[0].value - 4.0 / 21.0).abs() < 1e-12, "{p:?}");
+    assert!((p[1].value - 8.0 / 21.0).abs() < 1e-12, "{p:?}");
+    assert!((p[2].value - 4.0 / 7.0).abs() < 1e-12, "{p:?}");
+    let short: Vec<u64> = p.iter().map(|p| p.tasks_short).collect();
+    assert_eq!(short, [1, 2, 2]);
+}
+
+#[test]
+fn transitions_count_every_task_between_its_carried_states() {
+    let m = self_repair_journal();
+    let t: Vec<[u64; 4]> = m
+        .self_repair
+        .transitions
+        .iter()
+        .map(|t| {
+            [
+                t.correct_to_correct,
+                t.correct_to_incorrect,
+                t.incorrect_to_correct,
+                t.incorrect_to_incorrect,
+            ]
+        })
+        .collect();
+    // r1: a c stay right, b fixed, d e f g stay wrong; r2: a b stay
+    // right, c broken, e fixed, d f g stay wrong.
+    assert_eq!(t, [[2, 0, 1, 4], [2, 1, 1, 3]]);
+    let rounds: Vec<usize> = m.self_repair.transitions.iter().map(|t| t.round).collect();
+    assert_eq!(rounds, [1, 2]);
+}
+
+#[test]
+fn the_failure_class_matrix_has_a_row_per_round0_class() {
+    let m = self_repair_journal();
+    let rows = &m.self_repair.failure_classes;
+    let row = |class: &str| -> (u64, Vec<(&str, u64)>, (u64, u64)) {
+        let r = &rows[class];
+        let at_k = r.at_k.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let rate = r.repair_rate.unwrap();
+        (r.tasks, at_k, (rate.successes, rate.n))
+    };
+    let names: Vec<&str> = rows.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "KeyError",
+            "NameError",
+            "correct",
+            "not_recorded",
+            "timeout_wall",
+            "wrong_answer"
+        ]
+    );
+    assert_eq!(
+        row("correct"),
+        (2, vec![("correct", 1), ("wrong_answer", 1)], (1, 2))
+    );
+    assert_eq!(row("KeyError"), (1, vec![("correct", 1)], (1, 1)));
+    assert_eq!(row("wrong_answer"), (1, vec![("ValueError", 1)], (0, 1)));
+    assert_eq!(row("timeout_wall"), (1, vec![("correct", 1)], (1, 1)));
+    assert_eq!(row("NameError"), (1, vec![("NameError", 1)], (0, 1)));
+    assert_eq!(row("not_recorded"), (1, vec![("not_recorded", 1)], (0, 1)));
+    assert_eq!(rows.values().map(|r| r.tasks).sum::<u64>(), 7);
+}
+
+/// A KeyError traceback as IPython prints it, failing at `line` of a cell.
+fn key_error(line: usize, source: &str) -> crate::kernel::ErrorInfo {
+    crate::kernel::ErrorInfo {
+        ename: "KeyError".into(),
+        evalue: "'a'".into(),
+        traceback: vec![
+            "-".repeat(75),
+            "KeyError                                  Traceback (most recent call last)".into(),
+            format!("Cell In[1], line {line}\n----> {line} {source}\n"),
+            "KeyError: 'a'".into(),
+        ],
+    }
+}
+
+#[test]
+fn a_repeated_error_is_the_same_exception_at_a_line_of_the_same_text() {
+    use R::*;
+    let (k, s) = (2, StopOn::Clean);
+    let key = Raised("KeyError");
+    // x: the same failing line at 1 (moved down by a blank line), another
+    // line at 2.
+    let mut x = task("x", &[key, key, key], s, k);
+    let codes = [
+        ("df = load()\nv = df['a']\n", 2, "v = df['a']"),
+        ("df = load()\n\nv = df['a']\n", 3, "v = df['a']"),
+        ("v = df['b']\n", 1, "v = df['b']"),
+    ];
+    for (rec, (code, line, source)) in x.iter_mut().zip(codes) {
+        rec.code = Some(code.into());
+        rec.outcome.as_mut().unwrap().error = Some(key_error(line, source));
+    }
+    // y: the same exception twice, no line known: not the same line.
+    let name = Raised("NameError");
+    let y = task("y", &[name, name], s, k);
+    // z: no code after the error: no repair ran.
+    let z = task("z", &[Raised("TypeError"), NoCode], s, k);
+    let records: Vec<_> = x.into_iter().chain(y).chain(z).collect();
+    let m = summarize(&config(&["x", "y", "z"], k, s), &records);
+    let r = m.repairs.repeated_error.unwrap();
+    assert_eq!((r.successes, r.n), (1, 3));
+    // Resent code is counted apart: x's round 1 (a blank line added) and
+    // y's round 1 (the same `x = 1`).
+    let resent = m.repairs.resent_code.unwrap();
+    assert_eq!((resent.successes, resent.n), (2, 3));
+}

@@ -4,6 +4,7 @@
 //! Each chart is built from the summary and the journal first (nothing to
 //! show: no chart), then drawn twice from the same code, once per backend.
 
+mod budget;
 mod chart;
 mod curves;
 mod glyphs;
@@ -50,6 +51,9 @@ pub fn draw(
     if let Some(c) = curves::Curves::recovery(summary) {
         plots.push(render(&c, dir)?);
     }
+    if let Some(c) = budget::Budget::of(summary) {
+        plots.push(render(&c, dir)?);
+    }
     if let Some(c) = kills::Kills::of(summary) {
         plots.push(render(&c, dir)?);
     }
@@ -59,7 +63,7 @@ pub fn draw(
     if let Some(c) = latency::Latency::of(&arms, records) {
         plots.push(render(&c, dir)?);
     }
-    if let Some(c) = transitions::Transitions::of(summary, &arms, records) {
+    if let Some(c) = transitions::Transitions::of(summary) {
         plots.push(render(&c, dir)?);
     }
     if let Some(c) = strategies::Strategies::of(summary) {
@@ -234,7 +238,14 @@ mod tests {
         let plots = draw(&summary, &records, dir.path()).unwrap();
         assert_eq!(
             names(&plots),
-            ["recovery", "kills", "verdicts", "latency", "transitions"]
+            [
+                "recovery",
+                "budget",
+                "kills",
+                "verdicts",
+                "latency",
+                "transitions"
+            ]
         );
         let by = |n: &str| plots.iter().find(|p| p.name == n).unwrap();
         let d = dir.path();
@@ -245,6 +256,15 @@ mod tests {
                 "Acc@r (% of tasks)",
                 "round r (0 = first attempt, then repair rounds)",
                 "m (n=7)",
+            ],
+        );
+        assert_drawn(
+            by("budget"),
+            d,
+            &[
+                "Acc@r (% of tasks)",
+                "mean cumulative tokens per task (prompt + completion)",
+                "fat (r = 0..2)",
             ],
         );
         assert_drawn(
@@ -325,7 +345,10 @@ mod tests {
         let records = task("a", &[R::NoCode, R::NoCode], StopOn::Clean, 1);
         let cfg = config(&["a"], 1, StopOn::Clean);
         let plots = draw(&summarize(&cfg, &records), &records, dir.path()).unwrap();
-        assert_eq!(names(&plots), ["recovery", "latency", "transitions"]);
+        assert_eq!(
+            names(&plots),
+            ["recovery", "budget", "latency", "transitions"]
+        );
         let latency = plots.iter().find(|p| p.name == "latency").unwrap();
         let labels = texts(&latency.svg);
         assert!(
@@ -336,14 +359,14 @@ mod tests {
         // Every task right at once: no kill, no failure to follow.
         let records = task("a", &[R::Right], StopOn::Clean, 1);
         let plots = draw(&summarize(&cfg, &records), &records, dir.path()).unwrap();
-        assert_eq!(names(&plots), ["recovery", "verdicts", "latency"]);
+        assert_eq!(names(&plots), ["recovery", "budget", "verdicts", "latency"]);
     }
 
     #[test]
     fn transitions_follow_each_round0_failure_to_round_k() {
         let (cfg, records) = journal();
         let summary = summarize(&cfg, &records);
-        let t = transitions::Transitions::of(&summary, &[], &records).unwrap();
+        let t = transitions::Transitions::of(&summary).unwrap();
         let rows: Vec<(String, [u64; 3])> = t.rows().collect();
         // KeyError: b fixed, c still KeyError, d ends on a wrong answer.
         assert_eq!(

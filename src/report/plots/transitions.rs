@@ -1,17 +1,14 @@
 //! Error transitions: each round-0 failure kind against the task's state
 //! at round K (fixed, the same failure, another failure), as a matrix of
-//! task counts shaded by their share of the row.
-
-use std::collections::BTreeMap;
+//! task counts shaded by their share of the row; the summary's
+//! failure-class matrix, folded to three columns.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::chart::{arm_groups, Chart};
+use super::chart::Chart;
 use super::theme::{self, Area, Drawn};
-use crate::record::AttemptRecord;
-use crate::report::metrics::Summary;
-use crate::report::task_rounds::TaskRounds;
+use crate::report::metrics::{Summary, CORRECT, NOT_RECORDED};
 
 const STATES: [&str; 3] = ["fixed", "same failure", "other failure"];
 /// Rows beyond this are merged into one, so labels stay readable.
@@ -35,37 +32,30 @@ pub(super) struct Transitions {
 }
 
 impl Transitions {
-    /// None when no task failed at round 0.
-    pub(super) fn of(
-        summary: &Summary,
-        arms: &[String],
-        records: &[AttemptRecord],
-    ) -> Option<Transitions> {
+    /// None when no task failed at round 0. Read from each arm's
+    /// failure-class matrix: fixed is `correct` at K, the same failure is
+    /// the row's own class at K, any other class is another failure.
+    pub(super) fn of(summary: &Summary) -> Option<Transitions> {
         let k = summary.header.rounds;
+        let named = !summary.arms.is_empty();
         let mut rows = Vec::new();
-        for (arm, recs) in arm_groups(arms, records) {
-            let mut kinds: BTreeMap<String, [u64; 3]> = BTreeMap::new();
-            for task in by_task(&recs) {
-                let Some(kind) = task.round0_failure() else {
-                    continue;
-                };
-                let state = if task.correct_at(k as usize) {
-                    0
-                } else if task.failure_at(k as usize).as_deref() == Some(kind.as_str()) {
-                    1
-                } else {
-                    2
-                };
-                kinds.entry(kind).or_default()[state] += 1;
-            }
-            let mut arm_rows: Vec<Row> = kinds
-                .into_iter()
-                .map(|(kind, counts)| Row {
-                    label: match arm {
-                        Some(a) => format!("{}: {kind}", theme::short(a, 9)),
-                        None => kind,
-                    },
-                    counts,
+        for arm in summary.each_arm() {
+            let mut arm_rows: Vec<Row> = arm
+                .self_repair
+                .failure_classes
+                .iter()
+                .filter(|(kind, _)| *kind != CORRECT && *kind != NOT_RECORDED)
+                .map(|(kind, row)| {
+                    let at = |class: &str| row.at_k.get(class).copied().unwrap_or(0);
+                    let (fixed, same) = (at(CORRECT), at(kind));
+                    Row {
+                        label: if named {
+                            format!("{}: {kind}", theme::short(&arm.header.strategy, 9))
+                        } else {
+                            kind.clone()
+                        },
+                        counts: [fixed, same, row.tasks - fixed - same],
+                    }
                 })
                 .collect();
             // Most frequent first; ties keep the name order.
@@ -94,21 +84,6 @@ impl Transitions {
     pub(super) fn rows(&self) -> impl Iterator<Item = (String, [u64; 3])> + '_ {
         self.rows.iter().map(|r| (r.label.clone(), r.counts))
     }
-}
-
-/// `records` (one arm's) grouped by task, each in round order.
-fn by_task<'a>(records: &[&'a AttemptRecord]) -> Vec<TaskRounds<'a>> {
-    let mut tasks: BTreeMap<&str, Vec<&AttemptRecord>> = BTreeMap::new();
-    for r in records {
-        tasks.entry(r.task_id.as_str()).or_default().push(r);
-    }
-    tasks
-        .into_values()
-        .map(|mut records| {
-            records.sort_by_key(|r| r.round);
-            TaskRounds { records }
-        })
-        .collect()
 }
 
 /// White to the palette's blue as `share` goes from 0 to 1.

@@ -1,0 +1,42 @@
+//! The self-repair section of an arm: the views the literature measures
+//! self-repair by — accuracy against cumulative budget, pass@k over the
+//! attempts drawn, round-to-round transitions and the failure-class
+//! matrix — each computed by its own file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::arm::Arm;
+use super::budget::{self, BudgetPoint};
+use super::failure_classes::{self, ClassRow};
+use super::pass_at_k::{self, PassAtK};
+use super::transitions::{self, Transition};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SelfRepair {
+    /// Per round r = 0..=K: mean cumulative tokens and time per task over
+    /// rounds 0..=r, and Acc@r.
+    #[serde(default)]
+    pub budget_curve: Vec<BudgetPoint>,
+    /// pass@k for k = 1..=K+1 over each task's attempts drawn.
+    #[serde(default)]
+    pub pass_at_k: Vec<PassAtK>,
+    /// Per round r = 1..=K: correct/incorrect at r−1 → at r.
+    #[serde(default)]
+    pub transitions: Vec<Transition>,
+    /// Round-0 class → class at round K and the repair rate.
+    #[serde(default)]
+    pub failure_classes: BTreeMap<String, ClassRow>,
+}
+
+impl SelfRepair {
+    pub(super) fn of(arm: &Arm) -> SelfRepair {
+        SelfRepair {
+            budget_curve: budget::curve(arm),
+            pass_at_k: pass_at_k::of(arm),
+            transitions: transitions::of(arm),
+            failure_classes: failure_classes::of(arm),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The self-repair tables the Markdown and HTML reports share, one table
+//! per view with an arm column: accuracy against cumulative budget,
+//! accuracy at comparable budgets, pass@k beside Acc@(k−1), transitions
+//! between rounds, the failure-class matrix and repeated errors. Cells are
+//! plain text; each renderer only lays them out.
+
+use std::collections::BTreeSet;
+
+use super::cells::counted;
+use super::metrics::{ArmSummary, Summary, CORRECT};
+
+/// One table: a heading, what its numbers are over, and text cells.
+pub(super) struct Table {
+    pub(super) title: String,
+    pub(super) note: &'static str,
+    pub(super) head: Vec<String>,
+    pub(super) rows: Vec<Vec<String>>,
+}
+
+/// Every table that has rows, in report order.
+pub(super) fn tables(s: &Summary) -> Vec<Table> {
+    let arms = s.each_arm();
+    [
+        budget(&arms),
+        comparable(s),
+        pass_at_k(&arms),
+        transitions(&arms),
+        failure_classes(&arms, s.header.rounds),
+        repeated(&arms),
+    ]
+    .into_iter()
+    .filter(|t| !t.rows.is_empty())
+    .collect()
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", 100.0 * v)
+}
+
+fn name(a: &ArmSummary) -> String {
+    a.header.strategy.clone()
+}
+
+fn budget(arms: &[&ArmSummary]) -> Table {
+    let mut rows = Vec::new();
+    for a in arms {
+        for p in &a.self_repair.budget_curve {
+            rows.push(vec![
+                name(a),
+                p.round.to_string(),
+                format!("{:.0}", p.tokens),
+                format!("{:.0}", p.model_ms),
+                format!("{:.0}", p.exec_ms),
+                format!("{:.0}", p.wall_ms),
+                pct(p.accuracy),
+            ]);
+        }
+    }
+    Table {
+        title: "Accuracy against cumulative budget".into(),
+        note: "Per task, what rounds 0..=r spent, averaged over all tasks of the arm \
+               (a stopped task spends nothing more); Acc@r with the answer carried forward.",
+        head: [
+            "arm", "round r", "tokens", "model ms", "exec ms", "wall ms", "Acc@r",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
+}
+
+fn comparable(s: &Summary) -> Table {
+    let arms = s.each_arm();
+    let mut head = vec!["budget (round r)".to_owned(), "tokens".to_owned()];
+    head.extend(arms.iter().map(|a| name(a)));
+    let rows = s
+        .accuracy_at_budget
+        .iter()
+        .map(|b| {
+            let mut row = vec![b.round.to_string(), format!("{:.0}", b.tokens)];
+            row.extend(
+                b.accuracy
+                    .iter()
+                    .map(|a| a.accuracy.map_or_else(|| "—".into(), pct)),
+            );
+            row
+        })
+        .collect();
+    Table {
+        title: "Accuracy at comparable budgets".into(),
+        note: "Budget r is the median over arms of round r's mean cumulative tokens; each \
+               arm's accuracy there is interpolated linearly between its two adjacent \
+               points; — where the arm was not measured (below its round 0 or beyond its \
+               last round).",
+        head,
+        rows,
+    }
+}
+
+fn pass_at_k(arms: &[&ArmSummary]) -> Table {
+    let mut rows = Vec::new();
+    for a in arms {
+        for p in &a.self_repair.pass_at_k {
+            let acc = a.answers.accuracy_by_round.get(p.k - 1);
+            rows.push(vec![
+                name(a),
+                p.k.to_string(),
+                pct(p.value),
+                acc.map_or_else(|| "n/a".into(), |r| pct(r.value)),
+                p.tasks_short.to_string(),
+            ]);
+        }
+    }
+    Table {
+        title: "pass@k over the attempts drawn".into(),
+        note: "Unbiased pass@k (1 − C(n−c,k)/C(n,k)) per task over its n attempts with a \
+               reply, c of them answered correctly in their own round, averaged over all \
+               tasks; a task with fewer than k attempts counts 1 if one was correct. \
+               Acc@(k−1) is the carried-forward accuracy after the same number of rounds.",
+        head: ["arm", "k", "pass@k", "Acc@(k−1)", "tasks with < k attempts"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    }
+}
+
+fn transitions(arms: &[&ArmSummary]) -> Table {
+    let mut rows = Vec::new();
+    for a in arms {
+        for t in &a.self_repair.transitions {
+            rows.push(vec![
+                name(a),
+                format!("{} → {}", t.round - 1, t.round),
+                t.correct_to_correct.to_string(),
+                t.correct_to_incorrect.to_string(),
+                t.incorrect_to_correct.to_string(),
+                t.incorrect_to_incorrect.to_string(),
+            ]);
+        }
+    }
+    Table {
+        title: "Transitions between rounds".into(),
+        note: "Tasks by their carried-forward correctness at round r−1 and at r, over all \
+               tasks of the arm (Huang et al.).",
+        head: ["arm", "rounds", "C→C", "C→I", "I→C", "I→I"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    }
+}
+
+/// `correct` first, then the failure classes by name.
+fn correct_first<'a>(classes: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut sorted: Vec<&str> = classes.collect::<BTreeSet<_>>().into_iter().collect();
+    sorted.sort_by_key(|c| *c != CORRECT);
+    sorted
+}
+
+fn failure_classes(arms: &[&ArmSummary], k: u32) -> Table {
+    let finals = correct_first(
+        arms.iter()
+            .flat_map(|a| a.self_repair.failure_classes.values())
+            .flat_map(|row| row.at_k.keys().map(String::as_str)),
+    );
+    let mut head = vec!["arm".to_owned(), "round-0 class".into(), "tasks".into()];
+    head.extend(finals.iter().map(|c| format!("{c} at {k}")));
+    head.push(format!("repair rate (correct at {k})"));
+    let mut rows = Vec::new();
+    for a in arms {
+        let classes = &a.self_repair.failure_classes;
+        for class in correct_first(classes.keys().map(String::as_str)) {
+            let row = &classes[class];
+            let mut cells = vec![name(a), class.to_owned(), row.tasks.to_string()];
+            cells.extend(
+                finals
+                    .iter()
+                    .map(|c| row.at_k.get(*c).copied().unwrap_or(0).to_string()),
+            );
+            cells.push(counted(row.repair_rate.as_ref()));
+            rows.push(cells);
+        }
+    }
+    Table {
+        title: format!("Failure classes: round 0 against round {k}"),
+        note: "Each task once, by how its round 0 ended (exception name, kill verdict, \
+               wrong answer, no answer, …, or correct) and how its state at round K ends; \
+               the repair rate is over the row's tasks.",
+        head,
+        rows,
+    }
+}
+
+fn repeated(arms: &[&ArmSummary]) -> Table {
+    let rows = arms
+        .iter()
+        .filter(|a| a.repairs.repeated_error.is_some() || a.repairs.resent_code.is_some())
+        .map(|a| {
+            vec![
+                name(a),
+                counted(a.repairs.repeated_error.as_ref()),
+                counted(a.repairs.resent_code.as_ref()),
+            ]
+        })
+        .collect();
+    Table {
+        title: "Repairs that repeat".into(),
+        note: "Repeated error: a round r ≥ 1 that raised the exception of round r−1 at a \
+               failing line of the same text, over rounds that ran code after a round that \
+               raised. Resent code: over repair rounds with code after a round with code.",
+        head: ["arm", "repeated error", "resent code"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    }
+}
