@@ -153,6 +153,7 @@ impl RunConfigV2 {
                 sandbox: self.sandbox,
                 executor: self.executor,
                 prompts_hash: self.prompts_hash,
+                fingerprints: BTreeMap::new(),
             },
         ))
     }

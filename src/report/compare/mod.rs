@@ -15,12 +15,13 @@ mod statistics;
 
 use std::path::{Path, PathBuf};
 
+pub use super::stats::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 pub use comparison::{compare, Comparison};
 pub use decision::{regressions, Judged, Thresholds};
 pub use html::html;
 pub use markdown::markdown;
 pub use pairing::{pair_arms, Side};
-pub use statistics::{LatencyRound, RoundComparison, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
+pub use statistics::{LatencyRound, RoundComparison};
 
 use super::error::RenderError;
 use super::error::ReportError;
