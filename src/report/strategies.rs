@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::labels::power_sentence;
 use super::stats::{flipped, McNemar, PairedDifference, Rate};
 use super::task_rounds::TaskRounds;
 
@@ -44,6 +45,40 @@ pub struct ArmComparison {
     /// Wrong in the baseline, right in this arm at round K.
     #[serde(default)]
     pub now_right: Vec<String>,
+}
+
+impl ArmComparison {
+    /// The difference's interval, the power and the flips, for the
+    /// documents: `Δ +20.0 points [-20.0, +60.0]; minimum detectable …;
+    /// now right: c, e; now wrong: b`.
+    pub fn paired_line(&self) -> String {
+        let pp = |x: f64| format!("{:+.1}", 100.0 * x);
+        let mut parts = Vec::new();
+        if let (Some(ci), Some(a), Some(b)) =
+            (self.difference_ci, self.accuracy, self.baseline_accuracy)
+        {
+            parts.push(format!(
+                "Δ {} points [{}, {}] (paired bootstrap)",
+                pp(a.value - b.value),
+                pp(ci.0),
+                pp(ci.1)
+            ));
+        }
+        parts.push(power_sentence(
+            self.min_detectable_difference,
+            self.shared_tasks,
+        ));
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        parts.push(format!("now right: {}", list(&self.now_right)));
+        parts.push(format!("now wrong: {}", list(&self.now_wrong)));
+        parts.join("; ")
+    }
 }
 
 /// Acc@r of the baseline and of the arm on the same tasks.
