@@ -41,7 +41,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "X")]
     pub max_latency_rise: Option<f64>,
     /// The protocol fingerprint fields meant to differ: dotted names or
-    /// their prefixes (`model`, `limits.memory_bytes`, `policy.feedback`).
+    /// their prefixes (`model`, `limits.memory`, `policy.feedback`).
     /// When any other field differs, compare says which and exits 2
     /// without writing. Two arms of one run need none.
     #[arg(long, value_name = "FIELD", value_delimiter = ',')]

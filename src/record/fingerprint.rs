@@ -1,8 +1,10 @@
 //! The protocol fingerprint of one arm: every setting that shapes its
 //! results, in typed sections, each value under a stable dotted name
-//! (`limits.memory_bytes`, `prompts.hash`, `model.file_hash`, …), so that
+//! (`limits.memory`, `prompts.hash`, `model.file_hash`, …), so that
 //! two runs can say exactly how their protocols differ. `run.json` records
 //! one per arm when the run is created.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,11 +15,13 @@ use crate::sandbox::SandboxLimits;
 use crate::task::check::CHECKER_VERSION;
 
 /// What shapes an arm's results. Its dotted names are the serde names of
-/// its sections and their fields ([`Fingerprint::fields`]).
+/// its sections and their fields ([`Fingerprint::fields`]). Every section
+/// reads with defaults, so a fingerprint recorded before a field existed
+/// still loads (the field then shows as differing from a newer run's).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Fingerprint {
-    /// The sandbox limits, all of them (`limits.memory_bytes`, `limits.pids`, …).
-    pub limits: SandboxLimits,
+    pub limits: LimitsPrint,
     pub sandbox: SandboxPrint,
     pub image: ImagePrint,
     pub prompts: PromptsPrint,
@@ -28,13 +32,61 @@ pub struct Fingerprint {
     pub policy: PolicyPrint,
 }
 
+/// Every sandbox limit ([`SandboxLimits`]), under short names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LimitsPrint {
+    /// Bytes of memory of all the kernel's processes.
+    pub memory: u64,
+    pub pids: u64,
+    pub cpus: f64,
+    /// Wall time per execution.
+    #[serde(with = "crate::util::secs")]
+    pub timeout: Duration,
+    #[serde(with = "crate::util::secs")]
+    pub cpu_time: Duration,
+    /// Output bytes and messages per execution.
+    pub output_bytes: u64,
+    pub output_messages: u64,
+    /// Bytes of each private tmpfs, and the largest file.
+    pub disk: u64,
+}
+
+impl From<SandboxLimits> for LimitsPrint {
+    fn from(l: SandboxLimits) -> LimitsPrint {
+        // Destructured, so a new limit does not compile until it is here.
+        let SandboxLimits {
+            memory_bytes,
+            pids,
+            cpus,
+            timeout,
+            cpu_time,
+            output_cap_bytes,
+            output_cap_messages,
+            disk_bytes,
+        } = l;
+        LimitsPrint {
+            memory: memory_bytes,
+            pids,
+            cpus,
+            timeout,
+            cpu_time,
+            output_bytes: output_cap_bytes,
+            output_messages: output_cap_messages,
+            disk: disk_bytes,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SandboxPrint {
     /// `false` for `--unsafe-no-sandbox`: nothing is killed for its limits.
     pub confined: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ImagePrint {
     /// The package strategy (`fat`, `dynamic`, `slim`).
     pub strategy: String,
@@ -45,18 +97,21 @@ pub struct ImagePrint {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PromptsPrint {
     /// sha256 over every template's name and text as used.
     pub hash: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CheckerPrint {
     /// [`CHECKER_VERSION`] of the retrace that made the run.
     pub version: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ModelPrint {
     /// The model as its client names itself (`local:<name>`, `openai:<model>`, …).
     pub name: String,
@@ -69,12 +124,14 @@ pub struct ModelPrint {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SeedsPrint {
     /// The seed of the task selection (sampling a suite).
     pub selection: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct GenerationPrint {
     pub temperature: f64,
     /// `None`: repair rounds sample at `temperature`.
@@ -83,6 +140,7 @@ pub struct GenerationPrint {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PolicyPrint {
     /// Rounds are 0..=rounds.
     pub rounds: u32,
@@ -97,7 +155,7 @@ pub struct PolicyPrint {
 /// A field whose value differs between two fingerprints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Difference {
-    /// The dotted name, e.g. `limits.memory_bytes`.
+    /// The dotted name, e.g. `limits.memory`.
     pub name: String,
     pub left: String,
     pub right: String,
@@ -114,7 +172,7 @@ impl Fingerprint {
             .map_or(&provenance.image_lock_hash, |i| &i.lock_hash);
         let generation = &spec.model.generation;
         Fingerprint {
-            limits: spec.execution.limits,
+            limits: spec.execution.limits.into(),
             sandbox: SandboxPrint {
                 confined: !spec.execution.unconfined,
             },
@@ -256,8 +314,9 @@ mod tests {
     fn names_are_stable_and_dotted() {
         let names = Fingerprint::names();
         for want in [
-            "limits.memory_bytes",
+            "limits.memory",
             "limits.timeout",
+            "limits.output_bytes",
             "sandbox.confined",
             "image.lock_hash",
             "prompts.hash",
@@ -294,12 +353,25 @@ mod tests {
         let right = Fingerprint::of(&other, &cfg.provenance);
         let diffs = left.differences(&right);
         let names: Vec<&str> = diffs.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["generation.temperature", "limits.memory_bytes"]);
+        assert_eq!(names, ["generation.temperature", "limits.memory"]);
         assert_eq!(
             (diffs[0].left.as_str(), diffs[0].right.as_str()),
             ("0.0", "0.7")
         );
         assert_eq!(diffs[1].right, (1u64 << 30).to_string());
+    }
+
+    #[test]
+    fn a_recorded_fingerprint_missing_a_field_still_loads() {
+        let cfg = base();
+        let f = Fingerprint::of(&cfg.spec.arms()[0], &cfg.provenance);
+        let mut value = serde_json::to_value(&f).unwrap();
+        value["model"].as_object_mut().unwrap().remove("vision");
+        value.as_object_mut().unwrap().remove("seeds");
+        let read: Fingerprint = serde_json::from_value(value).unwrap();
+        assert_eq!(read.model.name, f.model.name);
+        assert_eq!(read.limits, f.limits);
+        assert_eq!(read.limits.timeout.as_secs(), 10);
     }
 
     #[test]

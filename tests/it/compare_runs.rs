@@ -161,7 +161,7 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
         serde_json::from_str(&std::fs::read_to_string(d.join("run.json")).unwrap()).unwrap()
     };
     let print = &run_json(&more)["provenance"]["fingerprints"]["fat"];
-    assert_eq!(print["limits"]["memory_bytes"], 1u64 << 30, "{print}");
+    assert_eq!(print["limits"]["memory"], 1u64 << 30, "{print}");
     assert!(print["checker"]["version"].is_u64(), "{print}");
     let out_dir = dir.path().join("cmp");
     let compare = |extra: &[&str]| {
@@ -181,7 +181,7 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
     let out = o.to_string();
     assert_eq!(o.code, 2, "{out}");
     assert!(
-        out.contains("limits.memory_bytes: 536870912 -> 1073741824  (NOT DECLARED)"),
+        out.contains("limits.memory: 536870912 -> 1073741824  (NOT DECLARED)"),
         "{out}"
     );
     assert!(out.contains("--allow-differences"), "{out}");
@@ -195,7 +195,7 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
     assert!(o.to_string().contains("names no fingerprint field"), "{o}");
 
     // Declared (by name or prefix): as before, exit 0 (same answers).
-    for vary in ["limits.memory_bytes", "limits", "model,limits"] {
+    for vary in ["limits.memory", "limits", "model,limits"] {
         let o = compare(&["--vary", vary]);
         let out = o.to_string();
         assert_eq!(o.code, 0, "--vary {vary}: {out}");
@@ -204,7 +204,7 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
         let md = std::fs::read_to_string(out_dir.join("compare.md")).unwrap();
         assert!(!md.contains("UNDECLARED"), "{md}");
         assert!(
-            md.contains("| limits.memory_bytes | 536870912 | 1073741824 | yes |"),
+            md.contains("| limits.memory | 536870912 | 1073741824 | yes |"),
             "{md}"
         );
     }
@@ -215,7 +215,7 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
     let md = std::fs::read_to_string(out_dir.join("compare.md")).unwrap();
     let top: Vec<&str> = md.lines().take(3).collect();
     assert!(top[2].contains("UNDECLARED PROTOCOL DIFFERENCES"), "{md}");
-    assert!(top[2].contains("limits.memory_bytes"), "{md}");
+    assert!(top[2].contains("limits.memory"), "{md}");
     let html = std::fs::read_to_string(out_dir.join("compare.html")).unwrap();
     assert!(html.contains("UNDECLARED PROTOCOL DIFFERENCES"), "{html}");
     let json: serde_json::Value =
@@ -223,7 +223,7 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
             .unwrap();
     assert_eq!(
         json[0]["undeclared_differences"][0]["name"],
-        "limits.memory_bytes"
+        "limits.memory"
     );
 
     // A run against itself: identical protocols, exit 0 with no flag.

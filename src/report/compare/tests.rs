@@ -210,11 +210,11 @@ fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
     let names = |d: &[crate::record::Difference]| -> Vec<String> {
         d.iter().map(|x| x.name.clone()).collect()
     };
-    let both = ["generation.temperature", "limits.memory_bytes"];
+    let both = ["generation.temperature", "limits.memory"];
     assert_eq!(names(&c.protocol_differences), both);
     assert_eq!(names(&c.undeclared_differences), both);
     c.declare(&Vary::parse(&["generation".into()]).unwrap());
-    assert_eq!(names(&c.undeclared_differences), ["limits.memory_bytes"]);
+    assert_eq!(names(&c.undeclared_differences), ["limits.memory"]);
 
     // The documents say so at the top, and the JSON lists them.
     let judged = [Judged {
@@ -224,22 +224,22 @@ fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
     let md = markdown(&judged, &[], Path::new("out"));
     let top = md.lines().nth(2).unwrap();
     assert!(top.contains("UNDECLARED PROTOCOL DIFFERENCES"), "{md}");
-    assert!(top.contains("limits.memory_bytes"), "{md}");
+    assert!(top.contains("limits.memory"), "{md}");
     assert!(
         md.contains("| generation.temperature | 0.0 | 0.5 | yes |"),
         "{md}"
     );
     assert!(
-        md.contains("| limits.memory_bytes | 536870912 | 1073741824 | NO |"),
+        md.contains("| limits.memory | 536870912 | 1073741824 | NO |"),
         "{md}"
     );
     assert!(html(&judged, &[]).contains("UNDECLARED PROTOCOL DIFFERENCES"));
     let json = serde_json::to_value(&judged).unwrap();
     assert_eq!(
         json[0]["undeclared_differences"][0]["name"],
-        "limits.memory_bytes"
+        "limits.memory"
     );
-    c.declare(&Vary::parse(&["limits.memory_bytes".into()]).unwrap());
+    c.declare(&Vary::parse(&["limits.memory".into()]).unwrap());
     assert!(c.undeclared_differences.is_empty());
     let judged = [Judged {
         regressions: Vec::new(),
@@ -252,7 +252,7 @@ fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
 fn vary_takes_names_and_prefixes_and_refuses_typos() {
     let vary = Vary::parse(&["model".into(), " limits.pids ".into()]).unwrap();
     assert!(vary.declares("model.name") && vary.declares("model.file_hash"));
-    assert!(vary.declares("limits.pids") && !vary.declares("limits.memory_bytes"));
+    assert!(vary.declares("limits.pids") && !vary.declares("limits.memory"));
     let err = Vary::parse(&["modle".into()]).unwrap_err().to_string();
     assert!(err.contains("`modle` names no fingerprint field"), "{err}");
     assert!(err.contains("model.name"), "{err}");
