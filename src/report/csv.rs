@@ -5,7 +5,8 @@
 //! steered the run (`stop_on` = `correct`). `arm` is the package strategy
 //! the row describes: the baseline's rows come first (the only rows of a
 //! one-strategy run), then every other arm's, then the comparison rows
-//! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm.
+//! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`,
+//! `min_detectable_difference`) under the compared arm.
 
 use super::error::RenderError;
 use super::export::Exporter;
@@ -51,6 +52,9 @@ impl<'a> Exporter<RunView<'a>> for CsvExporter {
             rows.plain("mcnemar_b".into(), c.mcnemar.b as f64)?;
             rows.plain("mcnemar_c".into(), c.mcnemar.c as f64)?;
             rows.plain("mcnemar_p".into(), c.mcnemar.p_value)?;
+            if let Some(mdd) = c.min_detectable_difference {
+                rows.plain("min_detectable_difference".into(), mdd)?;
+            }
         }
         let bytes = w.into_inner().map_err(|e| e.into_error())?;
         Ok(String::from_utf8(bytes)?)
@@ -163,6 +167,8 @@ mod tests {
         assert_eq!(find("mcnemar_b", "", "dynamic"), "1.000000");
         assert_eq!(find("mcnemar_c", "", "dynamic"), "2.000000");
         assert_eq!(find("mcnemar_p", "", "dynamic"), "1.000000");
+        // 5 pairs, 3 discordant (see stats::min_detectable_difference).
+        assert_eq!(find("min_detectable_difference", "", "dynamic"), "0.939362");
         // The baseline's rows come first.
         assert_eq!(rows[0][8], "fat");
         assert!(!rows

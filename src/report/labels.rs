@@ -18,6 +18,15 @@ pub fn percent(rate: Option<&Rate>) -> String {
     }
 }
 
+/// Task ids joined with commas, or `none`.
+pub fn id_list(list: &[String]) -> String {
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
 /// How to read a paired comparison of `n` tasks that found no difference:
 /// its minimum detectable difference ([`super::stats::min_detectable_difference`]).
 pub fn power_sentence(mdd: Option<f64>, n: u64) -> String {

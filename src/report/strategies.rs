@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::labels::power_sentence;
+use super::labels::{id_list, power_sentence};
 use super::stats::{flipped, McNemar, PairedDifference, Rate};
 use super::task_rounds::TaskRounds;
 
@@ -68,15 +68,8 @@ impl ArmComparison {
             self.min_detectable_difference,
             self.shared_tasks,
         ));
-        let list = |v: &[String]| {
-            if v.is_empty() {
-                "none".to_string()
-            } else {
-                v.join(", ")
-            }
-        };
-        parts.push(format!("now right: {}", list(&self.now_right)));
-        parts.push(format!("now wrong: {}", list(&self.now_wrong)));
+        parts.push(format!("now right: {}", id_list(&self.now_right)));
+        parts.push(format!("now wrong: {}", id_list(&self.now_wrong)));
         parts.join("; ")
     }
 }

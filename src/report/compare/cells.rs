@@ -3,6 +3,7 @@
 use super::comparison::Comparison;
 use super::decision::Judged;
 use super::statistics::RoundComparison;
+pub(super) use crate::report::labels::id_list as ids;
 use crate::report::labels::{percent, power_sentence};
 use crate::report::metrics::KillRate;
 use crate::report::stats::Percentiles;
@@ -30,14 +31,6 @@ pub(super) fn p50_p95(p: &Percentiles, unit: &str) -> String {
         "–".into()
     } else {
         format!("{:.0} / {:.0}{unit}", p.p50, p.p95)
-    }
-}
-
-pub(super) fn ids(list: &[String]) -> String {
-    if list.is_empty() {
-        "none".into()
-    } else {
-        list.join(", ")
     }
 }
 
