@@ -1,5 +1,6 @@
 //! `retrace compare BASE NEW`: two runs paired on their shared tasks; exit
-//! 1 when NEW is worse than BASE beyond the thresholds (a CI gate).
+//! 1 when NEW is worse than BASE beyond the thresholds (a CI gate), 2 when
+//! their protocols differ in a field `--vary` does not declare.
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +8,9 @@ use anyhow::anyhow;
 use clap::Args;
 use retrace::harness::{journal, read_config, HarnessError};
 use retrace::record::{AttemptRecord, RunConfig};
-use retrace::report::compare::{self, pair_arms, regressions, Judged, Side, Thresholds};
+use retrace::report::compare::{
+    self, pair_arms, regressions, Comparison, Judged, Side, Thresholds, Vary,
+};
 use retrace::report::metrics::arm_names;
 
 use super::Failure;
@@ -37,6 +40,16 @@ pub struct CompareArgs {
     /// 20% slower).
     #[arg(long, value_name = "X")]
     pub max_latency_rise: Option<f64>,
+    /// The protocol fingerprint fields meant to differ: dotted names or
+    /// their prefixes (`model`, `limits.memory`, `policy.feedback`).
+    /// When any other field differs, compare says which and exits 2
+    /// without writing. Two arms of one run need none.
+    #[arg(long, value_name = "FIELD", value_delimiter = ',')]
+    pub vary: Vec<String>,
+    /// Write the comparison even when fields --vary does not name differ;
+    /// every document then says so at the top.
+    #[arg(long)]
+    pub allow_differences: bool,
 }
 
 struct Loaded {
@@ -47,6 +60,7 @@ struct Loaded {
 }
 
 pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
+    let vary = Vary::parse(&args.vary).map_err(|e| Failure::usage(anyhow!(e)))?;
     let base = load(&args.base, args.arm.as_deref())?;
     let new = load(&args.new, args.arm.as_deref())?;
     let pairs = pair_arms(
@@ -66,17 +80,33 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
     for (b, n) in &pairs {
         let bs = Side::new("BASE", &base.config, &base.records, b);
         let ns = Side::new("NEW", &new.config, &new.records, n);
-        let Some(c) = compare::compare(&bs, &ns) else {
+        let Some(mut c) = compare::compare(&bs, &ns) else {
             return Err(Failure::usage(anyhow!(
                 "{} and {} share no finished task",
                 bs.label,
                 ns.label
             )));
         };
+        c.declare(&vary);
+        print_protocol(&c);
         judged.push(Judged {
             regressions: regressions(&c, &thresholds),
             comparison: c,
         });
+    }
+    let mut undeclared: Vec<&str> = judged
+        .iter()
+        .flat_map(|j| &j.comparison.undeclared_differences)
+        .map(|d| d.name.as_str())
+        .collect();
+    undeclared.sort_unstable();
+    undeclared.dedup();
+    if !undeclared.is_empty() && !args.allow_differences {
+        return Err(Failure::usage(anyhow!(
+            "the protocols also differ in {} (not declared): name the fields meant to differ \
+             with --vary, or pass --allow-differences to write a labelled comparison anyway",
+            undeclared.join(", ")
+        )));
     }
     let out = args.out.clone().unwrap_or_else(|| {
         let mut name = format!("compare-{}", base.config.provenance.run_id);
@@ -106,6 +136,20 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
     Ok(i32::from(worse))
 }
 
+/// The fingerprint fields that differ, each marked declared or not.
+fn print_protocol(c: &Comparison) {
+    if c.protocol_differences.is_empty() {
+        println!("{} -> {}: identical protocols", c.base, c.new);
+        return;
+    }
+    println!("{} -> {}: protocols differ in", c.base, c.new);
+    for d in &c.protocol_differences {
+        let undeclared = c.undeclared_differences.iter().any(|u| u.name == d.name);
+        let note = if undeclared { "  (NOT DECLARED)" } else { "" };
+        println!("  {}: {} -> {}{note}", d.name, d.left, d.right);
+    }
+}
+
 fn print(j: &Judged) {
     let c = &j.comparison;
     let last = c.last();
@@ -131,6 +175,13 @@ fn print(j: &Judged) {
         kill(&c.new_kill_rate),
         c.base_latency_total.p50,
         c.new_latency_total.p50
+    );
+    println!(
+        "{}",
+        retrace::report::power_sentence(
+            last.min_detectable_difference,
+            c.shared_tasks.len() as u64
+        )
     );
     if !c.now_wrong.is_empty() {
         println!("right in BASE, wrong in NEW: {}", c.now_wrong.join(", "));

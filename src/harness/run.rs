@@ -287,6 +287,8 @@ fn provenance(
         sandbox: prepared.sandbox.info(),
         executor: prepared.executor.info(),
         prompts_hash: prepared.templates.hash(),
+        // Computed from the config when run.json is written.
+        fingerprints: Default::default(),
     }
 }
 

@@ -156,6 +156,7 @@ impl RunConfigV2 {
                 sandbox: self.sandbox,
                 executor: self.executor,
                 prompts_hash: self.prompts_hash,
+                fingerprints: BTreeMap::new(),
             },
         ))
     }

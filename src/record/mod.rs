@@ -3,6 +3,7 @@
 //! re-scoring and comparisons read them, and nothing else.
 
 mod attempt;
+mod fingerprint;
 mod install;
 mod legacy;
 mod provenance;
@@ -11,6 +12,7 @@ mod spec;
 
 pub use crate::repair::{FeedbackKind, FeedbackMode};
 pub use attempt::{AttemptRecord, RecordKind, RoundTimings, Spent, StopReason};
+pub use fingerprint::{covers, Difference, Fingerprint};
 pub use install::{InstallStep, InstallTrigger, WheelRecord};
 pub use provenance::{ArmImage, Provenance};
 pub use run::{RunConfig, RunConfigError, RUN_SCHEMA_VERSION, SCHEMA_VERSION};

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::fingerprint::Fingerprint;
 use crate::kernel::ExecutorInfo;
 use crate::sandbox::SandboxInfo;
 use crate::task::load::Skipped;
@@ -51,6 +52,11 @@ pub struct Provenance {
     /// sha256 over every template's name and text as used.
     #[serde(default)]
     pub prompts_hash: String,
+    /// Each arm's protocol fingerprint, by arm name: recorded when the run
+    /// is written; a run.json without them gets them computed from its
+    /// config when read ([`super::RunConfig`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fingerprints: BTreeMap<String, Fingerprint>,
 }
 
 /// The image an arm's kernels start from.

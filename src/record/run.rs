@@ -2,9 +2,15 @@
 //! starts (and again when it ends, should the model's server have
 //! restarted) and read back by `--resume`, `report` and `compare`.
 //! Schema 3; `run.json` files of schema 2 (one flat object) still load.
+//! Every arm's protocol fingerprint is in `provenance.fingerprints`:
+//! recorded when a run is first written, computed from the config when
+//! an older `run.json` lacks it.
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::fingerprint::Fingerprint;
 use super::legacy::{RunConfigV2, UnknownStrategies};
 use super::provenance::Provenance;
 use super::spec::RunSpec;
@@ -15,7 +21,9 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// Version of `run.json`: 3 is the spec plus provenance.
 pub const RUN_SCHEMA_VERSION: u32 = 3;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Serialized with every arm's fingerprint (those not recorded yet are
+/// computed), so a new run's `run.json` records its protocol.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
     pub schema_version: u32,
     pub spec: RunSpec,
@@ -39,6 +47,32 @@ impl RunConfig {
         self.spec.arms().into_iter().map(|a| a.name).collect()
     }
 
+    /// The protocol fingerprint of arm `arm`: as recorded, else computed
+    /// from the config. `None` when the run has no such arm.
+    pub fn fingerprint(&self, arm: &str) -> Option<Fingerprint> {
+        if let Some(f) = self.provenance.fingerprints.get(arm) {
+            return Some(f.clone());
+        }
+        let spec = self.spec.arms().into_iter().find(|a| a.name == arm)?;
+        Some(Fingerprint::of(&spec, &self.provenance))
+    }
+
+    /// The provenance with a fingerprint for every arm (the recorded ones kept).
+    fn fingerprinted(&self) -> Cow<'_, Provenance> {
+        let names = self.arm_names();
+        let recorded = &self.provenance.fingerprints;
+        if names.iter().all(|n| recorded.contains_key(n)) {
+            return Cow::Borrowed(&self.provenance);
+        }
+        let mut provenance = self.provenance.clone();
+        for name in names {
+            if let Some(f) = self.fingerprint(&name) {
+                provenance.fingerprints.entry(name).or_insert(f);
+            }
+        }
+        Cow::Owned(provenance)
+    }
+
     /// Reads `run.json` of schema 3, or of schema 2 (converted).
     pub fn from_json(text: &str) -> Result<RunConfig, RunConfigError> {
         RunConfig::from_value(serde_json::from_str(text)?)
@@ -58,7 +92,8 @@ impl RunConfig {
                 schema_version: RUN_SCHEMA_VERSION,
                 spec,
                 provenance,
-            });
+            }
+            .with_fingerprints());
         }
         #[derive(Deserialize)]
         struct V3 {
@@ -70,7 +105,32 @@ impl RunConfig {
             schema_version: RUN_SCHEMA_VERSION,
             spec: v3.spec,
             provenance: v3.provenance,
-        })
+        }
+        .with_fingerprints())
+    }
+
+    fn with_fingerprints(mut self) -> RunConfig {
+        if let Cow::Owned(p) = self.fingerprinted() {
+            self.provenance = p;
+        }
+        self
+    }
+}
+
+impl Serialize for RunConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Written<'a> {
+            schema_version: u32,
+            spec: &'a RunSpec,
+            provenance: Cow<'a, Provenance>,
+        }
+        Written {
+            schema_version: self.schema_version,
+            spec: &self.spec,
+            provenance: self.fingerprinted(),
+        }
+        .serialize(s)
     }
 }
 
@@ -146,6 +206,34 @@ mod tests {
         newer["schema_version"] = 4.into();
         let err = RunConfig::from_json(&newer.to_string()).unwrap_err();
         assert!(err.to_string().contains("newer retrace"), "{err}");
+    }
+
+    #[test]
+    fn fingerprints_are_computed_when_absent_and_kept_when_recorded() {
+        let config: RunConfig = serde_json::from_value(schema_2()).unwrap();
+        let prints = &config.provenance.fingerprints;
+        assert_eq!(prints.keys().collect::<Vec<_>>(), ["dynamic", "fat"]);
+        assert_eq!(prints["fat"].image.strategy, "fat");
+        assert_eq!(prints["fat"].policy.feedback_budget, 100);
+        assert_eq!(config.fingerprint("fat").as_ref(), Some(&prints["fat"]));
+        assert!(config.fingerprint("slim").is_none());
+
+        // A recorded fingerprint wins over the config (a later retrace may
+        // compute another): it is what the run was made with.
+        let mut value = serde_json::to_value(&config).unwrap();
+        assert_eq!(
+            value["provenance"]["fingerprints"]["fat"]["checker"]["version"],
+            1
+        );
+        value["provenance"]["fingerprints"]["fat"]["checker"]["version"] = 0.into();
+        let read = RunConfig::from_json(&value.to_string()).unwrap();
+        assert_eq!(read.fingerprint("fat").unwrap().checker.version, 0);
+
+        // A config built without fingerprints is written with them.
+        let mut bare = config.clone();
+        bare.provenance.fingerprints.clear();
+        let written = serde_json::to_value(&bare).unwrap();
+        assert!(written["provenance"]["fingerprints"]["dynamic"].is_object());
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! steered the run (`stop_on` = `correct`). `arm` is the package strategy
 //! the row describes: the baseline's rows come first (the only rows of a
 //! one-strategy run), then every other arm's, then the comparison rows
-//! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`) under the compared arm,
-//! then the comparable budgets (`comparable_budget_tokens` under the
-//! baseline, `accuracy_at_budget` under each arm measured there).
+//! (`paired_accuracy*`, `shared_tasks`, `mcnemar_*`,
+//! `min_detectable_difference`) under the compared arm, then the
+//! comparable budgets (`comparable_budget_tokens` under the baseline,
+//! `accuracy_at_budget` under each arm measured there).
 
 use super::error::RenderError;
 use super::export::Exporter;
@@ -53,6 +54,9 @@ impl<'a> Exporter<RunView<'a>> for CsvExporter {
             rows.plain("mcnemar_b".into(), None, c.mcnemar.b as f64)?;
             rows.plain("mcnemar_c".into(), None, c.mcnemar.c as f64)?;
             rows.plain("mcnemar_p".into(), None, c.mcnemar.p_value)?;
+            if let Some(mdd) = c.min_detectable_difference {
+                rows.plain("min_detectable_difference".into(), None, mdd)?;
+            }
         }
         for b in &s.accuracy_at_budget {
             let round = Some(b.round);
@@ -189,6 +193,8 @@ mod tests {
         assert!(!rows
             .iter()
             .any(|r| r[0] == "accuracy_at_budget" && r[1] == "1" && r[8] == "fat"));
+        // 5 pairs, 3 discordant (see stats::min_detectable_difference).
+        assert_eq!(find("min_detectable_difference", "", "dynamic"), "0.939362");
         // The baseline's rows come first.
         assert_eq!(rows[0][8], "fat");
         assert!(!rows

@@ -18,6 +18,30 @@ pub fn percent(rate: Option<&Rate>) -> String {
     }
 }
 
+/// Task ids joined with commas, or `none`.
+pub fn id_list(list: &[String]) -> String {
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// How to read a paired comparison of `n` tasks that found no difference:
+/// its minimum detectable difference ([`super::stats::min_detectable_difference`]).
+pub fn power_sentence(mdd: Option<f64>, n: u64) -> String {
+    match mdd {
+        Some(x) => format!(
+            "minimum detectable difference {:.1} points at 80% power ({n} paired tasks, \
+             two-sided α = 0.05): \"no difference\" means no difference larger than {:.1} \
+             points could be seen",
+            100.0 * x,
+            100.0 * x
+        ),
+        None => format!("{n} paired tasks are too few to see any difference at 80% power"),
+    }
+}
+
 /// The labels every output carries when they apply.
 pub fn labels(s: &ArmSummary) -> Vec<&'static str> {
     let mut labels = Vec::new();

@@ -308,7 +308,7 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
     for a in &c.arms {
         let _ = writeln!(
             w,
-            "- `{}` vs `{}`: {} shared tasks, Acc@{} {} vs {}; b = {}, c = {}, p = {:.4}",
+            "- `{}` vs `{}`: {} shared tasks, Acc@{} {} vs {}; b = {}, c = {}, p = {:.4}; {}",
             a.strategy,
             c.baseline,
             a.shared_tasks,
@@ -317,7 +317,8 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
             percent(a.baseline_accuracy.as_ref()),
             a.mcnemar.b,
             a.mcnemar.c,
-            a.mcnemar.p_value
+            a.mcnemar.p_value,
+            a.paired_line()
         );
     }
     for a in &s.arms {

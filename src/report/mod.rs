@@ -45,7 +45,7 @@ use crate::record::{AttemptRecord, RunConfig};
 pub use error::{RenderError, ReportError};
 pub use export::Exporter;
 pub use installs::InstallMetrics;
-pub use labels::{labels, limits_line, percent};
+pub use labels::{labels, limits_line, percent, power_sentence};
 pub use metrics::{summarize, ArmSummary, Summary};
 pub use plots::Plot;
 pub use stats::McNemar;

@@ -1,6 +1,8 @@
 //! The statistics every report uses, one copy each: proportions with a
 //! 95% Wilson interval, nearest-rank percentiles, McNemar's exact test, a
-//! paired bootstrap interval and the seedable generator behind it.
+//! paired bootstrap interval, the minimum detectable difference of a
+//! paired comparison, and [`PairedDifference`], which bundles the paired
+//! ones for `compare` and the run's arm comparison alike.
 
 use serde::{Deserialize, Serialize};
 
@@ -33,12 +35,21 @@ impl Rate {
     }
 }
 
+/// The normal quantile of a two-sided α = 0.05 (z of 0.975).
+const Z_ALPHA: f64 = 1.959_963_984_540_054;
+/// The normal quantile of 80 % power (z of 0.8).
+const Z_POWER: f64 = 0.841_621_233_572_914_3;
+
+/// Bootstrap resamples, and the seed that makes the interval reproducible.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+pub const BOOTSTRAP_SEED: u64 = 0x5eed_c0de;
+
 /// Wilson score interval at 95%.
 pub fn wilson(successes: u64, n: u64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
-    let z = 1.959_963_984_540_054_f64;
+    let z = Z_ALPHA;
     let n_f = n as f64;
     let p = successes as f64 / n_f;
     let denom = 1.0 + z * z / n_f;
@@ -167,6 +178,91 @@ pub fn paired_bootstrap(base: &[bool], new: &[bool], resamples: usize, seed: u64
     )
 }
 
+/// The smallest accuracy difference |Acc(new) − Acc(base)| that McNemar's
+/// test (two-sided α = 0.05) detects with 80 % power on `n` paired tasks,
+/// `discordant` of which came out differently on the two sides.
+///
+/// Normal approximation (Connor 1987): with ψ the discordant proportion
+/// and δ the difference, the test detects δ when
+/// √n·δ = z₀.₉₇₅·√ψ + z₀.₈·√(ψ − δ²); the MDD is the δ solving it
+/// (bisection; the left side grows faster than the right).
+/// A difference δ implies at least δ discordance (every discordant pair one
+/// way), so ψ is taken as max(ψ̂, δ). That is also the fallback when no pair
+/// is discordant (ψ̂ = 0): the MDD is then the most favourable case, a lower
+/// bound. `None` when not even a difference of 1 would be seen (n ≤ 3).
+pub fn min_detectable_difference(n: u64, discordant: u64) -> Option<f64> {
+    if n == 0 {
+        return None;
+    }
+    let psi_hat = discordant.min(n) as f64 / n as f64;
+    let root_n = (n as f64).sqrt();
+    // > 0 when δ is detected at this power.
+    let excess = |d: f64| {
+        let psi = psi_hat.max(d);
+        root_n * d - Z_ALPHA * psi.sqrt() - Z_POWER * (psi - d * d).max(0.0).sqrt()
+    };
+    if excess(1.0) < 0.0 {
+        return None;
+    }
+    let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if excess(mid) < 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(hi)
+}
+
+/// Two sides' correctness on the same tasks, compared: the difference of
+/// accuracy, its paired bootstrap interval, McNemar's exact test and the
+/// minimum detectable difference (what `compare` and the run's arm
+/// comparison both report).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairedDifference {
+    /// mean(new) − mean(base), as a fraction.
+    pub difference: f64,
+    /// Paired bootstrap 95% interval of the difference.
+    pub difference_ci: (f64, f64),
+    /// b: base right and new wrong; c: the reverse.
+    pub mcnemar: McNemar,
+    /// [`min_detectable_difference`] of these pairs.
+    pub min_detectable_difference: Option<f64>,
+}
+
+impl PairedDifference {
+    /// `base[i]` and `new[i]` are one task's correctness on each side.
+    pub fn of(base: &[bool], new: &[bool]) -> PairedDifference {
+        let n = base.len().min(new.len());
+        let mean = |v: &[bool]| {
+            if n == 0 {
+                0.0
+            } else {
+                v[..n].iter().filter(|x| **x).count() as f64 / n as f64
+            }
+        };
+        let mcnemar = McNemar::of_pairs(&base[..n], &new[..n]);
+        PairedDifference {
+            difference: mean(new) - mean(base),
+            difference_ci: paired_bootstrap(base, new, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
+            mcnemar,
+            min_detectable_difference: min_detectable_difference(n as u64, mcnemar.b + mcnemar.c),
+        }
+    }
+}
+
+/// The ids whose correctness flipped between the sides: to right (wrong
+/// in base, right in new) or to wrong. `ids`, `base` and `new` are aligned.
+pub fn flipped(ids: &[&str], base: &[bool], new: &[bool], to_right: bool) -> Vec<String> {
+    ids.iter()
+        .zip(base.iter().zip(new))
+        .filter(|(_, (b, o))| **b != to_right && **o == to_right)
+        .map(|(id, _)| (*id).to_string())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +349,50 @@ mod tests {
             (-1.0, -1.0)
         );
         assert_eq!(paired_bootstrap(&[], &[], 100, 3), (0.0, 0.0));
+    }
+
+    #[test]
+    fn minimum_detectable_difference_by_hand() {
+        let close = |got: Option<f64>, want: f64| {
+            let got = got.expect("detectable");
+            assert!((got - want).abs() < 5e-4, "{got} ≠ {want}");
+        };
+        // n = 100, 20 discordant pairs: ψ = 0.2. At δ = 0.1238:
+        // √100·δ = 1.238 and 1.95996·√0.2 + 0.84162·√(0.2 − 0.01533)
+        // = 0.8765 + 0.3617 = 1.2382, so the MDD is 12.4 points.
+        close(min_detectable_difference(100, 20), 0.1238);
+        // n = 20, no discordant pair: ψ = δ (the fallback). At δ = 0.3483:
+        // √20·δ = 1.5577 and 1.95996·√0.3483 + 0.84162·√(0.3483 − 0.1213)
+        // = 1.1567 + 0.4010 = 1.5577.
+        close(min_detectable_difference(20, 0), 0.3483);
+        // n = 10 with 3 discordant pairs: the bound ψ ≥ δ binds (δ > 0.3).
+        // At δ = 0.6158: √10·δ = 1.9474 and 1.95996·√0.6158
+        // + 0.84162·√(0.6158 − 0.3792) = 1.5381 + 0.4094 = 1.9475.
+        close(min_detectable_difference(10, 3), 0.6158);
+        // More tasks, a smaller MDD; more discordance, a larger one.
+        let mdd = |n, d| min_detectable_difference(n, d).unwrap();
+        assert!(mdd(400, 80) < mdd(100, 20));
+        assert!(mdd(100, 40) > mdd(100, 20));
+        // Three tasks cannot show any difference: √3 < 1.96.
+        assert_eq!(min_detectable_difference(3, 0), None);
+        assert_eq!(min_detectable_difference(0, 0), None);
+        assert!(min_detectable_difference(4, 4).is_some());
+    }
+
+    #[test]
+    fn a_paired_difference_bundles_the_paired_statistics() {
+        let base = [true, true, false, false, true];
+        let new = [false, true, true, true, true];
+        let p = PairedDifference::of(&base, &new);
+        assert!((p.difference - 0.2).abs() < 1e-12);
+        assert_eq!((p.mcnemar.b, p.mcnemar.c), (1, 2));
+        assert_eq!(
+            p.difference_ci,
+            paired_bootstrap(&base, &new, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED)
+        );
+        assert_eq!(p.min_detectable_difference, min_detectable_difference(5, 3));
+        let ids = ["a", "b", "c", "d", "e"];
+        assert_eq!(flipped(&ids, &base, &new, true), ["c", "d"]);
+        assert_eq!(flipped(&ids, &base, &new, false), ["a"]);
     }
 }

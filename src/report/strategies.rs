@@ -1,10 +1,13 @@
 //! Package strategies side by side: each non-baseline arm against the
-//! baseline (the first `--strategy`) on the tasks both finished, with
-//! McNemar's exact test on the paired final correctness.
+//! baseline (the first `--strategy`) on the tasks both finished, with the
+//! paired statistics `compare` reports ([`PairedDifference`]: McNemar's
+//! exact test, the bootstrap interval of the difference, the minimum
+//! detectable difference) on the final correctness, and the flipped tasks.
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::{McNemar, Rate};
+use super::labels::{id_list, power_sentence};
+use super::stats::{flipped, McNemar, PairedDifference, Rate};
 use super::task_rounds::TaskRounds;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +31,47 @@ pub struct ArmComparison {
     /// task is shared).
     pub accuracy_by_round: Vec<PairedAccuracy>,
     pub mcnemar: McNemar,
+    /// Paired bootstrap 95% interval of Acc@K(arm) − Acc@K(baseline)
+    /// (absent when no task is shared).
+    #[serde(default)]
+    pub difference_ci: Option<(f64, f64)>,
+    /// The smallest difference of Acc@K the shared tasks could show at
+    /// 80 % power; `None`: none could (or no task is shared).
+    #[serde(default)]
+    pub min_detectable_difference: Option<f64>,
+    /// Right in the baseline, wrong in this arm at round K.
+    #[serde(default)]
+    pub now_wrong: Vec<String>,
+    /// Wrong in the baseline, right in this arm at round K.
+    #[serde(default)]
+    pub now_right: Vec<String>,
+}
+
+impl ArmComparison {
+    /// The difference's interval, the power and the flips, for the
+    /// documents: `Δ +20.0 points [-20.0, +60.0]; minimum detectable …;
+    /// now right: c, e; now wrong: b`.
+    pub fn paired_line(&self) -> String {
+        let pp = |x: f64| format!("{:+.1}", 100.0 * x);
+        let mut parts = Vec::new();
+        if let (Some(ci), Some(a), Some(b)) =
+            (self.difference_ci, self.accuracy, self.baseline_accuracy)
+        {
+            parts.push(format!(
+                "Δ {} points [{}, {}] (paired bootstrap)",
+                pp(a.value - b.value),
+                pp(ci.0),
+                pp(ci.1)
+            ));
+        }
+        parts.push(power_sentence(
+            self.min_detectable_difference,
+            self.shared_tasks,
+        ));
+        parts.push(format!("now right: {}", id_list(&self.now_right)));
+        parts.push(format!("now wrong: {}", id_list(&self.now_wrong)));
+        parts.join("; ")
+    }
 }
 
 /// Acc@r of the baseline and of the arm on the same tasks.
@@ -67,15 +111,26 @@ pub(super) fn compare(k: usize, arms: &[(String, Vec<TaskRounds>)]) -> StrategyC
                     })
                     .collect()
             };
-            let b = count(&|a, o| a.correct_at(k) && !o.correct_at(k));
-            let c = count(&|a, o| !a.correct_at(k) && o.correct_at(k));
+            let ids: Vec<&str> = shared
+                .iter()
+                .map(|(a, _)| a.records.first().map_or("", |r| r.task_id.as_str()))
+                .collect();
+            let (base_k, arm_k): (Vec<bool>, Vec<bool>) = shared
+                .iter()
+                .map(|(a, o)| (a.correct_at(k), o.correct_at(k)))
+                .unzip();
+            let paired = PairedDifference::of(&base_k, &arm_k);
             ArmComparison {
                 strategy: name.clone(),
                 shared_tasks: n,
                 baseline_accuracy: Rate::new(base_at(k), n),
                 accuracy: Rate::new(arm_at(k), n),
                 accuracy_by_round,
-                mcnemar: McNemar::new(b, c),
+                mcnemar: paired.mcnemar,
+                difference_ci: (n > 0).then_some(paired.difference_ci),
+                min_detectable_difference: paired.min_detectable_difference,
+                now_wrong: flipped(&ids, &base_k, &arm_k, false),
+                now_right: flipped(&ids, &base_k, &arm_k, true),
             }
         })
         .collect();
@@ -157,6 +212,25 @@ mod tests {
         assert_eq!((a.mcnemar.b, a.mcnemar.c), (1, 2));
         // 2 · P[X ≤ 1], X ~ Bin(3, ½) = 2 · 4/8, capped at 1.
         assert_eq!(a.mcnemar.p_value, 1.0);
+        // The same flips and interval as `compare` of the two arms.
+        assert_eq!(a.now_wrong, ["b"]);
+        assert_eq!(a.now_right, ["c", "e"]);
+        let (lo, hi) = a.difference_ci.unwrap();
+        assert!(lo <= 0.2 && 0.2 <= hi, "{lo} {hi}");
+        assert_eq!(
+            a.min_detectable_difference,
+            crate::report::stats::min_detectable_difference(5, 3)
+        );
+        let both = crate::report::compare::compare(
+            &crate::report::compare::Side::new("BASE", &cfg, &records, "fat"),
+            &crate::report::compare::Side::new("NEW", &cfg, &records, "dynamic"),
+        )
+        .unwrap();
+        assert_eq!(both.last().difference_ci, (lo, hi));
+        assert_eq!(
+            (both.now_wrong, both.now_right),
+            (a.now_wrong.clone(), a.now_right.clone())
+        );
     }
 
     #[test]

@@ -31,6 +31,10 @@ fn small_suite(dir: &Path, n: usize) -> (String, Vec<String>) {
 }
 
 fn oracle_run(suite: &str, model: &str, out: &Path, junit: Option<&Path>) {
+    oracle_run_with(suite, model, out, junit, &[]);
+}
+
+fn oracle_run_with(suite: &str, model: &str, out: &Path, junit: Option<&Path>, extra: &[&str]) {
     let mut args = vec![
         "run", "--suite", suite, "--model", model, "--rounds", "0", "--out",
     ];
@@ -38,6 +42,7 @@ fn oracle_run(suite: &str, model: &str, out: &Path, junit: Option<&Path>) {
     if let Some(j) = junit {
         args.extend(["--junit", j.to_str().unwrap()]);
     }
+    args.extend(extra);
     let o = retrace(&args).run();
     assert_eq!(o.code, 0, "{}", o);
 }
@@ -56,10 +61,19 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
     oracle_run(&suite, "oracle", &good, None);
     oracle_run(&suite, "oracle:wrong", &bad, Some(&junit));
 
-    // NEW worse than BASE: 6 discordant pairs against NEW, p = 1/32.
-    let o = retrace(["compare", good.to_str().unwrap(), bad.to_str().unwrap()]).run();
+    // NEW worse than BASE: 6 discordant pairs against NEW, p = 1/32 (the
+    // runs differ in their model, as meant).
+    let o = retrace([
+        "compare",
+        good.to_str().unwrap(),
+        bad.to_str().unwrap(),
+        "--vary",
+        "model",
+    ])
+    .run();
     let out = o.to_string();
     assert_eq!(o.code, 1, "{out}");
+    assert!(out.contains("model.name: oracle -> oracle:wrong"), "{out}");
     assert!(out.contains("McNemar b=6 c=0 p=0.03"), "{out}");
     assert!(
         out.contains(&format!("right in BASE, wrong in NEW: {}", ids.join(", "))),
@@ -84,6 +98,8 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
         "compare",
         bad.to_str().unwrap(),
         good.to_str().unwrap(),
+        "--vary",
+        "model.name",
         "--out",
         elsewhere.to_str().unwrap(),
     ])
@@ -102,6 +118,8 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
         bad.to_str().unwrap(),
         "--max-acc-drop",
         "100",
+        "--vary",
+        "model",
         "--out",
         elsewhere.to_str().unwrap(),
     ])
@@ -124,6 +142,101 @@ fn compare_gates_a_worse_run_and_lists_the_flipped_tasks() {
     assert_eq!(xml.matches("<failure ").count(), 6, "{xml}");
     assert!(xml.contains("message=\"wrong answer: got "), "{xml}");
     assert!(xml.contains(", expected 481"), "{xml}");
+}
+
+#[test]
+fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    // Four tasks: the fewest with a detectable difference (√4 > 1.96).
+    let (suite, _) = small_suite(dir.path(), 4);
+    let (base, more) = (dir.path().join("base"), dir.path().join("more"));
+    oracle_run(&suite, "oracle", &base, None);
+    // The same run but for its memory limit.
+    oracle_run_with(&suite, "oracle", &more, None, &["--memory", "1G"]);
+    let run_json = |d: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(d.join("run.json")).unwrap()).unwrap()
+    };
+    let print = &run_json(&more)["provenance"]["fingerprints"]["fat"];
+    assert_eq!(print["limits"]["memory"], 1u64 << 30, "{print}");
+    assert!(print["checker"]["version"].is_u64(), "{print}");
+    let out_dir = dir.path().join("cmp");
+    let compare = |extra: &[&str]| {
+        let mut args = vec![
+            "compare",
+            base.to_str().unwrap(),
+            more.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        retrace(&args).run()
+    };
+
+    // Undeclared: exit 2, the field named, nothing written.
+    let o = compare(&[]);
+    let out = o.to_string();
+    assert_eq!(o.code, 2, "{out}");
+    assert!(
+        out.contains("limits.memory: 536870912 -> 1073741824  (NOT DECLARED)"),
+        "{out}"
+    );
+    assert!(out.contains("--allow-differences"), "{out}");
+    assert!(!out_dir.exists());
+    // Declaring another field does not help; an unknown field is refused.
+    let o = compare(&["--vary", "model,policy"]);
+    assert_eq!(o.code, 2, "{o}");
+    assert!(!out_dir.exists());
+    let o = compare(&["--vary", "limits.memroy"]);
+    assert_eq!(o.code, 2, "{o}");
+    assert!(o.to_string().contains("names no fingerprint field"), "{o}");
+
+    // Declared (by name or prefix): as before, exit 0 (same answers).
+    for vary in ["limits.memory", "limits", "model,limits"] {
+        let o = compare(&["--vary", vary]);
+        let out = o.to_string();
+        assert_eq!(o.code, 0, "--vary {vary}: {out}");
+        assert!(!out.contains("NOT DECLARED"), "{out}");
+        assert!(out.contains("minimum detectable difference"), "{out}");
+        let md = std::fs::read_to_string(out_dir.join("compare.md")).unwrap();
+        assert!(!md.contains("UNDECLARED"), "{md}");
+        assert!(
+            md.contains("| limits.memory | 536870912 | 1073741824 | yes |"),
+            "{md}"
+        );
+    }
+
+    // Allowed: written, labelled at the top of each document and in the JSON.
+    let o = compare(&["--allow-differences"]);
+    assert_eq!(o.code, 0, "{o}");
+    let md = std::fs::read_to_string(out_dir.join("compare.md")).unwrap();
+    let top: Vec<&str> = md.lines().take(3).collect();
+    assert!(top[2].contains("UNDECLARED PROTOCOL DIFFERENCES"), "{md}");
+    assert!(top[2].contains("limits.memory"), "{md}");
+    let html = std::fs::read_to_string(out_dir.join("compare.html")).unwrap();
+    assert!(html.contains("UNDECLARED PROTOCOL DIFFERENCES"), "{html}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("compare.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        json[0]["undeclared_differences"][0]["name"],
+        "limits.memory"
+    );
+
+    // A run against itself: identical protocols, exit 0 with no flag.
+    let o = retrace([
+        "compare",
+        base.to_str().unwrap(),
+        base.to_str().unwrap(),
+        "--out",
+        dir.path().join("self").to_str().unwrap(),
+    ])
+    .run();
+    assert_eq!(o.code, 0, "{o}");
+    assert!(o.to_string().contains("identical protocols"), "{o}");
 }
 
 #[test]

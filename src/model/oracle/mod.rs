@@ -272,7 +272,11 @@ impl ModelClient for Oracle {
         let started = Instant::now();
         let turn = self.respond(request)?;
         let usage = Usage {
-            prompt_tokens: request.messages.iter().map(|m| tokens(&m.joined_text())).sum(),
+            prompt_tokens: request
+                .messages
+                .iter()
+                .map(|m| tokens(&m.joined_text()))
+                .sum(),
             completion_tokens: tokens(&turn.text),
         };
         Ok(Reply {

@@ -1,8 +1,10 @@
 //! The cells both documents print (Markdown and HTML).
 
 use super::comparison::Comparison;
+use super::decision::Judged;
 use super::statistics::RoundComparison;
-use crate::report::labels::percent;
+pub(super) use crate::report::labels::id_list as ids;
+use crate::report::labels::{percent, power_sentence};
 use crate::report::metrics::KillRate;
 use crate::report::stats::Percentiles;
 
@@ -29,14 +31,6 @@ pub(super) fn p50_p95(p: &Percentiles, unit: &str) -> String {
         "–".into()
     } else {
         format!("{:.0} / {:.0}{unit}", p.p50, p.p95)
-    }
-}
-
-pub(super) fn ids(list: &[String]) -> String {
-    if list.is_empty() {
-        "none".into()
-    } else {
-        list.join(", ")
     }
 }
 
@@ -90,4 +84,49 @@ pub(super) fn executors(c: &Comparison) -> Option<String> {
         c.base_executor.describe(),
         c.new_executor.describe()
     ))
+}
+
+/// The last round's minimum detectable difference, as a sentence.
+pub(super) fn power(c: &Comparison) -> String {
+    let line = power_sentence(
+        c.last().min_detectable_difference,
+        c.shared_tasks.len() as u64,
+    );
+    format!("Power (Acc@{}): {line}.", c.last().round)
+}
+
+/// The protocol fields that differ: field, BASE, NEW, and whether the
+/// difference was declared.
+pub(super) fn protocol_rows(c: &Comparison) -> Vec<[String; 4]> {
+    c.protocol_differences
+        .iter()
+        .map(|d| {
+            let declared = !c.undeclared_differences.iter().any(|u| u.name == d.name);
+            [
+                d.name.clone(),
+                d.left.clone(),
+                d.right.clone(),
+                if declared { "yes" } else { "NO" }.to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// The warning both documents open with when a comparison compares more
+/// than was declared (written only with `--allow-differences`).
+pub(super) fn undeclared_banner(judged: &[Judged]) -> Option<String> {
+    let mut names: Vec<&str> = judged
+        .iter()
+        .flat_map(|j| &j.comparison.undeclared_differences)
+        .map(|d| d.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    (!names.is_empty()).then(|| {
+        format!(
+            "UNDECLARED PROTOCOL DIFFERENCES (--allow-differences): the runs also differ in {}, \
+             which --vary did not name; the numbers below compare those too.",
+            names.join(", ")
+        )
+    })
 }

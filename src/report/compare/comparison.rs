@@ -3,9 +3,10 @@
 use serde::Serialize;
 
 use super::pairing::{pair_tasks, unpaired, Side};
+use super::protocol::{self, Vary};
 use super::statistics::{self, LatencyRound, RoundComparison};
 use crate::kernel::ExecutorInfo;
-use crate::record::AttemptRecord;
+use crate::record::{AttemptRecord, Difference};
 use crate::report::metrics::KillRate;
 use crate::report::metrics::{summarize, Summary};
 use crate::report::stats::{Percentiles, Rate};
@@ -23,6 +24,13 @@ pub struct Comparison {
     pub base_executor: ExecutorInfo,
     #[serde(skip_serializing_if = "ExecutorInfo::is_local")]
     pub new_executor: ExecutorInfo,
+    /// The protocol fingerprint fields whose values differ (`left` is
+    /// BASE's, `right` NEW's).
+    pub protocol_differences: Vec<Difference>,
+    /// Those of them not declared: not named by `--vary`, and the sides
+    /// are not two arms of one run. Not empty: the comparison compares
+    /// more than was meant (written only with `--allow-differences`).
+    pub undeclared_differences: Vec<Difference>,
     /// Tasks both sides finished, in BASE's order.
     pub shared_tasks: Vec<String>,
     /// Tasks of one side only (or unfinished on the other): not paired.
@@ -52,6 +60,12 @@ impl Comparison {
     pub fn last(&self) -> &RoundComparison {
         self.rounds.last().expect("round 0 at least")
     }
+
+    /// Takes the fields `vary` declares off the undeclared differences.
+    pub fn declare(&mut self, vary: &Vary) {
+        self.undeclared_differences
+            .retain(|d| !vary.declares(&d.name));
+    }
 }
 
 /// Pairs `base` and `new` on the tasks both finished. `None` when they
@@ -76,6 +90,7 @@ pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
     let (bc, br) = base.restricted(&ids);
     let (nc, nr) = new.restricted(&ids);
     let (bs, ns) = (summarize(&bc, &br), summarize(&nc, &nr));
+    let (protocol_differences, undeclared_differences) = protocol::differences(base, new);
     Some(Comparison {
         base: base.label.clone(),
         new: new.label.clone(),
@@ -83,6 +98,8 @@ pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
         new_model: new.config.provenance.model.clone(),
         base_executor: base.config.provenance.executor.clone(),
         new_executor: new.config.provenance.executor.clone(),
+        protocol_differences,
+        undeclared_differences,
         unpaired_tasks: unpaired(base_ids, new_ids, ids.len()),
         shared_tasks: ids,
         rounds: statistics::rounds(&pairs, k),

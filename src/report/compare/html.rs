@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::cells::{executors, ids, metric_rows, p50_p95, round_cells};
+use super::cells::{
+    executors, ids, metric_rows, p50_p95, power, protocol_rows, round_cells, undeclared_banner,
+};
 use super::decision::Judged;
 use crate::report::plots::Plot;
 use crate::report::stats::Percentiles;
@@ -23,6 +25,13 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
          figure svg{max-width:100%;height:auto;background:#fff}\
          </style></head><body>\n<h1>retrace compare</h1>\n",
     );
+    if let Some(banner) = undeclared_banner(judged) {
+        let _ = writeln!(
+            w,
+            "<p class=\"fail\"><strong>{}</strong></p>",
+            escape(&banner)
+        );
+    }
     for p in plots {
         let _ = writeln!(
             w,
@@ -46,6 +55,7 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
         if let Some(line) = executors(c) {
             let _ = writeln!(w, "<p>{}</p>", escape(&line));
         }
+        protocol(&mut w, c);
         if j.regressions.is_empty() {
             w.push_str("<p class=\"pass\"><strong>Verdict: pass</strong></p>\n");
         } else {
@@ -62,7 +72,8 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
         for r in &c.rounds {
             let _ = writeln!(w, "<tr><td>{}</td></tr>", round_cells(r).join("</td><td>"));
         }
-        w.push_str("</table>\n<table><tr><th>metric</th><th>BASE</th><th>NEW</th></tr>\n");
+        let _ = writeln!(w, "</table>\n<p>{}</p>", escape(&power(c)));
+        w.push_str("<table><tr><th>metric</th><th>BASE</th><th>NEW</th></tr>\n");
         let row = |w: &mut String, m: &str, b: String, n: String| {
             let _ = writeln!(
                 w,
@@ -100,4 +111,23 @@ pub fn html(judged: &[Judged], plots: &[Plot]) -> String {
     }
     w.push_str("</body></html>\n");
     w
+}
+
+/// The protocol fingerprint fields that differ, or that none does.
+fn protocol(w: &mut String, c: &super::Comparison) {
+    use crate::report::markup::xml as escape;
+    let rows = protocol_rows(c);
+    if rows.is_empty() {
+        w.push_str("<p>Protocols: identical fingerprints.</p>\n");
+        return;
+    }
+    w.push_str(
+        "<p>Protocols differ in:</p>\n<table><tr><th>field</th><th>BASE</th><th>NEW</th>\
+         <th>declared</th></tr>\n",
+    );
+    for r in rows {
+        let cells: Vec<String> = r.iter().map(|x| escape(x)).collect();
+        let _ = writeln!(w, "<tr><td>{}</td></tr>", cells.join("</td><td>"));
+    }
+    w.push_str("</table>\n");
 }

@@ -3,7 +3,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::cells::{executors, ids, metric_rows, p50_p95, round_cells};
+use super::cells::{
+    executors, ids, metric_rows, p50_p95, power, protocol_rows, round_cells, undeclared_banner,
+};
 use super::decision::Judged;
 use crate::report::plots::Plot;
 use crate::report::stats::Percentiles;
@@ -12,6 +14,9 @@ use crate::report::stats::Percentiles;
 pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
     let mut w = String::new();
     let _ = writeln!(w, "# retrace compare\n");
+    if let Some(banner) = undeclared_banner(judged) {
+        let _ = writeln!(w, "> **{banner}**\n");
+    }
     for p in plots {
         for f in p
             .files
@@ -36,6 +41,7 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
         if let Some(line) = executors(c) {
             let _ = writeln!(w, "{line}\n");
         }
+        protocol(&mut w, c);
         match j.regressions.as_slice() {
             [] => {
                 let _ = writeln!(
@@ -59,6 +65,7 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
         for r in &c.rounds {
             let _ = writeln!(w, "| {} |", round_cells(r).join(" | "));
         }
+        let _ = writeln!(w, "\n{}", power(c));
         let _ = writeln!(w, "\n| metric | BASE | NEW |\n|---|---|---|");
         for (m, b, n) in metric_rows(c) {
             let _ = writeln!(w, "| {m} | {b} | {n} |");
@@ -91,4 +98,21 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
         let _ = writeln!(w, "Wrong in BASE, right in NEW: {}\n", ids(&c.now_right));
     }
     w
+}
+
+/// The protocol fingerprint fields that differ, or that none does.
+fn protocol(w: &mut String, c: &super::Comparison) {
+    let rows = protocol_rows(c);
+    if rows.is_empty() {
+        let _ = writeln!(w, "Protocols: identical fingerprints.\n");
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "Protocols differ in:\n\n| field | BASE | NEW | declared |\n|---|---|---|---|"
+    );
+    for r in rows {
+        let _ = writeln!(w, "| {} |", r.join(" | "));
+    }
+    let _ = writeln!(w);
 }

@@ -1,7 +1,9 @@
 //! `retrace compare`: two runs (or two arms of runs) paired on the tasks
 //! both finished: per-round accuracy with McNemar's exact test and a
-//! paired bootstrap interval of the difference, recovery, kill rate by
-//! reason, latency by round, the tasks that flipped; and the CI decision.
+//! paired bootstrap interval of the difference and the minimum detectable
+//! difference, recovery, kill rate by reason, latency by round, the tasks
+//! that flipped, the protocol fingerprint fields that differ; and the CI
+//! decision.
 //! Pairing, statistics, the decision and each document live in their own
 //! file; the documents are [`Exporter`]s of a [`CompareView`].
 
@@ -11,16 +13,19 @@ mod decision;
 mod html;
 mod markdown;
 mod pairing;
+mod protocol;
 mod statistics;
 
 use std::path::{Path, PathBuf};
 
+pub use super::stats::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 pub use comparison::{compare, Comparison};
 pub use decision::{regressions, Judged, Thresholds};
 pub use html::html;
 pub use markdown::markdown;
 pub use pairing::{pair_arms, Side};
-pub use statistics::{LatencyRound, RoundComparison, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
+pub use protocol::{UnknownField, Vary};
+pub use statistics::{LatencyRound, RoundComparison};
 
 use super::error::RenderError;
 use super::error::ReportError;

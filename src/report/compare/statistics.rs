@@ -6,11 +6,7 @@ use serde::Serialize;
 
 use super::pairing::Pair;
 use crate::record::AttemptRecord;
-use crate::report::stats::{paired_bootstrap, McNemar, Percentiles, Rate};
-
-/// Bootstrap resamples, and the seed that makes the interval reproducible.
-pub const BOOTSTRAP_RESAMPLES: usize = 2000;
-pub const BOOTSTRAP_SEED: u64 = 0x5eed_c0de;
+use crate::report::stats::{self, McNemar, PairedDifference, Percentiles, Rate};
 
 /// Acc@r of both sides on the shared tasks.
 #[derive(Debug, Clone, Serialize)]
@@ -24,6 +20,9 @@ pub struct RoundComparison {
     pub difference_ci: (f64, f64),
     /// b: BASE right and NEW wrong; c: the reverse.
     pub mcnemar: McNemar,
+    /// The smallest difference this round could show at 80 % power
+    /// ([`stats::min_detectable_difference`]); `None`: none could.
+    pub min_detectable_difference: Option<f64>,
 }
 
 /// p50/p95 of model and exec time of one round, both sides (ms).
@@ -42,33 +41,36 @@ pub(super) fn rounds(pairs: &[Pair], k: usize) -> Vec<RoundComparison> {
     let n = pairs.len() as u64;
     (0..=k)
         .map(|r| {
-            let b: Vec<bool> = pairs.iter().map(|(_, t, _)| t.correct_at(r)).collect();
-            let o: Vec<bool> = pairs.iter().map(|(_, _, t)| t.correct_at(r)).collect();
+            let (b, o) = correct_at(pairs, r);
             let count = |v: &[bool]| v.iter().filter(|x| **x).count() as u64;
-            let (base_rate, new_rate) = (
-                Rate::new(count(&b), n).expect("n > 0"),
-                Rate::new(count(&o), n).expect("n > 0"),
-            );
+            let paired = PairedDifference::of(&b, &o);
             RoundComparison {
                 round: r as u32,
-                base: base_rate,
-                new: new_rate,
-                difference: new_rate.value - base_rate.value,
-                difference_ci: paired_bootstrap(&b, &o, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED),
-                mcnemar: McNemar::of_pairs(&b, &o),
+                base: Rate::new(count(&b), n).expect("n > 0"),
+                new: Rate::new(count(&o), n).expect("n > 0"),
+                difference: paired.difference,
+                difference_ci: paired.difference_ci,
+                mcnemar: paired.mcnemar,
+                min_detectable_difference: paired.min_detectable_difference,
             }
         })
         .collect()
 }
 
+/// Each pair's correctness at round r, BASE's and NEW's.
+fn correct_at(pairs: &[Pair], r: usize) -> (Vec<bool>, Vec<bool>) {
+    pairs
+        .iter()
+        .map(|(_, b, o)| (b.correct_at(r), o.correct_at(r)))
+        .unzip()
+}
+
 /// The paired tasks whose correctness at round k flipped: to right
 /// (wrong in BASE, right in NEW) or to wrong.
 pub(super) fn flipped(pairs: &[Pair], k: usize, to_right: bool) -> Vec<String> {
-    pairs
-        .iter()
-        .filter(|(_, b, o)| b.correct_at(k) != to_right && o.correct_at(k) == to_right)
-        .map(|(id, _, _)| (*id).clone())
-        .collect()
+    let ids: Vec<&str> = pairs.iter().map(|(id, _, _)| id.as_str()).collect();
+    let (b, o) = correct_at(pairs, k);
+    stats::flipped(&ids, &b, &o, to_right)
 }
 
 /// Model and exec time of both sides' records (the shared tasks), round

@@ -182,3 +182,102 @@ fn documents_list_flips_and_the_verdict() {
     assert_eq!(json[0]["now_wrong"].as_array().unwrap().len(), 6);
     assert!(json[0].get("summaries").is_none());
 }
+
+#[test]
+fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
+    let (cfg, records) = two_arms();
+    let base = Side::new("BASE", &cfg, &records, "fat");
+    let c = compare(&base, &Side::new("NEW", &cfg, &records, "dynamic")).unwrap();
+    let names: Vec<&str> = c
+        .protocol_differences
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert!(names.contains(&"image.strategy"), "{names:?}");
+    assert!(
+        c.undeclared_differences.is_empty(),
+        "the run declares its arms"
+    );
+
+    // Another run with more memory and another temperature.
+    let mut other = cfg.clone();
+    other.provenance.run_id = "u".into();
+    other.provenance.fingerprints.clear();
+    other.spec.execution.limits.memory_bytes *= 2;
+    other.spec.model.generation.temperature = 0.5;
+    let new = Side::new("NEW", &other, &records, "fat");
+    let mut c = compare(&base, &new).unwrap();
+    let names = |d: &[crate::record::Difference]| -> Vec<String> {
+        d.iter().map(|x| x.name.clone()).collect()
+    };
+    let both = ["generation.temperature", "limits.memory"];
+    assert_eq!(names(&c.protocol_differences), both);
+    assert_eq!(names(&c.undeclared_differences), both);
+    c.declare(&Vary::parse(&["generation".into()]).unwrap());
+    assert_eq!(names(&c.undeclared_differences), ["limits.memory"]);
+
+    // The documents say so at the top, and the JSON lists them.
+    let judged = [Judged {
+        regressions: Vec::new(),
+        comparison: c.clone(),
+    }];
+    let md = markdown(&judged, &[], Path::new("out"));
+    let top = md.lines().nth(2).unwrap();
+    assert!(top.contains("UNDECLARED PROTOCOL DIFFERENCES"), "{md}");
+    assert!(top.contains("limits.memory"), "{md}");
+    assert!(
+        md.contains("| generation.temperature | 0.0 | 0.5 | yes |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| limits.memory | 536870912 | 1073741824 | NO |"),
+        "{md}"
+    );
+    assert!(html(&judged, &[]).contains("UNDECLARED PROTOCOL DIFFERENCES"));
+    let json = serde_json::to_value(&judged).unwrap();
+    assert_eq!(
+        json[0]["undeclared_differences"][0]["name"],
+        "limits.memory"
+    );
+    c.declare(&Vary::parse(&["limits.memory".into()]).unwrap());
+    assert!(c.undeclared_differences.is_empty());
+    let judged = [Judged {
+        regressions: Vec::new(),
+        comparison: c,
+    }];
+    assert!(!markdown(&judged, &[], Path::new("out")).contains("UNDECLARED"));
+}
+
+#[test]
+fn vary_takes_names_and_prefixes_and_refuses_typos() {
+    let vary = Vary::parse(&["model".into(), " limits.pids ".into()]).unwrap();
+    assert!(vary.declares("model.name") && vary.declares("model.file_hash"));
+    assert!(vary.declares("limits.pids") && !vary.declares("limits.memory"));
+    let err = Vary::parse(&["modle".into()]).unwrap_err().to_string();
+    assert!(err.contains("`modle` names no fingerprint field"), "{err}");
+    assert!(err.contains("model.name"), "{err}");
+    assert!(
+        Vary::parse(&["mod".into()]).is_err(),
+        "a prefix is whole segments"
+    );
+}
+
+#[test]
+fn documents_state_the_minimum_detectable_difference() {
+    // 10 tasks, 6 discordant: ψ = 0.6.
+    let c = comparison(10, 8, 2);
+    let mdd = crate::report::stats::min_detectable_difference(10, 6).unwrap();
+    assert_eq!(c.last().min_detectable_difference, Some(mdd));
+    let judged = [Judged {
+        regressions: Vec::new(),
+        comparison: c,
+    }];
+    let md = markdown(&judged, &[], Path::new("out"));
+    let want = format!(
+        "no difference larger than {:.1} points could be seen",
+        100.0 * mdd
+    );
+    assert!(md.contains(&want), "{md}");
+    assert!(md.contains("Protocols: identical fingerprints."), "{md}");
+    assert!(html(&judged, &[]).contains(&want));
+}

@@ -147,7 +147,7 @@ fn strategies(w: &mut String, s: &Summary) {
             let _ = writeln!(
                 w,
                 "<li><code>{}</code> vs <code>{}</code>: {} shared tasks, Acc@{} {} vs {}; \
-                 b = {}, c = {}, p = {:.4}</li>",
+                 b = {}, c = {}, p = {:.4}; {}</li>",
                 escape(&a.strategy),
                 escape(&c.baseline),
                 a.shared_tasks,
@@ -156,7 +156,8 @@ fn strategies(w: &mut String, s: &Summary) {
                 escape(&percent(a.baseline_accuracy.as_ref())),
                 a.mcnemar.b,
                 a.mcnemar.c,
-                a.mcnemar.p_value
+                a.mcnemar.p_value,
+                escape(&a.paired_line())
             );
         }
         let _ = writeln!(

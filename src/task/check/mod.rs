@@ -46,6 +46,12 @@ use text::judge_text;
 pub use multi::find_tagged;
 pub(crate) use numeral::{parse_number_literal, Num};
 
+/// Version of the checkers and of the answer rules (what is read as a
+/// round's answer). Bump when a rule changes a verdict: a run's protocol
+/// fingerprint records it, so `compare` can tell runs scored by different
+/// rules apart.
+pub const CHECKER_VERSION: u32 = 1;
+
 /// The verdict on one answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
