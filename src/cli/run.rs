@@ -387,8 +387,17 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
     }
     if let Some(c) = &s.comparison {
         for arm in &c.arms {
+            let power = arm
+                .min_detectable_difference
+                .map(|d| {
+                    format!(
+                        "; smallest difference 80% power could see: {:.1} points",
+                        100.0 * d
+                    )
+                })
+                .unwrap_or_default();
             println!(
-                "{} vs {} on {} shared tasks: McNemar b={} c={} p={:.3}",
+                "{} vs {} on {} shared tasks: McNemar b={} c={} p={:.3}{power}",
                 arm.strategy,
                 c.baseline,
                 arm.shared_tasks,

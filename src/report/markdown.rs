@@ -445,7 +445,13 @@ mod tests {
 
     #[test]
     fn the_self_repair_section_has_one_table_per_view_with_an_arm_column() {
-        let (cfg, records) = two_arms();
+        let (mut cfg, records) = two_arms();
+        let repairing = render(&MarkdownExporter, &cfg, &records).unwrap();
+        assert!(
+            !repairing.contains("pass@k"),
+            "pass@k is for resampling arms"
+        );
+        cfg.spec.policy.after_failure = crate::record::AfterFailure::Resample;
         let md = render(&MarkdownExporter, &cfg, &records).unwrap();
         let section = md
             .split("\n## Self-repair\n")

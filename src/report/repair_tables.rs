@@ -97,9 +97,10 @@ fn comparable(s: &Summary) -> Table {
     }
 }
 
+/// For the arms that resample, whose attempts are fresh draws.
 fn pass_at_k(arms: &[&ArmSummary]) -> Table {
     let mut rows = Vec::new();
-    for a in arms {
+    for a in arms.iter().filter(|a| a.header.after_failure == "resample") {
         for p in &a.self_repair.pass_at_k {
             let acc = a.answers.accuracy_by_round.get(p.k - 1);
             rows.push(vec![
@@ -112,7 +113,7 @@ fn pass_at_k(arms: &[&ArmSummary]) -> Table {
         }
     }
     Table {
-        title: "pass@k over the attempts drawn".into(),
+        title: "pass@k of the resampling arms".into(),
         note: "Unbiased pass@k (1 − C(n−c,k)/C(n,k)) per task over its n attempts with a \
                reply, c of them answered correctly in their own round, averaged over all \
                tasks; a task with fewer than k attempts counts 1 if one was correct. \
@@ -195,21 +196,37 @@ fn repeated(arms: &[&ArmSummary]) -> Table {
         .iter()
         .filter(|a| a.repairs.repeated_error.is_some() || a.repairs.resent_code.is_some())
         .map(|a| {
+            let rules: Vec<String> = a
+                .repairs
+                .masked_by_rule
+                .iter()
+                .map(|(rule, n)| format!("{rule} {n}"))
+                .collect();
             vec![
                 name(a),
                 counted(a.repairs.repeated_error.as_ref()),
                 counted(a.repairs.resent_code.as_ref()),
+                counted(a.repairs.masked.as_ref()),
+                rules.join(", "),
             ]
         })
         .collect();
     Table {
-        title: "Repairs that repeat".into(),
+        title: "Repairs that repeat or hide the error".into(),
         note: "Repeated error: a round r ≥ 1 that raised the exception of round r−1 at a \
                failing line of the same text, over rounds that ran code after a round that \
-               raised. Resent code: over repair rounds with code after a round with code.",
-        head: ["arm", "repeated error", "resent code"]
-            .map(String::from)
-            .to_vec(),
+               raised. Resent code: over repair rounds with code after a round with code. \
+               Masked: repairs flagged by a masking rule, over repairs that ran code after \
+               a failure the model was told of.",
+        head: [
+            "arm",
+            "repeated error",
+            "resent code",
+            "masked",
+            "masking rules",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows,
     }
 }

@@ -147,6 +147,8 @@
       ["correct after round", r.correct ? "yes" : "no"],
       ["kept answer", r.kept_answer ? "yes" : ""],
       ["policy", r.policy],
+      ["hides the error (masking)", r.masking && r.masking.length ? r.masking.join(", ") : ""],
+      ["round 0 shared from", r.shared_from],
       ["injected fault", r.fault],
       ["model note", r.note],
       ["infrastructure error", r.infra_error],

@@ -107,6 +107,12 @@ pub struct RoundView {
     pub fault: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Masking rules the round's repair broke.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub masking: Vec<&'static str>,
+    /// The arm whose round 0 this is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_from: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -330,6 +336,8 @@ fn round(
         installs: r.installs.iter().map(install).collect(),
         fault: r.fault.clone(),
         note: r.note.clone(),
+        masking: r.masking.iter().map(|f| f.name()).collect(),
+        shared_from: r.shared_from.clone(),
         stop: r.stop.map(|s| name(&s)),
         feedback_kind: r.feedback_kind.map(|k| name(&k)),
         infra_error: r.infra_error.clone(),

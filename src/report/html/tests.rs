@@ -239,7 +239,8 @@ fn several_arms_give_a_row_per_task_and_arm_and_the_strategies_table() {
 
 #[test]
 fn the_self_repair_tables_have_an_arm_column() {
-    let (cfg, records) = two_arms();
+    let (mut cfg, records) = two_arms();
+    cfg.spec.policy.after_failure = crate::record::AfterFailure::Resample;
     let page = render(&HtmlExporter, &cfg, &records).unwrap();
     let section = page
         .split("<h2>Self-repair</h2>")

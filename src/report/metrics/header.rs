@@ -23,6 +23,10 @@ pub struct Header {
     pub oracle_feedback: bool,
     /// `parsed`, `parsed+state`, `raw`, `minimal` or `none`.
     pub feedback: String,
+    /// `repair` or `resample`.
+    #[serde(default = "repair")]
+    pub after_failure: String,
+    /// The arm's name (its package strategy in a run of strategy arms).
     pub strategy: String,
     /// Kernels ran without confinement (`--unsafe-no-sandbox`).
     pub unconfined: bool,
@@ -38,17 +42,29 @@ pub struct Header {
 
 impl Header {
     pub(super) fn of(arm: &Arm) -> Header {
-        let (spec, provenance) = (&arm.config.spec, &arm.config.provenance);
+        let (run, provenance) = (&arm.config.spec, &arm.config.provenance);
+        // The arm's own settings (the run's are the baseline's).
+        let spec = run
+            .arms()
+            .into_iter()
+            .find(|a| a.name == arm.strategy)
+            .map_or_else(|| run.clone(), |a| a.spec);
+        let model = if spec.model.spec == run.model.spec {
+            provenance.model.clone()
+        } else {
+            spec.model.spec.to_string()
+        };
         Header {
             schema_version: SCHEMA_VERSION,
             run_id: provenance.run_id.clone(),
             suite: spec.tasks.suite.clone(),
-            model: provenance.model.clone(),
+            model,
             synthetic_model: provenance.synthetic_model,
             model_info: provenance.model_info.clone(),
             stop_on: spec.policy.stop_on.name().into(),
             oracle_feedback: spec.policy.stop_on == StopOn::Correct,
             feedback: spec.policy.feedback.name().into(),
+            after_failure: spec.policy.after_failure.name().into(),
             strategy: arm.strategy.to_owned(),
             // A gateway's kernels are confined by the gateway, not unconfined.
             unconfined: !provenance.sandbox.confined && provenance.executor.is_local(),
@@ -59,4 +75,8 @@ impl Header {
             rounds: spec.policy.rounds,
         }
     }
+}
+
+fn repair() -> String {
+    "repair".into()
 }

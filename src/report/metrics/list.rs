@@ -99,6 +99,7 @@ fn rates(s: &ArmSummary, out: &mut Metrics) {
         ("recovery_rate_repaired", &s.answers.recovery_rate_repaired),
         ("regression_rate", &s.answers.regression_rate),
         ("resent_code", &s.repairs.resent_code),
+        ("masked_repairs", &s.repairs.masked),
         ("repeated_error", &s.repairs.repeated_error),
         ("kill_rate", &s.execution.kill_rate.total),
         ("infra_error_rate", &s.execution.infra_error_rate),

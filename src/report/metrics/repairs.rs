@@ -2,6 +2,8 @@
 //! resent the previous code unchanged, and repairs that raised the same
 //! error at the same line again.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::arm::Arm;
@@ -23,6 +25,15 @@ pub struct Repairs {
     /// code after a round that raised.
     #[serde(default)]
     pub repeated_error: Option<Rate>,
+    /// Repairs flagged as hiding the error (any masking rule), over the
+    /// repairs checked: rounds that ran code after a round whose failure
+    /// the model was told (docs/methodology.md, "Repairs that hide the
+    /// error").
+    #[serde(default)]
+    pub masked: Option<Rate>,
+    /// Flagged repairs per rule (a repair may break several).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub masked_by_rule: BTreeMap<String, u64>,
 }
 
 /// What happened after review prompts (`--stop-on never`).
@@ -45,6 +56,8 @@ impl Repairs {
             reviews: Reviews::of(arm),
             resent_code: resent_code(arm),
             repeated_error: repeated_error(arm),
+            masked: masked(arm).0,
+            masked_by_rule: masked(arm).1,
         }
     }
 }
@@ -84,6 +97,25 @@ fn resent_code(arm: &Arm) -> Option<Rate> {
         }
     }
     Rate::new(resent, repairs)
+}
+
+/// Repairs checked for masking, those flagged, and the flags by rule.
+fn masked(arm: &Arm) -> (Option<Rate>, BTreeMap<String, u64>) {
+    let (mut flagged, mut checked) = (0, 0);
+    let mut by_rule = BTreeMap::new();
+    for t in arm.tasks {
+        for pair in t.records.windows(2) {
+            if pair[0].feedback_kind != Some(FeedbackKind::Error) || !pair[1].executed() {
+                continue;
+            }
+            checked += 1;
+            flagged += u64::from(!pair[1].masking.is_empty());
+            for flag in &pair[1].masking {
+                *by_rule.entry(flag.name().to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    (Rate::new(flagged, checked), by_rule)
 }
 
 /// Rounds that ran code after a round that raised, and those of them
