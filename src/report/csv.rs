@@ -189,10 +189,8 @@ mod tests {
         assert_eq!(find("comparable_budget_tokens", "1", "fat"), "160.000000");
         assert_eq!(find("accuracy_at_budget", "0", "dynamic"), "0.500000");
         assert_eq!(find("accuracy_at_budget", "1", "dynamic"), "0.722222");
-        // fat never spent the round-1 budget: no row.
-        assert!(!rows
-            .iter()
-            .any(|r| r[0] == "accuracy_at_budget" && r[1] == "1" && r[8] == "fat"));
+        // fat had stopped by the round-1 budget: its final accuracy.
+        assert_eq!(find("accuracy_at_budget", "1", "fat"), "0.666667");
         // 5 pairs, 3 discordant (see stats::min_detectable_difference).
         assert_eq!(find("min_detectable_difference", "", "dynamic"), "0.939362");
         // The baseline's rows come first.

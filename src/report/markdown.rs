@@ -465,7 +465,7 @@ mod tests {
             "| dynamic | 1 | 180 | 15 | 8 | 24 | 83.3% |",
             "| budget (round r) | tokens | fat | dynamic |",
             "| 0 | 120 | 50.0% | 50.0% |",
-            "| 1 | 160 | — | 72.2% |",
+            "| 1 | 160 | 66.7% | 72.2% |",
             "| arm | k | pass@k | Acc@(k−1) | tasks with < k attempts |",
             "| dynamic | 2 | 83.3% | 83.3% | 3 |",
             "| arm | rounds | C→C | C→I | I→C | I→I |",

@@ -90,8 +90,8 @@ fn comparable(s: &Summary) -> Table {
         title: "Accuracy at comparable budgets".into(),
         note: "Budget r is the median over arms of round r's mean cumulative tokens; each \
                arm's accuracy there is interpolated linearly between its two adjacent \
-               points; — where the arm was not measured (below its round 0 or beyond its \
-               last round).",
+               points; beyond its last round, its final accuracy (every task had stopped); \
+               — below its round 0.",
         head,
         rows,
     }

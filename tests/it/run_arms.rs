@@ -112,6 +112,24 @@ async fn repair_beats_resampling_for_faults_and_loses_to_it_for_flaky() {
             "{model}: repair {repair}, resample {resample}"
         );
         assert_ne!(repair, resample, "{model}");
+        // The budget view: a plot with a line per arm, and both arms
+        // measured at round 1's comparable budget, in the same order.
+        let plot = std::fs::read_to_string(result.dir.join("plots/budget.svg")).unwrap();
+        assert!(
+            plot.contains("repair") && plot.contains("resample"),
+            "{plot}"
+        );
+        let at_1 = &result.summary.accuracy_at_budget[1];
+        assert!(at_1.tokens > 0.0, "{at_1:?}");
+        let acc: Vec<f64> = at_1
+            .accuracy
+            .iter()
+            .map(|a| a.accuracy.expect("measured"))
+            .collect();
+        assert_eq!(acc[0] > acc[1], repair_wins, "{model}: {at_1:?}");
+        let report = std::fs::read_to_string(result.dir.join("report.md")).unwrap();
+        assert!(report.contains("### Accuracy at comparable budgets"));
+        assert!(report.contains("### pass@k of the resampling arms"));
         // A resampled round starts over: the opening messages, no feedback.
         let opening = |r: &AttemptRecord| r.prompt.len() == 2 && r.round > 0;
         for r in result.records.iter().filter(|r| r.arm == "resample") {

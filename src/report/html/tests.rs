@@ -250,7 +250,7 @@ fn the_self_repair_tables_have_an_arm_column() {
     for wanted in [
         "<h3>Accuracy at comparable budgets</h3>",
         "<th>budget (round r)</th><th>tokens</th><th>fat</th><th>dynamic</th>",
-        "<tr><td>1</td><td>160</td><td>—</td><td>72.2%</td></tr>",
+        "<tr><td>1</td><td>160</td><td>66.7%</td><td>72.2%</td></tr>",
         "<tr><td>fat</td><td>0 → 1</td><td>3</td><td>0</td><td>1</td><td>2</td></tr>",
         "<td>dynamic</td><td>2</td><td>83.3%</td>",
         "<h3>Failure classes: round 0 against round 1</h3>",

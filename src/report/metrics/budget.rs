@@ -80,13 +80,15 @@ pub(super) fn curve(arm: &Arm) -> Vec<BudgetPoint> {
 /// Accuracy at mean budget `tokens` along `points` (in round order, so
 /// their budgets never decrease): linear between the two points around
 /// it, the later point's accuracy where several sit at the budget. None
-/// below the first point and beyond the last: the arm was never measured
-/// there (extrapolating would invent rounds it did not run).
+/// below the first point (the arm never ran that cheaply); beyond the last
+/// its final accuracy: every task had stopped by then, so a larger budget
+/// bought the arm nothing more under the run's rounds (the table's note
+/// says so; rounds it did not run are never invented).
 pub fn accuracy_at(points: &[BudgetPoint], tokens: f64) -> Option<f64> {
     let i = points.iter().rposition(|p| p.tokens <= tokens)?;
     let below = &points[i];
     let Some(above) = points.get(i + 1) else {
-        return (tokens == below.tokens).then_some(below.accuracy);
+        return Some(below.accuracy);
     };
     // `above.tokens > tokens ≥ below.tokens`, so the span is not empty.
     let share = (tokens - below.tokens) / (above.tokens - below.tokens);
@@ -188,9 +190,9 @@ mod tests {
         assert!((accuracy_at(&points, 250.0).unwrap() - 0.5).abs() < 1e-12);
         assert!((accuracy_at(&points, 350.0).unwrap() - 0.55).abs() < 1e-12);
         assert_eq!(accuracy_at(&points, 400.0), Some(0.5));
-        // Never measured there.
+        // Never that cheap; beyond the last round, the final accuracy.
         assert_eq!(accuracy_at(&points, 99.9), None);
-        assert_eq!(accuracy_at(&points, 400.1), None);
+        assert_eq!(accuracy_at(&points, 400.1), Some(0.5));
         assert_eq!(accuracy_at(&[], 1.0), None);
         // Rounds that cost nothing more: the later point's accuracy.
         let flat = [point(0, 0.0, 0.0), point(1, 0.0, 1.0)];
