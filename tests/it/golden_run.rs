@@ -57,6 +57,10 @@ fn summary(mut s: Value) -> Value {
             }
         }
     }
+    // Tokens per second divide by the machine's time.
+    if let Some(tokens) = o.get_mut("tokens").and_then(Value::as_object_mut) {
+        tokens.remove("per_second");
+    }
     if let Some(arms) = o.get_mut("arms").and_then(Value::as_array_mut) {
         for arm in arms {
             *arm = summary(arm.take());
