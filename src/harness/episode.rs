@@ -191,7 +191,7 @@ impl<'a> Episode<'a> {
         }
         let masking = match self.repair_pair(solved.code.as_deref(), &executed) {
             Some(pair) => mask_flags(&self.arm.masking, &self.task.id, &pair).await,
-            None => Vec::new(),
+            None => None,
         };
         let (answer, scored, decision) = self.decide(round, &solved, &executed, masking);
         self.follow_up(&decision, round, &solved, &executed, &answer)
@@ -205,7 +205,7 @@ impl<'a> Episode<'a> {
         round: u32,
         solved: &Solved,
         executed: &Executed,
-        masking: Vec<MaskFlag>,
+        masking: Option<Vec<MaskFlag>>,
     ) -> (RoundAnswer, Scored, Decision) {
         let (answer, scored) = self.score(executed, masking);
         let turn = Turn {
@@ -214,10 +214,14 @@ impl<'a> Episode<'a> {
             spent: self.spent.tokens() + solved.reply.usage.tokens(),
         };
         let decision = decide(&self.arm.spec.policy, turn, executed, &answer, &scored);
+        let masked = scored.masking.as_ref().is_some_and(|m| !m.is_empty());
         self.failed = match (decision.feedback, &solved.code, &executed.outcome) {
             (Some(FeedbackKind::Error), Some(code), Some(outcome)) => {
                 Some((code.clone(), outcome.clone()))
             }
+            // A repair that hid the failure did not fix it: the next round
+            // is compared with the code that failed.
+            (Some(_), _, _) if masked => self.failed.take(),
             _ => None,
         };
         (answer, scored, decision)
@@ -300,7 +304,7 @@ impl<'a> Episode<'a> {
             kernel_start_ms: None,
             infra: None,
         };
-        let (answer, scored, decision) = self.decide(0, &solved, &executed, Vec::new());
+        let (answer, scored, decision) = self.decide(0, &solved, &executed, None);
         let kernel_lived = executed
             .outcome
             .as_ref()
@@ -396,14 +400,19 @@ impl<'a> Episode<'a> {
     /// question asks for is no answer, and the check in force stays: a
     /// multi-answer task's value that carries none of its named parts, or
     /// a masking repair's value the checker cannot read (its error message).
-    fn score(&mut self, executed: &Executed, masking: Vec<MaskFlag>) -> (RoundAnswer, Scored) {
+    fn score(
+        &mut self,
+        executed: &Executed,
+        masking: Option<Vec<MaskFlag>>,
+    ) -> (RoundAnswer, Scored) {
         let mut answer = executed.answer();
         let stdout = executed.outcome.as_ref().map_or("", |o| o.stdout.as_str());
         if let RoundAnswer::Value { text } = &answer {
             let check = score(&self.task.expected, None, Some(text), stdout);
             let multi = matches!(self.task.expected, Expected::Multi { .. });
             let unread = !check.as_ref().is_some_and(|c| c.parsed);
-            if unread && (multi || !masking.is_empty()) {
+            let masked = masking.as_ref().is_some_and(|m| !m.is_empty());
+            if unread && (multi || masked) {
                 let text = text.clone();
                 answer = RoundAnswer::Formless { text, multi };
             } else {
@@ -523,13 +532,13 @@ impl<'a> Episode<'a> {
 }
 
 /// Signs that a repair hid the failure it repairs. A check that cannot
-/// run is logged and flags nothing.
-async fn mask_flags(check: &MaskCheck, task: &str, pair: &RepairPair) -> Vec<MaskFlag> {
+/// run is logged and recorded as not checked.
+async fn mask_flags(check: &MaskCheck, task: &str, pair: &RepairPair) -> Option<Vec<MaskFlag>> {
     match check.check(pair).await {
-        Ok(flags) => flags,
+        Ok(flags) => Some(flags),
         Err(e) => {
             tracing::warn!(task, error = %e, "the masking check failed");
-            Vec::new()
+            None
         }
     }
 }

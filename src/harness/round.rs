@@ -72,8 +72,9 @@ pub(super) struct Scored {
     pub check: Option<Check>,
     /// The round's own code produced a plain answer value.
     pub answered: bool,
-    /// Signs that the round's repair hid the error before it.
-    pub masking: Vec<MaskFlag>,
+    /// Signs that the round's repair hid the error before it (`None`: not
+    /// checked).
+    pub masking: Option<Vec<MaskFlag>>,
 }
 
 impl Scored {
@@ -121,7 +122,7 @@ impl RoundHead {
         let scored = Scored {
             check: carried,
             answered: false,
-            masking: Vec::new(),
+            masking: None,
         };
         let mut rec = self.record(RecordKind::InfraError, prompt, solved, executed, scored);
         rec.infra_error = Some(why);

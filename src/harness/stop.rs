@@ -149,7 +149,7 @@ mod tests {
         let scored = Scored {
             check: None,
             answered: false,
-            masking: Vec::new(),
+            masking: None,
         };
         (executed, scored)
     }

@@ -126,9 +126,11 @@ pub struct AttemptRecord {
     #[serde(default)]
     pub cumulative: Spent,
     /// Signs that this repair hid the error of the round before instead
-    /// of fixing it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub masking: Vec<MaskFlag>,
+    /// of fixing it: `None` when no check ran (not a repair of a failed
+    /// round, the check failed, or a journal older than the check), so a
+    /// clean check (`[]`) and no check stay apart in every rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masking: Option<Vec<MaskFlag>>,
 }
 
 /// A task's cumulative spending up to a round: the budget view.

@@ -229,3 +229,24 @@ async fn a_resumed_arm_reuses_the_round_0_its_group_finished() {
     let arms = |s: &retrace::report::Summary| s.arms.iter().map(solved).collect::<Vec<_>>();
     assert_eq!(arms(&result.summary), arms(&full.summary));
 }
+
+#[tokio::test]
+async fn model_arms_each_draw_their_own_round_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = math("oracle", dir.path());
+    opts.spec.tasks.selection.limit_tasks = Some(4);
+    opts.spec.arms.model = ["oracle", "oracle:faults"]
+        .map(|m| m.parse().unwrap())
+        .to_vec();
+    let result = run(opts).await;
+    let arms = &result.summary.arms;
+    let names: Vec<&str> = arms.iter().map(|a| a.header.strategy.as_str()).collect();
+    assert_eq!(names, ["oracle", "oracle:faults"]);
+    assert_eq!(arms[1].header.model, "oracle:faults");
+    for r in &result.records {
+        assert_eq!(r.model, r.arm, "each arm's records name its own model");
+        assert_eq!(r.shared_from, None, "different models share no round 0");
+    }
+    let acc0 = |a: &ArmSummary| a.answers.accuracy_by_round[0].successes;
+    assert_eq!((acc0(&arms[0]), acc0(&arms[1])), (4, 0));
+}

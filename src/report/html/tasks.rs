@@ -336,7 +336,7 @@ fn round(
         installs: r.installs.iter().map(install).collect(),
         fault: r.fault.clone(),
         note: r.note.clone(),
-        masking: r.masking.iter().map(|f| f.name()).collect(),
+        masking: r.masking.iter().flatten().map(|f| f.name()).collect(),
         shared_from: r.shared_from.clone(),
         stop: r.stop.map(|s| name(&s)),
         feedback_kind: r.feedback_kind.map(|k| name(&k)),

@@ -27,8 +27,8 @@ pub struct Repairs {
     pub repeated_error: Option<Rate>,
     /// Repairs flagged as hiding the error (any masking rule), over the
     /// repairs checked: rounds that ran code after a round whose failure
-    /// the model was told (docs/methodology.md, "Repairs that hide the
-    /// error").
+    /// the model was told, when the check ran (docs/methodology.md,
+    /// "Repairs that hide the error"); none in journals without checks.
     #[serde(default)]
     pub masked: Option<Rate>,
     /// Flagged repairs per rule (a repair may break several).
@@ -105,12 +105,12 @@ fn masked(arm: &Arm) -> (Option<Rate>, BTreeMap<String, u64>) {
     let mut by_rule = BTreeMap::new();
     for t in arm.tasks {
         for pair in t.records.windows(2) {
-            if pair[0].feedback_kind != Some(FeedbackKind::Error) || !pair[1].executed() {
+            let Some(flags) = &pair[1].masking else {
                 continue;
-            }
+            };
             checked += 1;
-            flagged += u64::from(!pair[1].masking.is_empty());
-            for flag in &pair[1].masking {
+            flagged += u64::from(!flags.is_empty());
+            for flag in flags {
                 *by_rule.entry(flag.name().to_string()).or_insert(0) += 1;
             }
         }
