@@ -56,7 +56,7 @@ fn heading(w: &mut String, run: &RunView) {
             .map(|a| format!("`{}`", a.header.strategy))
             .collect();
         format!(
-            "strategies {} (baseline `{}`)",
+            "arms {} (baseline `{}`)",
             names.join(", "),
             s.header.strategy
         )
@@ -407,7 +407,7 @@ mod tests {
         let (cfg, records) = two_arms();
         let md = render(&MarkdownExporter, &cfg, &records).unwrap();
         assert!(
-            md.contains("strategies `fat`, `dynamic` (baseline `fat`)"),
+            md.contains("arms `fat`, `dynamic` (baseline `fat`)"),
             "{md}"
         );
         let table = md

@@ -33,7 +33,7 @@ pub fn render(run: &RunView) -> String {
             .map(|a| format!("<code>{}</code>", escape(&a.header.strategy)))
             .collect();
         format!(
-            "strategies {} (baseline <code>{}</code>)",
+            "arms {} (baseline <code>{}</code>)",
             names.join(", "),
             escape(&s.header.strategy)
         )
