@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::kernel::{AnyKernel, ExecOptions, KernelError, KernelSpec, Outcome, StateView};
-use crate::model::{ChatRequest, Message, ModelError, Reply, Role, KEEP_TOKEN};
+use crate::model::{ChatRequest, Message, ModelError, Role, KEEP_TOKEN};
 use crate::record::{AttemptRecord, FeedbackKind, FeedbackMode, RecordKind, Spent};
 use crate::repair::extract::extract_code;
 use crate::repair::feedback::state_query;
@@ -276,34 +276,10 @@ impl<'a> Episode<'a> {
             return Ok(rec);
         }
         self.conversation.extend(prompt.iter().cloned());
-        let text = shared.reply.clone().unwrap_or_default();
+        let (solved, executed) = (Solved::of_record(shared), Executed::of_record(shared));
+        let reply = solved.reply.text.clone();
         self.conversation
-            .push(Message::text(Role::Assistant, text.clone()));
-        let solved = Solved {
-            extraction: shared
-                .extraction
-                .clone()
-                .unwrap_or_else(|| extract_code(&text)),
-            code: shared.code.clone(),
-            kept_answer: false,
-            reply: Reply {
-                text,
-                usage: shared.tokens,
-                attempts: 1,
-                latency_ms: shared.timings_ms.model,
-                finish_reason: None,
-                fault: shared.fault.clone(),
-                note: shared.note.clone(),
-            },
-        };
-        let executed = Executed {
-            outcome: shared.outcome.clone(),
-            installs: shared.installs.clone(),
-            exec_ms: shared.timings_ms.exec,
-            install_ms: shared.timings_ms.install,
-            kernel_start_ms: None,
-            infra: None,
-        };
+            .push(Message::text(Role::Assistant, reply));
         let (answer, scored, decision) = self.decide(0, &solved, &executed, None);
         let kernel_lived = executed
             .outcome

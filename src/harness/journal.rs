@@ -107,6 +107,12 @@ impl ArmTask {
 /// atomically; returns the ids of the finished tasks. A task that ended on
 /// an infrastructure error is not finished: the model never had its chance.
 pub fn compact_for_resume(path: &Path) -> Result<HashSet<ArmTask>, HarnessError> {
+    Ok(compact(path)?.0)
+}
+
+/// [`compact_for_resume`], also giving back the records kept (a resumed
+/// run's shared round 0s are among them), so the journal is read once.
+pub(super) fn compact(path: &Path) -> Result<(HashSet<ArmTask>, Vec<AttemptRecord>), HarnessError> {
     let records = read(path)?;
     let finished: HashSet<ArmTask> = records
         .iter()
@@ -118,7 +124,7 @@ pub fn compact_for_resume(path: &Path) -> Result<HashSet<ArmTask>, HarnessError>
         .filter(|r| finished.contains(&ArmTask::of(r)))
         .collect();
     rewrite(path, &kept)?;
-    Ok(finished)
+    Ok((finished, kept))
 }
 
 /// Replaces the journal with `records`, atomically (a temporary file

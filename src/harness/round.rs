@@ -9,7 +9,7 @@ use crate::record::{
     AttemptRecord, FeedbackKind, InstallStep, RecordKind, RoundTimings, Spent, StopReason,
     SCHEMA_VERSION,
 };
-use crate::repair::extract::Extraction;
+use crate::repair::extract::{extract_code, Extraction};
 use crate::repair::masking::MaskFlag;
 use crate::task::check::Check;
 
@@ -38,6 +38,27 @@ pub(super) struct Solved {
     pub kept_answer: bool,
 }
 
+impl Solved {
+    /// The reply a record holds, as its round solved it (a shared round 0).
+    pub fn of_record(r: &AttemptRecord) -> Solved {
+        let text = r.reply.clone().unwrap_or_default();
+        Solved {
+            extraction: r.extraction.clone().unwrap_or_else(|| extract_code(&text)),
+            code: r.code.clone(),
+            kept_answer: false,
+            reply: Reply {
+                text,
+                usage: r.tokens,
+                attempts: 1,
+                latency_ms: r.timings_ms.model,
+                finish_reason: None,
+                fault: r.fault.clone(),
+                note: r.note.clone(),
+            },
+        }
+    }
+}
+
 /// What running the round's code did (nothing, when it had none).
 #[derive(Default)]
 pub(super) struct Executed {
@@ -53,6 +74,19 @@ pub(super) struct Executed {
 }
 
 impl Executed {
+    /// The execution a record holds (a shared round 0; its kernel start
+    /// was the sharing arm's).
+    pub fn of_record(r: &AttemptRecord) -> Executed {
+        Executed {
+            outcome: r.outcome.clone(),
+            installs: r.installs.clone(),
+            exec_ms: r.timings_ms.exec,
+            install_ms: r.timings_ms.install,
+            kernel_start_ms: None,
+            infra: None,
+        }
+    }
+
     /// The answer the round's own code left (none unless it ran cleanly).
     pub fn answer(&self) -> RoundAnswer {
         self.outcome

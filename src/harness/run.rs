@@ -122,12 +122,9 @@ impl Run {
             .into());
         }
         let journal = dir.join("results.jsonl");
-        let finished = journal::compact_for_resume(&journal)?;
+        let (finished, kept) = journal::compact(&journal)?;
         // The round 0 an unfinished arm shares with a finished one.
-        let round0s = journal::read(&journal)?
-            .into_iter()
-            .filter(|r| r.round == 0)
-            .collect();
+        let round0s = kept.into_iter().filter(|r| r.round == 0).collect();
         let done = Done { finished, round0s };
         Self::assemble(config, dir.to_path_buf(), tasks, done, prepared, &ctx)
     }

@@ -26,6 +26,15 @@ fn arm<'a>(arms: &'a [ArmSummary], name: &str) -> &'a ArmSummary {
         .unwrap_or_else(|| panic!("no arm {name}"))
 }
 
+/// The run's arms by name, baseline first.
+fn arm_names(summary: &retrace::report::Summary) -> Vec<&str> {
+    summary
+        .arms
+        .iter()
+        .map(|a| a.header.strategy.as_str())
+        .collect()
+}
+
 /// Acc@K of an arm, in tasks.
 fn solved(a: &ArmSummary) -> u64 {
     a.answers
@@ -67,12 +76,7 @@ async fn feedback_arms_share_round_0_and_parsed_feedback_repairs_more() {
     let mut opts = math("oracle:faults", dir.path());
     opts.spec.arms.feedback = vec![FeedbackMode::Parsed, FeedbackMode::None];
     let result = run(opts).await;
-    let names: Vec<&str> = result
-        .summary
-        .arms
-        .iter()
-        .map(|a| a.header.strategy.as_str())
-        .collect();
+    let names = arm_names(&result.summary);
     assert_eq!(names, ["parsed", "none"]);
     assert_same_round0(&result.records, "parsed", "none");
     let (parsed, none) = (
@@ -171,12 +175,7 @@ async fn two_varied_flags_need_a_product_which_names_each_combination() {
     );
     opts.spec.arms.product = true;
     let result = run(opts).await;
-    let names: Vec<&str> = result
-        .summary
-        .arms
-        .iter()
-        .map(|a| a.header.strategy.as_str())
-        .collect();
+    let names = arm_names(&result.summary);
     assert_eq!(
         names,
         [
@@ -240,7 +239,7 @@ async fn model_arms_each_draw_their_own_round_0() {
         .to_vec();
     let result = run(opts).await;
     let arms = &result.summary.arms;
-    let names: Vec<&str> = arms.iter().map(|a| a.header.strategy.as_str()).collect();
+    let names = arm_names(&result.summary);
     assert_eq!(names, ["oracle", "oracle:faults"]);
     assert_eq!(arms[1].header.model, "oracle:faults");
     for r in &result.records {
