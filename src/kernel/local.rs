@@ -205,6 +205,24 @@ impl LocalBackend {
         }
         extra
     }
+
+    /// Threads of the kernel process beyond those it started with (any
+    /// cell's, this one's or an earlier one's), given a little time to end:
+    /// an interrupted cell's threads may be on their way out.
+    async fn leftover_threads(&self) -> usize {
+        let Some(main) = &self.process.main_thread else {
+            return 0;
+        };
+        let mut extra = 0;
+        for _ in 0..5 {
+            extra = main.extra_threads();
+            if extra == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        extra
+    }
 }
 
 #[async_trait::async_trait]
@@ -404,6 +422,7 @@ impl Backend for LocalBackend {
         }
         if !ending.state_lost() {
             evidence.leftover_procs = self.leftover_processes().await;
+            evidence.leftover_threads = self.leftover_threads().await;
         }
     }
 

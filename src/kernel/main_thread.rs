@@ -78,6 +78,8 @@ impl Blocked {
 pub(super) struct MainThread {
     task: PathBuf,
     idle: Blocked,
+    /// Threads of the kernel process when it had just started.
+    threads_at_start: usize,
 }
 
 impl MainThread {
@@ -98,7 +100,12 @@ impl MainThread {
             };
             last = now;
             if let (Some(idle), true) = (last, same >= LEARN_READINGS) {
-                return Some(MainThread { task, idle });
+                let threads_at_start = threads_of(&task);
+                return Some(MainThread {
+                    task,
+                    idle,
+                    threads_at_start,
+                });
             }
             tokio::time::sleep(LEARN_INTERVAL).await;
         }
@@ -115,6 +122,11 @@ impl MainThread {
     pub(super) fn runs(&self) -> Option<u64> {
         let text = std::fs::read_to_string(self.task.join("schedstat")).ok()?;
         text.split_whitespace().nth(2)?.parse().ok()
+    }
+
+    /// Threads the kernel process has beyond those it started with.
+    pub(super) fn extra_threads(&self) -> usize {
+        threads_of(&self.task).saturating_sub(self.threads_at_start)
     }
 
     /// The main thread is in its loop's wait now, and has run since `runs`
@@ -163,6 +175,13 @@ impl EndClaim {
     pub(super) fn forged(&self) -> bool {
         self.claimed.is_some_and(|c| c.elapsed() > FORGED_AFTER)
     }
+}
+
+/// Threads of the process whose main thread is `task` (0 once it is gone).
+fn threads_of(task: &std::path::Path) -> usize {
+    task.parent()
+        .and_then(|tasks| std::fs::read_dir(tasks).ok())
+        .map_or(0, |entries| entries.count())
 }
 
 fn read_blocked(task: &std::path::Path) -> Option<Blocked> {

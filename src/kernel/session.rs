@@ -393,10 +393,13 @@ impl<B: Backend + ?Sized> Kernel<B> {
             suggested,
         } = classify(&evidence);
         // A fork bomb leaves copies of the kernel behind (they share its
-        // sockets), and a kernel whose messages lied about the end of a
+        // sockets), a cell interrupted for a limit may leave threads that
+        // go on reading the kernel's own queues (the next cell's request
+        // among them), and a kernel whose messages lied about the end of a
         // cell has code in its own message handling: only a fresh kernel
-        // is trustworthy after either.
-        let interrupted_with_children = run.reason.is_some() && evidence.leftover_procs > 0;
+        // is trustworthy after any of them.
+        let interrupted_with_children =
+            run.reason.is_some() && (evidence.leftover_procs > 0 || evidence.leftover_threads > 0);
         let untrusted =
             verdict == Verdict::PidsLimit || interrupted_with_children || ending.end_forged;
         if untrusted && !ending.state_lost() {

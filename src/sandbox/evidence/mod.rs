@@ -50,5 +50,7 @@ pub struct Evidence {
     /// `ename` and `evalue` when the kernel replied with an error.
     pub reply_error: Option<(String, String)>,
     pub leftover_procs: usize,
+    /// Threads of the kernel process beyond those it had before the cell.
+    pub leftover_threads: usize,
     pub truncated: bool,
 }
