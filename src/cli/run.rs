@@ -167,15 +167,18 @@ pub struct EndpointArgs {
 #[derive(Args)]
 pub struct GenerationArgs {
     /// Sampling temperature (round 0, and repairs unless
-    /// `--repair-temperature` is given).
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
-    /// Sampling temperature of repair rounds [default: `--temperature`;
-    /// 0.7 for `local` models, which resend failing code when greedy].
-    /// Each request carries a seed derived from its conversation, so runs
-    /// stay reproducible on servers that honour `seed`.
-    #[arg(long)]
-    pub repair_temperature: Option<f32>,
+    /// `--repair-temperature` is given). Several, comma-separated: one arm
+    /// per temperature (`t=0.7`), each drawing its own round 0.
+    #[arg(long, default_value = "0", value_delimiter = ',')]
+    pub temperature: Vec<f32>,
+    /// Sampling temperature of repair (and resampled) rounds [default:
+    /// `--temperature`; 0.7 for `local` models, which resend failing code
+    /// when greedy]. Each request carries a seed derived from its
+    /// conversation, so runs stay reproducible on servers that honour
+    /// `seed`. Several, comma-separated: one arm per temperature
+    /// (`repair_t=0.7`), all sharing round 0.
+    #[arg(long, value_delimiter = ',')]
+    pub repair_temperature: Vec<f32>,
     /// Completion tokens per reply.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
@@ -231,8 +234,12 @@ impl RunArgs {
             model: ModelSetup {
                 spec: model.clone(),
                 generation: Generation {
-                    temperature: g.temperature,
-                    repair_temperature: g.repair_temperature.or(defaults.repair_temperature),
+                    temperature: g.temperature[0],
+                    repair_temperature: g
+                        .repair_temperature
+                        .first()
+                        .copied()
+                        .or(defaults.repair_temperature),
                     max_tokens: g.max_tokens,
                     request_timeout: g.request_timeout.unwrap_or(defaults.request_timeout),
                     max_retries: g.max_retries,
@@ -252,6 +259,8 @@ impl RunArgs {
             },
             arms: ArmAxes {
                 model: several(&self.model.model),
+                temperature: several(&g.temperature),
+                repair_temperature: several(&g.repair_temperature),
                 feedback: several(&p.feedback),
                 after_failure: several(&p.after_failure),
                 stop_on: several(&p.stop_on),

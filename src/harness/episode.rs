@@ -306,6 +306,7 @@ impl<'a> Episode<'a> {
         let request = ChatRequest {
             messages: self.conversation.clone(),
             round,
+            temperature: self.arm.spec.model.generation.temperature_at(round),
         };
         let reply = self.arm.model.chat(&request).await?;
         self.conversation

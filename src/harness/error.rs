@@ -86,6 +86,8 @@ pub enum UsageError {
         flags.join(" and ")
     )]
     ArmsProduct { flags: Vec<&'static str> },
+    #[error("arm {name} is asked for twice; give each value of a varied flag once")]
+    DuplicateArm { name: String },
     #[error(
         "{} already holds a run; continue it with `retrace run --resume {}` or choose another --out",
         dir.display(),

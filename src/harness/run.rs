@@ -73,6 +73,14 @@ impl Run {
         if varying.len() > 1 && !spec.arms.product {
             return Err(UsageError::ArmsProduct { flags: varying }.into());
         }
+        let names: Vec<String> = spec.arms().into_iter().map(|a| a.name).collect();
+        if let Some(name) = names
+            .iter()
+            .enumerate()
+            .find_map(|(i, n)| names[..i].contains(n).then(|| n.clone()))
+        {
+            return Err(UsageError::DuplicateArm { name }.into());
+        }
         let (tasks, skipped) = load_tasks(&spec.tasks, &ctx.datasets)?;
         if tasks.is_empty() {
             return Err(UsageError::NoTasks {

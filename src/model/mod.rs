@@ -76,13 +76,16 @@ pub const REVIEW_MARKER: &str = "Review your answer";
 /// answer instead of sending new code.
 pub const KEEP_TOKEN: &str = "KEEP_ANSWER";
 
-/// What the harness asks: the conversation so far and the round number
-/// (0 for the first attempt). Nothing else: the model is a solver and gets
-/// no ground truth.
+/// What the harness asks: the conversation so far, the round number (0
+/// for the first attempt) and the temperature to sample at (the arm's for
+/// that round: temperature is an arm variable, so it travels with the
+/// request, not with the client). Nothing else: the model is a solver and
+/// gets no ground truth.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     pub messages: Vec<Message>,
     pub round: u32,
+    pub temperature: f32,
 }
 
 impl ChatRequest {

@@ -193,7 +193,11 @@ mod tests {
             messages.push(Message::text(Role::Assistant, "```python\nx\n```"));
             messages.push(Message::text(Role::User, "Question A: how many? failed"));
         }
-        ChatRequest { messages, round }
+        ChatRequest {
+            messages,
+            round,
+            temperature: 0.0,
+        }
     }
 
     #[tokio::test]

@@ -194,6 +194,7 @@ mod tests {
                 Message::text(Role::User, "Your code failed."),
             ],
             round: 1,
+            temperature: 0.0,
         }
     }
 

@@ -144,7 +144,7 @@ impl<'de> Deserialize<'de> for RunConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
@@ -153,7 +153,7 @@ mod tests {
     use crate::sandbox::SandboxLimits;
 
     /// A run.json of schema 2, as retrace wrote it before the spec.
-    fn schema_2() -> serde_json::Value {
+    pub(crate) fn schema_2() -> serde_json::Value {
         json!({
             "schema_version": 2,
             "run_id": "t", "retrace_version": "0", "created": "now", "out_dir": "x",

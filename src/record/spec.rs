@@ -4,10 +4,11 @@
 //! resumed run is the same run.
 //!
 //! An experiment's *arm* is this spec with some fields changed
-//! ([`RunSpec::arms`]): its package strategy, model, feedback mode, stop
-//! rule or what follows a failure (repair or resample). Every arm runs
-//! every task of the run; arms that differ only in what happens after
-//! round 0 share it ([`ArmSpec::round0_key`]).
+//! ([`RunSpec::arms`]): its package strategy, model, sampling temperature
+//! (of round 0 or of the rounds after it), feedback mode, stop rule or
+//! what follows a failure (repair or resample). Every arm runs every task
+//! of the run; arms that differ only in what happens after round 0 share
+//! it ([`ArmSpec::round0_key`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,6 +44,10 @@ pub struct RunSpec {
 pub struct ArmAxes {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model: Vec<ModelSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub temperature: Vec<f32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repair_temperature: Vec<f32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feedback: Vec<FeedbackMode>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -268,10 +273,17 @@ pub struct ArmSpec {
 }
 
 impl ArmSpec {
-    /// Arms with the same key share round 0: the same model, sampling and
-    /// packages write and run the same first attempt, whatever follows it.
+    /// Arms with the same key share round 0: the same model, round-0
+    /// temperature and packages write and run the same first attempt,
+    /// whatever follows it.
     pub fn round0_key(&self) -> String {
-        format!("{}|{}", self.spec.strategy(), self.spec.model.spec)
+        let model = &self.spec.model;
+        format!(
+            "{}|{}|{}",
+            self.spec.strategy(),
+            model.spec,
+            model.generation.temperature_at(0)
+        )
     }
 }
 
@@ -281,8 +293,9 @@ type Axis = Vec<(String, Box<dyn Fn(&mut RunSpec)>)>;
 impl RunSpec {
     /// The run's arms, the baseline first: one per value of the variable
     /// that varies, or per combination with `product` (named
-    /// `value/value`, variables in the order strategy, model, feedback,
-    /// after failure, stop rule).
+    /// `value/value`, variables in the order strategy, model, temperature
+    /// (`t=0.7`), repair temperature (`repair_t=0.7`), feedback, after
+    /// failure, stop rule).
     pub fn arms(&self) -> Vec<ArmSpec> {
         let mut arms = vec![ArmSpec {
             name: String::new(),
@@ -336,6 +349,16 @@ impl RunSpec {
             |spec, m| spec.model.spec = m,
         ));
         axes.push(axis(
+            &a.temperature,
+            |t| format!("t={t}"),
+            |spec, t| spec.model.generation.temperature = t,
+        ));
+        axes.push(axis(
+            &a.repair_temperature,
+            |t| format!("repair_t={t}"),
+            |spec, t| spec.model.generation.repair_temperature = Some(t),
+        ));
+        axes.push(axis(
             &a.feedback,
             |f| f.name().into(),
             |spec, f| spec.policy.feedback = f,
@@ -360,6 +383,8 @@ impl RunSpec {
         [
             ("--strategy", self.packages.strategies.len()),
             ("--model", a.model.len()),
+            ("--temperature", a.temperature.len()),
+            ("--repair-temperature", a.repair_temperature.len()),
             ("--feedback", a.feedback.len()),
             ("--after-failure", a.after_failure.len()),
             ("--stop-on", a.stop_on.len()),
@@ -390,4 +415,41 @@ fn axis<T: Clone + 'static>(
             (name(v), apply)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::run::{tests::schema_2, RunConfig};
+
+    fn schema_2_spec() -> RunSpec {
+        serde_json::from_value::<RunConfig>(schema_2())
+            .unwrap()
+            .spec
+    }
+
+    #[test]
+    fn temperature_arms_draw_their_own_round_0_and_repair_temperature_arms_share_it() {
+        let mut spec = schema_2_spec();
+        spec.packages.strategies.truncate(1);
+        spec.arms.temperature = vec![0.0, 0.7];
+        let arms = spec.arms();
+        let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["t=0", "t=0.7"]);
+        assert_eq!(arms[1].spec.model.generation.temperature, 0.7);
+        assert_ne!(arms[0].round0_key(), arms[1].round0_key());
+
+        spec.arms.temperature.clear();
+        spec.arms.repair_temperature = vec![0.2, 0.7];
+        let arms = spec.arms();
+        let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["repair_t=0.2", "repair_t=0.7"]);
+        let temperatures: Vec<f32> = arms
+            .iter()
+            .map(|a| a.spec.model.generation.temperature_at(1))
+            .collect();
+        assert_eq!(temperatures, [0.2, 0.7]);
+        assert_eq!(arms[0].round0_key(), arms[1].round0_key());
+        assert_eq!(spec.varying(), ["--repair-temperature"]);
+    }
 }

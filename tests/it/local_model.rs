@@ -570,6 +570,7 @@ fn a_dead_server_is_started_again_a_bounded_number_of_times() {
         let request = ChatRequest {
             messages: vec![Message::text(Role::User, "Say hi.")],
             round: 0,
+            temperature: 0.0,
         };
         model
             .chat(&request)

@@ -1,6 +1,7 @@
-//! Arms of one run on real kernels: feedback modes and repair vs resample
-//! sharing round 0, the synthetic models that must order them, products
-//! of arms, and resume per arm.
+//! Arms of one run on real kernels: feedback modes, repair vs resample and
+//! repair temperatures sharing round 0, the synthetic models that must
+//! order them, temperatures on the wire, products of arms, and resume per
+//! arm.
 
 use crate::common;
 
@@ -8,8 +9,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use common::run::{execute as run, options, TestRun};
+use common::scripted_http::{ok, Server};
 use retrace::harness::{journal, Run};
-use retrace::record::{AfterFailure, AttemptRecord, FeedbackKind, FeedbackMode};
+use retrace::model::spec::Endpoint;
+use retrace::record::{AfterFailure, AttemptRecord, FeedbackKind, FeedbackMode, StopOn};
 use retrace::report::ArmSummary;
 
 const TASKS: usize = 20;
@@ -248,4 +251,76 @@ async fn model_arms_each_draw_their_own_round_0() {
     }
     let acc0 = |a: &ArmSummary| a.answers.accuracy_by_round[0].successes;
     assert_eq!((acc0(&arms[0]), acc0(&arms[1])), (4, 0));
+}
+
+/// Temperature arms draw their own round 0; repair-temperature arms share
+/// it; every request goes out at its arm's temperature for its round.
+#[tokio::test(flavor = "multi_thread")]
+async fn temperature_arms_reach_the_wire_and_repair_temperature_arms_share_round_0() {
+    if common::lacks_root() {
+        return;
+    }
+    let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options("math", "openai:captured", dir.path());
+    opts.ctx.endpoint = Endpoint {
+        base_url: Some(server.base_url()),
+        api_key: Some("test".into()),
+        vision: false,
+    };
+    opts.spec.tasks.selection.limit_tasks = Some(3);
+    opts.spec.policy.stop_on = StopOn::Never;
+    opts.spec.policy.rounds = 1;
+    opts.spec.arms.temperature = vec![0.0, 0.5];
+    opts.spec.arms.repair_temperature = vec![0.2, 0.7];
+    opts.spec.arms.product = true;
+    let result = run(opts).await;
+    assert_eq!(
+        arm_names(&result.summary),
+        [
+            "t=0/repair_t=0.2",
+            "t=0/repair_t=0.7",
+            "t=0.5/repair_t=0.2",
+            "t=0.5/repair_t=0.7"
+        ]
+    );
+    let mut shared: Vec<(&str, Option<&str>)> = result
+        .records
+        .iter()
+        .filter(|r| r.round == 0 && r.task_id == result.records[0].task_id)
+        .map(|r| (r.arm_name(), r.shared_from.as_deref()))
+        .collect();
+    shared.sort();
+    assert_eq!(
+        shared,
+        [
+            ("t=0.5/repair_t=0.2", None),
+            ("t=0.5/repair_t=0.7", Some("t=0.5/repair_t=0.2")),
+            ("t=0/repair_t=0.2", None),
+            ("t=0/repair_t=0.7", Some("t=0/repair_t=0.2")),
+        ]
+    );
+
+    let mut sent: Vec<(bool, String)> = server
+        .requests()
+        .into_iter()
+        .map(|r| {
+            let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            // Round 0 sends system + task; a later round adds reply + feedback.
+            let later = body["messages"].as_array().unwrap().len() > 2;
+            (
+                later,
+                format!("{:.1}", body["temperature"].as_f64().unwrap()),
+            )
+        })
+        .collect();
+    sent.sort();
+    let count = |later: bool, t: &str| sent.iter().filter(|s| **s == (later, t.into())).count();
+    assert_eq!((count(false, "0.0"), count(false, "0.5")), (3, 3));
+    assert_eq!((count(true, "0.2"), count(true, "0.7")), (6, 6));
+    assert_eq!(
+        sent.len(),
+        18,
+        "one round 0 per temperature, one repair per arm"
+    );
 }

@@ -151,7 +151,7 @@ impl OpenAiClient {
                 .iter()
                 .map(|m| to_wire(m, self.vision))
                 .collect(),
-            temperature: Some(self.generation.temperature_at(request.round)),
+            temperature: Some(request.temperature),
             max_tokens: Some(self.generation.max_tokens),
             seed: Some(request.seed()),
             ..Default::default()
@@ -326,6 +326,7 @@ mod tests {
                 },
             ],
             round: 1,
+            temperature: 0.0,
         };
         let with = OpenAiClient::new(settings(true), gen.clone()).unwrap();
         assert_eq!(with.base_url(), "http://127.0.0.1:1/v1");
@@ -347,12 +348,8 @@ mod tests {
     }
 
     #[test]
-    fn repair_rounds_sample_at_their_own_temperature_with_a_conversation_seed() {
-        let gen = Generation {
-            temperature: 0.0,
-            repair_temperature: Some(0.7),
-            ..Generation::default()
-        };
+    fn requests_sample_at_their_own_temperature_with_a_conversation_seed() {
+        let gen = Generation::default();
         let settings = OpenAiSettings {
             model: "m".into(),
             base_url: Some("http://127.0.0.1:1/v1/".into()),
@@ -363,6 +360,7 @@ mod tests {
         let request = |round: u32, text: &str| ChatRequest {
             messages: vec![Message::text(Role::User, text)],
             round,
+            temperature: if round == 0 { 0.0 } else { 0.7 },
         };
         let body = |r: &ChatRequest| serde_json::to_value(client.build_request(r)).unwrap();
 

@@ -83,6 +83,7 @@ fn conversation(question: &str, turns: &[(&str, &str)]) -> ChatRequest {
     ChatRequest {
         messages,
         round: turns.len() as u32,
+        temperature: 0.0,
     }
 }
 

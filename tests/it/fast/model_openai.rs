@@ -45,6 +45,7 @@ fn request() -> ChatRequest {
             Message::text(Role::User, "Compute 6 * 7."),
         ],
         round: 0,
+        temperature: 0.2,
     }
 }
 
