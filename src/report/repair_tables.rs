@@ -97,30 +97,43 @@ fn comparable(s: &Summary) -> Table {
     }
 }
 
-/// For the arms that resample, whose attempts are fresh draws.
+/// For the arms that resample, whose attempts are fresh draws, beside
+/// the repairing arms' accuracy after as many attempts.
 fn pass_at_k(arms: &[&ArmSummary]) -> Table {
+    let resamples = |a: &&&ArmSummary| a.header.after_failure == "resample";
+    let repairing: Vec<&ArmSummary> = arms.iter().filter(|a| !resamples(a)).copied().collect();
+    let acc_at = |a: &ArmSummary, k: usize| {
+        a.answers
+            .accuracy_by_round
+            .get(k - 1)
+            .map_or_else(|| "n/a".into(), |r| pct(r.value))
+    };
     let mut rows = Vec::new();
-    for a in arms.iter().filter(|a| a.header.after_failure == "resample") {
+    for a in arms.iter().filter(resamples) {
         for p in &a.self_repair.pass_at_k {
-            let acc = a.answers.accuracy_by_round.get(p.k - 1);
-            rows.push(vec![
-                name(a),
-                p.k.to_string(),
-                pct(p.value),
-                acc.map_or_else(|| "n/a".into(), |r| pct(r.value)),
-                p.tasks_short.to_string(),
-            ]);
+            let mut row = vec![name(a), p.k.to_string(), pct(p.value), acc_at(a, p.k)];
+            row.extend(repairing.iter().map(|r| acc_at(r, p.k)));
+            row.push(p.tasks_short.to_string());
+            rows.push(row);
         }
     }
+    let mut head = ["arm", "k", "pass@k", "Acc@(k−1)"]
+        .map(String::from)
+        .to_vec();
+    head.extend(
+        repairing
+            .iter()
+            .map(|r| format!("Acc@(k−1) of {}", name(r))),
+    );
+    head.push("tasks with < k attempts".into());
     Table {
         title: "pass@k of the resampling arms".into(),
         note: "Unbiased pass@k (1 − C(n−c,k)/C(n,k)) per task over its n attempts with a \
                reply, c of them answered correctly in their own round, averaged over all \
                tasks; a task with fewer than k attempts counts 1 if one was correct. \
-               Acc@(k−1) is the carried-forward accuracy after the same number of rounds.",
-        head: ["arm", "k", "pass@k", "Acc@(k−1)", "tasks with < k attempts"]
-            .map(String::from)
-            .to_vec(),
+               Acc@(k−1) is the carried-forward accuracy after the same number of attempts, \
+               of the resampling arm and of each repairing arm.",
+        head,
         rows,
     }
 }
@@ -228,5 +241,37 @@ fn repeated(arms: &[&ArmSummary]) -> Table {
         .map(String::from)
         .to_vec(),
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::summarize;
+    use crate::report::testing::two_arms;
+
+    #[test]
+    fn pass_at_k_of_a_resampling_arm_stands_beside_the_repairing_arms_accuracy() {
+        let (mut cfg, records) = two_arms();
+        cfg.spec.policy.after_failure = crate::record::AfterFailure::Resample;
+        let mut summary = summarize(&cfg, &records);
+        summary.arms[0].header.after_failure = "repair".into();
+        let table = pass_at_k(&summary.each_arm());
+        assert_eq!(
+            table.head,
+            [
+                "arm",
+                "k",
+                "pass@k",
+                "Acc@(k−1)",
+                "Acc@(k−1) of fat",
+                "tasks with < k attempts"
+            ]
+        );
+        let fat = &summary.arms[0].answers.accuracy_by_round;
+        let rows: Vec<&Vec<String>> = table.rows.iter().filter(|r| r[1] == "2").collect();
+        assert_eq!(rows.len(), 1, "the resampling arm only");
+        assert_eq!(rows[0][0], "dynamic");
+        assert_eq!(rows[0][4], pct(fat[1].value), "fat's Acc@1 beside pass@2");
     }
 }

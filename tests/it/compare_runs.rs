@@ -239,6 +239,66 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
     assert!(o.to_string().contains("identical protocols"), "{o}");
 }
 
+/// A task's expected answer changes under a run of two arms (the second
+/// sharing the first's round 0): each arm's verdict flips on its own and
+/// the records keep their arm and where their round 0 came from.
+#[test]
+fn report_rescore_of_arms_rechecks_each_arm() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    let (suite, ids) = small_suite(dir.path(), 3);
+    let run = dir.path().join("run");
+    oracle_run_with(&suite, "oracle", &run, None, &["--feedback", "parsed,none"]);
+    let before = retrace::harness::journal::read(&run.join("results.jsonl")).unwrap();
+    edit_expected(&suite, 0, -12345.0);
+
+    let o = retrace(["report", run.to_str().unwrap(), "--rescore"]).run();
+    let out = o.to_string();
+    assert_eq!(o.code, 0, "{out}");
+    let after = retrace::harness::journal::read(&run.join("results.jsonl")).unwrap();
+    let key = |r: &retrace::record::AttemptRecord| {
+        (
+            r.arm.clone(),
+            r.task_id.clone(),
+            r.round,
+            r.shared_from.clone(),
+        )
+    };
+    assert_eq!(
+        after.iter().map(key).collect::<Vec<_>>(),
+        before.iter().map(key).collect::<Vec<_>>(),
+        "the same records, arms and shared round 0s"
+    );
+    for r in &after {
+        assert_eq!(r.correct, r.task_id != ids[0], "{} {}", r.arm, r.task_id);
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let arms = summary["arms"].as_array().expect("one entry per arm");
+    assert_eq!(arms.len(), 2);
+    for arm in arms {
+        assert_eq!(arm["accuracy_by_round"][0]["successes"], 2, "{arm}");
+    }
+    for arm in ["parsed", "none"] {
+        assert!(out.contains(arm), "each arm's change is reported: {out}");
+    }
+}
+
+/// Sets the expected value of the suite's `line`-th task.
+fn edit_expected(suite: &str, line: usize, value: f64) {
+    let tasks = std::fs::read_to_string(suite).unwrap();
+    let mut lines: Vec<serde_json::Value> = tasks
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines[line]["expected"]["value"] = serde_json::json!(value);
+    let edited: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
+    std::fs::write(suite, edited.join("\n") + "\n").unwrap();
+}
+
 #[test]
 fn report_rescore_rechecks_answers_and_keeps_the_original_journal() {
     if common::lacks_root() {
@@ -262,14 +322,7 @@ fn report_rescore_rechecks_answers_and_keeps_the_original_journal() {
     );
 
     // The first task's expected answer changes: it flips to wrong.
-    let tasks = std::fs::read_to_string(&suite).unwrap();
-    let mut lines: Vec<serde_json::Value> = tasks
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    lines[0]["expected"]["value"] = serde_json::json!(-12345.0);
-    let edited: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
-    std::fs::write(&suite, edited.join("\n") + "\n").unwrap();
+    edit_expected(&suite, 0, -12345.0);
     let o = retrace(["report", run.to_str().unwrap(), "--rescore"]).run();
     let out = o.to_string();
     assert_eq!(o.code, 0, "{out}");

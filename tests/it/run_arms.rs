@@ -126,6 +126,8 @@ async fn repair_beats_resampling_for_faults_and_loses_to_it_for_flaky() {
             plot.contains("repair") && plot.contains("resample"),
             "{plot}"
         );
+        let plot = std::fs::read_to_string(result.dir.join("plots/budget_time.svg")).unwrap();
+        assert!(plot.contains("mean cumulative wall time"), "{plot}");
         let at_1 = &result.summary.accuracy_at_budget[1];
         assert!(at_1.tokens > 0.0, "{at_1:?}");
         let acc: Vec<f64> = at_1
@@ -137,6 +139,10 @@ async fn repair_beats_resampling_for_faults_and_loses_to_it_for_flaky() {
         let report = std::fs::read_to_string(result.dir.join("report.md")).unwrap();
         assert!(report.contains("### Accuracy at comparable budgets"));
         assert!(report.contains("### pass@k of the resampling arms"));
+        assert!(
+            report.contains("| Acc@(k−1) | Acc@(k−1) of repair |"),
+            "pass@k stands beside the repair arm's accuracy: {report}"
+        );
         // A resampled round starts over: the opening messages, no feedback.
         let opening = |r: &AttemptRecord| r.prompt.len() == 2 && r.round > 0;
         for r in result.records.iter().filter(|r| r.arm == "resample") {

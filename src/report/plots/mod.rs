@@ -51,7 +51,10 @@ pub fn draw(
     if let Some(c) = curves::Curves::recovery(summary) {
         plots.push(render(&c, dir)?);
     }
-    if let Some(c) = budget::Budget::of(summary) {
+    if let Some(c) = budget::Budget::tokens(summary) {
+        plots.push(render(&c, dir)?);
+    }
+    if let Some(c) = budget::Budget::wall_time(summary) {
         plots.push(render(&c, dir)?);
     }
     if let Some(c) = kills::Kills::of(summary) {
@@ -241,6 +244,7 @@ mod tests {
             [
                 "recovery",
                 "budget",
+                "budget_time",
                 "kills",
                 "verdicts",
                 "latency",
@@ -264,6 +268,14 @@ mod tests {
             &[
                 "Acc@r (% of tasks)",
                 "mean cumulative tokens per task (prompt + completion)",
+                "fat (r = 0..2)",
+            ],
+        );
+        assert_drawn(
+            by("budget_time"),
+            d,
+            &[
+                "mean cumulative wall time per task, s (model + execution)",
                 "fat (r = 0..2)",
             ],
         );
@@ -347,7 +359,13 @@ mod tests {
         let plots = draw(&summarize(&cfg, &records), &records, dir.path()).unwrap();
         assert_eq!(
             names(&plots),
-            ["recovery", "budget", "latency", "transitions"]
+            [
+                "recovery",
+                "budget",
+                "budget_time",
+                "latency",
+                "transitions"
+            ]
         );
         let latency = plots.iter().find(|p| p.name == "latency").unwrap();
         let labels = texts(&latency.svg);
@@ -359,7 +377,10 @@ mod tests {
         // Every task right at once: no kill, no failure to follow.
         let records = task("a", &[R::Right], StopOn::Clean, 1);
         let plots = draw(&summarize(&cfg, &records), &records, dir.path()).unwrap();
-        assert_eq!(names(&plots), ["recovery", "budget", "verdicts", "latency"]);
+        assert_eq!(
+            names(&plots),
+            ["recovery", "budget", "budget_time", "verdicts", "latency"]
+        );
     }
 
     #[test]
