@@ -19,11 +19,13 @@ fn filter(verbose: u8, env: Option<&str>) -> anyhow::Result<EnvFilter> {
         return EnvFilter::try_new(directives).with_context(|| format!("{LOG_ENV}=`{directives}`"));
     }
     // zeromq warns of every reconnect while a kernel is still binding its
-    // sockets: expected during each start, noise to a user.
+    // sockets: expected during each start, noise to a user; async-openai
+    // warns of every 5xx, which retrace retries and reports itself (a
+    // starting llama-server answers 503 while it loads).
     Ok(EnvFilter::new(match verbose {
-        0 => "warn,zeromq=error",
-        1 => "warn,zeromq=error,retrace=info",
-        _ => "warn,zeromq=error,retrace=debug",
+        0 => "warn,zeromq=error,async_openai=error",
+        1 => "warn,zeromq=error,async_openai=error,retrace=info",
+        _ => "warn,zeromq=error,async_openai=error,retrace=debug",
     }))
 }
 
@@ -48,14 +50,17 @@ mod tests {
 
     #[test]
     fn env_wins_and_verbosity_sets_retrace_level() {
-        assert_eq!(filter(0, None).unwrap().to_string(), "zeromq=error,warn");
+        assert_eq!(
+            filter(0, None).unwrap().to_string(),
+            "async_openai=error,zeromq=error,warn"
+        );
         assert_eq!(
             filter(1, None).unwrap().to_string(),
-            "retrace=info,zeromq=error,warn"
+            "async_openai=error,retrace=info,zeromq=error,warn"
         );
         assert_eq!(
             filter(2, Some("  ")).unwrap().to_string(),
-            "retrace=debug,zeromq=error,warn"
+            "async_openai=error,retrace=debug,zeromq=error,warn"
         );
         assert_eq!(
             filter(2, Some("retrace=trace")).unwrap().to_string(),

@@ -1,7 +1,11 @@
-//! `retrace model prepare|status`: the local models' environment.
+//! `retrace model prepare|status|bench`: the local models' environment
+//! and how fast its servers are.
 
 use clap::Subcommand;
-use retrace::model::local::{self, Choice, ModelStore, Status};
+use retrace::model::local::bench::{Aggregate, Bench, IdleSpeed, RepairRound};
+use retrace::model::local::{
+    self, Choice, LocalServer, ModelStore, ServerKind, ServerOptions, Status,
+};
 
 use super::Failure;
 
@@ -21,6 +25,29 @@ pub enum ModelCommand {
     Status {
         #[arg(long)]
         json: bool,
+    },
+    /// Measure the local model servers on one GGUF with the same threads,
+    /// interleaved (each measurement on every server in turn): idle speeds,
+    /// aggregate prompt and generation tokens/s at several requests at
+    /// once, and a repair round with its prefix cached and not.
+    Bench {
+        /// A model of `retrace model status` or a GGUF path (default: the
+        /// default model).
+        name: Option<String>,
+        /// Servers to measure, comma-separated.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "llama-server,llama-cpp-python"
+        )]
+        server: Vec<ServerKind>,
+        /// Requests at once, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        concurrent: Vec<usize>,
+        /// Also write the figures as JSON here.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
     },
 }
 
@@ -45,16 +72,24 @@ pub async fn run(cmd: ModelCommand) -> Result<i32, Failure> {
                     .map_err(Failure::infra)?;
                 let m = &prepared.model;
                 println!(
-                    "{}: {} ({:.1} MiB, sha256 {}), served by llama-cpp-python {}",
+                    "{}: {} ({:.1} MiB, sha256 {}), served by llama-server {} \
+                     (or llama-cpp-python {})",
                     m.spec,
                     m.path.display(),
                     m.size_bytes as f64 / (1 << 20) as f64,
                     m.sha256,
+                    prepared.env.marker.llama_server_version,
                     prepared.env.server_version()
                 );
             }
             Ok(0)
         }
+        ModelCommand::Bench {
+            name,
+            server,
+            concurrent,
+            json,
+        } => bench(&store, name, &server, &concurrent, json).await,
         ModelCommand::Status { json } => {
             let status = tokio::task::spawn_blocking(move || store.status())
                 .await
@@ -89,7 +124,12 @@ fn print_status(s: &Status) {
             d.python_version
         );
         println!(
-            "  server:         {} {}",
+            "  server:         llama-server {} ({})",
+            d.llama_server_version,
+            d.llama_server.display()
+        );
+        println!(
+            "  or:             {} {}",
             d.server_package, d.server_version
         );
         println!("  prepared at:    {}", d.prepared_at.to_rfc3339());
@@ -123,4 +163,138 @@ fn print_status(s: &Status) {
         };
         println!("  from:           {wheels}");
     }
+}
+
+/// What one server measured.
+#[derive(serde::Serialize)]
+struct Measured {
+    server: &'static str,
+    idle: IdleSpeed,
+    aggregate: Vec<Aggregate>,
+    repair_round: RepairRound,
+}
+
+async fn bench(
+    store: &ModelStore,
+    name: Option<String>,
+    kinds: &[ServerKind],
+    concurrent: &[usize],
+    json: Option<std::path::PathBuf>,
+) -> Result<i32, Failure> {
+    let choice = local::resolve(name.as_deref()).map_err(Failure::usage)?;
+    let s = store.clone();
+    let n_ctx = choice.n_ctx();
+    let prepared = tokio::task::spawn_blocking(move || s.prepare(&choice, true))
+        .await
+        .map_err(Failure::infra)?
+        .map_err(Failure::infra)?;
+    let slots = concurrent.iter().copied().max().unwrap_or(1);
+    let mut servers = Vec::new();
+    for &kind in kinds {
+        let options = ServerOptions {
+            kind,
+            slots,
+            n_ctx,
+            ..ServerOptions::default()
+        };
+        eprintln!("starting {} ({} threads)", kind.name(), options.threads);
+        let server = LocalServer::start(&prepared, &store.logs_dir(), options)
+            .await
+            .map_err(Failure::infra)?;
+        servers.push((kind, Bench::new(&server), server));
+    }
+    let failed =
+        |kind: ServerKind| move |e: String| Failure::infra(anyhow::anyhow!("{}: {e}", kind.name()));
+    let mut idle = Vec::new();
+    for (i, (kind, b, _)) in servers.iter().enumerate() {
+        idle.push(b.idle_speed(i).await.map_err(failed(*kind))?);
+    }
+    let mut aggregate: Vec<Vec<Aggregate>> = vec![Vec::new(); servers.len()];
+    for (round, &c) in concurrent.iter().enumerate() {
+        for (i, (kind, b, _)) in servers.iter().enumerate() {
+            eprintln!("{}: {c} at once", kind.name());
+            let tag = 10 + round * servers.len() + i;
+            aggregate[i].push(b.aggregate(c, tag).await.map_err(failed(*kind))?);
+        }
+    }
+    let mut repair = Vec::new();
+    for (i, (kind, b, _)) in servers.iter().enumerate() {
+        repair.push(b.repair_round(1000 + 10 * i).await.map_err(failed(*kind))?);
+    }
+    let measured: Vec<Measured> = servers
+        .iter()
+        .zip(idle)
+        .zip(aggregate)
+        .zip(repair)
+        .map(
+            |((((kind, _, _), idle), aggregate), repair_round)| Measured {
+                server: kind.name(),
+                idle,
+                aggregate,
+                repair_round,
+            },
+        )
+        .collect();
+    print_bench(&measured);
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(&measured).map_err(Failure::infra)?;
+        std::fs::write(&path, text).map_err(Failure::infra)?;
+    }
+    Ok(0)
+}
+
+/// One table per figure, a column per server, and each server's ratio to
+/// the first.
+fn print_bench(m: &[Measured]) {
+    let names: Vec<&str> = m.iter().map(|x| x.server).collect();
+    println!("figure | {}", names.join(" | "));
+    let row = |label: String, values: Vec<f64>, unit: &str| {
+        let base = values.first().copied().unwrap_or(0.0);
+        let cells: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                if i == 0 || base == 0.0 {
+                    format!("{v:.1} {unit}")
+                } else {
+                    format!("{v:.1} {unit} ({:.2}x)", v / base)
+                }
+            })
+            .collect();
+        println!("{label} | {}", cells.join(" | "));
+    };
+    row(
+        "idle prompt".into(),
+        m.iter().map(|x| x.idle.prompt_tps).collect(),
+        "tok/s",
+    );
+    row(
+        "idle generation".into(),
+        m.iter().map(|x| x.idle.generation_tps).collect(),
+        "tok/s",
+    );
+    let levels = m.first().map_or(0, |x| x.aggregate.len());
+    for i in 0..levels {
+        let c = m[0].aggregate[i].concurrent;
+        row(
+            format!("prompt, {c} at once"),
+            m.iter().map(|x| x.aggregate[i].prompt_tps).collect(),
+            "tok/s",
+        );
+        row(
+            format!("generation, {c} at once"),
+            m.iter().map(|x| x.aggregate[i].generation_tps).collect(),
+            "tok/s",
+        );
+    }
+    row(
+        "repair round, prefix cached".into(),
+        m.iter().map(|x| x.repair_round.cached_ms).collect(),
+        "ms",
+    );
+    row(
+        "repair round, nothing cached".into(),
+        m.iter().map(|x| x.repair_round.uncached_ms).collect(),
+        "ms",
+    );
 }

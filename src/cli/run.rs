@@ -34,9 +34,10 @@ pub struct RunArgs {
     /// (endpoint down, kernel start failed); more exit 3.
     #[arg(long, default_value_t = 0)]
     pub max_infra_errors: usize,
-    /// Tasks in flight at once.
-    #[arg(long, default_value_t = 2)]
-    pub concurrency: usize,
+    /// Tasks in flight at once [default: 2; for `local` models the server's
+    /// slot count, `RETRACE_MODEL_SLOTS` or 4].
+    #[arg(long)]
+    pub concurrency: Option<usize>,
     #[command(flatten)]
     pub packages: PackageArgs,
     /// Run directory (default `reports/<run-id>/`).
@@ -208,7 +209,8 @@ impl RunArgs {
         });
         let g = &self.generation;
         let p = &self.policy;
-        let executor = match self.executor.gateway(self.concurrency)? {
+        let concurrency = self.concurrency.unwrap_or(defaults.concurrency);
+        let executor = match self.executor.gateway(concurrency)? {
             Some(gateway) => ExecutorSpec::Gateway(GatewaySpec::of(&gateway)),
             None => ExecutorSpec::Local,
         };
@@ -254,7 +256,7 @@ impl RunArgs {
                 limits: self.limits.limits(),
                 unconfined: self.limits.unsafe_no_sandbox,
                 kernel_start: self.limits.kernel_start(),
-                concurrency: self.concurrency,
+                concurrency,
                 executor,
             },
             arms: ArmAxes {
@@ -387,6 +389,9 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
         println!("** {label} **");
     }
     println!("report: {}", out.join("report.md").display());
+    if let Some(t) = &s.time {
+        println!("time: {}", t.line());
+    }
     if s.arms.is_empty() {
         print_arm(s);
     }

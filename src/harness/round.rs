@@ -54,6 +54,7 @@ impl Solved {
                 finish_reason: None,
                 fault: r.fault.clone(),
                 note: r.note.clone(),
+                server: r.server_timings,
             },
         }
     }
@@ -215,6 +216,7 @@ impl RoundHead {
                 install: executed.install_ms,
             },
             tokens: reply.as_ref().map_or_else(Usage::default, |r| r.usage),
+            server_timings: reply.as_ref().and_then(|r| r.server),
             reply: reply.map(|r| r.text),
             cumulative: Spent::default(),
             masking: scored.masking,

@@ -201,6 +201,7 @@ impl Run {
             progress,
             ..
         } = self;
+        let started = std::time::Instant::now();
         let outcome = schedule::run_all(runner.clone(), todo, cancel).await;
         progress.finish();
         let interrupted = match outcome {
@@ -209,11 +210,16 @@ impl Run {
             Err(e) => return Err(e),
         };
         let dir = runner.out_dir.clone();
-        record_model_restarts(&runner.config, runner.model.as_ref(), &dir)?;
+        let config = end_session(
+            &runner.config,
+            runner.model.as_ref(),
+            started.elapsed(),
+            &dir,
+        )?;
         // Read once, here, rather than kept in memory as the run goes: a
         // long run's own memory stays flat.
         let records = journal::read(&dir.join("results.jsonl"))?;
-        let (summary, files) = report::write_all(&runner.config, &records, &dir)?;
+        let (summary, files) = report::write_all(&config, &records, &dir)?;
         let infra_tasks = summary
             .execution
             .infra_error_rate
@@ -224,36 +230,38 @@ impl Run {
             files,
             interrupted,
             infra_tasks,
-            config: (*runner.config).clone(),
+            config,
             records,
         })
     }
 }
 
-/// A model that restarted its server during this session (the local
-/// model's `model_restarts`) says so in `run.json`'s provenance, added to
-/// what an earlier session of the same run recorded.
-fn record_model_restarts(
+/// What this session adds to `run.json`'s provenance, to what earlier
+/// sessions of the same run recorded: its wall time, and the restarts of
+/// the model's server (the local model's `model_restarts`). Returns the
+/// config as written.
+fn end_session(
     config: &RunConfig,
     model: &dyn ModelClient,
+    elapsed: std::time::Duration,
     dir: &Path,
-) -> Result<(), HarnessError> {
+) -> Result<RunConfig, HarnessError> {
+    let mut config = config.clone();
+    config.provenance.wall_ms += elapsed.as_secs_f64() * 1e3;
     let key = "model_restarts";
     let now = model.info().get(key).and_then(|v| v.as_u64()).unwrap_or(0);
-    if now == 0 {
-        return Ok(());
+    if now > 0 {
+        tracing::warn!(
+            restarts = now,
+            "the model's server was restarted during the run"
+        );
+        if let Some(info) = config.provenance.model_info.as_object_mut() {
+            let before = info.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
+            info.insert(key.into(), (before + now).into());
+        }
     }
-    tracing::warn!(
-        restarts = now,
-        "the model's server was restarted during the run"
-    );
-    let mut config = config.clone();
-    let Some(info) = config.provenance.model_info.as_object_mut() else {
-        return Ok(());
-    };
-    let before = info.get(key).and_then(|v| v.as_u64()).unwrap_or(0);
-    info.insert(key.into(), (before + now).into());
-    write_config(&config, dir)
+    write_config(&config, dir)?;
+    Ok(config)
 }
 
 /// What the run turned out to be, beside what was asked for.
@@ -294,6 +302,7 @@ fn provenance(
         prompts_hash: prepared.templates.hash(),
         // Computed from the config when run.json is written.
         fingerprints: Default::default(),
+        wall_ms: 0.0,
     }
 }
 

@@ -171,6 +171,28 @@ pub struct Reply {
     /// feedback names NameError and the failing line").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Where the request's time went, from the server's own `timings`
+    /// (llama.cpp's servers report them; others do not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerTimings>,
+}
+
+/// Where one request's time went on a server that says so (llama.cpp's
+/// `timings`): prompt tokens evaluated against those taken from its prompt
+/// cache, and the milliseconds of each phase. The rest of the request's
+/// latency is `queue_ms`: waiting for a slot, and HTTP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    /// Latency of the successful attempt less prompt and generation time.
+    pub queue_ms: f64,
+    /// Prompt tokens the server evaluated.
+    pub prompt_tokens: u64,
+    /// Prompt tokens reused from its cache (a slot's prefix or the RAM
+    /// cache) instead of evaluated.
+    pub cached_tokens: u64,
+    pub prompt_ms: f64,
+    pub generated_tokens: u64,
+    pub generation_ms: f64,
 }
 
 /// Why no reply could be had. Always an infrastructure failure, never a

@@ -138,6 +138,7 @@ impl ModelClient for Replay {
             finish_reason: None,
             fault: None,
             note: None,
+            server: None,
         })
     }
 }

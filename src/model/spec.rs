@@ -51,6 +51,8 @@ pub struct ModelDefaults {
     pub repair_temperature: Option<f32>,
     /// Timeout of one model request.
     pub request_timeout: Duration,
+    /// Tasks in flight at once.
+    pub concurrency: usize,
 }
 
 /// A `--model` value that names no model.
@@ -66,6 +68,8 @@ pub enum ModelSpecError {
 
 /// The request timeout of remote models.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Tasks in flight at once for remote and synthetic models.
+pub const DEFAULT_CONCURRENCY: usize = 2;
 
 impl FromStr for ModelSpec {
     type Err = ModelSpecError;
@@ -136,22 +140,28 @@ impl ModelSpec {
         matches!(self, ModelSpec::Local(_))
     }
 
-    /// The embedded model is small and slow (one request at a time on the
-    /// CPU): its default run is a sample that finishes in minutes, its
-    /// requests may take minutes, and its repairs sample (greedy decoding
-    /// makes it resend failing code). Any explicit flag wins.
+    /// The embedded model is small and slow on a CPU: its default run is a
+    /// sample that finishes in minutes, its requests may take minutes, its
+    /// repairs sample (greedy decoding makes it resend failing code), and
+    /// as many tasks are in flight as its server has slots. Any explicit
+    /// flag wins.
     pub fn defaults(&self) -> ModelDefaults {
         if self.is_local() {
             ModelDefaults {
                 sample: Some(local::DEFAULT_SAMPLE),
                 repair_temperature: Some(local::DEFAULT_REPAIR_TEMPERATURE),
                 request_timeout: local::DEFAULT_REQUEST_TIMEOUT,
+                concurrency: match local::ServerKind::from_env() {
+                    local::ServerKind::LlamaServer => local::default_slots(),
+                    local::ServerKind::LlamaCppPython => local::DEFAULT_CONCURRENCY,
+                },
             }
         } else {
             ModelDefaults {
                 sample: None,
                 repair_temperature: None,
                 request_timeout: REQUEST_TIMEOUT,
+                concurrency: DEFAULT_CONCURRENCY,
             }
         }
     }

@@ -224,9 +224,20 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
         &self,
         step: &str,
         cmd: &mut Command,
-        mut on_line: impl FnMut(&str),
+        on_line: impl FnMut(&str),
     ) -> Result<(), R::Error> {
         tracing::info!(build = %self.recipe.site().key, step, command = ?cmd, "pip install");
+        self.run_reading(step, cmd, on_line)
+    }
+
+    /// Runs `cmd` to the end with its output in the log, handing each line
+    /// (trimmed) to `on_line` as it arrives.
+    pub fn run_reading(
+        &self,
+        step: &str,
+        cmd: &mut Command,
+        mut on_line: impl FnMut(&str),
+    ) -> Result<(), R::Error> {
         let mut child = self
             .log
             .spawn_reading_stdout(cmd)
@@ -240,10 +251,10 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
         }
         let status = child
             .wait()
-            .map_err(|e| self.failed(step, format!("waiting for pip: {e}")))?;
+            .map_err(|e| self.failed(step, format!("waiting for it: {e}")))?;
         self.log
             .check_status(status)
-            .map_err(|_| self.failed(step, format!("pip install exited with {status}")))
+            .map_err(|_| self.failed(step, format!("it exited with {status}")))
     }
 
     pub fn step_error(&self, step: &str, error: StepError) -> R::Error {

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::InstallStep;
 
 use crate::kernel::Outcome;
-use crate::model::{Message, Usage};
+use crate::model::{Message, ServerTimings, Usage};
 use crate::repair::extract::Extraction;
 use crate::repair::masking::MaskFlag;
 use crate::task::check::Check;
@@ -131,6 +131,11 @@ pub struct AttemptRecord {
     /// clean check (`[]`) and no check stay apart in every rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masking: Option<Vec<MaskFlag>>,
+    /// Where the model request's time went, as the server reported it
+    /// (queue wait, prompt tokens evaluated and cached, generation);
+    /// absent for servers that report nothing and synthetic models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
 }
 
 /// A task's cumulative spending up to a round: the budget view.

@@ -157,6 +157,7 @@ impl RunConfigV2 {
                 executor: self.executor,
                 prompts_hash: self.prompts_hash,
                 fingerprints: BTreeMap::new(),
+                wall_ms: 0.0,
             },
         ))
     }

@@ -57,6 +57,14 @@ pub struct Provenance {
     /// config when read ([`super::RunConfig`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fingerprints: BTreeMap<String, Fingerprint>,
+    /// Wall time of the run's sessions so far (a resumed run adds its
+    /// own), in ms; 0 until a session ends.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wall_ms: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// The image an arm's kernels start from.

@@ -268,6 +268,22 @@ fn latency(w: &mut String, run: &RunView) {
         s.cost.tokens.per_task_mean,
         s.cost.tokens.per_second.p50
     );
+    if let Some(t) = &s.time {
+        let _ = writeln!(w, "\nTime: {}.", t.line());
+        if t.requests_with_timings > 0 {
+            let _ = writeln!(
+                w,
+                "Of {} requests the server timed: {:.0} s waiting, {:.0} s reading prompts \
+                 ({} tokens evaluated, {} from its cache), {:.0} s generating.",
+                t.requests_with_timings,
+                t.queue_ms / 1e3,
+                t.prompt_ms / 1e3,
+                t.prompt_tokens_evaluated,
+                t.prompt_tokens_cached,
+                t.generation_ms / 1e3
+            );
+        }
+    }
 }
 
 /// Links to the charts beside the file.

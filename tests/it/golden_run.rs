@@ -57,6 +57,10 @@ fn summary(mut s: Value) -> Value {
             }
         }
     }
+    // Where the time went is the machine's; what the server reported stays.
+    if let Some(time) = o.get_mut("time").and_then(Value::as_object_mut) {
+        time.retain(|k, _| !k.ends_with("_ms") && !k.ends_with("_share"));
+    }
     // Tokens per second divide by the machine's time.
     if let Some(tokens) = o.get_mut("tokens").and_then(Value::as_object_mut) {
         tokens.remove("per_second");

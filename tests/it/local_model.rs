@@ -1,6 +1,6 @@
 //! The local models for real: prepared into `$RETRACE_HOME` (once per
 //! machine; the first time compiles llama.cpp, 10-20 min, and downloads
-//! the default model's 1.1 GB), served by llama.cpp, asked by `retrace run`
+//! the default model's 1.1 GB), served by llama.cpp's `llama-server`, asked by `retrace run`
 //! through the OpenAI client. Slow.
 //!
 //! Plumbing tests use the smallest model (SmolLM2-135M, 98 MB); one test
@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use retrace::model::local::{
-    self, Catalog, Choice, LocalServer, ModelFile, ModelStore, Prepared, ServerOptions,
+    self, Catalog, Choice, LocalServer, ModelFile, ModelStore, Prepared, ServerKind, ServerOptions,
 };
 use retrace::pyenv::ImageName;
 
@@ -62,7 +62,8 @@ fn llama_servers(gguf: &Path) -> BTreeSet<i32> {
         };
         let cmdline = String::from_utf8_lossy(&cmdline);
         let zombie = retrace::util::proc::stat(pid).map(|s| s.state) == Some('Z');
-        if !zombie && cmdline.contains("llama_cpp.server") && cmdline.contains(&gguf) {
+        let server = cmdline.contains("llama_cpp.server") || cmdline.contains("llama-server");
+        if !zombie && server && cmdline.contains(&gguf) {
             found.insert(pid);
         }
     }
@@ -231,7 +232,7 @@ fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     assert_complete_run(&dir, SMALL, &output);
 
     let run = read_json(&dir.join("run.json"))["provenance"].clone();
-    assert_model_info(&run, &p.model, p.env.server_version());
+    assert_model_info(&run, &p.model, &p.env.marker.llama_server_version);
     let info = &run["model_info"];
     assert!(
         info["base_url"]
@@ -296,7 +297,7 @@ fn the_default_model_prepares_and_runs() {
     let output = retrace_run_n("local", 2, &dir, &[]);
     assert_complete_run_n(&dir, &default.spec(), 2, &output);
     let run = read_json(&dir.join("run.json"))["provenance"].clone();
-    assert_model_info(&run, &p.model, p.env.server_version());
+    assert_model_info(&run, &p.model, &p.env.marker.llama_server_version);
 }
 
 fn sha256_of(path: &Path) -> String {
@@ -661,4 +662,158 @@ fn a_run_goes_on_when_its_server_is_killed() {
     assert!(!llama_servers(&p.model.path).contains(&killed));
     let left = new_servers_after(&before, &p.model.path, 10);
     assert!(left.is_empty(), "llama servers left running: {left:?}");
+}
+
+/// A `llama-server` with its slots, started on the small model, and a
+/// client for it.
+fn slotted_server(
+    runtime: &tokio::runtime::Runtime,
+    max_tokens: u32,
+) -> (LocalServer, retrace::model::openai::OpenAiClient) {
+    use retrace::model::openai::{OpenAiClient, OpenAiSettings};
+    let p = prepared();
+    let options = ServerOptions {
+        kind: ServerKind::LlamaServer,
+        slots: 4,
+        ..ServerOptions::default()
+    };
+    let server = runtime
+        .block_on(LocalServer::start(
+            p,
+            &ModelStore::from_env().logs_dir(),
+            options,
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let client = OpenAiClient::new(
+        OpenAiSettings {
+            model: local::SERVED_MODEL.into(),
+            base_url: Some(server.base_url().into()),
+            api_key: Some(server.api_key().unwrap_or("none").into()),
+            vision: false,
+        },
+        retrace::model::Generation {
+            max_tokens,
+            max_retries: 0,
+            ..retrace::model::Generation::default()
+        },
+    )
+    .unwrap();
+    (server, client)
+}
+
+fn ask(messages: Vec<retrace::model::Message>, round: u32) -> retrace::model::ChatRequest {
+    retrace::model::ChatRequest {
+        messages,
+        round,
+        temperature: 0.0,
+    }
+}
+
+/// Four requests at once are decoded together: while they are in flight
+/// the server's `/slots` shows more than one slot processing, and every
+/// reply says where its time went.
+#[test]
+fn llama_server_decodes_parallel_requests_together() {
+    use retrace::model::{Message, ModelClient, Role};
+    if common::lacks_root() {
+        return;
+    }
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (server, client) = slotted_server(&runtime, 96);
+    let slots_url = server.base_url().trim_end_matches("/v1").to_string() + "/slots";
+    let key = server.api_key().unwrap_or("none").to_string();
+    let replies = runtime.block_on(async {
+        let requests = (0..4).map(|i| {
+            let text = format!(
+                "Write a Python list of the first {} square numbers, one per line.",
+                40 + i
+            );
+            ask(vec![Message::text(Role::User, text)], 0)
+        });
+        let asked = futures_util::future::join_all(requests.map(|r| {
+            let client = &client;
+            async move { client.chat(&r).await }
+        }));
+        let watched = async {
+            let http = reqwest::Client::new();
+            let mut busiest = 0;
+            for _ in 0..600 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let Ok(resp) = http.get(&slots_url).bearer_auth(&key).send().await else {
+                    continue;
+                };
+                let Ok(slots) = resp.json::<Vec<serde_json::Value>>().await else {
+                    continue;
+                };
+                let busy = slots.iter().filter(|s| s["is_processing"] == true).count();
+                busiest = busiest.max(busy);
+                if busiest >= 2 {
+                    break;
+                }
+            }
+            busiest
+        };
+        let (replies, busiest) = tokio::join!(asked, watched);
+        assert!(
+            busiest >= 2,
+            "at most {busiest} slot(s) were ever processing at once"
+        );
+        replies
+    });
+    for reply in replies {
+        let reply = reply.unwrap_or_else(|e| panic!("{e}"));
+        let timings = reply.server.expect("llama-server reports its timings");
+        assert!(timings.generated_tokens > 0, "{timings:?}");
+        assert_eq!(timings.generated_tokens, reply.usage.completion_tokens);
+    }
+}
+
+/// A repair round is its conversation so far plus the reply and the
+/// feedback: its slot still holds that prefix, so the server evaluates
+/// only what is new.
+#[test]
+fn a_repair_round_is_served_from_the_prompt_cache() {
+    use retrace::model::{Message, ModelClient, Role};
+    if common::lacks_root() {
+        return;
+    }
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_server, client) = slotted_server(&runtime, 48);
+    let task = "You write Python. Compute the mean of the values 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5 \
+                and store it in a variable named answer. Reply with one fenced code block.";
+    let first = vec![
+        Message::text(Role::System, "You are a careful Python programmer."),
+        Message::text(Role::User, task),
+    ];
+    let (a, b) = runtime.block_on(async {
+        let a = client.chat(&ask(first.clone(), 0)).await.unwrap();
+        let mut repair = first.clone();
+        repair.push(Message::text(Role::Assistant, a.text.clone()));
+        repair.push(Message::text(
+            Role::User,
+            "Your code raised NameError: name 'valuez' is not defined on line 2. Fix it.",
+        ));
+        let b = client.chat(&ask(repair, 1)).await.unwrap();
+        (a, b)
+    });
+    let (a, b) = (a.server.unwrap(), b.server.unwrap());
+    assert_eq!(
+        a.cached_tokens, 0,
+        "a fresh server has nothing cached: {a:?}"
+    );
+    assert!(
+        b.cached_tokens >= a.prompt_tokens,
+        "the repair round reused its conversation's prefix: first {a:?}, repair {b:?}"
+    );
+    assert!(b.prompt_tokens < b.cached_tokens, "{b:?}");
 }

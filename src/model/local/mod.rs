@@ -1,7 +1,7 @@
 //! `local[:<name>|:<path.gguf>]`: models embedded in retrace. A GGUF served
-//! by llama.cpp through `llama-cpp-python[server]` on 127.0.0.1 and reached
-//! through the same async-openai client as any remote model, so a local run
-//! exercises the real request path.
+//! by llama.cpp's `llama-server` (or llama-cpp-python's server) on
+//! 127.0.0.1 and reached through the same async-openai client as any
+//! remote model, so a local run exercises the real request path.
 //!
 //! - [`Catalog`] (`images/llm-models.toml`) lists the models retrace can
 //!   fetch: Qwen2.5-Coder-1.5B-Instruct (the default), Qwen2.5-Coder-0.5B
@@ -13,6 +13,7 @@
 //!   the server, owning it, so dropping the model stops the server. One
 //!   per run, shared by all tasks in flight.
 
+pub mod bench;
 mod server;
 
 use crate::pyenv::LogTail;
@@ -23,7 +24,9 @@ pub use crate::pyenv::llm::{
     GgufRecord, LlmError, Marker, ModelEnv, ModelFile, ModelStatus, ModelStore, Prepared,
     ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, SERVER_LOCK,
 };
-pub use server::{default_threads, LocalServer, ServerOptions, SERVED_MODEL};
+pub use server::{
+    default_slots, default_threads, LocalServer, ServerKind, ServerOptions, SERVED_MODEL,
+};
 
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
@@ -49,9 +52,10 @@ pub const DEFAULT_REPAIR_TEMPERATURE: f32 = 0.7;
 /// a timeout only queues behind the abandoned request, which the server
 /// finishes anyway.
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
-/// Tasks in flight for the default local run: the server answers one
-/// request at a time, so a second task in flight only overlaps one task's
-/// kernel work with another's generation.
+/// Tasks in flight for a local run on llama-cpp-python's server, which
+/// answers one request at a time: a second task in flight only overlaps
+/// one task's kernel work with another's generation. On `llama-server` the
+/// default is its slot count.
 pub const DEFAULT_CONCURRENCY: usize = 2;
 
 /// Why the local model cannot answer: its environment could not be had,
@@ -111,6 +115,9 @@ pub struct LocalModel {
     options: ServerOptions,
     logs: PathBuf,
     prepared: Prepared,
+    /// The first server's speeds alone, measured at start: the run's model
+    /// floor is its token counts at these speeds.
+    idle: Option<bench::IdleSpeed>,
 }
 
 /// One server and the client pointed at it.
@@ -166,7 +173,15 @@ impl LocalModel {
             .map_err(LocalError::Preparer)??;
         let logs = store.logs_dir();
         let live = Live::start(&prepared, &logs, &options, &generation).await?;
+        let idle = match bench::Bench::new(&live.server).idle_speed(0).await {
+            Ok(speed) => Some(speed),
+            Err(e) => {
+                tracing::warn!(error = %e, "the model server's idle speed was not measured");
+                None
+            }
+        };
         Ok(LocalModel {
+            idle,
             live: std::sync::Mutex::new(std::sync::Arc::new(live)),
             restarting: tokio::sync::Mutex::new(()),
             restarts: std::sync::atomic::AtomicU32::new(0),
@@ -323,14 +338,24 @@ impl ModelClient for LocalModel {
                 .iter()
                 .map(|w| format!("{}=={}", w.package, w.version))
                 .collect::<Vec<_>>()),
-            "server": "llama-cpp-python",
-            "server_version": self.prepared.env.server_version(),
+            "server": o.kind.name(),
+            "server_version": match o.kind {
+                ServerKind::LlamaServer => self.prepared.env.marker.llama_server_version.as_str(),
+                ServerKind::LlamaCppPython => self.prepared.env.server_version(),
+            },
+            "slots": match o.kind {
+                ServerKind::LlamaServer => o.slots,
+                ServerKind::LlamaCppPython => 1,
+            },
+            "build_flags": crate::pyenv::llm::BUILD_FLAGS,
             "base_url": self.base_url(),
             "model_restarts": self.restarts(),
             "n_ctx": o.n_ctx,
             "threads": o.threads,
             "batch_threads": o.batch_threads,
             "prompt_cache_bytes": o.prompt_cache_bytes,
+            "idle_prompt_tps": self.idle.map(|s| s.prompt_tps),
+            "idle_generation_tps": self.idle.map(|s| s.generation_tps),
         })
     }
 }

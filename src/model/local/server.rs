@@ -1,4 +1,7 @@
-//! The llama.cpp server (`python -m llama_cpp.server`) on 127.0.0.1.
+//! The local model's server on 127.0.0.1: llama.cpp's own `llama-server`
+//! (the default: several slots decoded together) or llama-cpp-python's
+//! (`python -m llama_cpp.server`, one request at a time), see
+//! [`ServerKind`].
 //!
 //! Lifetime: the server is a child of a dedicated "keeper" thread that
 //! spawns it and then blocks in `wait()` until it exits. That thread matters
@@ -38,12 +41,47 @@ use crate::model::openai::{plain_client, with_status};
 use crate::pyenv::llm::{Prepared, DEFAULT_N_CTX};
 use crate::util::IoContext;
 
+/// Which server serves the local model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServerKind {
+    /// llama.cpp's `llama-server`: `slots` requests decoded together
+    /// (continuous batching), each slot keeping its conversation's prefix
+    /// and the rest in a RAM prompt cache.
+    #[default]
+    LlamaServer,
+    /// llama-cpp-python's server: one request at a time, a RAM prompt
+    /// cache of whole states.
+    LlamaCppPython,
+}
+
+impl ServerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::LlamaServer => "llama-server",
+            ServerKind::LlamaCppPython => "llama-cpp-python",
+        }
+    }
+
+    /// `RETRACE_MODEL_SERVER` (`llama-server` or `llama-cpp-python`), else
+    /// the default.
+    pub fn from_env() -> ServerKind {
+        match std::env::var("RETRACE_MODEL_SERVER").as_deref() {
+            Ok("llama-cpp-python") => ServerKind::LlamaCppPython,
+            _ => ServerKind::LlamaServer,
+        }
+    }
+}
+
 /// How the server runs. Recorded in run.json through `LocalModel::info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// Context window in tokens (the catalogue's value for the model by
-    /// default): repair conversations (system, task, replies, tracebacks)
-    /// outgrow 4096 by round 2.
+    pub kind: ServerKind,
+    /// Requests served at once (`llama-server` only; llama-cpp-python
+    /// serves one). Each slot holds a context of `n_ctx`.
+    pub slots: usize,
+    /// Context window in tokens per conversation (the catalogue's value
+    /// for the model by default): repair conversations (system, task,
+    /// replies, tracebacks) outgrow 4096 by round 2.
     pub n_ctx: u32,
     /// llama.cpp threads for generation (see `default_threads`).
     pub threads: usize,
@@ -65,6 +103,8 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
+            kind: ServerKind::from_env(),
+            slots: default_slots(),
             n_ctx: DEFAULT_N_CTX,
             threads: default_threads(),
             batch_threads: available_cpus().min(8),
@@ -94,6 +134,19 @@ pub fn default_threads() -> usize {
         .and_then(|v| v.trim().parse().ok());
     threads_for(requested, available_cpus(), busy_cpus())
 }
+
+/// Slots of `llama-server`: `RETRACE_MODEL_SLOTS` if set, else 4. On a
+/// CPU decoding is bound by memory bandwidth, so sequences decoded
+/// together share each pass over the weights (see benches/README.md).
+pub fn default_slots() -> usize {
+    std::env::var("RETRACE_MODEL_SLOTS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .map_or(DEFAULT_SLOTS, |n: usize| n.min(64))
+}
+
+const DEFAULT_SLOTS: usize = 4;
 
 /// CPUs of the host busy over the last quarter second, from `/proc/stat`.
 fn busy_cpus() -> Option<f64> {
@@ -215,7 +268,10 @@ impl LocalServer {
             .require_key
             .then(|| uuid::Uuid::new_v4().simple().to_string());
 
-        let mut cmd = command(prepared, port, &options);
+        let mut cmd = match options.kind {
+            ServerKind::LlamaServer => llama_server_command(prepared, port, &options),
+            ServerKind::LlamaCppPython => python_command(prepared, port, &options),
+        };
         let _ = writeln!(
             &log,
             "# {} (sha256 {})",
@@ -231,7 +287,7 @@ impl LocalServer {
                 "none"
             }
         );
-        isolate_environment(&mut cmd, api_key.as_deref());
+        isolate_environment(&mut cmd, options.kind, api_key.as_deref());
         cmd.current_dir(&env.dir)
             .stdin(Stdio::null())
             .stdout(stdio()?)
@@ -244,7 +300,12 @@ impl LocalServer {
             Ok(started) => started,
             Err(not_started) => {
                 let detail = match not_started {
-                    NotStarted::Exec(e) => format!("cannot run {}: {e}", env.python().display()),
+                    NotStarted::Exec(e) => {
+                        format!(
+                            "cannot run {}: {e}",
+                            cmd_program(options.kind, env).display()
+                        )
+                    }
                     NotStarted::KeeperGone => "its keeper thread ended without a word".into(),
                 };
                 return Err(LocalError::ServerFailed {
@@ -451,8 +512,48 @@ fn prune_logs(dir: &Path) {
     }
 }
 
+/// The program that serves for `kind`.
+fn cmd_program(kind: ServerKind, env: &crate::pyenv::llm::ModelEnv) -> PathBuf {
+    match kind {
+        ServerKind::LlamaServer => env.llama_server(),
+        ServerKind::LlamaCppPython => env.python(),
+    }
+}
+
+/// `llama-server` for `prepared` on `port`: `slots` slots of `n_ctx`
+/// tokens each, continuous batching, prompts cached per slot (a repair
+/// round goes to the slot whose prompt shares the most with its own, i.e.
+/// its conversation's, and reuses that prefix) and in RAM beyond.
+fn llama_server_command(prepared: &Prepared, port: u16, options: &ServerOptions) -> Command {
+    let slots = options.slots.max(1);
+    let mut cmd = Command::new(prepared.env.llama_server());
+    cmd.arg("--model")
+        .arg(&prepared.model.path)
+        .args(["--alias", SERVED_MODEL])
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        // The context is split evenly between the slots.
+        .args(["--ctx-size", &(options.n_ctx as usize * slots).to_string()])
+        .args(["--parallel", &slots.to_string()])
+        .arg("--no-kv-unified")
+        .arg("--cont-batching")
+        .args(["--threads", &options.threads.to_string()])
+        .args(["--threads-batch", &options.batch_threads.to_string()])
+        .args([
+            "--cache-ram",
+            &(options.prompt_cache_bytes >> 20).to_string(),
+        ])
+        // A request goes to the idle slot whose cached prompt shares the
+        // largest part with its own; 0.5 keeps a slot holding half of a
+        // repair conversation's prefix for that conversation.
+        .args(["--slot-prompt-similarity", "0.5"])
+        .args(["--seed", "0"])
+        .arg("--no-webui")
+        .arg("--jinja");
+    cmd
+}
+
 /// `python -m llama_cpp.server` for `prepared` on `port`.
-fn command(prepared: &Prepared, port: u16, options: &ServerOptions) -> Command {
+fn python_command(prepared: &Prepared, port: u16, options: &ServerOptions) -> Command {
     let mut cmd = Command::new(prepared.env.python());
     // -I: no PYTHON* variables, no user site, no cwd on sys.path.
     cmd.args(["-I", "-m", "llama_cpp.server", "--model"])
@@ -479,11 +580,12 @@ fn command(prepared: &Prepared, port: u16, options: &ServerOptions) -> Command {
 }
 
 /// Clears the server's environment but for what it needs.
-fn isolate_environment(cmd: &mut Command, api_key: Option<&str>) {
-    // The server's settings are pydantic BaseSettings: every field not
-    // given on the command line is read from the environment, case
-    // insensitively (and `CONFIG_FILE` replaces all of them). Nothing
-    // of the caller's environment may reach it unintentionally.
+fn isolate_environment(cmd: &mut Command, kind: ServerKind, api_key: Option<&str>) {
+    // llama-cpp-python's settings are pydantic BaseSettings: every field
+    // not given on the command line is read from the environment, case
+    // insensitively (and `CONFIG_FILE` replaces all of them); llama-server
+    // reads `LLAMA_ARG_*`. Nothing of the caller's environment may reach
+    // either unintentionally.
     cmd.env_clear()
         .env(
             "PATH",
@@ -494,7 +596,11 @@ fn isolate_environment(cmd: &mut Command, api_key: Option<&str>) {
         cmd.env("HOME", home);
     }
     if let Some(key) = api_key {
-        cmd.env("API_KEY", key);
+        let name = match kind {
+            ServerKind::LlamaServer => "LLAMA_API_KEY",
+            ServerKind::LlamaCppPython => "API_KEY",
+        };
+        cmd.env(name, key);
     }
 }
 

@@ -207,6 +207,7 @@ impl ModelClient for OpenAiClient {
         let mut step = 0u32;
         loop {
             attempts += 1;
+            let attempt_started = Instant::now();
             match self.attempt(&body).await {
                 Step::Done(parts) => {
                     tracing::debug!(
@@ -223,6 +224,7 @@ impl ModelClient for OpenAiClient {
                         finish_reason: parts.finish_reason,
                         fault: None,
                         note: None,
+                        server: parts.timings.map(|t| t.within(ms(attempt_started))),
                     });
                 }
                 Step::Invalid(message) => {
@@ -264,6 +266,10 @@ impl ModelClient for OpenAiClient {
             }
         }
     }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
 }
 
 #[cfg(test)]

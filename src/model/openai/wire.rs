@@ -9,7 +9,7 @@ use async_openai::types::chat::{
 };
 use serde::Deserialize;
 
-use crate::model::{Message, Part, Role, Usage};
+use crate::model::{Message, Part, Role, ServerTimings, Usage};
 
 pub(super) fn to_wire(message: &Message, vision: bool) -> ChatCompletionRequestMessage {
     match message.role {
@@ -65,6 +65,7 @@ pub(super) struct ReplyParts {
     pub(super) text: String,
     pub(super) usage: Usage,
     pub(super) finish_reason: Option<String>,
+    pub(super) timings: Option<WireTimings>,
 }
 
 // ---- the response, parsed leniently -------------------------------------
@@ -78,6 +79,39 @@ pub(super) struct WireResponse {
     choices: Vec<WireChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// llama.cpp's servers: where the request's time went.
+    #[serde(default)]
+    timings: Option<WireTimings>,
+}
+
+/// llama.cpp's `timings` (`prompt_n` evaluated, `cache_n` reused).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub(super) struct WireTimings {
+    #[serde(default)]
+    prompt_n: u64,
+    #[serde(default)]
+    cache_n: u64,
+    #[serde(default)]
+    prompt_ms: f64,
+    #[serde(default)]
+    predicted_n: u64,
+    #[serde(default)]
+    predicted_ms: f64,
+}
+
+impl WireTimings {
+    /// The timings of a request whose successful attempt took
+    /// `latency_ms` from send to the whole reply.
+    pub(super) fn within(self, latency_ms: f64) -> ServerTimings {
+        ServerTimings {
+            queue_ms: (latency_ms - self.prompt_ms - self.predicted_ms).max(0.0),
+            prompt_tokens: self.prompt_n,
+            cached_tokens: self.cache_n,
+            prompt_ms: self.prompt_ms,
+            generated_tokens: self.predicted_n,
+            generation_ms: self.predicted_ms,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,6 +181,7 @@ impl WireResponse {
             text: text.or(message.refusal).unwrap_or_default(),
             usage,
             finish_reason: choice.finish_reason,
+            timings: self.timings,
         })
     }
 }
@@ -165,6 +200,24 @@ mod tests {
         assert_eq!(p.text, "ab");
         assert_eq!(p.usage, Usage::default());
         assert_eq!(p.finish_reason.as_deref(), Some("eos"));
+
+        assert!(p.timings.is_none());
+
+        let w: WireResponse = serde_json::from_str(
+            r#"{"choices":[{"message":{"content":"x"}}],"timings":{"prompt_n":12,"cache_n":300,"prompt_ms":80.0,"predicted_n":20,"predicted_ms":900.0,"predicted_per_second":22.2}}"#,
+        )
+        .unwrap();
+        let t = w
+            .into_reply_parts()
+            .unwrap()
+            .timings
+            .unwrap()
+            .within(1000.0);
+        assert_eq!(
+            (t.prompt_tokens, t.cached_tokens, t.generated_tokens),
+            (12, 300, 20)
+        );
+        assert!((t.queue_ms - 20.0).abs() < 1e-9, "{t:?}");
 
         let w: WireResponse = serde_json::from_str(r#"{"choices":[]}"#).unwrap();
         assert!(w.into_reply_parts().is_err());

@@ -287,6 +287,7 @@ impl ModelClient for Oracle {
             finish_reason: Some("stop".into()),
             fault: turn.fault.map(|k| k.to_string()),
             note: Some(turn.note),
+            server: None,
         })
     }
 }

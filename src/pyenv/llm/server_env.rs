@@ -2,7 +2,9 @@
 //! `$RETRACE_HOME/models/`:
 //!
 //! - `llama-cpp-server/`: a venv with the pinned llama.cpp server
-//!   (`images/llm-server.lock`) and `complete.json`, shared by every model;
+//!   (`images/llm-server.lock`), `bin/llama-server` compiled from the same
+//!   llama.cpp (see `llama_build`) and `complete.json`, shared by every
+//!   model;
 //! - `weights/<name>/`: one catalogued model's GGUF (see `weights`), each
 //!   prepared on its own, so preparing one model never fetches another.
 //!
@@ -25,7 +27,7 @@ use crate::pyenv::recipe::{count_collecting, NotCurrent, Recipe, Site, Workspace
 use crate::pyenv::step::BuildLog;
 use crate::pyenv::{marker, normalize, venv, Interpreter, Lock, LockEntry};
 
-use super::LlmError;
+use super::{llama_build, LlmError};
 
 /// The server's lock file, compiled in so an installed `retrace` needs no
 /// checkout.
@@ -35,8 +37,12 @@ pub(super) const SERVER_PACKAGE: &str = "llama-cpp-python";
 pub(super) const SERVER_DIR: &str = "llama-cpp-server";
 
 /// Bumped when the layout of the environment or the way it is built
-/// changes (3: llama.cpp compiled without AMX, see [`BUILD_FLAGS`]).
-const FORMAT: u32 = 3;
+/// changes (3: llama.cpp compiled without AMX, see [`BUILD_FLAGS`]; 4:
+/// `bin/llama-server`).
+const FORMAT: u32 = 4;
+/// The pip cache of the built llama-cpp-python wheel: its own number, so
+/// that a new environment layout does not compile the wheel again.
+const WHEEL_CACHE_FORMAT: u32 = 3;
 
 /// How pip's build of llama-cpp-python compiles llama.cpp: for this CPU
 /// (`-march=native`, llama.cpp's default) but without Intel AMX. On hosts
@@ -46,7 +52,7 @@ const FORMAT: u32 = 3;
 /// serve these small models as well. GCC keeps explicit `-mno-` flags over
 /// what `-march` implies, whatever their order; CMake starts its compiler
 /// flags from `CFLAGS` and `CXXFLAGS`.
-const BUILD_FLAGS: &str = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+pub const BUILD_FLAGS: &str = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
 /// `complete.json`: what makes the directory a prepared environment, and
 /// what went into it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,6 +67,9 @@ pub struct Marker {
     pub packages: Vec<LockEntry>,
     /// `llama_cpp.__version__`, asked from the installed package.
     pub server_version: String,
+    /// What `bin/llama-server --version` says (build number and commit).
+    #[serde(default)]
+    pub llama_server_version: String,
 }
 
 impl Marker {
@@ -143,6 +152,7 @@ impl Marker {
             lock_sha256: lock_sha256(),
             packages: server_lock().unwrap().entries,
             server_version: "0.3.36".into(),
+            llama_server_version: "7310 (abc1234)".into(),
         }
     }
 }
@@ -168,8 +178,16 @@ impl ModelEnv {
         &self.marker.server_version
     }
 
+    /// llama.cpp's own server binary.
+    pub fn llama_server(&self) -> PathBuf {
+        llama_build::binary_in(&self.dir)
+    }
+
     fn files_present(&self) -> Option<NotCurrent> {
-        (!self.python().exists()).then(|| NotCurrent::Missing(self.python()))
+        [self.python(), self.llama_server()]
+            .into_iter()
+            .find(|p| !p.exists())
+            .map(NotCurrent::Missing)
     }
 }
 
@@ -214,6 +232,8 @@ impl Recipe for ServerRecipe {
         let python = work.create_venv(&self.python)?;
         self.install(work, &python, &lock_file)?;
         let server_version = self.check(work, &python)?;
+        let llama_server_version =
+            llama_build::install(work, &python, &server_version, &self.site.parent)?;
         let phase = work.progress.phase("finalize", Total::None);
         work.relocate_venv()?;
         phase.finish();
@@ -225,6 +245,7 @@ impl Recipe for ServerRecipe {
             lock_sha256: lock_sha256(),
             packages: self.lock.entries.clone(),
             server_version,
+            llama_server_version,
         })
     }
 
@@ -257,7 +278,10 @@ impl ServerRecipe {
         // pip's wheel cache does not key on the build flags: a wheel built
         // with other flags (or by another retrace) must not be taken, so
         // the built wheel lives in a cache of this format's own.
-        let cache = self.site.parent.join(format!(".pip-cache-format-{FORMAT}"));
+        let cache = self
+            .site
+            .parent
+            .join(format!(".pip-cache-format-{WHEEL_CACHE_FORMAT}"));
         cmd.env("CFLAGS", BUILD_FLAGS)
             .env("CXXFLAGS", BUILD_FLAGS)
             .arg("--cache-dir")

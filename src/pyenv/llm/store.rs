@@ -65,6 +65,9 @@ pub struct StatusDetails {
     pub python_version: String,
     pub server_package: String,
     pub server_version: String,
+    /// `bin/llama-server`, the default server, and its build.
+    pub llama_server: PathBuf,
+    pub llama_server_version: String,
     pub prepared_at: DateTime<Utc>,
 }
 
@@ -169,6 +172,8 @@ impl ModelStore {
             python_version: m.python.version.clone(),
             server_package: SERVER_PACKAGE.into(),
             server_version: m.server_version.clone(),
+            llama_server: dir.join("bin").join("llama-server"),
+            llama_server_version: m.llama_server_version.clone(),
             prepared_at: m.prepared_at,
         });
         let server = ServerStatus {
@@ -317,12 +322,21 @@ mod tests {
         assert!(why.contains("venv/bin/python is missing"), "{why}");
         fs::create_dir_all(dir.join("venv/bin")).unwrap();
         fs::write(dir.join("venv/bin/python"), "").unwrap();
+        let why = store.current_for(&python()).unwrap_err().to_string();
+        assert!(why.contains("bin/llama-server is missing"), "{why}");
+        fs::create_dir_all(dir.join("bin")).unwrap();
+        fs::write(dir.join("bin/llama-server"), "").unwrap();
         let env = store.current_for(&python()).unwrap();
         assert_eq!(env.python(), dir.join("venv/bin/python"));
+        assert_eq!(env.llama_server(), dir.join("bin/llama-server"));
 
         let status = store.status();
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["server"]["server_version"], "0.3.36", "{json}");
+        assert_eq!(
+            json["server"]["llama_server_version"], "7310 (abc1234)",
+            "{json}"
+        );
         // Every catalogued model is listed, none prepared, the default marked.
         let models = json["models"].as_array().unwrap();
         assert_eq!(models.len(), Catalog::builtin().models.len());

@@ -22,6 +22,7 @@ mod self_repair;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod time_spent;
 mod transitions;
 
 pub use answers::{Answers, FailureFate, FaultAccuracy};
@@ -34,6 +35,7 @@ pub use pass_at_k::{pass_at_k, PassAtK};
 pub use repairs::{Repairs, Reviews};
 pub use self_repair::SelfRepair;
 pub use summary::{ArmSummary, Summary};
+pub use time_spent::TimeSpent;
 pub use transitions::Transition;
 
 use super::environment::EnvironmentMetrics;
@@ -58,6 +60,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
             baseline,
             arms: Vec::new(),
             comparison: None,
+            time: TimeSpent::of(config, records),
         };
     }
     let mut arms = Vec::with_capacity(names.len());
@@ -75,6 +78,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         baseline: arms[0].clone(),
         arms,
         comparison: Some(comparison),
+        time: TimeSpent::of(config, records),
     }
 }
 

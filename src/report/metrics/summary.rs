@@ -11,6 +11,7 @@ use super::execution::{Cost, Executions};
 use super::header::Header;
 use super::repairs::Repairs;
 use super::self_repair::SelfRepair;
+use super::time_spent::TimeSpent;
 use crate::report::environment::EnvironmentMetrics;
 use crate::report::strategies::StrategyComparison;
 
@@ -67,6 +68,9 @@ pub struct Summary {
     /// (per round r, the median over arms of its mean cumulative tokens).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accuracy_at_budget: Vec<BudgetRow>,
+    /// Where the run's time went, over every arm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeSpent>,
 }
 
 /// A run's summary reads as its baseline arm's (the top level of
