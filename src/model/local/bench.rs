@@ -126,15 +126,15 @@ impl Bench {
         })
     }
 
-    /// One prompt-heavy request (120 numbers, a few hundred tokens, one
-    /// token back) and one generation-heavy request (32 tokens back), each
-    /// alone: about 3 s for the default model on 2 cores. Speeds from the
+    /// One prompt-heavy request (60 numbers, about 250 tokens, one token
+    /// back) and one generation-heavy request (24 tokens back), each
+    /// alone: about 10 s for the default model on 2 cores. Speeds from the
     /// server's timings, or from wall time where it has none.
     pub async fn idle_speed(&self, tag: usize) -> Result<IdleSpeed, String> {
-        let prompt = json!([{"role": "user", "content": filler(tag, 120)}]);
+        let prompt = json!([{"role": "user", "content": filler(tag, 60)}]);
         let p = self.complete(prompt, 1, false).await?;
         let gen = json!([{"role": "user", "content": format!("Count from {tag} upwards, one number per line.")}]);
-        let g = self.complete(gen, 32, false).await?;
+        let g = self.complete(gen, 24, false).await?;
         let prompt_tps = match p.timings {
             Some((n, ms, ..)) if ms > 0.0 => n as f64 / ms * 1e3,
             _ => p.prompt_tokens as f64 / p.ms * 1e3,
@@ -169,7 +169,7 @@ impl Bench {
         };
         let timed = |started: Instant| started.elapsed().as_secs_f64();
         let started = Instant::now();
-        let prompts: Vec<Completion> = all(1, 300).await.into_iter().collect::<Result<_, _>>()?;
+        let prompts: Vec<Completion> = all(1, 100).await.into_iter().collect::<Result<_, _>>()?;
         let prompt_s = timed(started);
         let started = Instant::now();
         let gens: Vec<Completion> = all(64, 0).await.into_iter().collect::<Result<_, _>>()?;
@@ -188,7 +188,7 @@ impl Bench {
         let conversation = |tag: usize| {
             let task = format!(
                 "Here are measurements: {}. Write Python that stores their mean in `answer`.",
-                filler(tag, 250)
+                filler(tag, 120)
             );
             vec![
                 json!({"role": "system", "content": "You write Python in one fenced block."}),
