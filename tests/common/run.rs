@@ -85,6 +85,18 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
     }
 }
 
+/// [`options`] for `openai:captured` against the endpoint at `base_url`
+/// (a scripted server on 127.0.0.1).
+pub fn captured(suite: &str, base_url: String, out: &Path) -> TestRun {
+    let mut opts = options(suite, "openai:captured", out);
+    opts.ctx.endpoint = Endpoint {
+        base_url: Some(base_url),
+        api_key: Some("test".into()),
+        vision: false,
+    };
+    opts
+}
+
 /// Creates and executes a run to its end (no cancel).
 pub async fn execute(opts: TestRun) -> RunResult {
     let (_tx, rx) = tokio::sync::watch::channel(false);

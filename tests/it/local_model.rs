@@ -35,6 +35,15 @@ fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A runtime for tests that have requests in flight while they watch.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn choice(spec: &str) -> Choice {
     local::resolve(spec.strip_prefix("local:")).unwrap()
 }
@@ -548,11 +557,7 @@ fn a_dead_server_is_started_again_a_bounded_number_of_times() {
         )
         .unwrap();
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     runtime.block_on(async {
         let generation = Generation {
             max_tokens: 8,
@@ -719,11 +724,7 @@ fn llama_server_decodes_parallel_requests_together() {
         return;
     }
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let (server, client) = slotted_server(&runtime, 96);
     let slots_url = server.base_url().trim_end_matches("/v1").to_string() + "/slots";
     let key = server.api_key().unwrap_or("none").to_string();
@@ -783,11 +784,7 @@ fn a_repair_round_is_served_from_the_prompt_cache() {
         return;
     }
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = two_workers();
     let (_server, client) = slotted_server(&runtime, 48);
     let task = "You write Python. Compute the mean of the values 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5 \
                 and store it in a variable named answer. Reply with one fenced code block.";

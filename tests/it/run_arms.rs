@@ -8,10 +8,9 @@ use crate::common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::run::{execute as run, options, TestRun};
+use common::run::{captured, execute as run, options, TestRun};
 use common::scripted_http::{ok, Server};
 use retrace::harness::{journal, Run};
-use retrace::model::spec::Endpoint;
 use retrace::record::{AfterFailure, AttemptRecord, FeedbackKind, FeedbackMode, StopOn};
 use retrace::report::ArmSummary;
 
@@ -268,12 +267,7 @@ async fn temperature_arms_reach_the_wire_and_repair_temperature_arms_share_round
     }
     let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = options("math", "openai:captured", dir.path());
-    opts.ctx.endpoint = Endpoint {
-        base_url: Some(server.base_url()),
-        api_key: Some("test".into()),
-        vision: false,
-    };
+    let mut opts = captured("math", server.base_url(), dir.path());
     opts.spec.tasks.selection.limit_tasks = Some(3);
     opts.spec.policy.stop_on = StopOn::Never;
     opts.spec.policy.rounds = 1;

@@ -5,10 +5,9 @@ use crate::common;
 
 use std::path::Path;
 
-use common::run::{execute as run, options};
+use common::run::{captured, execute as run, options};
 use common::scripted_http::{ok, Server};
 use retrace::harness::{Run, RunContext, RunResult};
-use retrace::model::spec::Endpoint;
 use retrace::pyenv::{ImageName, Strategy};
 use retrace::record::{AttemptRecord, FeedbackKind, FeedbackMode, Selection, StopOn};
 use retrace::task::load::{datasets_dir, load_suite};
@@ -68,12 +67,7 @@ async fn no_ground_truth_reaches_the_endpoint() {
     }
     let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = options("math", "openai:captured", &dir.path().join("run"));
-    opts.ctx.endpoint = Endpoint {
-        base_url: Some(server.base_url()),
-        api_key: Some("test".into()),
-        vision: false,
-    };
+    let mut opts = captured("math", server.base_url(), &dir.path().join("run"));
     opts.spec.tasks.selection = Selection {
         limit_tasks: Some(8),
         ..Default::default()
@@ -122,12 +116,7 @@ async fn repair_rounds_use_their_temperature_and_a_seed_per_conversation() {
     let server = Server::start_with_default(vec![], ok("```python\nanswer = 1\n```")).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut opts = options("math", "openai:captured", &out);
-    opts.ctx.endpoint = Endpoint {
-        base_url: Some(server.base_url()),
-        api_key: Some("test".into()),
-        vision: false,
-    };
+    let mut opts = captured("math", server.base_url(), &out);
     opts.spec.tasks.selection = Selection {
         limit_tasks: Some(3),
         ..Default::default()

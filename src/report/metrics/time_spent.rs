@@ -37,6 +37,12 @@ pub struct TimeSpent {
     pub model_floor_ms: Option<f64>,
 }
 
+/// Folded from +0.0: an empty f64 `sum` is -0.0, which summary.json would
+/// print.
+fn add(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |a, b| a + b)
+}
+
 /// Idle speeds of the model server in tokens per second, as recorded in
 /// `model_info` (`idle_prompt_tps`, `idle_generation_tps`).
 fn idle_speeds(config: &RunConfig) -> Option<(f64, f64)> {
@@ -48,9 +54,7 @@ fn idle_speeds(config: &RunConfig) -> Option<(f64, f64)> {
 impl TimeSpent {
     /// None for a run without rounds.
     pub(super) fn of(config: &RunConfig, records: &[AttemptRecord]) -> Option<TimeSpent> {
-        // Folded from +0.0: an empty f64 `sum` is -0.0.
-        let sum = |f: &dyn Fn(&AttemptRecord) -> f64| records.iter().map(f).fold(0.0, |a, b| a + b);
-        let add = |values: &mut dyn Iterator<Item = f64>| values.fold(0.0, |a, b| a + b);
+        let sum = |f: &dyn Fn(&AttemptRecord) -> f64| add(records.iter().map(f));
         let rounds_ms = sum(&|r| r.timings_ms.total);
         if records.is_empty() || rounds_ms <= 0.0 {
             return None;
@@ -81,9 +85,9 @@ impl TimeSpent {
             install_share: install / whole,
             harness_share: harness / whole,
             requests_with_timings: timed.len() as u64,
-            queue_ms: add(&mut timed.iter().map(|t| t.queue_ms)),
-            prompt_ms: add(&mut timed.iter().map(|t| t.prompt_ms)),
-            generation_ms: add(&mut timed.iter().map(|t| t.generation_ms)),
+            queue_ms: add(timed.iter().map(|t| t.queue_ms)),
+            prompt_ms: add(timed.iter().map(|t| t.prompt_ms)),
+            generation_ms: add(timed.iter().map(|t| t.generation_ms)),
             prompt_tokens_evaluated: evaluated,
             prompt_tokens_cached: timed.iter().map(|t| t.cached_tokens).sum(),
             wall_ms: (config.provenance.wall_ms > 0.0).then_some(config.provenance.wall_ms),
