@@ -169,6 +169,8 @@ fn print_status(s: &Status) {
 #[derive(serde::Serialize)]
 struct Measured {
     server: &'static str,
+    threads: usize,
+    slots: usize,
     idle: IdleSpeed,
     aggregate: Vec<Aggregate>,
     repair_round: RepairRound,
@@ -197,28 +199,29 @@ async fn bench(
             n_ctx,
             ..ServerOptions::default()
         };
-        eprintln!("starting {} ({} threads)", kind.name(), options.threads);
+        let threads = options.threads;
+        eprintln!("starting {} ({threads} threads)", kind.name());
         let server = LocalServer::start(&prepared, &store.logs_dir(), options)
             .await
             .map_err(Failure::infra)?;
-        servers.push((kind, Bench::new(&server), server));
+        servers.push((kind, Bench::new(&server), server, threads));
     }
     let failed =
         |kind: ServerKind| move |e: String| Failure::infra(anyhow::anyhow!("{}: {e}", kind.name()));
     let mut idle = Vec::new();
-    for (i, (kind, b, _)) in servers.iter().enumerate() {
+    for (i, (kind, b, ..)) in servers.iter().enumerate() {
         idle.push(b.idle_speed(i).await.map_err(failed(*kind))?);
     }
     let mut aggregate: Vec<Vec<Aggregate>> = vec![Vec::new(); servers.len()];
     for (round, &c) in concurrent.iter().enumerate() {
-        for (i, (kind, b, _)) in servers.iter().enumerate() {
+        for (i, (kind, b, ..)) in servers.iter().enumerate() {
             eprintln!("{}: {c} at once", kind.name());
             let tag = 10 + round * servers.len() + i;
             aggregate[i].push(b.aggregate(c, tag).await.map_err(failed(*kind))?);
         }
     }
     let mut repair = Vec::new();
-    for (i, (kind, b, _)) in servers.iter().enumerate() {
+    for (i, (kind, b, ..)) in servers.iter().enumerate() {
         repair.push(b.repair_round(1000 + 10 * i).await.map_err(failed(*kind))?);
     }
     let measured: Vec<Measured> = servers
@@ -227,8 +230,10 @@ async fn bench(
         .zip(aggregate)
         .zip(repair)
         .map(
-            |((((kind, _, _), idle), aggregate), repair_round)| Measured {
+            |((((kind, _, _, threads), idle), aggregate), repair_round)| Measured {
                 server: kind.name(),
+                threads: *threads,
+                slots,
                 idle,
                 aggregate,
                 repair_round,

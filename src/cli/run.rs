@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use retrace::harness::{cancel_on_ctrl_c, HarnessError, Run, RunContext};
+use retrace::model::local::{ServerKind, Serving};
 use retrace::model::spec::{Endpoint, ModelSpec};
 use retrace::model::Generation;
 use retrace::pyenv::Strategy;
@@ -13,7 +14,7 @@ use retrace::record::{
     LoopPolicy, ModelSetup, PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
 };
 use retrace::report;
-use retrace::task::load::datasets_dir;
+use retrace::task::load::{datasets_dir, TagQuota};
 use retrace::util::units::parse_duration;
 
 use super::executor::ExecutorArgs;
@@ -46,12 +47,15 @@ pub struct RunArgs {
     /// Continue an interrupted run in this directory; tasks that ended on an
     /// infrastructure error are redone too (its run.json decides
     /// everything that shapes the run; other flags are ignored except
-    /// --base-url, --api-key, --gateway-token, --kernel-start and
+    /// --base-url, --api-key, --model-server, --model-slots,
+    /// --model-threads, --gateway-token, --kernel-start and
     /// --max-infra-errors).
     #[arg(long)]
     pub resume: Option<PathBuf>,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
+    #[command(flatten)]
+    pub serving: ServingArgs,
     #[command(flatten)]
     pub generation: GenerationArgs,
     /// Also write the run as JUnit XML to FILE (one test case per task,
@@ -76,6 +80,10 @@ pub struct TaskArgs {
     /// Sample N tasks with `--seed`.
     #[arg(long)]
     pub sample: Option<usize>,
+    /// Of the `--sample` tasks, draw N from those tagged TAG and the rest
+    /// from the others (`--sample 12 --sample-tagged organic-error=6`).
+    #[arg(long, value_name = "TAG=N", requires = "sample", value_parser = parse_tag_quota)]
+    pub sample_tagged: Option<TagQuota>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Leave out flawed dataset records (bad JSON, missing fields, bad
@@ -164,6 +172,34 @@ pub struct EndpointArgs {
     pub vision: bool,
 }
 
+/// How a `local` model is served. Not part of the spec: what served a run
+/// is recorded in run.json's `model_info`.
+#[derive(Args)]
+pub struct ServingArgs {
+    /// Server of `local` models: `llama-server` (llama.cpp's, several
+    /// requests decoded together) or `llama-cpp-python` (one at a time).
+    #[arg(long, value_enum, env = "RETRACE_MODEL_SERVER")]
+    pub model_server: Option<ServerKind>,
+    /// Requests llama-server decodes together [default: 4]; also the
+    /// default `--concurrency` of `local` runs.
+    #[arg(long, env = "RETRACE_MODEL_SLOTS", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub model_slots: Option<u16>,
+    /// Generation threads of the local server [default: the CPUs idle at
+    /// start, at most 8].
+    #[arg(long, env = "RETRACE_MODEL_THREADS", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub model_threads: Option<u16>,
+}
+
+impl ServingArgs {
+    fn serving(&self) -> Serving {
+        Serving {
+            kind: self.model_server,
+            slots: self.model_slots.map(usize::from),
+            threads: self.model_threads.map(usize::from),
+        }
+    }
+}
+
 /// How the model is sampled (the spec's `model.generation`).
 #[derive(Args)]
 pub struct GenerationArgs {
@@ -197,16 +233,24 @@ impl RunArgs {
     /// the user left unsaid.
     fn spec(&self) -> Result<RunSpec, Failure> {
         let model = &self.model.model[0];
-        let defaults = model.defaults();
+        let defaults = model.defaults(&self.serving.serving());
         let t = &self.tasks;
-        let sample = t.sample.or_else(|| {
-            let sample = defaults.sample.filter(|_| t.limit_tasks.is_none())?;
-            eprintln!(
-                "note: the local model runs on {sample} sampled tasks by default; \
-                 pass --sample N or --limit-tasks N to change that"
-            );
-            Some(sample)
-        });
+        let (sample, sample_tagged) = match (t.sample, &t.sample_tagged, t.limit_tasks) {
+            (None, None, None) if defaults.sample.is_some() => {
+                let (n, quota) = (defaults.sample, defaults.sample_tagged);
+                eprintln!(
+                    "note: the local model runs on {} sampled tasks by default{}; \
+                     pass --sample N or --limit-tasks N to change that",
+                    n.unwrap_or_default(),
+                    quota
+                        .as_ref()
+                        .map(|q| format!(", {} of them tagged {}", q.count, q.tag))
+                        .unwrap_or_default(),
+                );
+                (n, quota)
+            }
+            (sample, quota, _) => (sample, quota.clone()),
+        };
         let g = &self.generation;
         let p = &self.policy;
         let concurrency = self.concurrency.unwrap_or(defaults.concurrency);
@@ -220,6 +264,7 @@ impl RunArgs {
                 selection: Selection {
                     limit_tasks: t.limit_tasks,
                     sample,
+                    sample_tagged,
                     seed: t.seed,
                 },
                 skip_invalid: t.skip_invalid,
@@ -282,6 +327,7 @@ impl RunArgs {
                 base_url: self.endpoint.base_url.clone(),
                 api_key: self.endpoint.api_key.clone(),
                 vision: self.endpoint.vision,
+                serving: self.serving.serving(),
             },
             gateway_token: self.executor.gateway_token.clone(),
             kernel_start: None,
@@ -361,6 +407,20 @@ fn several<T: Clone>(values: &[T]) -> Vec<T> {
     } else {
         Vec::new()
     }
+}
+
+fn parse_tag_quota(text: &str) -> Result<TagQuota, String> {
+    let (tag, count) = text
+        .rsplit_once('=')
+        .filter(|(tag, _)| !tag.is_empty())
+        .ok_or_else(|| format!("`{text}`: expected TAG=N, e.g. organic-error=6"))?;
+    let count = count
+        .parse()
+        .map_err(|_| format!("`{text}`: N must be a whole number of tasks"))?;
+    Ok(TagQuota {
+        tag: tag.to_string(),
+        count,
+    })
 }
 
 fn parse_model(text: &str) -> Result<ModelSpec, String> {

@@ -47,7 +47,13 @@ pub(super) fn load_tasks(
     let loaded = load_suite_with(&spec.suite, datasets, spec.skip_invalid)?;
     let s = &spec.selection;
     Ok((
-        select(loaded.tasks, s.limit_tasks, s.sample, s.seed),
+        select(
+            loaded.tasks,
+            s.limit_tasks,
+            s.sample,
+            s.sample_tagged.as_ref(),
+            s.seed,
+        ),
         loaded.skipped,
     ))
 }

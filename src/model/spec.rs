@@ -12,15 +12,18 @@ use super::openai::{OpenAiClient, OpenAiSettings};
 use super::oracle::{Oracle, OracleKind};
 use super::replay::Replay;
 use super::{Generation, ModelClient, ModelError};
+use crate::task::load::TagQuota;
 use crate::task::Task;
 
 /// Where an `openai:` model lives (from `--base-url`, `--api-key` and the
-/// vision flag); `None` falls back to `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
+/// vision flag; `None` falls back to `OPENAI_BASE_URL` / `OPENAI_API_KEY`),
+/// and how a `local` one is served.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Endpoint {
     pub base_url: Option<String>,
     pub api_key: Option<String>,
     pub vision: bool,
+    pub serving: local::Serving,
 }
 
 pub const VALID_SPECS: &str =
@@ -43,10 +46,12 @@ pub enum ModelSpec {
 }
 
 /// What a model kind changes in a run when the user does not say.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelDefaults {
     /// Tasks sampled when no selection is given.
     pub sample: Option<usize>,
+    /// How many of those carry a tag.
+    pub sample_tagged: Option<TagQuota>,
     /// Temperature of repair rounds.
     pub repair_temperature: Option<f32>,
     /// Timeout of one model request.
@@ -143,22 +148,25 @@ impl ModelSpec {
     /// The embedded model is small and slow on a CPU: its default run is a
     /// sample that finishes in minutes, its requests may take minutes, its
     /// repairs sample (greedy decoding makes it resend failing code), and
-    /// as many tasks are in flight as its server has slots. Any explicit
-    /// flag wins.
-    pub fn defaults(&self) -> ModelDefaults {
+    /// as many tasks are in flight as its server (served as `serving`
+    /// says) works on at once, at least 2 so that one task's execution
+    /// overlaps another's request. Any explicit flag wins.
+    pub fn defaults(&self, serving: &local::Serving) -> ModelDefaults {
         if self.is_local() {
             ModelDefaults {
                 sample: Some(local::DEFAULT_SAMPLE),
+                sample_tagged: Some(TagQuota {
+                    tag: local::DEFAULT_SAMPLE_TAG.to_string(),
+                    count: local::DEFAULT_SAMPLE_TAGGED,
+                }),
                 repair_temperature: Some(local::DEFAULT_REPAIR_TEMPERATURE),
                 request_timeout: local::DEFAULT_REQUEST_TIMEOUT,
-                concurrency: match local::ServerKind::from_env() {
-                    local::ServerKind::LlamaServer => local::default_slots(),
-                    local::ServerKind::LlamaCppPython => local::DEFAULT_CONCURRENCY,
-                },
+                concurrency: serving.parallel().max(local::DEFAULT_CONCURRENCY),
             }
         } else {
             ModelDefaults {
                 sample: None,
+                sample_tagged: None,
                 repair_temperature: None,
                 request_timeout: REQUEST_TIMEOUT,
                 concurrency: DEFAULT_CONCURRENCY,
@@ -193,7 +201,9 @@ impl ModelSpec {
                 // Unknown names and unusable files fail here, before
                 // anything is prepared or started.
                 let choice = local::resolve(arg.as_deref())?;
-                Arc::new(LocalModel::start(choice, generation.clone(), true).await?)
+                Arc::new(
+                    LocalModel::start(choice, generation.clone(), &endpoint.serving, true).await?,
+                )
             }
         })
     }
@@ -208,6 +218,7 @@ mod tests {
             base_url: Some("http://127.0.0.1:9/v1".into()),
             api_key: Some("test".into()),
             vision: true,
+            ..Endpoint::default()
         };
         let spec: ModelSpec = spec.parse().expect("a valid spec");
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -289,14 +300,25 @@ mod tests {
     #[test]
     fn local_models_have_their_own_defaults() {
         let local: ModelSpec = "local".parse().unwrap();
-        assert_eq!(local.defaults().sample, Some(local::DEFAULT_SAMPLE));
         assert_eq!(
-            local.defaults().request_timeout,
+            local.defaults(&local::Serving::default()).sample,
+            Some(local::DEFAULT_SAMPLE)
+        );
+        assert_eq!(
+            local.defaults(&local::Serving::default()).request_timeout,
             local::DEFAULT_REQUEST_TIMEOUT
         );
         let remote: ModelSpec = "openai:m".parse().unwrap();
-        assert_eq!(remote.defaults().sample, None);
-        assert_eq!(remote.defaults().repair_temperature, None);
-        assert_eq!(remote.defaults().request_timeout, REQUEST_TIMEOUT);
+        assert_eq!(remote.defaults(&local::Serving::default()).sample, None);
+        assert_eq!(
+            remote
+                .defaults(&local::Serving::default())
+                .repair_temperature,
+            None
+        );
+        assert_eq!(
+            remote.defaults(&local::Serving::default()).request_timeout,
+            REQUEST_TIMEOUT
+        );
     }
 }

@@ -22,6 +22,7 @@ use crate::model::Generation;
 use crate::pyenv::Strategy;
 use crate::repair::FeedbackMode;
 use crate::sandbox::SandboxLimits;
+use crate::task::load::TagQuota;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
@@ -105,6 +106,9 @@ pub struct TaskSpec {
 pub struct Selection {
     pub limit_tasks: Option<usize>,
     pub sample: Option<usize>,
+    /// Of the sample, how many come from tasks with a tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_tagged: Option<TagQuota>,
     pub seed: u64,
 }
 

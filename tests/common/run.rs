@@ -93,6 +93,7 @@ pub fn captured(suite: &str, base_url: String, out: &Path) -> TestRun {
         base_url: Some(base_url),
         api_key: Some("test".into()),
         vision: false,
+        ..Endpoint::default()
     };
     opts
 }

@@ -106,6 +106,61 @@ fn oracle_faults_math_recovers_everything() {
     assert!(stdout.contains("Acc@2 100.0%"), "{stdout}");
 }
 
+/// `--sample-tagged`: the share of the sample drawn from a tag, recorded in
+/// run.json; without `--sample` it is refused before anything runs.
+#[test]
+fn a_tagged_sample_takes_its_share_from_the_tag() {
+    if common::lacks_root() {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let refused = retrace([
+        "run",
+        "--model",
+        "oracle",
+        "--sample-tagged",
+        "organic-error=2",
+    ])
+    .run();
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--sample"), "{}", refused.stderr);
+    let o = retrace([
+        "run",
+        "--suite",
+        "math",
+        "--model",
+        "oracle",
+        "--sample",
+        "4",
+        "--sample-tagged",
+        "organic-error=3",
+        "--seed",
+        "5",
+        "--out",
+        dir.to_str().unwrap(),
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert!(o.success(), "{}", o.stderr);
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(
+        run["spec"]["tasks"]["selection"]["sample_tagged"],
+        serde_json::json!({"tag": "organic-error", "count": 3})
+    );
+    let ids: BTreeSet<String> = records(&dir)
+        .iter()
+        .map(|r| r["task_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert_eq!(
+        ids.iter().filter(|id| id.starts_with("math-org-")).count(),
+        3,
+        "{ids:?}"
+    );
+}
+
 #[test]
 fn oracle_faults_tabular_recovers_everything() {
     if common::lacks_root() {

@@ -24,20 +24,23 @@ pub use crate::pyenv::llm::{
     GgufRecord, LlmError, Marker, ModelEnv, ModelFile, ModelStatus, ModelStore, Prepared,
     ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, SERVER_LOCK,
 };
-pub use server::{
-    default_slots, default_threads, LocalServer, ServerKind, ServerOptions, SERVED_MODEL,
-};
+pub use server::{LocalServer, ServerKind, ServerOptions, Serving, SERVED_MODEL};
 
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
 
 /// Defaults for `retrace run` with the default local model
 /// (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) on the math suite, chosen so that a
-/// prepared run finishes in about 10 minutes on 2 cores. Measured on an
-/// idle 2-core machine (llama-cpp-python 0.3.36, 2 generation threads):
-/// 20 tasks took 10.8 minutes, 31 requests, p50 36 s per request (about 10
-/// tokens/s generating, 35 reading prompts); with 1 thread 15.1 minutes.
-pub const DEFAULT_SAMPLE: usize = 20;
+/// prepared run finishes in about 4 minutes on 2 cores with a repair round
+/// on about half of its tasks: every `organic-error` math task (13, built
+/// so that a competent first attempt raises) and 2 others, seeded. The
+/// tag says what a task is, not how a model did on it. Measured on an idle
+/// 2-core machine (llama-server, 4 slots, 2 threads): 12 tasks of which 6
+/// tagged gave 4 a repair round, 16 of which 10 tagged gave 5; 15 of which
+/// 13 tagged gave 7 in 3.8 minutes (benches/README.md).
+pub const DEFAULT_SAMPLE: usize = 15;
+pub const DEFAULT_SAMPLE_TAG: &str = "organic-error";
+pub const DEFAULT_SAMPLE_TAGGED: usize = 13;
 /// Completion budget per reply: a fenced code answer for a math task took
 /// 11-216 tokens; the cap keeps a rare rambling reply to about a minute at
 /// the loaded speed.
@@ -52,10 +55,10 @@ pub const DEFAULT_REPAIR_TEMPERATURE: f32 = 0.7;
 /// a timeout only queues behind the abandoned request, which the server
 /// finishes anyway.
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
-/// Tasks in flight for a local run on llama-cpp-python's server, which
-/// answers one request at a time: a second task in flight only overlaps
-/// one task's kernel work with another's generation. On `llama-server` the
-/// default is its slot count.
+/// Tasks in flight for a local run at least: on llama-cpp-python's
+/// server, which answers one request at a time, a second task in flight
+/// overlaps one task's kernel work with another's generation. On
+/// `llama-server` the default is its slot count.
 pub const DEFAULT_CONCURRENCY: usize = 2;
 
 /// Why the local model cannot answer: its environment could not be had,
@@ -139,16 +142,14 @@ impl std::fmt::Debug for LocalModel {
 
 impl LocalModel {
     /// Prepares `choice` if needed (showing progress on stderr when
-    /// `progress`), starts its server with default options and connects.
+    /// `progress`), starts its server as `serving` asks and connects.
     pub async fn start(
         choice: Choice,
         generation: Generation,
+        serving: &Serving,
         progress: bool,
     ) -> Result<LocalModel, LocalError> {
-        let options = ServerOptions {
-            n_ctx: choice.n_ctx(),
-            ..ServerOptions::default()
-        };
+        let options = serving.options(choice.n_ctx());
         Self::start_with(
             ModelStore::from_env(),
             choice,

@@ -72,6 +72,44 @@ impl ServerKind {
     }
 }
 
+/// How a run asked for its local model to be served (`--model-server`,
+/// `--model-slots`, `--model-threads`); what is unset takes the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Serving {
+    pub kind: Option<ServerKind>,
+    pub slots: Option<usize>,
+    pub threads: Option<usize>,
+}
+
+impl Serving {
+    pub fn kind(&self) -> ServerKind {
+        self.kind.unwrap_or_else(ServerKind::from_env)
+    }
+
+    /// Requests the server works on at once: its slots for llama-server,
+    /// one for llama-cpp-python.
+    pub fn parallel(&self) -> usize {
+        match self.kind() {
+            ServerKind::LlamaServer => self.slots.map_or_else(default_slots, clamp_slots),
+            ServerKind::LlamaCppPython => 1,
+        }
+    }
+
+    /// The server's options for a model whose context is `n_ctx`.
+    pub fn options(&self, n_ctx: u32) -> ServerOptions {
+        let defaults = ServerOptions::default();
+        ServerOptions {
+            kind: self.kind(),
+            slots: self.slots.map_or(defaults.slots, clamp_slots),
+            threads: self
+                .threads
+                .map_or(defaults.threads, |n| threads_for(Some(n), 1, None)),
+            n_ctx,
+            ..defaults
+        }
+    }
+}
+
 /// How the server runs. Recorded in run.json through `LocalModel::info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerOptions {
@@ -142,8 +180,11 @@ pub fn default_slots() -> usize {
     std::env::var("RETRACE_MODEL_SLOTS")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .filter(|n| *n > 0)
-        .map_or(DEFAULT_SLOTS, |n: usize| n.min(64))
+        .map_or(DEFAULT_SLOTS, clamp_slots)
+}
+
+fn clamp_slots(n: usize) -> usize {
+    n.clamp(1, 64)
 }
 
 const DEFAULT_SLOTS: usize = 4;

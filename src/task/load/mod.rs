@@ -46,7 +46,7 @@ use native::native;
 
 pub use dabench::DABENCH_ABS_TOL;
 pub use gsm::GSM_ABS_TOL;
-pub use sample::select;
+pub use sample::{select, TagQuota};
 pub use skipped::Skipped;
 
 /// The suites that live under the datasets directory.

@@ -7,6 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::common;
+use retrace::model::spec::ModelSpec;
 use retrace::task::load::{datasets_dir, load_file, load_suite, load_suite_with, select};
 use retrace::task::{Expected, Task, TaskError};
 
@@ -197,9 +198,9 @@ fn select_is_deterministic() {
     let suite = load_suite("math", dir.path()).unwrap();
     assert_eq!(suite.len(), 60);
 
-    let a = select(suite.clone(), None, Some(12), 42);
-    let b = select(suite.clone(), None, Some(12), 42);
-    let c = select(suite.clone(), None, Some(12), 43);
+    let a = select(suite.clone(), None, Some(12), None, 42);
+    let b = select(suite.clone(), None, Some(12), None, 42);
+    let c = select(suite.clone(), None, Some(12), None, 43);
     assert_eq!(a, b, "same seed, same tasks");
     assert_ne!(ids(&a), ids(&c), "different seed, different tasks");
     assert_eq!(a.len(), 12);
@@ -207,13 +208,31 @@ fn select_is_deterministic() {
     let pos = |t: &Task| suite.iter().position(|s| s.id == t.id).unwrap();
     assert!(a.windows(2).all(|w| pos(&w[0]) < pos(&w[1])));
     // Limit applies after sampling.
-    let limited = select(suite.clone(), Some(5), Some(12), 42);
+    let limited = select(suite.clone(), Some(5), Some(12), None, 42);
     assert_eq!(limited, a[..5].to_vec());
     // Limit alone keeps the first N.
     assert_eq!(
-        ids(&select(suite.clone(), Some(2), None, 0)),
+        ids(&select(suite.clone(), Some(2), None, None, 0)),
         vec!["many-1", "many-2"]
     );
+}
+
+/// The default local run: most of its sample from the math suite's
+/// `organic-error` tasks, the same tasks on every machine.
+#[test]
+fn the_default_local_sample_draws_half_from_organic_error_tasks() {
+    let defaults = "local"
+        .parse::<ModelSpec>()
+        .unwrap()
+        .defaults(&Default::default());
+    let (n, quota) = (defaults.sample.unwrap(), defaults.sample_tagged.unwrap());
+    let suite = load_suite("math", &datasets_dir("math").unwrap()).unwrap();
+    let picked = select(suite.clone(), None, Some(n), Some(&quota), 0);
+    let tagged = |ts: &[Task]| ts.iter().filter(|t| t.tags.contains(&quota.tag)).count();
+    assert_eq!(picked.len(), n);
+    assert_eq!(tagged(&picked), quota.count);
+    assert!(quota.count * 2 >= n, "at least half of the sample");
+    assert_eq!(picked, select(suite, None, Some(n), Some(&quota), 0));
 }
 
 #[test]
