@@ -3,9 +3,7 @@
 
 use clap::Subcommand;
 use retrace::model::local::bench::{Aggregate, Bench, IdleSpeed, RepairRound};
-use retrace::model::local::{
-    self, Choice, LocalServer, ModelStore, ServerKind, ServerOptions, Status,
-};
+use retrace::model::local::{self, Choice, LocalServer, ModelStore, ServerOptions, Status};
 
 use super::Failure;
 
@@ -26,22 +24,21 @@ pub enum ModelCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Measure the local model servers on one GGUF with the same threads,
-    /// interleaved (each measurement on every server in turn): idle speeds,
-    /// aggregate prompt and generation tokens/s at several requests at
-    /// once, and a repair round with its prefix cached and not.
+    /// Measure the local model's server: idle speeds, aggregate prompt and
+    /// generation tokens/s at several requests at once, and a repair round
+    /// with its prefix cached and not. With `--against`, other servers of
+    /// the same model are measured too, interleaved (each measurement on
+    /// every server in turn, the others idle).
     Bench {
         /// A model of `retrace model status` or a GGUF path (default: the
         /// default model).
         name: Option<String>,
-        /// Servers to measure, comma-separated.
-        #[arg(
-            long,
-            value_enum,
-            value_delimiter = ',',
-            default_value = "llama-server,llama-cpp-python"
-        )]
-        server: Vec<ServerKind>,
+        /// Another OpenAI-compatible server to measure beside retrace's
+        /// llama-server, as `NAME=URL` (e.g.
+        /// `llama-cpp-python=http://127.0.0.1:8000/v1`); its key, if it
+        /// wants one, from `OPENAI_API_KEY`. Repeatable.
+        #[arg(long, value_parser = parse_against)]
+        against: Vec<Against>,
         /// Requests at once, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
         concurrent: Vec<usize>,
@@ -72,24 +69,23 @@ pub async fn run(cmd: ModelCommand) -> Result<i32, Failure> {
                     .map_err(Failure::infra)?;
                 let m = &prepared.model;
                 println!(
-                    "{}: {} ({:.1} MiB, sha256 {}), served by llama-server {} \
-                     (or llama-cpp-python {})",
+                    "{}: {} ({:.1} MiB, sha256 {}), served by llama-server {} (from {})",
                     m.spec,
                     m.path.display(),
                     m.size_bytes as f64 / (1 << 20) as f64,
                     m.sha256,
                     prepared.env.marker.llama_server_version,
-                    prepared.env.server_version()
+                    prepared.env.marker.sources()
                 );
             }
             Ok(0)
         }
         ModelCommand::Bench {
             name,
-            server,
+            against,
             concurrent,
             json,
-        } => bench(&store, name, &server, &concurrent, json).await,
+        } => bench(&store, name, against, &concurrent, json).await,
         ModelCommand::Status { json } => {
             let status = tokio::task::spawn_blocking(move || store.status())
                 .await
@@ -128,10 +124,7 @@ fn print_status(s: &Status) {
             d.llama_server_version,
             d.llama_server.display()
         );
-        println!(
-            "  or:             {} {}",
-            d.server_package, d.server_version
-        );
+        println!("  built from:     {}", d.llama_cpp_sources);
         println!("  prepared at:    {}", d.prepared_at.to_rfc3339());
     }
     println!("  prepare log:    {}", server.prepare_log.display());
@@ -165,12 +158,32 @@ fn print_status(s: &Status) {
     }
 }
 
+/// Another server measured beside ours (`--against NAME=URL`).
+#[derive(Clone)]
+pub struct Against {
+    name: String,
+    url: String,
+}
+
+fn parse_against(text: &str) -> Result<Against, String> {
+    match text.split_once('=') {
+        Some((name, url)) if !name.trim().is_empty() && url.starts_with("http") => Ok(Against {
+            name: name.trim().to_string(),
+            url: url.trim_end_matches('/').to_string(),
+        }),
+        _ => Err(format!(
+            "expected NAME=URL (e.g. llama-cpp-python=http://127.0.0.1:8000/v1), got `{text}`"
+        )),
+    }
+}
+
 /// What one server measured.
 #[derive(serde::Serialize)]
 struct Measured {
-    server: &'static str,
-    threads: usize,
-    slots: usize,
+    server: String,
+    /// Ours only: another server's threads are its operator's.
+    threads: Option<usize>,
+    slots: Option<usize>,
     idle: IdleSpeed,
     aggregate: Vec<Aggregate>,
     repair_round: RepairRound,
@@ -179,7 +192,7 @@ struct Measured {
 async fn bench(
     store: &ModelStore,
     name: Option<String>,
-    kinds: &[ServerKind],
+    against: Vec<Against>,
     concurrent: &[usize],
     json: Option<std::path::PathBuf>,
 ) -> Result<i32, Failure> {
@@ -191,49 +204,55 @@ async fn bench(
         .map_err(Failure::infra)?
         .map_err(Failure::infra)?;
     let slots = concurrent.iter().copied().max().unwrap_or(1);
-    let mut servers = Vec::new();
-    for &kind in kinds {
-        let options = ServerOptions {
-            kind,
-            slots,
-            n_ctx,
-            ..ServerOptions::default()
-        };
-        let threads = options.threads;
-        eprintln!("starting {} ({threads} threads)", kind.name());
-        let server = LocalServer::start(&prepared, &store.logs_dir(), options)
-            .await
-            .map_err(Failure::infra)?;
-        servers.push((kind, Bench::new(&server), server, threads));
+    let options = ServerOptions {
+        slots,
+        n_ctx,
+        ..ServerOptions::default()
+    };
+    let threads = options.threads;
+    eprintln!(
+        "starting {} ({threads} threads, {slots} slots)",
+        local::SERVER_NAME
+    );
+    let ours = LocalServer::start(&prepared, &store.logs_dir(), options)
+        .await
+        .map_err(Failure::infra)?;
+    let mut servers = vec![(local::SERVER_NAME.to_string(), Bench::new(&ours))];
+    let key = std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "none".into());
+    for other in against {
+        servers.push((other.name, Bench::at(&other.url, &key)));
     }
-    let failed =
-        |kind: ServerKind| move |e: String| Failure::infra(anyhow::anyhow!("{}: {e}", kind.name()));
+    let failed = |name: &str| {
+        let name = name.to_string();
+        move |e: String| Failure::infra(anyhow::anyhow!("{name}: {e}"))
+    };
     let mut idle = Vec::new();
-    for (i, (kind, b, ..)) in servers.iter().enumerate() {
-        idle.push(b.idle_speed(i).await.map_err(failed(*kind))?);
+    for (i, (name, b)) in servers.iter().enumerate() {
+        idle.push(b.idle_speed(i).await.map_err(failed(name))?);
     }
     let mut aggregate: Vec<Vec<Aggregate>> = vec![Vec::new(); servers.len()];
     for (round, &c) in concurrent.iter().enumerate() {
-        for (i, (kind, b, ..)) in servers.iter().enumerate() {
-            eprintln!("{}: {c} at once", kind.name());
+        for (i, (name, b)) in servers.iter().enumerate() {
+            eprintln!("{name}: {c} at once");
             let tag = 10 + round * servers.len() + i;
-            aggregate[i].push(b.aggregate(c, tag).await.map_err(failed(*kind))?);
+            aggregate[i].push(b.aggregate(c, tag).await.map_err(failed(name))?);
         }
     }
     let mut repair = Vec::new();
-    for (i, (kind, b, ..)) in servers.iter().enumerate() {
-        repair.push(b.repair_round(1000 + 10 * i).await.map_err(failed(*kind))?);
+    for (i, (name, b)) in servers.iter().enumerate() {
+        repair.push(b.repair_round(1000 + 10 * i).await.map_err(failed(name))?);
     }
     let measured: Vec<Measured> = servers
-        .iter()
+        .into_iter()
         .zip(idle)
         .zip(aggregate)
         .zip(repair)
+        .enumerate()
         .map(
-            |((((kind, _, _, threads), idle), aggregate), repair_round)| Measured {
-                server: kind.name(),
-                threads: *threads,
-                slots,
+            |(i, ((((server, _), idle), aggregate), repair_round))| Measured {
+                server,
+                threads: (i == 0).then_some(threads),
+                slots: (i == 0).then_some(slots),
                 idle,
                 aggregate,
                 repair_round,
@@ -251,7 +270,7 @@ async fn bench(
 /// One table per figure, a column per server, and each server's ratio to
 /// the first.
 fn print_bench(m: &[Measured]) {
-    let names: Vec<&str> = m.iter().map(|x| x.server).collect();
+    let names: Vec<&str> = m.iter().map(|x| x.server.as_str()).collect();
     println!("figure | {}", names.join(" | "));
     let row = |label: String, values: Vec<f64>, unit: &str| {
         let base = values.first().copied().unwrap_or(0.0);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use retrace::harness::{cancel_on_ctrl_c, HarnessError, Run, RunContext};
-use retrace::model::local::{ServerKind, Serving};
+use retrace::model::local::Serving;
 use retrace::model::spec::{Endpoint, ModelSpec};
 use retrace::model::Generation;
 use retrace::pyenv::Strategy;
@@ -47,9 +47,8 @@ pub struct RunArgs {
     /// Continue an interrupted run in this directory; tasks that ended on an
     /// infrastructure error are redone too (its run.json decides
     /// everything that shapes the run; other flags are ignored except
-    /// --base-url, --api-key, --model-server, --model-slots,
-    /// --model-threads, --gateway-token, --kernel-start and
-    /// --max-infra-errors).
+    /// --base-url, --api-key, --model-slots, --model-threads,
+    /// --gateway-token, --kernel-start and --max-infra-errors).
     #[arg(long)]
     pub resume: Option<PathBuf>,
     #[command(flatten)]
@@ -176,10 +175,6 @@ pub struct EndpointArgs {
 /// is recorded in run.json's `model_info`.
 #[derive(Args)]
 pub struct ServingArgs {
-    /// Server of `local` models: `llama-server` (llama.cpp's, several
-    /// requests decoded together) or `llama-cpp-python` (one at a time).
-    #[arg(long, value_enum, env = "RETRACE_MODEL_SERVER")]
-    pub model_server: Option<ServerKind>,
     /// Requests llama-server decodes together [default: 4]; also the
     /// default `--concurrency` of `local` runs.
     #[arg(long, env = "RETRACE_MODEL_SLOTS", value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -193,7 +188,6 @@ pub struct ServingArgs {
 impl ServingArgs {
     fn serving(&self) -> Serving {
         Serving {
-            kind: self.model_server,
             slots: self.model_slots.map(usize::from),
             threads: self.model_threads.map(usize::from),
         }
@@ -235,22 +229,22 @@ impl RunArgs {
         let model = &self.model.model[0];
         let defaults = model.defaults(&self.serving.serving());
         let t = &self.tasks;
-        let (sample, sample_tagged) = match (t.sample, &t.sample_tagged, t.limit_tasks) {
-            (None, None, None) if defaults.sample.is_some() => {
-                let (n, quota) = (defaults.sample, defaults.sample_tagged);
-                eprintln!(
-                    "note: the local model runs on {} sampled tasks by default{}; \
-                     pass --sample N or --limit-tasks N to change that",
-                    n.unwrap_or_default(),
-                    quota
+        let (sample, sample_tagged) =
+            match (t.sample, &t.sample_tagged, t.limit_tasks, defaults.sample) {
+                (None, None, None, Some(n)) => {
+                    let quota = defaults.sample_tagged;
+                    let tagged = quota
                         .as_ref()
-                        .map(|q| format!(", {} of them tagged {}", q.count, q.tag))
-                        .unwrap_or_default(),
-                );
-                (n, quota)
-            }
-            (sample, quota, _) => (sample, quota.clone()),
-        };
+                        .map(|q| format!(", {} of them tagged {}", q.count, q.tag));
+                    eprintln!(
+                        "note: the local model runs on {n} sampled tasks by default{}; \
+                     pass --sample N or --limit-tasks N to change that",
+                        tagged.unwrap_or_default(),
+                    );
+                    (Some(n), quota)
+                }
+                (sample, quota, ..) => (sample, quota.clone()),
+            };
         let g = &self.generation;
         let p = &self.policy;
         let concurrency = self.concurrency.unwrap_or(defaults.concurrency);

