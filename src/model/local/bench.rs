@@ -132,11 +132,16 @@ impl Bench {
         })
     }
 
-    /// One prompt-heavy request (60 numbers, about 250 tokens, one token
-    /// back) and one generation-heavy request (24 tokens back), each
-    /// alone: about 10 s for the default model on 2 cores. Speeds from the
+    /// After a short unmeasured request, one prompt-heavy request (60
+    /// numbers, about 250 tokens, one token back) and one generation-heavy
+    /// request (24 tokens back), each alone: about 10 s for the default
+    /// model on 2 cores. Speeds from the
     /// server's timings, or from wall time where it has none.
     pub async fn idle_speed(&self, tag: usize) -> Result<IdleSpeed, String> {
+        // Unmeasured: the first request after a start pays once for what
+        // later ones reuse (thread pool, compute buffers, cold pages).
+        let warm = json!([{"role": "user", "content": format!("Say {tag}.")}]);
+        self.complete(warm, 1, false).await?;
         let prompt = json!([{"role": "user", "content": filler(tag, 60)}]);
         let p = self.complete(prompt, 1, false).await?;
         let gen = json!([{"role": "user", "content": format!("Count from {tag} upwards, one number per line.")}]);
