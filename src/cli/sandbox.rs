@@ -11,7 +11,9 @@ use retrace::kernel::gateway::Gateway;
 use retrace::kernel::{default_kernel_root, KernelSpec};
 use retrace::pyenv::{ImageName, ImageStore};
 use retrace::sandbox::Confined;
+use retrace::util::atomic_write::write_atomically;
 use retrace::util::builtin;
+use retrace::util::fault::Point;
 use retrace::util::home::retrace_home;
 use retrace::util::IoError;
 
@@ -176,6 +178,7 @@ fn write(path: &Path, text: &str) -> Result<(), Failure> {
         std::fs::create_dir_all(parent)
             .map_err(|e| Failure::infra(anyhow::anyhow!("creating {}: {e}", parent.display())))?;
     }
-    std::fs::write(path, text)
+    // Whole or not at all: a CI job that dies here leaves no half report.
+    write_atomically(path, text.as_bytes(), Point::DuringSummary)
         .map_err(|e| Failure::infra(anyhow::anyhow!("writing {}: {e}", path.display())))
 }

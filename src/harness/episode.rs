@@ -158,6 +158,7 @@ impl<'a> Episode<'a> {
                 self.start_over().await?;
             }
             let done = rec.is_final();
+            crate::util::fault::reached(crate::util::fault::Point::AfterExecute);
             self.runner.append(&rec)?;
             if round == 0 {
                 first = Some(rec);

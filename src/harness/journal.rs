@@ -6,12 +6,13 @@
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::error::HarnessError;
 use crate::record::{AttemptRecord, RecordKind};
+use crate::util::fault::{self, Point};
 use crate::util::IoContext;
 
 pub struct Journal {
@@ -38,7 +39,16 @@ impl Journal {
         let mut line = encode(record)?;
         line.push(b'\n');
         let mut file = self.file.lock().unwrap();
-        // One write call per line: a line is never interleaved with another.
+        if fault::is_armed(Point::MidJournalLine) {
+            let half = line.len() / 2;
+            file.write_all(&line[..half])
+                .and_then(|_| file.flush())
+                .at("writing", &self.path)?;
+            fault::reached(Point::MidJournalLine);
+            line.drain(..half);
+        }
+        // One write call per line, under the lock: a line is never
+        // interleaved with another.
         Ok(file
             .write_all(&line)
             .and_then(|_| file.flush())
@@ -53,28 +63,37 @@ fn encode(record: &AttemptRecord) -> Result<Vec<u8>, HarnessError> {
     })
 }
 
-/// Reads every record. A torn last line (the process died mid-write) is
-/// ignored; a bad line elsewhere is an error naming its line.
+/// Reads every record. A torn last line (the process died mid-write: no
+/// newline after it, and not a whole record) is dropped with a warning; a
+/// bad line anywhere else is an error naming its line. Lines are read as
+/// bytes: a tear can split a multi-byte character.
 pub fn read(path: &Path) -> Result<Vec<AttemptRecord>, HarnessError> {
-    let file = match File::open(path) {
-        Ok(f) => f,
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => {
             return Err(crate::util::IoError::new(format!("reading {}", path.display()), e).into())
         }
     };
-    let lines: Vec<String> = BufReader::new(file)
-        .lines()
-        .collect::<Result<_, _>>()
-        .at("reading", path)?;
     let mut records = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+    let mut lines = bytes.split(|b| *b == b'\n').enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        // `split` gives one piece after the last newline: the unterminated
+        // tail, empty when the file ends with a newline.
+        let unterminated = lines.peek().is_none();
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_str(line) {
+        match serde_json::from_slice(line) {
             Ok(r) => records.push(r),
-            Err(_) if i + 1 == lines.len() => break,
+            Err(_) if unterminated => {
+                tracing::warn!(
+                    journal = %path.display(),
+                    line = i + 1,
+                    bytes = line.len(),
+                    "dropping a torn last line (the run was stopped while writing it)"
+                );
+            }
             Err(source) => {
                 return Err(HarnessError::JournalLine {
                     path: path.to_path_buf(),
@@ -189,6 +208,47 @@ mod tests {
         let err = read(&bad).unwrap_err().to_string();
         assert!(err.contains("bad.jsonl:2"), "{err}");
         assert!(read(&dir.path().join("missing.jsonl")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_tear_inside_a_character_is_still_a_torn_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let mut whole = encode(&record("é→", 0, true)).unwrap();
+        // Cut inside the three bytes of `→`.
+        let cut = whole.windows(3).position(|w| w == "→".as_bytes()).unwrap() + 1;
+        whole.truncate(cut);
+        write(&path, &[record("a", 0, true)], "");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&whole)
+            .unwrap();
+        let ids: Vec<String> = read(&path)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.task_id)
+            .collect();
+        assert_eq!(ids, ["a"]);
+        // Compaction drops the tear, so the next record starts a line.
+        compact_for_resume(&path).unwrap();
+        Journal::open(&path)
+            .unwrap()
+            .append(&record("b", 0, true))
+            .unwrap();
+        assert_eq!(read(&path).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_whole_bad_last_line_is_an_error_not_a_tear() {
+        // It ends with a newline: the write completed, so it is damage,
+        // not a crash mid-write, and is never dropped quietly.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        write(&path, &[record("a", 0, true)], "{\"torn\n");
+        let err = read(&path).unwrap_err().to_string();
+        assert!(err.contains("results.jsonl:2"), "{err}");
     }
 
     #[test]

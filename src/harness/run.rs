@@ -129,6 +129,13 @@ impl Run {
             }
             .into());
         }
+        let torn: Vec<PathBuf> = [dir.to_path_buf(), dir.join("plots")]
+            .iter()
+            .flat_map(|d| crate::util::atomic_write::remove_torn_writes(d))
+            .collect();
+        for torn in torn {
+            tracing::warn!(file = %torn.display(), "removed a file a crash left half written");
+        }
         let journal = dir.join("results.jsonl");
         let (finished, kept) = journal::compact(&journal)?;
         // The round 0 an unfinished arm shares with a finished one.

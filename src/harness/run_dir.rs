@@ -11,6 +11,8 @@ use super::error::{HarnessError, UsageError};
 use crate::record::{RunConfig, TaskSpec};
 use crate::task::load::{load_suite_with, select};
 use crate::task::Task;
+use crate::util::atomic_write::write_atomically;
+use crate::util::fault::Point;
 use crate::util::IoContext;
 
 /// The configuration of the run in `dir` (its `run.json`, any schema).
@@ -30,7 +32,8 @@ pub(super) fn write_config(config: &RunConfig, dir: &Path) -> Result<(), Harness
         what: "run.json",
         source,
     })?;
-    Ok(std::fs::write(&path, text).at("writing", &path)?)
+    // Atomically: a crash while writing must leave a run.json that resumes.
+    Ok(write_atomically(&path, text.as_bytes(), Point::DuringRunJson).at("writing", &path)?)
 }
 
 /// The run's tasks as its suite gives them now: the suite loaded again and

@@ -168,6 +168,7 @@ impl<R: Recipe + ?Sized> Workspace<'_, R> {
             .line(&format!("# {}\n# into {}", site.header, tmp.display()));
         fs::create_dir_all(tmp).at("creating", tmp)?;
         let marker = self.recipe.steps(self)?;
+        crate::util::fault::reached(crate::util::fault::Point::DuringBuild);
         marker::write(tmp, &marker).at("writing the marker in", tmp)?;
         let dest = &self.dest;
         if dest.exists() {

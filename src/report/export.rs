@@ -21,7 +21,14 @@ pub fn write_one<V>(exporter: &dyn Exporter<V>, view: &V, path: &Path) -> Result
     let text = exporter
         .render(view)
         .map_err(|source| ReportError::Render { file, source })?;
-    std::fs::write(path, text).map_err(|source| ReportError::Write {
+    // Atomically: a crash while writing leaves the old report or the new
+    // one, never half of one.
+    crate::util::atomic_write::write_atomically(
+        path,
+        text.as_bytes(),
+        crate::util::fault::Point::DuringSummary,
+    )
+    .map_err(|source| ReportError::Write {
         path: path.to_path_buf(),
         source,
     })

@@ -1,7 +1,9 @@
 //! Small helpers shared by several stages.
 
+pub mod atomic_write;
 pub mod bounded;
 pub mod builtin;
+pub mod fault;
 pub mod home;
 pub mod io_error;
 pub mod nofollow;

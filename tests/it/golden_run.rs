@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-fn fixture() -> &'static Path {
+pub(crate) fn fixture() -> &'static Path {
     Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/golden_run"
@@ -22,7 +22,7 @@ fn fixture() -> &'static Path {
 }
 
 /// A record without what measures the machine.
-fn record(mut r: Value) -> Value {
+pub(crate) fn record(mut r: Value) -> Value {
     let o = r.as_object_mut().expect("a record is an object");
     o.remove("run_id");
     o.remove("timings_ms");
@@ -39,7 +39,7 @@ fn record(mut r: Value) -> Value {
 }
 
 /// A summary (and its arms) without what measures the machine.
-fn summary(mut s: Value) -> Value {
+pub(crate) fn summary(mut s: Value) -> Value {
     let o = s.as_object_mut().expect("a summary is an object");
     for key in [
         "run_id",
@@ -74,13 +74,15 @@ fn summary(mut s: Value) -> Value {
 }
 
 /// Records by (arm, task, round): concurrency decides the journal's order.
-fn records(text: &str) -> BTreeMap<(String, String, u64), Value> {
+pub(crate) fn records(text: &str) -> BTreeMap<(String, String, u64), Value> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let r = record(serde_json::from_str(l).expect("a record"));
+            // `arm` since arms; older journals name the arm `strategy`.
+            let arm = r.get("arm").unwrap_or(&r["strategy"]);
             let key = (
-                r["strategy"].as_str().unwrap_or_default().to_string(),
+                arm.as_str().unwrap_or_default().to_string(),
                 r["task_id"].as_str().unwrap_or_default().to_string(),
                 r["round"].as_u64().unwrap_or_default(),
             );

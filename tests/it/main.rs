@@ -24,6 +24,7 @@ mod cli_doctor;
 mod cli_exec;
 mod compare_runs;
 mod containment;
+mod crash_consistency;
 mod dynamic_install;
 mod dynamic_scan;
 mod dynamic_strategy;

@@ -32,10 +32,15 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    /// `<work_dir>/<prefix>-<uuid>/{rt,work,home}`, private to the harness
-    /// until the jail hands the runtime directory to its user.
+    /// `<work_dir>/<prefix>-<pid>-<uuid>/{rt,work,home}`, private to the
+    /// harness until the jail hands the runtime directory to its user. The
+    /// pid lets a later retrace see that the one that made it is gone.
     pub(crate) fn create(work_dir: &Path, prefix: &str) -> Result<Scratch, IoError> {
-        let id = format!("{prefix}-{}", uuid::Uuid::new_v4().simple());
+        let id = format!(
+            "{prefix}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
         let base = work_dir.join(&id);
         let scratch = Scratch {
             layout: KernelLayout {

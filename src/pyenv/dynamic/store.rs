@@ -60,18 +60,23 @@ impl PackageStore {
     }
 
     /// Removes work directories that no installer can still be using
-    /// (left by a retrace that was killed mid-install).
+    /// (left by a retrace that was killed mid-install): those whose
+    /// retrace (the pid in `<prefix>-<pid>-<uuid>`) is gone, and any older
+    /// than `older_than` (a reused pid, an older naming).
     pub fn reclaim_work(&self, older_than: std::time::Duration) {
         let Ok(entries) = fs::read_dir(self.work_dir()) else {
             return;
         };
         for entry in entries.flatten() {
-            let stale = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > older_than);
+            let maker_gone = maker_pid(&entry.file_name().to_string_lossy())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+            let stale = maker_gone
+                || entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > older_than);
             if stale {
                 let _ = fs::remove_dir_all(entry.path());
             }
@@ -111,6 +116,7 @@ impl PackageStore {
             bytes: size_of(&site),
             installed_at: chrono::Utc::now().to_rfc3339(),
         };
+        crate::util::fault::reached(crate::util::fault::Point::DuringInstall);
         seal(built)?;
         marker::write(built, &entry)?;
         let dest = self.root.join(Self::key(pin));
@@ -123,6 +129,14 @@ impl PackageStore {
             Err(e) => Err(std::io::Error::other(e.to_string())),
         }
     }
+}
+
+/// The pid of the retrace that made work directory `name`
+/// (`<prefix>-<pid>-<uuid>`).
+fn maker_pid(name: &str) -> Option<u32> {
+    let mut parts = name.rsplitn(3, '-');
+    let (_uuid, pid, _prefix) = (parts.next()?, parts.next()?, parts.next()?);
+    pid.parse().ok()
 }
 
 /// Root-owned, no write bits for anyone else: the kernel user that
@@ -176,6 +190,33 @@ mod tests {
             version: "1.0".into(),
             sha256: "ab".repeat(32),
         }
+    }
+
+    #[test]
+    fn work_left_by_a_dead_retrace_is_reclaimed_at_once_and_a_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PackageStore::new(dir.path().join("packages"));
+        store.create().unwrap();
+        let pid_max: u64 = fs::read_to_string("/proc/sys/kernel/pid_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Above pid_max: no process can have it.
+        let dead = store
+            .work_dir()
+            .join(format!("install-{}-{}", pid_max + 1, "a".repeat(32)));
+        let live =
+            store
+                .work_dir()
+                .join(format!("install-{}-{}", std::process::id(), "b".repeat(32)));
+        fs::create_dir_all(&dead).unwrap();
+        fs::create_dir_all(&live).unwrap();
+        store.reclaim_work(std::time::Duration::from_secs(3600));
+        assert!(!dead.exists());
+        assert!(live.exists());
+        assert_eq!(maker_pid("install-12-abc"), Some(12));
+        assert_eq!(maker_pid("x"), None);
     }
 
     #[test]

@@ -23,6 +23,8 @@ use super::error::RenderError;
 use super::error::ReportError;
 use super::metrics::Summary;
 use crate::record::AttemptRecord;
+use crate::util::atomic_write::write_atomically;
+use crate::util::fault::Point;
 use chart::Chart;
 use theme::{Area, Drawn};
 
@@ -124,9 +126,11 @@ fn render(chart: &impl Chart, dir: &Path) -> Result<Plot, ReportError> {
     let mut files = Vec::new();
     for (ext, bytes) in [("svg", svg.as_bytes()), ("png", png.as_slice())] {
         let path = plots.join(format!("{name}.{ext}"));
-        std::fs::write(&path, bytes).map_err(|source| ReportError::Write {
-            path: path.clone(),
-            source,
+        write_atomically(&path, bytes, Point::DuringSummary).map_err(|source| {
+            ReportError::Write {
+                path: path.clone(),
+                source,
+            }
         })?;
         files.push(path);
     }
