@@ -6,9 +6,10 @@
 
 use std::ffi::OsStr;
 use std::fmt;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use retrace::pyenv::ImageName;
 
@@ -62,7 +63,18 @@ impl Cli {
     }
 
     /// Runs the command to its end.
-    pub fn run(mut self) -> Ran {
+    pub fn run(self) -> Ran {
+        self.run_until(None).expect("no deadline")
+    }
+
+    /// Runs the command, killing it (SIGKILL) if it has not ended after
+    /// `limit`: `Err` with what it wrote until then. For a test whose
+    /// failure would be a hang.
+    pub fn run_within(self, limit: Duration) -> Result<Ran, Ran> {
+        self.run_until(Some(Instant::now() + limit))
+    }
+
+    fn run_until(mut self, deadline: Option<Instant>) -> Result<Ran, Ran> {
         if let Some(name) = self.image {
             super::image(name);
         }
@@ -84,12 +96,45 @@ impl Cli {
             let mut pipe = child.stdin.take().expect("piped stdin");
             std::thread::spawn(move || pipe.write_all(text.as_bytes()))
         });
-        let out = child.wait_with_output().expect("retrace runs");
+        // Read from threads, so that a full pipe never blocks the child.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = Vec::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut text);
+                }
+                text
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+        let mut timed_out = false;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("retrace runs") {
+                break status;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait().expect("retrace runs");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         if let Some(feeder) = feeder {
             // A child that exits without reading all of it is not an error here.
             let _ = feeder.join();
         }
-        Ran::from(out)
+        let out = Output {
+            status,
+            stdout: stdout.join().expect("stdout read"),
+            stderr: stderr.join().expect("stderr read"),
+        };
+        let ran = Ran::from(out);
+        if timed_out {
+            Err(ran)
+        } else {
+            Ok(ran)
+        }
     }
 }
 

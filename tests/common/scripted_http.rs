@@ -1,12 +1,16 @@
 //! A scripted HTTP/1.1 server on 127.0.0.1 that speaks just enough of the
-//! OpenAI chat API to inject faults (429s, garbage, stalls) and to capture
-//! every request body. It stands in for nothing users run: the real-server
-//! tests use a real llama.cpp server.
+//! OpenAI chat API to inject faults (429s, garbage, stalls, resets, bodies
+//! cut short) and to capture every request body. It stands in for nothing
+//! users run: the real-server tests use a real llama.cpp server.
+//!
+//! It answers from a script in order ([`Server::start`]) or from a function
+//! of each request ([`Server::start_fn`], for replies that depend on what
+//! was asked whatever order concurrent requests arrive in).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -21,6 +25,15 @@ pub enum Act {
     },
     /// Read the request, then say nothing for this long.
     Stall(Duration),
+    /// Wait this long before any byte of the reply (a slow first byte),
+    /// then do the act.
+    Delay(Duration, Box<Act>),
+    /// A 200 whose headers promise all of `body`; send the first half, then
+    /// reset the connection.
+    ResetMidBody { body: String },
+    /// A 200 whose headers promise all of `body`; send the first half, then
+    /// say nothing for this long.
+    StallMidBody { body: String, stall: Duration },
 }
 
 pub fn respond(status: u16, body: &str) -> Act {
@@ -31,30 +44,36 @@ pub fn respond(status: u16, body: &str) -> Act {
     }
 }
 
+/// A chat completion whose message is `text`.
+pub fn completion(text: &str) -> String {
+    serde_json::json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    })
+    .to_string()
+}
+
 pub fn ok(text: &str) -> Act {
-    respond(
-        200,
-        &serde_json::json!({
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop"
-            }],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
-        })
-        .to_string(),
-    )
+    respond(200, &completion(text))
 }
 
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub head: String,
     pub body: String,
+    /// When the whole request had arrived.
+    pub at: Instant,
 }
+
+type Responder = Arc<dyn Fn(&Seen) -> Act + Send + Sync>;
 
 pub struct Server {
     addr: SocketAddr,
@@ -68,19 +87,31 @@ impl Server {
 
     /// Serves `script`, then `default` for every further request.
     pub async fn start_with_default(script: Vec<Act>, default: Act) -> Server {
+        let script = Mutex::new(VecDeque::from(script));
+        Self::start_fn(move |_| {
+            script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| default.clone())
+        })
+        .await
+    }
+
+    /// Answers each request with `respond(request)`.
+    pub async fn start_fn(respond: impl Fn(&Seen) -> Act + Send + Sync + 'static) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let script = Arc::new(Mutex::new(VecDeque::from(script)));
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let (script2, seen2) = (script.clone(), seen.clone());
-        let default = Arc::new(default);
+        let seen2 = seen.clone();
+        let respond: Responder = Arc::new(respond);
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (script, seen, default) = (script2.clone(), seen2.clone(), default.clone());
-                tokio::spawn(async move { serve(stream, script, seen, &default).await });
+                let (seen, respond) = (seen2.clone(), respond.clone());
+                tokio::spawn(async move { serve(stream, seen, respond).await });
             }
         });
         Server { addr, seen }
@@ -96,12 +127,7 @@ impl Server {
 }
 
 /// One request per connection (`Connection: close`).
-async fn serve(
-    mut stream: TcpStream,
-    script: Arc<Mutex<VecDeque<Act>>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    default: &Act,
-) {
+async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, respond: Responder) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let head_end = loop {
@@ -130,13 +156,19 @@ async fn serve(
         }
     }
     let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).to_string();
-    seen.lock().unwrap().push(Seen { head, body });
-    let act = script
-        .lock()
-        .unwrap()
-        .pop_front()
-        .unwrap_or_else(|| default.clone());
+    let request = Seen {
+        head,
+        body,
+        at: Instant::now(),
+    };
+    let mut act = respond(&request);
+    seen.lock().unwrap().push(request);
+    while let Act::Delay(wait, then) = act {
+        tokio::time::sleep(wait).await;
+        act = *then;
+    }
     match act {
+        Act::Delay(..) => unreachable!("unwrapped above"),
         Act::Stall(d) => {
             tokio::time::sleep(d).await;
         }
@@ -145,17 +177,41 @@ async fn serve(
             headers,
             body,
         } => {
-            let mut out = format!(
-                "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            for (k, v) in headers {
-                out.push_str(&format!("{k}: {v}\r\n"));
-            }
-            out.push_str("\r\n");
+            let mut out = head_of(status, body.len(), &headers);
             out.push_str(&body);
             let _ = stream.write_all(out.as_bytes()).await;
             let _ = stream.shutdown().await;
         }
+        Act::ResetMidBody { body } => {
+            let _ = write_half(&mut stream, &body).await;
+            // A zero linger makes the close a reset (RST), not a clean end.
+            let _ = stream.set_zero_linger();
+            drop(stream);
+        }
+        Act::StallMidBody { body, stall } => {
+            let _ = write_half(&mut stream, &body).await;
+            tokio::time::sleep(stall).await;
+        }
     }
+}
+
+fn head_of(status: u16, length: usize, headers: &[(&'static str, String)]) -> String {
+    let mut out = format!(
+        "HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n",
+    );
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    out
+}
+
+/// A 200 promising all of `body`, and the first half of it.
+async fn write_half(stream: &mut TcpStream, body: &str) -> std::io::Result<()> {
+    let half = &body.as_bytes()[..body.len() / 2];
+    stream
+        .write_all(head_of(200, body.len(), &[]).as_bytes())
+        .await?;
+    stream.write_all(half).await?;
+    stream.flush().await
 }
