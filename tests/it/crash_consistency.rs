@@ -16,21 +16,6 @@ use std::path::{Path, PathBuf};
 use retrace::util::fault;
 use serde_json::Value;
 
-/// The golden run's configuration (tests/it/golden_run.rs).
-const GOLDEN: &[&str] = &[
-    "run",
-    "--suite",
-    "math",
-    "--model",
-    "oracle:faults",
-    "--rounds",
-    "2",
-    "--feedback",
-    "parsed+state",
-    "--limit-tasks",
-    "10",
-];
-
 /// Kills, in this order: every point is reached by the session it is
 /// armed in (the run has more rounds left than the hit counts, and every
 /// session ends by writing run.json and the reports).
@@ -178,13 +163,8 @@ fn a_run_killed_at_the_worst_moments_resumes_to_the_uninterrupted_result() {
     common::image(retrace::pyenv::ImageName::Fat);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let killed = killed_and_resumed(GOLDEN, KILLS, &out);
-    let fixture = golden_run::fixture();
-    let want_records =
-        golden_run::records(&std::fs::read_to_string(fixture.join("results.jsonl")).unwrap());
-    let want_summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("summary.json")).unwrap())
-            .unwrap();
+    let killed = killed_and_resumed(golden_run::ARGS, KILLS, &out);
+    let (want_records, want_summary) = golden_run::expected();
     assert_same_run(&out, &want_records, &want_summary);
     assert_nothing_left(&out, &killed);
 }

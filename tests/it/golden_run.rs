@@ -14,15 +14,37 @@ use std::path::Path;
 
 use serde_json::Value;
 
-pub(crate) fn fixture() -> &'static Path {
+fn fixture() -> &'static Path {
     Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/golden_run"
     ))
 }
 
+/// The golden run's command line, but its `--out`.
+pub(crate) const ARGS: &[&str] = &[
+    "run",
+    "--suite",
+    "math",
+    "--model",
+    "oracle:faults",
+    "--rounds",
+    "2",
+    "--feedback",
+    "parsed+state",
+    "--limit-tasks",
+    "10",
+];
+
+/// The fixture's records (by arm, task and round) and summary.
+pub(crate) fn expected() -> (BTreeMap<(String, String, u64), Value>, Value) {
+    let read = |name: &str| std::fs::read_to_string(fixture().join(name)).unwrap();
+    let summary = serde_json::from_str(&read("summary.json")).unwrap();
+    (records(&read("results.jsonl")), summary)
+}
+
 /// A record without what measures the machine.
-pub(crate) fn record(mut r: Value) -> Value {
+fn record(mut r: Value) -> Value {
     let o = r.as_object_mut().expect("a record is an object");
     o.remove("run_id");
     o.remove("timings_ms");
@@ -99,22 +121,7 @@ fn a_deterministic_run_gives_the_golden_records_and_summary() {
     common::image(retrace::pyenv::ImageName::Fat);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let ran = common::retrace([
-        "run",
-        "--suite",
-        "math",
-        "--model",
-        "oracle:faults",
-        "--rounds",
-        "2",
-        "--feedback",
-        "parsed+state",
-        "--limit-tasks",
-        "10",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .run();
+    let ran = common::retrace(ARGS.iter().copied().chain(["--out", out.to_str().unwrap()])).run();
     assert_eq!(ran.code, 0, "{ran}");
     let got_records = records(&std::fs::read_to_string(out.join("results.jsonl")).unwrap());
     let got_summary = summary(
@@ -127,10 +134,7 @@ fn a_deterministic_run_gives_the_golden_records_and_summary() {
         std::fs::write(fixture().join("summary.json"), text + "\n").unwrap();
         return;
     }
-    let want_records = records(&std::fs::read_to_string(fixture().join("results.jsonl")).unwrap());
-    let want_summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture().join("summary.json")).unwrap())
-            .unwrap();
+    let (want_records, want_summary) = expected();
     assert_eq!(
         got_records.keys().collect::<Vec<_>>(),
         want_records.keys().collect::<Vec<_>>(),
