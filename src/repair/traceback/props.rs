@@ -19,8 +19,8 @@ fn traceback_line() -> impl Strategy<Value = String> {
         (hostile_text(4), n.clone()).prop_map(|(p, l)| format!("File \"{p}\", line {l}, in f")),
         (n.clone(), hostile_text(6)).prop_map(|(l, s)| format!("----> {l} {s}")),
         (n, hostile_text(6)).prop_map(|(l, s)| format!("      {l} {s}")),
-        ("[ \t\u{3000}\u{a0}]{0,6}", "[\\^~]{1,6}").prop_map(|(w, c)| format!("{w}{c}")),
-        ("[ \t\u{3000}\u{a0}]{0,6}", hostile_text(5)).prop_map(|(w, t)| format!("{w}{t}")),
+        (INDENT, "[\\^~]{1,6}").prop_map(|(w, c)| format!("{w}{c}")),
+        (INDENT, hostile_text(5)).prop_map(|(w, t)| format!("{w}{t}")),
         hostile_text(5).prop_map(|m| format!("ValueError: {m}")),
         Just("SyntaxError: invalid syntax".to_string()),
         Just("The above exception was the direct cause of the following exception:".into()),
@@ -30,8 +30,27 @@ fn traceback_line() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Any whitespace, ASCII or not, as indentation.
+const INDENT: &str = "[ \t\u{3000}\u{a0}\u{2003}]{0,6}";
+
+/// A SyntaxError block: header, the offending line, its caret, the
+/// exception; each indented by generated whitespace.
+fn syntax_entry() -> impl Strategy<Value = String> {
+    (0usize..9, INDENT, hostile_text(5), INDENT, "[\\^~]{1,4}").prop_map(
+        |(line, text_indent, text, caret_indent, caret)| {
+            format!(
+                "Cell In[1], line {line}\n{text_indent}{text}\n{caret_indent}{caret}\n\
+                 SyntaxError: invalid syntax"
+            )
+        },
+    )
+}
+
 fn entry() -> impl Strategy<Value = String> {
-    proptest::collection::vec(traceback_line(), 1..8).prop_map(|l| l.join("\n"))
+    prop_oneof![
+        3 => proptest::collection::vec(traceback_line(), 1..8).prop_map(|l| l.join("\n")),
+        1 => syntax_entry(),
+    ]
 }
 
 fn error_info() -> impl Strategy<Value = ErrorInfo> {
@@ -111,4 +130,21 @@ fn a_megabyte_traceback_is_parsed_and_rendered_in_linear_time() {
             render(&parse(&error, code), code, 4000)
         });
     }
+}
+
+#[test]
+fn a_caret_indented_by_a_wide_space_is_kept_whole() {
+    // Found by the property: the caret line's indentation was cut by the
+    // byte length of the text line's, inside U+3000 (a panic).
+    let error = ErrorInfo {
+        ename: "SyntaxError".into(),
+        evalue: "invalid syntax (1.py, line 1)".into(),
+        traceback: vec![
+            "Cell In[1], line 1\n  x = (\n\u{3000}^\nSyntaxError: invalid syntax".into(),
+        ],
+    };
+    let tb = parse(&error, "x = (\n");
+    let syntax = tb.syntax.expect("a syntax error");
+    assert_eq!(syntax.text, "x = (");
+    assert_eq!(syntax.caret.as_deref(), Some("\u{3000}^"));
 }
