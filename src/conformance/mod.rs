@@ -4,6 +4,8 @@
 //! above `kernel` and `sandbox` (it drives both) and below the CLI.
 
 mod case_file;
+#[cfg(test)]
+mod case_props;
 pub mod check;
 pub mod corpus;
 mod expectation;

@@ -298,3 +298,7 @@ mod tests {
         assert_eq!(read(&path).unwrap().len(), 1);
     }
 }
+
+#[cfg(test)]
+#[path = "journal_props.rs"]
+mod props;

@@ -23,6 +23,8 @@ mod options;
 mod outcome;
 mod probe;
 mod process;
+#[cfg(test)]
+mod props;
 mod requests;
 mod session;
 mod spec;

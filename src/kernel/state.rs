@@ -5,6 +5,7 @@
 //! retrace's own code (`probe.py`), which reads only exact, known types and
 //! never calls code the task defined; bounded in time here and in size there.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -236,6 +237,8 @@ const KEYWORDS: &[&str] = &[
 pub fn names_in_line(line: &str) -> Vec<String> {
     let chars: Vec<char> = line.chars().collect();
     let mut names: Vec<String> = Vec::new();
+    // A set beside the list: a line of many distinct names stays linear.
+    let mut seen: HashSet<String> = HashSet::new();
     let mut i = 0;
     let mut prev_sig: Option<char> = None;
     // Open `(` brackets: `name=` is a keyword argument only inside a call.
@@ -291,7 +294,7 @@ pub fn names_in_line(line: &str) -> Vec<String> {
                 && !is_prefix
                 && !kwarg
                 && !KEYWORDS.contains(&word.as_str())
-                && !names.contains(&word)
+                && seen.insert(word.clone())
             {
                 names.push(word);
             }

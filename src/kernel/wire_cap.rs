@@ -215,6 +215,14 @@ where
             u64::from(from.read_u8().await?)
         };
         let command = flags & COMMAND != 0;
+        if command && len > SMALL_FRAME {
+            // ZMTP commands are a few bytes, outside any message's cap, and
+            // the client reads each whole: a long one ends the connection.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a ZMTP command frame of {len} bytes"),
+            ));
+        }
         if !command {
             scan.bytes = scan.bytes.saturating_add(len);
             scan.frames += 1;
@@ -407,3 +415,7 @@ mod tests {
         assert!(out.ends_with(&expected_tail));
     }
 }
+
+#[cfg(test)]
+#[path = "wire_cap_props.rs"]
+mod props;

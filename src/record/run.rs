@@ -223,7 +223,7 @@ pub(crate) mod tests {
         let mut value = serde_json::to_value(&config).unwrap();
         assert_eq!(
             value["provenance"]["fingerprints"]["fat"]["checker"]["version"],
-            1
+            crate::task::check::CHECKER_VERSION
         );
         value["provenance"]["fingerprints"]["fat"]["checker"]["version"] = 0.into();
         let read = RunConfig::from_json(&value.to_string()).unwrap();

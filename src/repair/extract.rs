@@ -38,6 +38,8 @@
 //! long as the opening one, and nothing else. Leading and trailing blank
 //! lines of each block are dropped; the extracted code ends with a newline.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 /// Which rule produced the code.
@@ -108,9 +110,11 @@ fn nothing() -> Extraction {
 
 fn join(blocks: &[&Block], rule: ExtractRule) -> Option<Extraction> {
     let mut taken: Vec<&str> = Vec::new();
+    // A set: a reply of many distinct blocks must not compare each with all.
+    let mut seen: HashSet<&str> = HashSet::new();
     for b in blocks {
         let body = b.body.as_str();
-        if !body.is_empty() && !taken.contains(&body) {
+        if !body.is_empty() && seen.insert(body) {
             taken.push(body);
         }
     }
@@ -668,3 +672,7 @@ mod tests {
         assert_eq!(ex("answer = 7").1, ExtractRule::BareCode);
     }
 }
+
+#[cfg(test)]
+#[path = "extract_props.rs"]
+mod props;

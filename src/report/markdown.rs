@@ -43,38 +43,34 @@ const SECTIONS: &[fn(&mut String, &RunView)] = &[
 /// The title, the labels, what ran and under which limits.
 fn heading(w: &mut String, run: &RunView) {
     let s = run.summary;
-    let _ = writeln!(w, "# retrace run `{}`\n", s.header.run_id);
+    let _ = writeln!(w, "# retrace run {}\n", code(&s.header.run_id));
     for label in labels(s) {
         let _ = writeln!(w, "> **{label}**\n");
     }
     let strategy = if s.arms.is_empty() {
-        format!("strategy `{}`", s.header.strategy)
+        format!("strategy {}", code(&s.header.strategy))
     } else {
-        let names: Vec<String> = s
-            .arms
-            .iter()
-            .map(|a| format!("`{}`", a.header.strategy))
-            .collect();
+        let names: Vec<String> = s.arms.iter().map(|a| code(&a.header.strategy)).collect();
         format!(
-            "arms {} (baseline `{}`)",
+            "arms {} (baseline {})",
             names.join(", "),
-            s.header.strategy
+            code(&s.header.strategy)
         )
     };
     let _ = writeln!(
         w,
-        "Suite `{}`, model `{}`, {strategy}, {} tasks ({} finished), rounds 0..={}, \
-         stop rule `{}`, feedback `{}`.\n",
-        s.header.suite,
-        s.header.model,
+        "Suite {}, model {}, {strategy}, {} tasks ({} finished), rounds 0..={}, \
+         stop rule {}, feedback {}.\n",
+        code(&s.header.suite),
+        code(&s.header.model),
         s.header.tasks,
         s.header.tasks_finished,
         s.header.rounds,
-        s.header.stop_on,
-        s.header.feedback
+        code(&s.header.stop_on),
+        code(&s.header.feedback)
     );
     if !s.header.model_info.is_null() {
-        let _ = writeln!(w, "Model details: `{}`\n", s.header.model_info);
+        let _ = writeln!(w, "Model details: {}\n", code(&s.header.model_info));
     }
     let _ = writeln!(w, "Limits: {}.\n", crate::report::labels::limits_line(s));
     skipped(w, &run.config.provenance.skipped);
@@ -178,8 +174,11 @@ fn self_correction(w: &mut String, run: &RunView) {
         for (kind, f) in &s.answers.round0_failures {
             let _ = writeln!(
                 w,
-                "| {kind} | {} | {} | {} |",
-                f.tasks, f.fixed, f.ran_clean_later
+                "| {} | {} | {} | {} |",
+                cell(kind),
+                f.tasks,
+                f.fixed,
+                f.ran_clean_later
             );
         }
     }
@@ -189,7 +188,8 @@ fn self_correction(w: &mut String, run: &RunView) {
         for (fault, a) in &s.answers.accuracy_by_fault {
             let _ = writeln!(
                 w,
-                "| {fault} | {} | {} | {} |",
+                "| {} | {} | {} | {} |",
+                cell(fault),
                 a.tasks,
                 percent(a.round0.as_ref()),
                 percent(a.final_round.as_ref())
@@ -207,10 +207,10 @@ fn self_repair(w: &mut String, run: &RunView) {
     let _ = writeln!(w, "\n## Self-repair\n");
     for t in tables {
         let _ = writeln!(w, "### {}\n\n{}\n", t.title, t.note);
-        let _ = writeln!(w, "| {} |", t.head.join(" | "));
+        let _ = writeln!(w, "| {} |", cells(&t.head));
         let _ = writeln!(w, "|{}", "---|".repeat(t.head.len()));
         for row in &t.rows {
-            let _ = writeln!(w, "| {} |", row.join(" | "));
+            let _ = writeln!(w, "| {} |", cells(row));
         }
         let _ = writeln!(w);
     }
@@ -297,6 +297,32 @@ fn plots(w: &mut String, run: &RunView) {
     }
 }
 
+/// Text as an inline code span nothing in it can end or break: a fence
+/// longer than any run of backticks inside, line breaks as spaces (a line
+/// break would let the text start a heading or a table row).
+fn code(text: &impl std::fmt::Display) -> String {
+    let text = text.to_string().replace(['\n', '\r'], " ");
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// Text as a table cell: pipes escaped, line breaks as spaces.
+fn cell(text: &str) -> String {
+    text.replace(['\n', '\r'], " ").replace('|', "\\|")
+}
+
+/// A table row's cells, each made safe.
+fn cells(texts: &[String]) -> String {
+    let safe: Vec<String> = texts.iter().map(|t| cell(t)).collect();
+    safe.join(" | ")
+}
+
 /// The side-by-side table of every arm and the paired tests.
 fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
     let _ = writeln!(w, "## Strategies\n");
@@ -305,16 +331,16 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
         .iter()
         .map(|a| {
             if a.header.strategy == c.baseline {
-                format!("`{}` (baseline)", a.header.strategy)
+                format!("{} (baseline)", cell(&code(&a.header.strategy)))
             } else {
-                format!("`{}`", a.header.strategy)
+                cell(&code(&a.header.strategy))
             }
         })
         .collect();
     let _ = writeln!(w, "| | {} |", head.join(" | "));
     let _ = writeln!(w, "|---|{}", "---|".repeat(s.arms.len()));
     for (name, cells) in strategy_rows(s) {
-        let _ = writeln!(w, "| {name} | {} |", cells.join(" | "));
+        let _ = writeln!(w, "| {name} | {} |", self::cells(&cells));
     }
     let _ = writeln!(
         w,
@@ -324,9 +350,9 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
     for a in &c.arms {
         let _ = writeln!(
             w,
-            "- `{}` vs `{}`: {} shared tasks, Acc@{} {} vs {}; b = {}, c = {}, p = {:.4}; {}",
-            a.strategy,
-            c.baseline,
+            "- {} vs {}: {} shared tasks, Acc@{} {} vs {}; b = {}, c = {}, p = {:.4}; {}",
+            code(&a.strategy),
+            code(&c.baseline),
             a.shared_tasks,
             s.header.rounds,
             percent(a.accuracy.as_ref()),
@@ -339,14 +365,14 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
     }
     for a in &s.arms {
         if let Some(m) = &a.environment.installs {
-            let _ = writeln!(w, "\n### Installs (`{}`)\n", a.header.strategy);
+            let _ = writeln!(w, "\n### Installs ({})\n", code(&a.header.strategy));
             installs(w, m);
         }
     }
     let _ = writeln!(
         w,
-        "\nThe sections below are the baseline's (`{}`).\n",
-        c.baseline
+        "\nThe sections below are the baseline's ({}).\n",
+        code(&c.baseline)
     );
 }
 
@@ -361,7 +387,7 @@ fn skipped(w: &mut String, skipped: &[crate::task::load::Skipped]) {
         skipped.len()
     );
     for s in skipped {
-        let _ = writeln!(w, "- {}", s.to_string().replace('\n', " "));
+        let _ = writeln!(w, "- {}", s.to_string().replace(['\n', '\r'], " "));
     }
     let _ = writeln!(w);
 }

@@ -28,6 +28,8 @@ mod markdown;
 pub mod markup;
 pub mod metrics;
 pub mod plots;
+#[cfg(test)]
+mod props;
 mod repair_tables;
 pub mod rescore;
 pub mod stats;

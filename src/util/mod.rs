@@ -8,6 +8,8 @@ pub mod home;
 pub mod io_error;
 pub mod nofollow;
 pub mod proc;
+#[cfg(test)]
+pub(crate) mod props;
 pub mod rng;
 pub mod secs;
 pub mod stats;

@@ -183,3 +183,62 @@ mod tests {
         assert!(parse("not json").is_none());
     }
 }
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::util::props::{hostile_text, megabyte_of, within_bound};
+    use jupyter_protocol::{ExecuteRequest, JupyterMessageContent, StreamContent};
+
+    fn channel() -> impl Strategy<Value = Channel> {
+        proptest::sample::select(vec![
+            Channel::Shell,
+            Channel::Control,
+            Channel::IOPub,
+            Channel::Stdin,
+            Channel::Heartbeat,
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_frame_is_a_message_or_nothing(text in hostile_text(40)) {
+            // Also a frame that is JSON with a channel, of arbitrary shape.
+            let framed = format!("{{\"channel\": \"iopub\", \"header\": {text:?}}}");
+            for t in [&text, &framed] {
+                let _ = parse(t);
+            }
+        }
+
+        #[test]
+        fn a_message_comes_back_with_its_channel(ch in channel(), text in hostile_text(30)) {
+            let mut msg = JupyterMessage::new(StreamContent::stdout(&text), None);
+            msg.channel = Some(ch.clone());
+            let frame = serde_json::to_string(&msg).unwrap();
+            let (back_channel, back) = parse(&frame).expect("a message");
+            prop_assert_eq!(
+                serde_json::to_value(back_channel).unwrap(),
+                serde_json::to_value(ch).unwrap()
+            );
+            prop_assert_eq!(back.header.msg_id, msg.header.msg_id);
+            match back.content {
+                JupyterMessageContent::StreamContent(s) => prop_assert_eq!(s.text, text),
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_megabyte_frame_is_read_in_linear_time() {
+        let mut msg = JupyterMessage::new(ExecuteRequest::new(megabyte_of("x = 1\n")), None);
+        msg.channel = Some(Channel::Shell);
+        let frame = serde_json::to_string(&msg).unwrap();
+        for t in [frame, megabyte_of("["), megabyte_of("{\"channel\":")] {
+            within_bound("parse", &t, parse);
+        }
+    }
+}

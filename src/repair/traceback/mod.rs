@@ -8,6 +8,8 @@
 
 mod kill;
 mod parse;
+#[cfg(test)]
+mod props;
 mod render;
 mod scrub;
 mod text;

@@ -310,7 +310,8 @@ fn parse_entry(entry: &str, block: &mut Block) {
             .unwrap_or(0);
         let caret = caret_line.map(|c| {
             let lead = c.len() - c.trim_start().len();
-            let keep = lead.min(indent);
+            // Byte counts: a multi-byte space must not be cut in half.
+            let keep = c.floor_char_boundary(lead.min(indent));
             c[keep..].trim_end().to_string()
         });
         let cell = if path == "<tokenize>" { None } else { cell };

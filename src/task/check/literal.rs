@@ -42,6 +42,27 @@ impl Lit {
 /// scalar wrappers), `True`/`False`/`None`. Dicts and truncated (`...`)
 /// output do not parse.
 pub(super) fn parse_literal(s: &str) -> Option<Lit> {
+    // One pass refuses deep text before each level re-reads the rest of it.
+    let mut nesting = Nesting::new();
+    let too_deep = s.chars().any(|c| {
+        nesting.top_level(c);
+        nesting.depth > MAX_NESTING as i32
+    });
+    if too_deep {
+        return None;
+    }
+    parse_nested(s, MAX_NESTING)
+}
+
+/// Brackets and calls nested deeper than this do not parse: the kernel
+/// writes values at most 16 levels deep (`MAX_DEPTH` in `probe.py`), a
+/// wrapper such as `array(…)` adds one, and without a bound a printed
+/// megabyte of `[[[…` took quadratic time and overflowed the stack. The
+/// depth passed down also bounds strings that hold literals (`Decimal('…')`).
+const MAX_NESTING: usize = 64;
+
+fn parse_nested(s: &str, depth: usize) -> Option<Lit> {
+    let depth = depth.checked_sub(1)?;
     let s = s.trim();
     if s.is_empty() {
         return None;
@@ -69,7 +90,7 @@ pub(super) fn parse_literal(s: &str) -> Option<Lit> {
         };
         return items
             .iter()
-            .map(|i| parse_literal(i))
+            .map(|i| parse_nested(i, depth))
             .collect::<Option<Vec<_>>>()
             .map(Lit::List);
     }
@@ -93,7 +114,7 @@ pub(super) fn parse_literal(s: &str) -> Option<Lit> {
         ) {
             return match positional.as_slice() {
                 [] => Some(Lit::List(Vec::new())),
-                [one] => match parse_literal(one)? {
+                [one] => match parse_nested(one, depth)? {
                     l @ Lit::List(_) => Some(l),
                     scalar => Some(scalar), // array(5) is a 0-d array
                 },
@@ -106,7 +127,7 @@ pub(super) fn parse_literal(s: &str) -> Option<Lit> {
         }
         // `Decimal('1.5')`, `mpf('2')`: the quoted text is the number.
         let inner = strip_quotes(&inner).unwrap_or(inner);
-        return parse_literal(&inner);
+        return parse_nested(&inner, depth);
     }
     match s {
         "True" | "true" => return Some(Lit::Bool(true)),
@@ -202,7 +223,7 @@ pub(super) fn split_call(s: &str) -> Option<(&str, Vec<String>)> {
 
 /// Index of the bracket closing the one at `open` (quotes respected).
 fn matching_close(s: &str, open: usize) -> Option<usize> {
-    let mut nesting = Nesting::new(true);
+    let mut nesting = Nesting::new();
     for (i, c) in s[open..].char_indices() {
         let top = nesting.top_level(c);
         if nesting.depth < 0 {
@@ -216,22 +237,19 @@ fn matching_close(s: &str, open: usize) -> Option<usize> {
 }
 
 /// Quotes and bracket depth while reading literal text left to right.
+/// A backslash inside quotes escapes the next character.
 struct Nesting {
     depth: i32,
     quote: Option<char>,
     escaped: bool,
-    /// A backslash inside quotes escapes the next character (the numpy
-    /// whitespace split has never honoured this).
-    escapes: bool,
 }
 
 impl Nesting {
-    fn new(escapes: bool) -> Self {
+    fn new() -> Self {
         Nesting {
             depth: 0,
             quote: None,
             escaped: false,
-            escapes,
         }
     }
 
@@ -240,7 +258,7 @@ impl Nesting {
         if let Some(q) = self.quote {
             if self.escaped {
                 self.escaped = false;
-            } else if self.escapes && c == '\\' {
+            } else if c == '\\' {
                 self.escaped = true;
             } else if c == q {
                 self.quote = None;
@@ -261,7 +279,7 @@ impl Nesting {
 /// a trailing empty piece (`(1,)`).
 pub(super) fn split_top_level(s: &str, sep: char) -> Vec<String> {
     let mut parts = Vec::new();
-    let mut nesting = Nesting::new(true);
+    let mut nesting = Nesting::new();
     let mut cur = String::new();
     for c in s.chars() {
         if nesting.top_level(c) && c == sep {
@@ -346,7 +364,7 @@ fn top_level_colon(item: &str) -> bool {
 /// Splits on whitespace outside brackets and quotes.
 fn split_whitespace_top_level(s: &str) -> Vec<String> {
     let mut parts = Vec::new();
-    let mut nesting = Nesting::new(false);
+    let mut nesting = Nesting::new();
     let mut cur = String::new();
     for c in s.chars() {
         if nesting.top_level(c) && c.is_whitespace() {

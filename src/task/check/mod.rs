@@ -34,6 +34,8 @@ mod text;
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod props;
 
 use serde::{Deserialize, Serialize};
 
@@ -50,7 +52,10 @@ pub(crate) use numeral::{parse_number_literal, Num};
 /// round's answer). Bump when a rule changes a verdict: a run's protocol
 /// fingerprint records it, so `compare` can tell runs scored by different
 /// rules apart.
-pub const CHECKER_VERSION: u32 = 1;
+///
+/// 2: a one-element list of a string holding an escaped quote and a space
+/// is that string, no longer split at its spaces.
+pub const CHECKER_VERSION: u32 = 2;
 
 /// The verdict on one answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

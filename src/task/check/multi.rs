@@ -3,6 +3,7 @@
 //! as the one part of a single-part task; and a single answer given in one
 //! of those named forms.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::literal::{read_string, split_top_level};
@@ -12,6 +13,7 @@ use super::{judge, Check, Expected, PartCheck};
 /// `@cols[['a', 'b']]` keeps its inner brackets.
 pub fn find_tagged(text: &str) -> Vec<(String, String)> {
     let bytes = text.as_bytes();
+    let closes = closing_brackets(bytes);
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
@@ -30,25 +32,8 @@ pub fn find_tagged(text: &str) -> Vec<(String, String)> {
             i += 1;
             continue;
         }
-        let mut depth = 0usize;
-        let mut end = None;
-        for (k, &b) in bytes.iter().enumerate().skip(j) {
-            match b {
-                b'[' => depth += 1,
-                b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = Some(k);
-                        break;
-                    }
-                }
-                // Values are single-line: an unclosed `[` ends at the newline.
-                b'\n' => break,
-                _ => {}
-            }
-        }
-        match end {
-            Some(k) => {
+        match closes.get(&j) {
+            Some(&k) => {
                 out.push((text[name_start..j].to_string(), text[j + 1..k].to_string()));
                 i = k + 1;
             }
@@ -56,6 +41,28 @@ pub fn find_tagged(text: &str) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// Each `[` that is closed on its line → the `]` closing it, found in one
+/// pass: scanning ahead from every `@name[` instead made a megabyte of
+/// unclosed tags quadratic.
+fn closing_brackets(bytes: &[u8]) -> HashMap<usize, usize> {
+    let mut closes = HashMap::new();
+    let mut open = Vec::new();
+    for (k, &b) in bytes.iter().enumerate() {
+        match b {
+            b'[' => open.push(k),
+            b']' => {
+                if let Some(j) = open.pop() {
+                    closes.insert(j, k);
+                }
+            }
+            // Values are single-line: an unclosed `[` ends at the newline.
+            b'\n' => open.clear(),
+            _ => {}
+        }
+    }
+    closes
 }
 
 /// The entries of a dict literal (`{'@mean': 2.5, "n": 3}`), keys without

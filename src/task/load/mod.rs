@@ -28,6 +28,8 @@ mod skipped;
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod props;
 
 use std::collections::HashMap;
 use std::fs;
