@@ -2,6 +2,7 @@
 
 pub mod bounded;
 pub mod builtin;
+pub mod disk;
 pub mod home;
 pub mod io_error;
 pub mod nofollow;
