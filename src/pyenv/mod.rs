@@ -257,6 +257,9 @@ pub enum PyenvError {
         #[source]
         reason: Box<recipe::NotCurrent>,
     },
+    /// A build filled the file system under `$RETRACE_HOME`.
+    #[error(transparent)]
+    NoSpace(#[from] crate::util::disk::NoSpace),
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
 }
