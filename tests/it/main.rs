@@ -30,6 +30,7 @@ mod dynamic_strategy;
 mod gateway;
 mod gateway_fixture;
 mod golden_run;
+mod home_full;
 mod kernel_answer;
 mod kernel_restart;
 mod kernel_session;
