@@ -152,7 +152,7 @@ pub(crate) fn prepare<R: Recipe>(recipe: &R, progress: bool) -> Result<R::Built,
             return Err(e);
         }
         let space = NoSpace::new(&site.label, &work.dest, recipe.space_needed(), Box::new(e));
-        return Err(PyenvError::from(space).into());
+        return Err(PyenvError::from(Box::new(space)).into());
     }
     tracing::info!(build = %site.key, secs = started.elapsed().as_secs_f64(), "prepared {}", site.what);
     drop(lock);

@@ -68,9 +68,9 @@ pub enum InstallError {
     Crashed { status: String, tail: String },
     #[error("installing {wheel} failed: {tail}")]
     Wheel { wheel: String, tail: String },
-    /// The package store's file system filled up.
+    /// The package store's file system filled up (boxed: large and rare).
     #[error(transparent)]
-    NoSpace(NoSpace),
+    NoSpace(Box<NoSpace>),
     #[error("{wheel} was refused: the file downloaded does not match its pinned sha256")]
     HashMismatch { wheel: String },
     #[error("{wheel} was refused: {}", findings.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
@@ -229,7 +229,12 @@ impl Installer {
             .iter()
             .map(|p| format!("{}=={}", p.name, p.version))
             .collect();
-        InstallError::NoSpace(NoSpace::new(what.join(", "), root, None, Box::new(error)))
+        InstallError::NoSpace(Box::new(NoSpace::new(
+            what.join(", "),
+            root,
+            None,
+            Box::new(error),
+        )))
     }
 
     /// One confined installer run for `wheels`; each one installed is
