@@ -155,7 +155,7 @@ impl Recipe for ImageRecipe<'_> {
 /// build needs free, told when one fills its file system.
 fn approx_size(name: ImageName) -> u64 {
     match name {
-        ImageName::Slim => 120_000_000,
+        ImageName::Slim => 130_000_000,
         ImageName::Fat => 800_000_000,
     }
 }
