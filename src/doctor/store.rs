@@ -15,20 +15,14 @@ const RECOMMENDED: u64 = 4 * GIB;
 const MINIMUM: u64 = GIB;
 
 pub fn disk_check(home: &Path) -> Check {
-    // The home may not exist yet: ask the file system it will be made on.
-    let existing = home
-        .ancestors()
-        .find(|p| p.exists())
-        .unwrap_or(Path::new("/"));
-    let free = match nix::sys::statvfs::statvfs(existing) {
-        Ok(s) => s.blocks_available().saturating_mul(s.fragment_size()),
-        Err(e) => {
-            return Check::warn(
-                "disk",
-                format!("cannot read free space of {}: {e}", existing.display()),
-                "set RETRACE_HOME to a writable directory",
-            )
-        }
+    // The home may not exist yet: `free_bytes` asks the file system it
+    // will be made on.
+    let Some(free) = crate::util::disk::free_bytes(home) else {
+        return Check::warn(
+            "disk",
+            format!("cannot read free space under {}", home.display()),
+            "set RETRACE_HOME to a writable directory",
+        );
     };
     let shown = format!(
         "{:.1} GiB free under $RETRACE_HOME ({})",

@@ -137,6 +137,10 @@ impl Recipe for ImageRecipe<'_> {
         Ok(marker)
     }
 
+    fn space_needed(&self) -> Option<u64> {
+        Some(approx_size(self.name))
+    }
+
     fn failed(&self, log: &BuildLog, step: &str, detail: String) -> PyenvError {
         PyenvError::BuildFailed {
             name: self.name,
@@ -144,6 +148,15 @@ impl Recipe for ImageRecipe<'_> {
             detail,
             log: log.tail(),
         }
+    }
+}
+
+/// An image's size as built (x86-64, CPython 3.11, rounded up): what a
+/// build needs free, told when one fills its file system.
+fn approx_size(name: ImageName) -> u64 {
+    match name {
+        ImageName::Slim => 130_000_000,
+        ImageName::Fat => 800_000_000,
     }
 }
 

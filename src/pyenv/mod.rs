@@ -257,6 +257,10 @@ pub enum PyenvError {
         #[source]
         reason: Box<recipe::NotCurrent>,
     },
+    /// A build filled the file system under `$RETRACE_HOME` (boxed: it
+    /// is large and rare).
+    #[error(transparent)]
+    NoSpace(#[from] Box<crate::util::disk::NoSpace>),
     #[error(transparent)]
     Io(#[from] crate::util::IoError),
 }

@@ -13,7 +13,9 @@
 //!   directory takes its final name in one rename, so the final name only
 //!   ever holds a complete directory (a stale one is moved aside first to
 //!   `.old-<key>-<pid>`: a process still using it keeps its open files);
-//! - on failure the temporary directory goes and the log stays.
+//! - on failure the temporary directory goes and the log stays; a failure
+//!   that filled the file system is reported as such (`disk::NoSpace`:
+//!   where, how much is free, about how much the recipe needs).
 
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader};
@@ -27,6 +29,7 @@ use super::publish::publish;
 use super::step::{BuildLog, StepError};
 use super::venv::{self, rewrite_prefix};
 use super::{file_lock, marker, Interpreter, PyenvError};
+use crate::util::disk::{self, NoSpace};
 use crate::util::IoContext;
 
 const TMP_PREFIX: &str = ".tmp-";
@@ -88,7 +91,12 @@ pub(crate) trait Recipe {
     type Built;
     /// Written last as `complete.json`; `current` reads it back.
     type Marker: Serialize;
-    type Error: From<PyenvError> + From<crate::util::IoError>;
+    type Error: From<PyenvError>
+        + From<crate::util::IoError>
+        + std::error::Error
+        + Send
+        + Sync
+        + 'static;
 
     fn site(&self) -> &Site;
     /// The directory at `dir` if its marker is current (and whatever else
@@ -98,6 +106,11 @@ pub(crate) trait Recipe {
     fn steps(&self, work: &Workspace<'_, Self>) -> Result<Self::Marker, Self::Error>;
     /// A step that failed, as this recipe's error (naming its log).
     fn failed(&self, log: &BuildLog, step: &str, detail: String) -> Self::Error;
+    /// About how much free space a build takes at its peak, for the error
+    /// of a build that filled its file system.
+    fn space_needed(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Prepares what `recipe` describes unless it is current. Idempotent and
@@ -131,11 +144,16 @@ pub(crate) fn prepare<R: Recipe>(recipe: &R, progress: bool) -> Result<R::Built,
     };
     tracing::info!(build = %site.key, into = %work.dest.display(), "preparing {}", site.what);
     let started = std::time::Instant::now();
-    let result = work.build();
-    if result.is_err() {
+    if let Err(e) = work.build() {
+        // Judged before the partial build goes: removing it frees the space.
+        let full = disk::ran_out(&work.tmp, &disk::chain_text(&e));
         let _ = fs::remove_dir_all(&work.tmp);
+        if !full {
+            return Err(e);
+        }
+        let space = NoSpace::new(&site.label, &work.dest, recipe.space_needed(), Box::new(e));
+        return Err(PyenvError::from(Box::new(space)).into());
     }
-    result?;
     tracing::info!(build = %site.key, secs = started.elapsed().as_secs_f64(), "prepared {}", site.what);
     drop(lock);
     recipe.current(&work.dest).map_err(|reason| {

@@ -3,6 +3,7 @@
 pub mod atomic_write;
 pub mod bounded;
 pub mod builtin;
+pub mod disk;
 pub mod fault;
 pub mod home;
 pub mod io_error;

@@ -129,6 +129,11 @@ pub fn outside_tmp() -> tempfile::TempDir {
 /// A real wheel file, written with Python's zipfile: `demo_pkg` plus any
 /// extra `(path, text)` files at the top of the wheel.
 pub fn wheel(dir: &Path, extra: &[(&str, &str)]) -> (PathBuf, Pin) {
+    wheel_by(&image(ImageName::Slim).python(), dir, extra)
+}
+
+/// [`wheel`], written by `python` (a test with an image of its own).
+pub fn wheel_by(python: &Path, dir: &Path, extra: &[(&str, &str)]) -> (PathBuf, Pin) {
     let name = "demo_pkg-1.0-py3-none-any.whl";
     let path = dir.join(name);
     let files: Vec<(String, String)> = [
@@ -148,7 +153,7 @@ pub fn wheel(dir: &Path, extra: &[(&str, &str)]) -> (PathBuf, Pin) {
     .collect();
     let script = r#"
 import base64, hashlib, json, sys, zipfile
-path, files = sys.argv[1], json.loads(sys.argv[2])
+path, files = sys.argv[1], json.load(sys.stdin)
 record = []
 with zipfile.ZipFile(path, "w") as z:
     for name, text in files:
@@ -159,13 +164,17 @@ with zipfile.ZipFile(path, "w") as z:
     record.append("demo_pkg-1.0.dist-info/RECORD,,")
     z.writestr("demo_pkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
 "#;
-    let status = std::process::Command::new(image(ImageName::Slim).python())
+    // On stdin: a test's files may be larger than one argument can be.
+    let mut child = std::process::Command::new(python)
         .args(["-c", script])
         .arg(&path)
-        .arg(serde_json::to_string(&files).unwrap())
-        .status()
+        .stdin(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(status.success());
+    let mut stdin = child.stdin.take().unwrap();
+    serde_json::to_writer(&mut stdin, &files).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
     let sha256 = format!("{:x}", Sha256::digest(std::fs::read(&path).unwrap()));
     let pin = Pin {
         name: "demo-pkg".into(),

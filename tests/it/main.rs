@@ -31,6 +31,7 @@ mod dynamic_strategy;
 mod gateway;
 mod gateway_fixture;
 mod golden_run;
+mod home_full;
 mod hostile_endpoint;
 mod kernel_answer;
 mod kernel_restart;

@@ -20,6 +20,7 @@ use super::oneshot::{self, OneShotError, Scratch};
 use super::store::{Entry, PackageStore};
 use crate::pyenv::Image;
 use crate::sandbox::{KernelLayout, LaunchCommand, Sandbox, SandboxError, SandboxLimits};
+use crate::util::disk::{self, NoSpace};
 use crate::util::{IoContext, IoError};
 
 const INSTALL_PY: &str = include_str!("install.py");
@@ -67,6 +68,9 @@ pub enum InstallError {
     Crashed { status: String, tail: String },
     #[error("installing {wheel} failed: {tail}")]
     Wheel { wheel: String, tail: String },
+    /// The package store's file system filled up (boxed: large and rare).
+    #[error(transparent)]
+    NoSpace(Box<NoSpace>),
     #[error("{wheel} was refused: the file downloaded does not match its pinned sha256")]
     HashMismatch { wheel: String },
     #[error("{wheel} was refused: {}", findings.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
@@ -188,7 +192,9 @@ impl Installer {
         let mut installer_ms = 0.0;
         if !missing.is_empty() {
             let started = Instant::now();
-            self.run_installer(&missing).await?;
+            self.run_installer(&missing)
+                .await
+                .map_err(|e| self.no_space(e, &missing))?;
             installer_ms = started.elapsed().as_secs_f64() * 1e3;
         }
         let wheels = closure
@@ -209,6 +215,26 @@ impl Installer {
             wheels,
             installer_ms,
         })
+    }
+
+    /// `error`, or the store's file system filling up when that is what
+    /// ended the install. Asked once the installer's work directory is
+    /// gone, so the free space shown is what a new attempt has.
+    fn no_space(&self, error: InstallError, wheels: &[&Pin]) -> InstallError {
+        let root = self.store.root();
+        if error.is_refusal() || !disk::ran_out(root, &disk::chain_text(&error)) {
+            return error;
+        }
+        let what: Vec<String> = wheels
+            .iter()
+            .map(|p| format!("{}=={}", p.name, p.version))
+            .collect();
+        InstallError::NoSpace(Box::new(NoSpace::new(
+            what.join(", "),
+            root,
+            None,
+            Box::new(error),
+        )))
     }
 
     /// One confined installer run for `wheels`; each one installed is

@@ -72,6 +72,16 @@ fn cache_key(version: &str) -> String {
     format!("{LLAMA_SERVER}-{version}-f{BUILD_FORMAT}-{}", &digest[..12])
 }
 
+/// Where a `llama-server` compiled from llama-cpp-python `version`'s
+/// sources is kept under `models_dir`: one there is used instead of
+/// compiling again.
+pub(super) fn cached_binary(models_dir: &Path, version: &str) -> PathBuf {
+    models_dir
+        .join(CACHE_DIR)
+        .join(cache_key(version))
+        .join(LLAMA_SERVER)
+}
+
 /// Puts a `llama-server` built from llama-cpp-python `version`'s sources
 /// into `work`'s `bin/`, from the cache under `models_dir` or compiled now;
 /// returns what the binary says its version is.
@@ -84,10 +94,7 @@ pub(super) fn install<R: Recipe>(
     let bin = work.tmp.join("bin");
     std::fs::create_dir_all(&bin).map_err(|e| work.failed("create bin/", e.to_string()))?;
     let target = bin.join(LLAMA_SERVER);
-    let cached = models_dir
-        .join(CACHE_DIR)
-        .join(cache_key(version))
-        .join(LLAMA_SERVER);
+    let cached = cached_binary(models_dir, version);
     if !cached.is_file() {
         compile(work, python, version, &cached)?;
     } else {

