@@ -105,6 +105,10 @@ pub(super) async fn run_all(
             running.spawn(async move {
                 let result = run_job(&runner, job).await;
                 drop(permit);
+                // The task's kernel, conversation and outcome are freed by
+                // now: without this their pages stay resident and a long
+                // run's RSS creeps up (see util::heap).
+                crate::util::heap::release_free_memory();
                 result
             });
             while let Some(done) = running.try_join_next() {

@@ -5,6 +5,7 @@ pub mod bounded;
 pub mod builtin;
 pub mod disk;
 pub mod fault;
+pub mod heap;
 pub mod home;
 pub mod io_error;
 pub mod nofollow;
