@@ -78,6 +78,11 @@ fn left_by(pid: u32) -> (Vec<i32>, Vec<PathBuf>) {
         let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
+        // A zombie has ended: reaping it is its new parent's (the
+        // machine's init's) business, which may come seconds later.
+        if is_zombie(&entry.path()) {
+            continue;
+        }
         let cgroups = std::fs::read_to_string(entry.path().join("cgroup")).unwrap_or_default();
         if cgroups
             .lines()
@@ -106,6 +111,15 @@ fn left_by(pid: u32) -> (Vec<i32>, Vec<PathBuf>) {
         }
     }
     (processes, dirs)
+}
+
+/// Whether the process at `/proc/<pid>` has ended and awaits its reaping.
+fn is_zombie(proc_dir: &Path) -> bool {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    // The command name may hold spaces and ')': the state follows the last ')'.
+    stat.rfind(')')
+        .and_then(|close| stat[close + 1..].split_whitespace().next())
+        .is_some_and(|state| state == "Z")
 }
 
 fn read_records(dir: &Path) -> BTreeMap<(String, String, u64), Value> {
