@@ -36,6 +36,16 @@ pub enum ImageCommand {
         /// BLAS/OpenMP threads per kernel.
         #[arg(long, default_value_t = 1)]
         threads: u32,
+        /// A kernelspec for Jupyter Enterprise Gateway's
+        /// DistributedProcessProxy: each kernel is started on its host by
+        /// `retrace launch` (this binary, at this path on every host) and
+        /// confined there by retrace. Flags after `--` are `retrace
+        /// launch`'s limits (e.g. `-- --memory 1G --pids 64`).
+        #[arg(long)]
+        enterprise_gateway: bool,
+        /// Limit flags for `retrace launch` (after `--`).
+        #[arg(last = true, requires = "enterprise_gateway")]
+        launch_args: Vec<String>,
     },
 }
 
@@ -64,6 +74,8 @@ pub async fn run(cmd: ImageCommand) -> Result<i32, Failure> {
             name,
             dir,
             threads,
+            enterprise_gateway,
+            launch_args,
         } => {
             let name = name.unwrap_or_else(|| format!("retrace-{image}"));
             Kernelspec::check_name(&name).map_err(Failure::usage)?;
@@ -71,12 +83,19 @@ pub async fn run(cmd: ImageCommand) -> Result<i32, Failure> {
             let dir = std::path::absolute(&dir)
                 .with_context(|| format!("resolving {}", dir.display()))
                 .map_err(Failure::usage)?;
+            let home = std::path::absolute(store.home()).map_err(Failure::infra)?;
             let built = store
                 .ensure_blocking(image, true)
                 .await
                 .map_err(Failure::infra)?;
-            let path = built
-                .kernelspec(threads)
+            let spec = if enterprise_gateway {
+                super::launch::check_limit_flags(&launch_args).map_err(Failure::usage)?;
+                let exe = std::env::current_exe().map_err(Failure::infra)?;
+                built.enterprise_kernelspec(threads, &exe, &home, &launch_args)
+            } else {
+                built.kernelspec(threads)
+            };
+            let path = spec
                 .write(&dir, &name)
                 .with_context(|| format!("writing kernelspec `{name}` under {}", dir.display()))
                 .map_err(Failure::infra)?;

@@ -7,6 +7,7 @@ mod doctor;
 mod exec;
 mod executor;
 mod image;
+mod launch;
 mod limits;
 mod logging;
 mod model;
@@ -62,6 +63,10 @@ enum Command {
     /// Compare two runs (or two arms) on their shared tasks; exit 1 when NEW
     /// is worse than BASE beyond the thresholds.
     Compare(compare::CompareArgs),
+    /// Start one confined kernel for Jupyter Enterprise Gateway and serve
+    /// it until it ends (run on each host by the kernelspec of `retrace
+    /// image kernelspec --enterprise-gateway`, not by hand).
+    Launch(Box<launch::LaunchArgs>),
     /// Check this host (root, cgroups, namespaces, seccomp, Python, venv,
     /// compiler, disk, package index, images, local model) and say how to
     /// fix each problem; exit 1 when a confined run cannot work.
@@ -120,6 +125,7 @@ pub fn main() -> i32 {
             Command::Report(args) => report::run(args).await,
             Command::Compare(args) => compare::run(args).await,
             Command::Doctor(args) => doctor::run(args).await,
+            Command::Launch(args) => launch::run(*args).await,
         }
     });
     match result {

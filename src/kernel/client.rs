@@ -204,6 +204,8 @@ pub struct Channels {
     pub oversize_rx: mpsc::Receiver<Oversize>,
     readers: Vec<JoinHandle<()>>,
     _relays: Vec<Relay>,
+    /// The kernel's own sockets and key (local kernels only).
+    kernel: Option<ConnectionInfo>,
 }
 
 impl Drop for Channels {
@@ -225,6 +227,7 @@ impl Channels {
     /// Connects to the kernel of `info` through relays in `wire.dir` that
     /// drop any message larger than `wire.max_message`.
     pub async fn connect(info: &ConnectionInfo, wire: &WireCap) -> Result<Self, KernelError> {
+        let kernel = info.clone();
         let (oversize_send, oversize_rx) = mpsc::channel(OVERSIZE_QUEUE);
         let relayed = ConnectionInfo {
             // Fresh names per connection: the relays of a kernel being
@@ -312,6 +315,7 @@ impl Channels {
         channels.readers = vec![iopub_reader, shell_reader, control_reader];
         channels.oversize_rx = oversize_rx;
         channels._relays = relays;
+        channels.kernel = Some(kernel);
         Ok(channels)
     }
 
@@ -345,8 +349,15 @@ impl Channels {
             oversize_rx,
             readers: Vec::new(),
             _relays: Vec::new(),
+            kernel: None,
         };
         (router, channels)
+    }
+
+    /// The kernel's own connection description, when these channels reach
+    /// a local kernel's sockets (through relays).
+    pub(super) fn kernel_connection(&self) -> Option<&ConnectionInfo> {
+        self.kernel.as_ref()
     }
 
     /// A reader task that ends with these channels.

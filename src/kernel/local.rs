@@ -157,6 +157,26 @@ impl LocalBackend {
         self.process.exited().is_none()
     }
 
+    pub fn connection(&self) -> &jupyter_protocol::connection_info::ConnectionInfo {
+        self.channels
+            .kernel_connection()
+            .expect("a local kernel's channels reach its own sockets")
+    }
+
+    pub fn host_evidence(&self) -> (crate::sandbox::Counters, Option<ExitInfo>) {
+        (self.jail.counters(), self.process.exited())
+    }
+
+    /// The largest message the kernel may send (the relays' cap).
+    pub fn max_message(&self) -> u64 {
+        super::start::max_message(&self.options.output_cap)
+    }
+
+    /// The uid the kernel runs as (`None` unconfined).
+    pub fn uid(&self) -> Option<u32> {
+        self.jail.uid()
+    }
+
     /// Kills every process of the kernel. The report's `kill_ms` counts from
     /// `decided` (the moment the kill was decided) when given, else from now.
     async fn kill_processes(&mut self, decided: Option<Instant>) -> KillReport {

@@ -15,6 +15,7 @@ mod execution;
 mod executor;
 pub mod gateway;
 mod inbox;
+pub mod launcher;
 mod layout;
 mod local;
 mod lock_watch;

@@ -92,6 +92,33 @@ impl Kernel<LocalBackend> {
     pub fn is_alive(&self) -> bool {
         self.backend.is_alive()
     }
+
+    /// Resolves when the kernel's process has exited.
+    pub fn died(&self) -> futures_util::future::BoxFuture<'static, ()> {
+        self.backend.death()
+    }
+
+    /// The kernel's own sockets and key (not the relays retrace's client
+    /// reads through): what a remote gateway is given to reach it.
+    pub fn connection(&self) -> &jupyter_protocol::connection_info::ConnectionInfo {
+        self.backend.connection()
+    }
+
+    /// The largest message the kernel may send before the relays empty it.
+    pub fn max_message(&self) -> u64 {
+        self.backend.max_message()
+    }
+
+    /// The uid the kernel runs as (`None` unconfined).
+    pub fn uid(&self) -> Option<u32> {
+        self.backend.uid()
+    }
+
+    /// What the kernel's jail has counted so far (CPU, memory, processes,
+    /// kills), and how its process ended if it has.
+    pub fn host_evidence(&self) -> (crate::sandbox::Counters, Option<ExitInfo>) {
+        self.backend.host_evidence()
+    }
 }
 
 impl<B: Backend + 'static> Kernel<B> {

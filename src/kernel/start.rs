@@ -224,8 +224,13 @@ fn wire_cap(
         .at("creating", &dir)?;
     Ok(WireCap {
         dir,
-        max_message: cap.bytes.saturating_add(64 * 1024).max(4 << 20),
+        max_message: max_message(cap),
     })
+}
+
+/// The largest message a kernel with output cap `cap` may send.
+pub(super) fn max_message(cap: &OutputCap) -> u64 {
+    cap.bytes.saturating_add(64 * 1024).max(4 << 20)
 }
 
 /// Whether a forked kernel installed retrace's probe itself before it

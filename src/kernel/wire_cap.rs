@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -47,14 +47,17 @@ pub struct Oversize {
 
 /// A relay in front of one kernel socket; it stops when dropped.
 pub struct Relay {
-    path: PathBuf,
+    /// The Unix socket it listens on, removed with it (none on TCP).
+    path: Option<PathBuf>,
     task: JoinHandle<()>,
 }
 
 impl Drop for Relay {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -69,27 +72,70 @@ impl Relay {
     ) -> std::io::Result<Relay> {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path)?;
-        let kernel = kernel.to_path_buf();
-        let task = tokio::spawn(async move {
-            let mut connections = Vec::new();
-            while let Ok((client, _)) = listener.accept().await {
-                let kernel = kernel.clone();
-                let report = report.clone();
-                connections.push(tokio::spawn(async move {
-                    if let Some(upstream) = connect(&kernel).await {
-                        relay(client, upstream, max, report).await;
-                    }
-                }));
-                connections.retain(|c: &JoinHandle<()>| !c.is_finished());
-            }
-            for c in connections {
-                c.abort();
-            }
-        });
+        let task = tokio::spawn(accept_loop(listener, kernel.to_path_buf(), max, report));
         Ok(Relay {
-            path: path.to_path_buf(),
+            path: Some(path.to_path_buf()),
             task,
         })
+    }
+
+    /// The same relay behind a TCP listener: a kernel served to a remote
+    /// gateway, whose clients speak ZMTP over TCP as they would over ipc.
+    pub fn start_tcp(
+        listener: TcpListener,
+        kernel: &Path,
+        max: u64,
+        report: mpsc::Sender<Oversize>,
+    ) -> Relay {
+        let task = tokio::spawn(accept_loop(listener, kernel.to_path_buf(), max, report));
+        Relay { path: None, task }
+    }
+}
+
+/// A listener the relay accepts clients on.
+trait Accept: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + Send + 'static;
+    fn next(&self) -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for UnixListener {
+    type Stream = UnixStream;
+    async fn next(&self) -> std::io::Result<UnixStream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+    async fn next(&self) -> std::io::Result<TcpStream> {
+        let (stream, _) = self.accept().await?;
+        // Small messages (heartbeats, status) go out at once.
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+}
+
+/// Accepts clients until the listener fails and relays each to the
+/// kernel's socket; the relays end with the loop.
+async fn accept_loop<L: Accept>(
+    listener: L,
+    kernel: PathBuf,
+    max: u64,
+    report: mpsc::Sender<Oversize>,
+) {
+    let mut connections = Vec::new();
+    while let Ok(client) = listener.next().await {
+        let kernel = kernel.clone();
+        let report = report.clone();
+        connections.push(tokio::spawn(async move {
+            if let Some(upstream) = connect(&kernel).await {
+                relay(client, upstream, max, report).await;
+            }
+        }));
+        connections.retain(|c: &JoinHandle<()>| !c.is_finished());
+    }
+    for c in connections {
+        c.abort();
     }
 }
 
@@ -118,8 +164,11 @@ async fn connect(kernel: &Path) -> Option<UnixStream> {
 
 /// Copies client → kernel as is and kernel → client through the cap; when
 /// either direction ends, both do.
-async fn relay(client: UnixStream, kernel: UnixStream, max: u64, report: mpsc::Sender<Oversize>) {
-    let (mut client_read, mut client_write) = client.into_split();
+async fn relay<S>(client: S, kernel: UnixStream, max: u64, report: mpsc::Sender<Oversize>)
+where
+    S: AsyncRead + AsyncWrite,
+{
+    let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut kernel_read, mut kernel_write) = kernel.into_split();
     tokio::select! {
         _ = tokio::io::copy(&mut client_read, &mut kernel_write) => {}
@@ -202,10 +251,20 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut from = BufReader::with_capacity(64 * 1024, from);
+    // The 64-byte greeting goes on as it comes: libzmq sends its signature
+    // and waits for the peer's before it sends the rest, and a libzmq
+    // client (a gateway's) waits likewise.
     let mut greeting = [0u8; 64];
-    from.read_exact(&mut greeting).await?;
-    to.write_all(&greeting).await?;
-    to.flush().await?;
+    let mut passed = 0;
+    while passed < greeting.len() {
+        let n = from.read(&mut greeting[passed..]).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        to.write_all(&greeting[passed..passed + n]).await?;
+        to.flush().await?;
+        passed += n;
+    }
     let mut scan = MessageScan::default();
     loop {
         let flags = from.read_u8().await?;
@@ -340,6 +399,35 @@ mod tests {
             reports.push(r);
         }
         (out, reports)
+    }
+
+    #[tokio::test]
+    async fn the_greeting_goes_on_in_the_parts_it_comes_in() {
+        // libzmq's handshake: each side sends its signature and waits for
+        // the other's before the rest of its greeting.
+        let (mut kernel, from) = tokio::io::duplex(1024);
+        let (to, mut client) = tokio::io::duplex(1024);
+        let (tx, _rx) = mpsc::channel(1);
+        let relay = tokio::spawn(async move {
+            let mut to = to;
+            capped_copy(from, &mut to, 1 << 20, &tx).await
+        });
+        let signature = [0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f];
+        kernel.write_all(&signature).await.unwrap();
+        let mut got = [0u8; 10];
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            client.read_exact(&mut got),
+        );
+        read.await
+            .expect("the signature passes before the rest of the greeting")
+            .unwrap();
+        assert_eq!(got, signature);
+        drop(kernel);
+        assert_eq!(
+            relay.await.unwrap().unwrap_err().kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
     }
 
     #[tokio::test]

@@ -5,6 +5,11 @@
 //! gives each kernel its own process and keeps its own HOME (so IPython and
 //! matplotlib keep their caches there), and retrace's confinement does not
 //! apply to kernels a gateway starts.
+//!
+//! The Enterprise Gateway kernelspec is the other kind: EG's
+//! `DistributedProcessProxy` runs `retrace launch` on the host it picks,
+//! and retrace starts the kernel there in its own confinement (see
+//! `kernel::launcher`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -37,9 +42,31 @@ pub struct Kernelspec {
     pub metadata: KernelspecMetadata,
 }
 
+/// EG's substitutions in a launcher's argv.
+const EG_ARGS: [(&str, &str); 4] = [
+    ("--kernel-id", "{kernel_id}"),
+    ("--response-address", "{response_address}"),
+    ("--public-key", "{public_key}"),
+    ("--port-range", "{port_range}"),
+];
+/// The process proxy that starts kernels on remote hosts over SSH.
+const DISTRIBUTED_PROXY: &str =
+    "enterprise_gateway.services.processproxies.distributed.DistributedProcessProxy";
+/// `metadata.retrace.launcher` of a kernelspec whose kernels retrace
+/// itself starts and confines on their host.
+pub const RETRACE_LAUNCHER: &str = "retrace";
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelspecMetadata {
     pub retrace: KernelspecImage,
+    /// Enterprise Gateway's process proxy, for its kernelspecs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_proxy: Option<ProcessProxy>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessProxy {
+    pub class_name: String,
 }
 
 /// Which of retrace's images the kernelspec runs.
@@ -47,6 +74,10 @@ pub struct KernelspecMetadata {
 pub struct KernelspecImage {
     pub image: ImageName,
     pub image_hash: String,
+    /// [`RETRACE_LAUNCHER`] when retrace launches and confines the kernel
+    /// on its host; absent when the gateway runs the interpreter itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
 }
 
 impl Image {
@@ -70,7 +101,60 @@ impl Image {
                 retrace: KernelspecImage {
                     image: self.name,
                     image_hash: self.lock_hash.clone(),
+                    launcher: None,
                 },
+                process_proxy: None,
+            },
+        }
+    }
+
+    /// The Enterprise Gateway kernelspec: EG's `DistributedProcessProxy`
+    /// runs `retrace launch` (the binary at `retrace`) on the host it picks
+    /// with `home` as `RETRACE_HOME`, and retrace confines the kernel there
+    /// with `limits` (flags of `retrace launch`; `KERNEL_MEMORY` and
+    /// `KERNEL_CPUS` from the client override theirs). Paths must hold on
+    /// every host.
+    pub fn enterprise_kernelspec(
+        &self,
+        threads: u32,
+        retrace: &Path,
+        home: &Path,
+        limits: &[String],
+    ) -> Kernelspec {
+        let mut argv = vec![
+            retrace.to_string_lossy().into_owned(),
+            "launch".into(),
+            "--image".into(),
+            self.name.to_string(),
+            "--threads".into(),
+            threads.max(1).to_string(),
+        ];
+        argv.extend(limits.iter().cloned());
+        for (flag, value) in EG_ARGS {
+            argv.extend([flag.to_string(), value.to_string()]);
+        }
+        let env = [(
+            "RETRACE_HOME".to_string(),
+            home.to_string_lossy().into_owned(),
+        )];
+        Kernelspec {
+            argv,
+            display_name: format!(
+                "Python 3 (retrace {} image {}, confined on its host)",
+                self.name, self.lock_hash
+            ),
+            language: "python".into(),
+            interrupt_mode: "signal".into(),
+            env: env.into_iter().collect(),
+            metadata: KernelspecMetadata {
+                retrace: KernelspecImage {
+                    image: self.name,
+                    image_hash: self.lock_hash.clone(),
+                    launcher: Some(RETRACE_LAUNCHER.into()),
+                },
+                process_proxy: Some(ProcessProxy {
+                    class_name: DISTRIBUTED_PROXY.into(),
+                }),
             },
         }
     }
@@ -187,6 +271,49 @@ mod tests {
         );
         assert_eq!(json["argv"][4], "{connection_file}");
         assert!(json["env"].is_object());
+    }
+
+    #[test]
+    fn the_enterprise_kernelspec_launches_through_retrace() {
+        let limits = ["--memory".to_string(), "256M".to_string()];
+        let spec = image().enterprise_kernelspec(
+            2,
+            Path::new("/opt/retrace/bin/retrace"),
+            Path::new("/var/lib/retrace"),
+            &limits,
+        );
+        assert_eq!(
+            spec.argv,
+            [
+                "/opt/retrace/bin/retrace",
+                "launch",
+                "--image",
+                "fat",
+                "--threads",
+                "2",
+                "--memory",
+                "256M",
+                "--kernel-id",
+                "{kernel_id}",
+                "--response-address",
+                "{response_address}",
+                "--public-key",
+                "{public_key}",
+                "--port-range",
+                "{port_range}",
+            ]
+        );
+        assert_eq!(spec.env["RETRACE_HOME"], "/var/lib/retrace");
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(
+            json["metadata"],
+            serde_json::json!({
+                "retrace": {"image": "fat", "image_hash": "0123456789abcdef", "launcher": "retrace"},
+                "process_proxy": {"class_name": DISTRIBUTED_PROXY},
+            })
+        );
+        let read: Kernelspec = serde_json::from_value(json).unwrap();
+        assert_eq!(read, spec);
     }
 
     #[test]

@@ -40,7 +40,7 @@ use strum::IntoEnumIterator;
 
 pub(crate) use interpreter::resolve as find_program;
 pub use interpreter::{Interpreter, ProbeError};
-pub use kernelspec::{Kernelspec, KernelspecImage, KernelspecMetadata};
+pub use kernelspec::{Kernelspec, KernelspecImage, KernelspecMetadata, RETRACE_LAUNCHER};
 pub use lock::{normalize, Lock, LockEntry};
 pub use step::LogTail;
 pub(crate) use store::disk_usage;

@@ -34,6 +34,7 @@ mod golden_run;
 mod home_full;
 mod hostile_endpoint;
 mod kernel_answer;
+mod kernel_launcher;
 mod kernel_restart;
 mod kernel_session;
 mod local_model;
