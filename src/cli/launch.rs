@@ -129,7 +129,13 @@ fn override_from_env(limits: &mut LimitArgs) -> anyhow::Result<()> {
             .find_map(|n| std::env::var(n).ok().map(|v| (n, v)))
     }
     if let Some((name, value)) = var(["KERNEL_MEMORY_LIMIT", "KERNEL_MEMORY"]) {
-        limits.memory = parse_bytes(&value).with_context(|| format!("{name}={value}"))?;
+        // Kubernetes writes binary units as `512Mi`.
+        let text = value.trim();
+        let text = text
+            .strip_suffix('i')
+            .filter(|t| t.ends_with(['K', 'M', 'G', 'T']))
+            .unwrap_or(text);
+        limits.memory = parse_bytes(text).with_context(|| format!("{name}={value}"))?;
     }
     if let Some((name, value)) = var(["KERNEL_CPUS_LIMIT", "KERNEL_CPUS"]) {
         limits.cpus = value
