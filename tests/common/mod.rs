@@ -4,8 +4,10 @@
 pub mod cli;
 pub mod gateway;
 pub mod host;
+pub mod http;
 pub mod run;
 pub mod scripted_http;
+pub mod venv;
 
 // Not every test binary that includes this module runs the CLI.
 #[allow(unused_imports)]
