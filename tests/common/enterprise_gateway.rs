@@ -325,6 +325,12 @@ impl EnterpriseGateway {
                 options.launch_timeout.as_secs().max(1).to_string(),
             )
             .env("EG_KERNEL_LOG_DIR", self.kernel_log_dir())
+            // A request with an `env` (retrace's has one) gives the kernel
+            // only the `KERNEL_*` it names and these of the gateway's
+            // environment; without one, the kernel gets all of it. Either
+            // way its temporary files (the launcher's connection file) land
+            // in the fixture's directory.
+            .env("EG_INHERITED_ENVS", "TMPDIR")
             // The default refuses kernels for root, which the fixture is
             // (a kernel's user is the gateway's unless a request names one).
             .env("EG_UNAUTHORIZED_USERS", "retrace-nobody")
