@@ -4,19 +4,18 @@
 //! executor.
 //!
 //! The gateway is pip-installed once per machine into a venv under
-//! `$RETRACE_HOME/test-gateway/` (beside the images), behind a file lock so
-//! concurrent test binaries install it once; a venv that no longer imports
-//! the gateway is rebuilt. Each [`Gateway`] has its own temporary Jupyter
-//! directories (kernelspec, runtime, config, data) and HOME, so nothing of
-//! the user's Jupyter setup reaches it and nothing of it outlives it.
+//! `$RETRACE_HOME/test-gateway/` (beside the images; `common::venv`: a file
+//! lock keeps concurrent test binaries to one install, and a venv that no
+//! longer imports the gateway is rebuilt). Each [`Gateway`] has its own
+//! temporary Jupyter directories (kernelspec, runtime, config, data) and
+//! HOME, so nothing of the user's Jupyter setup reaches it and nothing of
+//! it outlives it.
 //!
 //! Kernels are started by the gateway in sessions of their own (not in the
 //! gateway's process group); they are found by their connection files,
 //! which live in this gateway's runtime directory.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::fs::{self, OpenOptions};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,7 +24,11 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use retrace::pyenv::{ImageName, Interpreter};
+use retrace::pyenv::ImageName;
+
+pub use super::http::Response;
+use super::http::{free_port, request as http};
+use super::venv::PinnedVenv;
 
 /// The gateway release the tests run against.
 const KG_VERSION: &str = "3.0.1";
@@ -51,20 +54,6 @@ pub struct Gateway {
     /// Kernelspec, runtime, config and data directories, HOME and the log.
     dir: tempfile::TempDir,
     child: Option<Child>,
-}
-
-/// An HTTP response: status and body.
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub body: String,
-}
-
-impl Response {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {}", self.body))
-    }
 }
 
 impl Gateway {
@@ -146,9 +135,7 @@ impl Gateway {
     /// The last lines of the gateway's log (its stdout and stderr, and
     /// its kernels').
     pub fn log_tail(&self) -> String {
-        let text = fs::read_to_string(self.log_path()).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+        super::venv::tail(&self.log_path(), LOG_TAIL_LINES)
     }
 
     /// `method path` with the token in the `Authorization` header.
@@ -305,166 +292,18 @@ impl Drop for Gateway {
     }
 }
 
-/// A port nobody listens on now (the gateway binds it right after).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("finding a free port on 127.0.0.1")
-}
-
-/// One HTTP/1.1 request on its own connection (`Connection: close`).
-fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    authorization: Option<&str>,
-    body: Option<&str>,
-) -> std::io::Result<Response> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-    let body = body.unwrap_or("");
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
-         Content-Length: {}\r\n",
-        body.len()
-    );
-    if !body.is_empty() {
-        head.push_str("Content-Type: application/json\r\n");
-    }
-    if let Some(value) = authorization {
-        head.push_str(&format!("Authorization: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body.as_bytes())?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    parse_response(&raw)
-}
-
-fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| bad("no end of headers in the response"))?;
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let payload = &raw[split + 4..];
-    let status = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad("no status in the response"))?;
-    // The gateway's API handlers finish before they write, so tornado
-    // always sends a Content-Length; a chunked body would be misread.
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    if chunked {
-        return Err(bad(
-            "chunked response (not expected from the gateway's API)",
-        ));
-    }
-    Ok(Response {
-        status,
-        body: String::from_utf8_lossy(payload).into_owned(),
-    })
-}
-
 /// The gateway's venv, installed on first use (see the module doc).
 fn venv() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(install)
-}
-
-fn install() -> PathBuf {
-    let root = retrace::util::home::retrace_home().join("test-gateway");
-    fs::create_dir_all(&root).unwrap_or_else(|e| panic!("creating {}: {e}", root.display()));
-    let venv = root.join(format!("kg-{KG_VERSION}"));
-    let lock_path = root.join(format!("kg-{KG_VERSION}.lock"));
-    let lock = File::create(&lock_path)
-        .unwrap_or_else(|e| panic!("creating {}: {e}", lock_path.display()));
-    lock.lock()
-        .unwrap_or_else(|e| panic!("locking {}: {e}", lock_path.display()));
-    let marker = venv.join("retrace-installed");
-    if marker.exists() && installed_version(&venv).as_deref() == Some(KG_VERSION) {
-        return venv;
-    }
-    // Missing, half-installed or broken (its interpreter gone): anew.
-    if venv.exists() {
-        fs::remove_dir_all(&venv)
-            .unwrap_or_else(|e| panic!("removing the broken {}: {e}", venv.display()));
-    }
-    let log_path = root.join(format!("kg-{KG_VERSION}-install.log"));
-    let log =
-        File::create(&log_path).unwrap_or_else(|e| panic!("creating {}: {e}", log_path.display()));
-    let python = Interpreter::discover()
-        .unwrap_or_else(|e| panic!("no Python for the gateway's venv: {e}"))
-        .path;
-    let requirement = format!("jupyter-kernel-gateway=={KG_VERSION}");
-    let venv_python = venv.join("bin").join("python");
-    let steps: [(&str, Command); 2] = [
-        ("create the venv", {
-            let mut c = Command::new(&python);
-            c.args(["-m", "venv"]).arg(&venv);
-            c
-        }),
-        ("pip install the gateway", {
-            let mut c = Command::new(&venv_python);
-            c.args(["-m", "pip", "install", "--no-input", &requirement]);
-            c
-        }),
-    ];
-    for (what, mut cmd) in steps {
-        let status = cmd
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("cloning the install log"))
-            .stderr(log.try_clone().expect("cloning the install log"))
-            .status();
-        let failed = match status {
-            Ok(s) if s.success() => None,
-            Ok(s) => Some(s.to_string()),
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(why) = failed {
-            let text = fs::read_to_string(&log_path).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            panic!(
-                "installing {requirement} into {}: could not {what} ({why}); full log {}\n\
-                 --- last lines ---\n{}",
-                venv.display(),
-                log_path.display(),
-                lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
-            );
+    VENV.get_or_init(|| {
+        PinnedVenv {
+            name: "kg",
+            package: "jupyter-kernel-gateway",
+            version: KG_VERSION,
+            with: &[],
+            probe: "import kernel_gateway; print(kernel_gateway.__version__)",
+            after: |_| Vec::new(),
         }
-    }
-    let version = installed_version(&venv);
-    assert_eq!(
-        version.as_deref(),
-        Some(KG_VERSION),
-        "{requirement} installed into {} but it does not import as that version",
-        venv.display()
-    );
-    fs::write(&marker, format!("{requirement}\n"))
-        .unwrap_or_else(|e| panic!("writing {}: {e}", marker.display()));
-    venv
-}
-
-/// The gateway version the venv imports, if it works at all.
-fn installed_version(venv: &Path) -> Option<String> {
-    let out = Command::new(venv.join("bin").join("python"))
-        .args([
-            "-c",
-            "import kernel_gateway; print(kernel_gateway.__version__)",
-        ])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .ensure()
+    })
 }

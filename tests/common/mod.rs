@@ -2,10 +2,16 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod enterprise_gateway;
+pub mod footprint;
 pub mod gateway;
 pub mod host;
+pub mod hosts;
+pub mod http;
 pub mod run;
 pub mod scripted_http;
+pub mod sshd;
+pub mod venv;
 
 // Not every test binary that includes this module runs the CLI.
 #[allow(unused_imports)]
