@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod confinement;
 pub mod enterprise_gateway;
 pub mod footprint;
 pub mod gateway;

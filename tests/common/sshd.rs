@@ -157,9 +157,12 @@ pub fn start(dir: &Path, netns: &str, address: Ipv4Addr, authorized_keys: &Path)
     let log = dir.join("sshd.log");
     let out = File::create(&log).unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
     let err = out.try_clone().expect("cloning the sshd log");
-    // `ip netns exec` enters the namespace and execs: the child is sshd.
-    let child = Command::new("ip")
-        .args(["netns", "exec", netns, SSHD, "-D", "-e", "-f"])
+    // nsenter enters the network namespace only and execs: the child is
+    // sshd, in this machine's mounts (`ip netns exec` would give it a sysfs
+    // of its own, without the cgroup filesystems retrace's kernels need).
+    let child = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{netns}"))
+        .args(["--", SSHD, "-D", "-e", "-f"])
         .arg(&config)
         .stdin(Stdio::null())
         .stdout(out)

@@ -151,71 +151,6 @@ print(json.dumps(results))
     serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
 }
 
-/// Processes descending from `root` (not `root` itself).
-fn descendants(root: u32) -> Vec<u32> {
-    let parent = |pid: u32| -> Option<u32> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    let all: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
-        .collect();
-    let mut found = vec![root];
-    let mut grew = true;
-    while grew {
-        grew = false;
-        for &pid in &all {
-            if !found.contains(&pid) && parent(pid).is_some_and(|p| found.contains(&p)) {
-                found.push(pid);
-                grew = true;
-            }
-        }
-    }
-    found.retain(|&p| p != root);
-    found
-}
-
-/// The kernel's python among the launcher's descendants: its uid and the
-/// memory limit of its cgroup, read from the host.
-fn kernel_confinement(launcher: u32) -> (u32, u64) {
-    let python = descendants(launcher)
-        .into_iter()
-        .find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.contains("ipykernel"))
-        })
-        .expect("a kernel process under the launcher");
-    let status = std::fs::read_to_string(format!("/proc/{python}/status")).unwrap();
-    let uid: u32 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    let cgroups = std::fs::read_to_string(format!("/proc/{python}/cgroup")).unwrap();
-    let limit = cgroups
-        .lines()
-        .find_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            let file = if controllers.split(',').any(|c| c == "memory") {
-                format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
-            } else if controllers.is_empty() {
-                format!("/sys/fs/cgroup{path}/memory.max")
-            } else {
-                return None;
-            };
-            std::fs::read_to_string(file).ok()?.trim().parse().ok()
-        })
-        .expect("the kernel's memory cgroup has a limit");
-    (uid, limit)
-}
-
 /// Waits for the launcher to end; its report line and its stderr.
 fn ended(mut launcher: Child, secs: u64) -> (serde_json::Value, String) {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -260,9 +195,10 @@ fn serves_a_confined_kernel_to_the_gateway_and_leaves_nothing() {
     }
 
     // Confined as a local kernel: its own uid, the memory limit asked for.
-    let (uid, memory) = kernel_confinement(launcher_pid);
+    let confined = common::confinement::of_kernel_under(launcher_pid);
+    let uid = confined.uid;
     assert_ne!(uid, 0, "the kernel runs as a uid of its own");
-    assert_eq!(memory, 300 << 20);
+    assert_eq!(confined.memory_limit, 300 << 20);
 
     let results = client(
         &connection,
@@ -286,9 +222,10 @@ fn serves_a_confined_kernel_to_the_gateway_and_leaves_nothing() {
     assert!(stderr.contains(&kernel_id), "{stderr}");
     assert!(!comm(comm_port, r#"{"signum": 0}"#), "the port is closed");
     assert!(
-        descendants(launcher_pid).is_empty(),
+        common::confinement::descendants(launcher_pid).is_empty(),
         "nothing of the kernel is left"
     );
+    assert!(!confined.memory_cgroup.exists(), "its cgroup is removed");
 }
 
 #[test]

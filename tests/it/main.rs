@@ -28,6 +28,7 @@ mod crash_consistency;
 mod dynamic_install;
 mod dynamic_scan;
 mod dynamic_strategy;
+mod enterprise_gateway;
 mod enterprise_gateway_fixture;
 mod gateway;
 mod gateway_fixture;

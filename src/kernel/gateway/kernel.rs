@@ -184,7 +184,7 @@ impl GatewayBackend {
         let mut wait = RECONNECT_BACKOFF;
         let mut last = None;
         for attempt in 1..=RECONNECTS {
-            tracing::info!(kernel = %self.id, attempt, "the kernel's websocket dropped; reconnecting");
+            tracing::info!(kernel = %self.id, attempt, "opening the kernel's websocket again");
             match socket::connect(
                 &self.gateway.rest,
                 &self.id,
@@ -227,19 +227,22 @@ impl GatewayBackend {
             self.rest_restart().await?;
             return Ok(true);
         }
-        if !self.channels.is_open() {
+        if !self.needs_setup {
             self.reconnect("", &[]).await?;
             self.channels.unwatch_iopub();
-        }
-        if !self.needs_setup {
             return Ok(false);
         }
         self.revive().await?;
         Ok(true)
     }
 
-    /// Waits for the kernel's new process to answer, then sets it up.
+    /// Waits for the kernel's new process to answer, then sets it up. On a
+    /// new websocket: a kernel restarted by Enterprise Gateway may run on
+    /// another host with other ports, and the gateway's open websocket
+    /// keeps its streams to the old ones.
     async fn revive(&mut self) -> Result<(), KernelError> {
+        self.reconnect("", &[]).await?;
+        self.channels.unwatch_iopub();
         let banner = tokio::time::timeout(REVIVE_TIMEOUT, handshake(&mut self.channels))
             .await
             .map_err(|_| KernelError::GatewayTimeout {
@@ -306,9 +309,6 @@ impl GatewayBackend {
         }
         self.restarts += 1;
         self.needs_setup = true;
-        if !self.channels.is_open() {
-            self.reconnect("", &[]).await?;
-        }
         self.revive().await
     }
 

@@ -1,0 +1,259 @@
+//! A real Jupyter Enterprise Gateway serving retrace's own kernelspec
+//! (`retrace image kernelspec fat --enterprise-gateway`): its
+//! DistributedProcessProxy runs `retrace launch` over SSH on two hosts
+//! made of network namespaces (`common::enterprise_gateway`), and each
+//! kernel is confined by retrace on the host it lands on. Checked from the
+//! hosts' side (the kernel's uid, its memory cgroup), with retrace's
+//! gateway client driving the kernels: state across cells, interrupt, wall
+//! timeout, restart, limits from the client's request, and nothing left.
+//! Needs root.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::confinement::{of_kernel_under, Confinement};
+use common::enterprise_gateway::{EnterpriseGateway, Options};
+use retrace::kernel::gateway::{Gateway, GatewayConfig, REQUEST_TIMEOUT};
+use retrace::kernel::{AnyKernel, ExecOptions, KernelOptions};
+use retrace::pyenv::ImageName;
+use retrace::sandbox::{SandboxLimits, Verdict};
+
+/// The kernelspec name the tests serve.
+const KERNEL: &str = "retrace-fat";
+
+/// A gateway on two hosts serving retrace's kernelspec for the fat image
+/// with a 300 MiB memory limit (the directory holding it must outlive the
+/// gateway), or `None` when the test is skipped for want of root (a
+/// failure in strict runs).
+fn start() -> Option<(EnterpriseGateway, tempfile::TempDir)> {
+    if common::lacks_root() {
+        return None;
+    }
+    let specs = tempfile::tempdir().unwrap();
+    let dir = specs.path().to_str().unwrap();
+    let ran = common::retrace([
+        "image",
+        "kernelspec",
+        "fat",
+        "--enterprise-gateway",
+        "--dir",
+        dir,
+        "--name",
+        KERNEL,
+        "--",
+        "--memory",
+        "300M",
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert!(ran.success(), "{ran}");
+    let mut options = Options::new(specs.path());
+    options.default_kernel = Some(KERNEL.to_string());
+    Some((EnterpriseGateway::start(options), specs))
+}
+
+/// Waits up to `secs` for `check`; whether it became true.
+fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The launcher of kernel `id` (the process EG started over SSH; its
+/// environment names the kernel) and the host it runs on.
+fn launcher_of(eg: &EnterpriseGateway, id: &str) -> (usize, u32) {
+    let found = eg.kernel_processes(id);
+    let launcher = found.iter().find(|(_, pid)| {
+        std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.split('\0').any(|a| a == "launch"))
+    });
+    match launcher {
+        Some(&(host, pid)) => (host, pid as u32),
+        None => panic!(
+            "no `retrace launch` of kernel {id} on a host: {found:?}\n--- kernel log ---\n{}",
+            eg.kernel_log(id)
+        ),
+    }
+}
+
+/// The confinement of kernel `id`, from its host.
+fn confinement(eg: &EnterpriseGateway, id: &str) -> (usize, Confinement) {
+    let (host, launcher) = launcher_of(eg, id);
+    (host, of_kernel_under(launcher))
+}
+
+/// Creates a kernel through the REST API alone (no `env`: the kernelspec's
+/// limits hold); its id. A refusal shows the gateway's and the kernel's logs.
+fn create(eg: &EnterpriseGateway) -> String {
+    let body = serde_json::json!({ "name": KERNEL }).to_string();
+    let created = eg.request("POST", "/api/kernels", Some(&body));
+    if created.status != 201 {
+        let id = created
+            .body
+            .split("KernelID: '")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .unwrap_or_default();
+        panic!(
+            "no kernel: {} {}\n--- kernel log ---\n{}\n--- gateway log ---\n{}",
+            created.status,
+            created.body,
+            eg.kernel_log(id),
+            eg.log_tail()
+        );
+    }
+    created.json()["id"].as_str().unwrap().to_string()
+}
+
+async fn client(eg: &EnterpriseGateway, concurrency: usize) -> std::sync::Arc<Gateway> {
+    Gateway::connect(GatewayConfig {
+        url: eg.url.clone(),
+        token: Some(eg.token.clone()),
+        kernel: Some(KERNEL.to_string()),
+        concurrency,
+        request_timeout: REQUEST_TIMEOUT,
+    })
+    .await
+    .expect("retrace accepts the gateway and its kernelspec")
+}
+
+/// A kernel asking for `memory` (sent as `KERNEL_MEMORY`).
+async fn kernel(gateway: &std::sync::Arc<Gateway>, memory: u64) -> AnyKernel {
+    let limits = SandboxLimits {
+        memory_bytes: memory,
+        ..SandboxLimits::default()
+    };
+    let options = KernelOptions::enforcing(&limits, false);
+    gateway
+        .start(&[], options)
+        .await
+        .map(AnyKernel::from)
+        .expect("a kernel starts on a host")
+}
+
+fn exec(timeout_secs: u64) -> ExecOptions {
+    ExecOptions {
+        timeout: Duration::from_secs(timeout_secs),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernels_land_on_both_hosts_confined_by_retrace_there() {
+    let Some((eg, _specs)) = start() else { return };
+    let gateway = client(&eg, 2).await;
+    // Without KERNEL_MEMORY from the client the kernelspec's flag holds.
+    let plain = create(&eg);
+    let mut asked = kernel(&gateway, 200 << 20).await;
+
+    let (plain_host, plain_jail) = confinement(&eg, &plain);
+    let (asked_host, asked_jail) = confinement(&eg, asked.id());
+    assert_ne!(plain_host, asked_host, "round-robin over both hosts");
+    for jail in [&plain_jail, &asked_jail] {
+        assert_ne!(jail.uid, 0, "a kernel runs as a uid of its own: {jail:?}");
+    }
+    assert_ne!(plain_jail.uid, asked_jail.uid);
+    assert_eq!(plain_jail.memory_limit, 300 << 20, "the kernelspec's limit");
+    assert_eq!(
+        asked_jail.memory_limit,
+        200 << 20,
+        "the client's KERNEL_MEMORY"
+    );
+
+    // The kernel has no network of its own: not even its host's address.
+    let code = format!(
+        "import socket\ntry:\n    socket.create_connection(('{}', 22), timeout=2)\n    print('reached')\n\
+         except OSError as e:\n    print('refused', type(e).__name__)",
+        eg.hosts().hosts()[asked_host].address
+    );
+    let seen = asked.execute(&code, &exec(30)).await;
+    assert!(seen.stdout.starts_with("refused"), "{seen:?}");
+
+    let id = asked.id().to_string();
+    asked.shutdown().await;
+    let gone = eg.request("DELETE", &format!("/api/kernels/{plain}"), None);
+    assert_eq!(gone.status, 204, "{}", gone.body);
+    for (id, jail) in [(&id, &asked_jail), (&plain, &plain_jail)] {
+        assert!(
+            eventually(30, || eg.kernel_processes(id).is_empty()),
+            "kernel {id} still runs: {:?}",
+            eg.kernel_processes(id)
+        );
+        assert!(
+            eventually(10, || !jail.memory_cgroup.exists()),
+            "kernel {id}'s cgroup is left: {}",
+            jail.memory_cgroup.display()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_keeps_state_is_interrupted_and_restarts_through_the_gateway() {
+    let Some((eg, _specs)) = start() else { return };
+    let gateway = client(&eg, 1).await;
+    let mut k = kernel(&gateway, 300 << 20).await;
+    let first = k.execute("x = 41", &exec(30)).await;
+    assert_eq!(first.verdict, Verdict::Ok, "{first:?}");
+    let second = k.execute("print(x + 1)", &exec(30)).await;
+    assert_eq!(second.stdout, "42\n", "state across cells: {second:?}");
+
+    // The wall timeout interrupts through the gateway: EG's SIGINT reaches
+    // the launcher's port, the launcher interrupts the kernel; state stays.
+    let slow = k.execute("import time\ntime.sleep(60)", &exec(3)).await;
+    assert_eq!(slow.verdict, Verdict::TimeoutWall, "{slow:?}");
+    assert!(!slow.state_lost, "{slow:?}");
+    let after = k.execute("print(x)", &exec(30)).await;
+    assert_eq!(after.stdout, "41\n", "{after:?}");
+
+    // A restart is a new launch (on the next host): a fresh, confined
+    // kernel, its predecessor gone from its host.
+    let (_, before) = launcher_of(&eg, k.id());
+    k.restart().await.expect("the gateway restarts the kernel");
+    assert!(
+        eventually(30, || !std::path::Path::new(&format!("/proc/{before}"))
+            .exists()),
+        "the first launcher is still running"
+    );
+    let fresh = k.execute("print('x' in globals())", &exec(30)).await;
+    assert_eq!(fresh.stdout, "False\n", "{fresh:?}");
+    let (_, jail) = confinement(&eg, k.id());
+    assert_ne!(jail.uid, 0);
+    let id = k.id().to_string();
+    k.shutdown().await;
+    assert!(
+        eventually(30, || eg.kernel_processes(&id).is_empty()),
+        "the kernel still runs after shutdown"
+    );
+}
+
+#[test]
+fn nothing_is_left_after_the_gateway_and_its_hosts_go() {
+    let Some((eg, specs)) = start() else { return };
+    let mut jails = Vec::new();
+    for _ in 0..2 {
+        let id = create(&eg);
+        jails.push(confinement(&eg, &id).1);
+    }
+    let footprint = eg.footprint();
+    // Dropped with its kernels running: the hosts' processes are killed,
+    // launchers included, and retrace's init takes each kernel with it.
+    drop(eg);
+    drop(specs);
+    assert_eq!(footprint.remaining(), Vec::<String>::new());
+    for jail in &jails {
+        assert!(
+            eventually(10, || !std::path::Path::new(&format!("/proc/{}", jail.pid))
+                .exists()),
+            "kernel process {} outlived its host",
+            jail.pid
+        );
+    }
+}
