@@ -49,7 +49,7 @@ use serde_json::json;
 #[command(about = "Kernel start and per-cell round trip: Jupyter gateway against local kernels")]
 struct Args {
     /// The gateway's base URL.
-    #[arg(long)]
+    #[arg(long, env = "JUPYTER_GATEWAY_URL")]
     gateway_url: String,
     /// The gateway's token.
     #[arg(long, env = "JUPYTER_GATEWAY_AUTH_TOKEN", hide_env_values = true)]

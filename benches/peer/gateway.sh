@@ -3,8 +3,14 @@
 # same image (fat), on this machine: kernel start and per-cell round trip
 # (benches/peer/gateway.rs), through a real jupyter-kernel-gateway.
 #
-#   benches/peer/gateway.sh [--starts 5] [--cells 500] [--rounds 3] [--warmup 1] [--json FILE] [--keep DIR]
+#   benches/peer/gateway.sh [--enterprise] [--starts 5] [--cells 500] [--rounds 3] [--warmup 1] [--json FILE] [--keep DIR]
 #
+# --enterprise  the gateway is a real Jupyter Enterprise Gateway instead,
+#               serving retrace's own kernelspec (`image kernelspec
+#               --enterprise-gateway`) on two hosts reached over SSH
+#               (network namespaces of this machine, as in the tests:
+#               `cargo bench --bench enterprise_gateway`): every gateway
+#               kernel is launched and confined by `retrace launch` there
 # --starts N    timed kernel starts per contender and round (default 5)
 # --cells N     timed `pass` cells per round-trip kernel and round (default 500)
 # --rounds N    interleaved rounds (default 3); the contenders' order reverses
@@ -30,6 +36,7 @@
 # gateway/local, then `key=value` lines. Exit status: the example's.
 set -euo pipefail
 
+enterprise=0
 starts=5
 cells=500
 rounds=3
@@ -38,13 +45,14 @@ json_out=
 keep=
 while [ $# -gt 0 ]; do
     case "$1" in
+        --enterprise) enterprise=1; shift ;;
         --starts) starts="$2"; shift 2 ;;
         --cells) cells="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --warmup) warmup="$2"; shift 2 ;;
         --json) json_out="$2"; shift 2 ;;
         --keep) keep="$2"; shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -212,6 +220,18 @@ start_gateway() { # port, token
 
 log "building retrace and the gateway example (cargo, release)"
 cargo build --quiet --release --bin retrace --example gateway
+
+if [ "$enterprise" -eq 1 ]; then
+    args=(--kernel retrace-fat --retrace "$retrace"
+        --starts "$starts" --cells "$cells" --rounds "$rounds" --warmup "$warmup")
+    [ -z "$json_out" ] || args+=(--json "$json_out")
+    log "starting Enterprise Gateway on two SSH hosts (the test fixture) and measuring"
+    # The fixture passes the URL, the token and the kernelspec through the
+    # environment.
+    rc=0
+    cargo bench --quiet --bench enterprise_gateway -- "$example" "${args[@]}" || rc=$?
+    exit "$rc"
+fi
 ensure_gateway_venv
 log "writing the fat image's kernelspec (builds the image if needed)"
 "$retrace" image kernelspec fat --name "$kernel_name" --dir "$work/jupyter" >&2
