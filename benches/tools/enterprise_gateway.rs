@@ -13,7 +13,7 @@
 //! hosts and every kernel go. Exits with CMD's status. Needs root.
 
 #[path = "../../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
 
 use std::process::Command;
