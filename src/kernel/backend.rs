@@ -73,6 +73,9 @@ pub struct Ending {
     /// The kernel's messages said the cell ended while its main thread was
     /// still running it.
     pub end_forged: bool,
+    /// msg_id of the cell's execute request: what a gateway kernel's host
+    /// evidence answers.
+    pub request: String,
 }
 
 impl Ending {

@@ -28,6 +28,9 @@ use crate::sandbox::{
     Evidence, ExitInfo, Flag, HarnessReason, Jail, KernelLayout, KillReport, Sandbox, Verdict,
 };
 
+/// Learns how the kernel's process ended, once it has.
+pub(super) type ExitWatch = tokio::sync::watch::Receiver<Option<ExitInfo>>;
+
 /// How long a kernel stopped by a limit may take to drain its output
 /// before it is killed and replaced.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -165,6 +168,12 @@ impl LocalBackend {
 
     pub fn host_evidence(&self) -> (crate::sandbox::Counters, Option<ExitInfo>) {
         (self.jail.counters(), self.process.exited())
+    }
+
+    /// What the launcher's host evidence reads as the kernel runs: its
+    /// jail and its process's end.
+    pub(super) fn host_watch(&self) -> (Arc<dyn Jail>, ExitWatch) {
+        (self.jail.clone(), self.process.exit.clone())
     }
 
     /// The largest message the kernel may send (the relays' cap).
