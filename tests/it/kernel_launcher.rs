@@ -103,17 +103,7 @@ fn client(
     timeout_secs: u32,
 ) -> Vec<serde_json::Value> {
     const SCRIPT: &str = r#"
-import json, socket, sys, threading, time
-from jupyter_client import BlockingKernelClient
-info = json.loads(sys.argv[1]); cells = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
-comm_port = info.pop("comm_port")
-for k in ("pid", "pgid", "kernel_id"):
-    info.pop(k, None)
-info["ip"] = "127.0.0.1"
-kc = BlockingKernelClient()
-kc.load_connection_info(info)
-kc.start_channels()
-kc.wait_for_ready(timeout=60)
+timeout = secs
 def interrupt():
     time.sleep(1)
     with socket.create_connection(("127.0.0.1", comm_port)) as s:
@@ -135,17 +125,51 @@ for code in cells:
         results.append({"status": "no reply", "stdout": "".join(out), "ename": type(e).__name__})
 print(json.dumps(results))
 "#;
+    let results = fat_python(SCRIPT, connection, cells, timeout_secs);
+    serde_json::from_value(results).unwrap()
+}
+
+/// What every client script starts with: `info` (the served connection),
+/// `cells`, `secs`, `comm_port`, and `kc`, a jupyter_client ready on the
+/// served ports.
+const CLIENT_PREAMBLE: &str = r#"
+import json, socket, sys, threading, time, zmq
+from jupyter_client import BlockingKernelClient
+info = json.loads(sys.argv[1]); cells = json.loads(sys.argv[2]); secs = float(sys.argv[3])
+comm_port = info.pop("comm_port")
+for k in ("pid", "pgid", "kernel_id"):
+    info.pop(k, None)
+info["ip"] = "127.0.0.1"
+kc = BlockingKernelClient()
+kc.load_connection_info(info)
+kc.start_channels()
+kc.wait_for_ready(timeout=60)
+"#;
+
+/// Runs `script` after [`CLIENT_PREAMBLE`] in the fat image's Python with
+/// the connection, the cells and a number of seconds; the JSON its last
+/// line prints.
+fn fat_python(
+    script: &str,
+    connection: &serde_json::Value,
+    cells: &[&str],
+    secs: u32,
+) -> serde_json::Value {
     let python = common::image(ImageName::Fat).python();
     let out = Command::new(python)
-        .args(["-c", SCRIPT, &connection.to_string()])
+        .args([
+            "-c",
+            &format!("{CLIENT_PREAMBLE}{script}"),
+            &connection.to_string(),
+        ])
         .arg(serde_json::to_string(cells).unwrap())
-        .arg(timeout_secs.to_string())
+        .arg(secs.to_string())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "jupyter_client failed: {}\n{stdout}",
+        "the Jupyter client failed: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
@@ -163,16 +187,6 @@ fn iopub_of_cells(
     wait_secs: u32,
 ) -> Vec<Vec<serde_json::Value>> {
     const SCRIPT: &str = r#"
-import json, sys, time, zmq
-from jupyter_client import BlockingKernelClient
-info = json.loads(sys.argv[1]); cells = json.loads(sys.argv[2]); wait = float(sys.argv[3])
-for k in ("comm_port", "pid", "pgid", "kernel_id"):
-    info.pop(k, None)
-info["ip"] = "127.0.0.1"
-kc = BlockingKernelClient()
-kc.load_connection_info(info)
-kc.start_channels()
-kc.wait_for_ready(timeout=60)
 sub = zmq.Context.instance().socket(zmq.SUB)
 sub.setsockopt(zmq.SUBSCRIBE, b"")
 sub.connect("tcp://127.0.0.1:%d" % info["iopub_port"])
@@ -193,7 +207,7 @@ results = []
 for code in cells:
     msg_id = kc.execute(code)
     seen = []
-    deadline = time.time() + wait
+    deadline = time.time() + secs
     while time.time() < deadline:
         if not sub.poll(100):
             continue
@@ -215,20 +229,7 @@ for code in cells:
     results.append(seen)
 print(json.dumps(results))
 "#;
-    let python = common::image(ImageName::Fat).python();
-    let out = Command::new(python)
-        .args(["-c", SCRIPT, &connection.to_string()])
-        .arg(serde_json::to_string(cells).unwrap())
-        .arg(wait_secs.to_string())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the IOPub reader failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
+    serde_json::from_value(fat_python(SCRIPT, connection, cells, wait_secs)).unwrap()
 }
 
 /// The host's readings among `messages` whose signature is valid.
@@ -380,17 +381,24 @@ fn serves_a_confined_kernel_to_the_gateway_and_leaves_nothing() {
     );
 }
 
+/// A launcher with `memory` started as EG starts it: the process, the
+/// connection it sent, its communication port.
+fn launched(memory: &str) -> (Child, serde_json::Value, u64) {
+    common::image(ImageName::Fat);
+    let gateway = GatewaySide::new();
+    let kernel_id = uuid::Uuid::new_v4().to_string();
+    let launcher = gateway.launch(&kernel_id, &["--memory", memory]);
+    let connection = gateway.connection();
+    let comm_port = connection["comm_port"].as_u64().unwrap();
+    (launcher, connection, comm_port)
+}
+
 #[test]
 fn an_oom_kill_is_reported_from_the_hosts_counters() {
     if common::lacks_root() {
         return;
     }
-    common::image(ImageName::Fat);
-    let gateway = GatewaySide::new();
-    let kernel_id = uuid::Uuid::new_v4().to_string();
-    let launcher = gateway.launch(&kernel_id, &["--memory", "200M"]);
-    let connection = gateway.connection();
-    let comm_port = connection["comm_port"].as_u64().unwrap();
+    let (launcher, connection, comm_port) = launched("200M");
     // Bytes written: every page touched.
     let cells = iopub_of_cells(&connection, &["x = b'x' * (1 << 30)"], 20);
     // The launcher's last reading reaches the client before the launcher ends.
@@ -419,12 +427,7 @@ fn host_readings_follow_each_cell_and_the_kernel_cannot_forge_one() {
     if common::lacks_root() {
         return;
     }
-    common::image(ImageName::Fat);
-    let gateway = GatewaySide::new();
-    let kernel_id = uuid::Uuid::new_v4().to_string();
-    let launcher = gateway.launch(&kernel_id, &["--memory", "300M"]);
-    let connection = gateway.connection();
-    let comm_port = connection["comm_port"].as_u64().unwrap();
+    let (launcher, connection, comm_port) = launched("300M");
     // The kernel holds the key: it signs a reading of its own on its IOPub
     // socket, and prints one.
     const FORGE: &str = r#"

@@ -568,7 +568,8 @@ async fn create(gateway: &Gateway, options: &KernelOptions) -> Result<String, Ke
 /// The run's CPU and memory limits as the `KERNEL_*` variables Enterprise
 /// Gateway's Kubernetes pod template makes the pod's requests and limits
 /// of (Kernel Gateway passes them into the kernel's environment, where
-/// nothing reads them).
+/// nothing reads them); its process and disk limits as retrace's launcher
+/// reads them (EG passes every `KERNEL_*` variable on to the launch).
 fn requested_limits(options: &KernelOptions) -> Value {
     let cpus = options.limits.cpus.to_string();
     let memory = options.limits.memory_bytes.to_string();
@@ -577,6 +578,8 @@ fn requested_limits(options: &KernelOptions) -> Value {
         "KERNEL_CPUS_LIMIT": cpus,
         "KERNEL_MEMORY": memory,
         "KERNEL_MEMORY_LIMIT": memory,
+        "KERNEL_PIDS_LIMIT": options.limits.pids.to_string(),
+        "KERNEL_DISK_LIMIT": options.limits.disk_bytes.to_string(),
     })
 }
 
@@ -642,6 +645,8 @@ mod tests {
         assert_eq!(env["KERNEL_CPUS_LIMIT"], "0.5");
         assert_eq!(env["KERNEL_MEMORY"], "536870912");
         assert_eq!(env["KERNEL_MEMORY_LIMIT"], "536870912");
+        assert_eq!(env["KERNEL_PIDS_LIMIT"], limits.pids.to_string());
+        assert_eq!(env["KERNEL_DISK_LIMIT"], limits.disk_bytes.to_string());
     }
 
     #[test]
