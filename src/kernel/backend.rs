@@ -31,6 +31,9 @@ pub struct Baseline {
     pub main_thread_runs: Option<u64>,
     /// Kernels the lock watchdog killed so far (local kernels).
     pub lock_kills: u64,
+    /// Readings of the kernel's host that had arrived (a gateway kernel
+    /// retrace's launcher reports on).
+    pub host_readings: u64,
 }
 
 /// Why an execution has no outcome of its own.

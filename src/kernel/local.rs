@@ -305,6 +305,7 @@ impl Backend for LocalBackend {
             traces: self.jail.traces(),
             main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
             lock_kills: self.lock_kills(),
+            host_readings: 0,
         }
     }
 

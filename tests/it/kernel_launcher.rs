@@ -215,7 +215,10 @@ for code in cells:
         d = frames.index(b"<IDS|MSG>")
         parts = frames[d + 2:d + 6]
         header, parent, content = parsed(parts[0]), parsed(parts[1]) or {}, parsed(parts[3])
-        if parent.get("msg_id") != msg_id:
+        dead = (header or {}).get("msg_type") == "retrace_host_evidence" \
+            and (content or {}).get("moment") == "dead"
+        # A kernel killed before its busy went out dies answering an earlier request.
+        if parent.get("msg_id") != msg_id and not dead:
             continue
         seen.append({
             "msg_type": (header or {}).get("msg_type", "?"),
@@ -449,7 +452,9 @@ print(json.dumps({"msg_type": "retrace_host_evidence", "content": fake}))
     assert!(cell[1]["kernel_uid"].as_u64().unwrap() > 0, "{all:#}");
     assert!(cell[1]["exit"].is_null(), "{all:#}");
     let cpu = |r: &serde_json::Value| r["counters"]["cpu_usage_usec"].as_u64().unwrap();
-    assert!(cpu(cell[1]) > cpu(cell[0]), "the cell's CPU time: {all:#}");
+    // The host's CPU counter may trail a task still on its CPU by a tick
+    // (cgroup accounting): compared over the two cells, not within one.
+    assert!(cpu(cell[1]) >= cpu(cell[0]), "{all:#}");
     assert!(cell[1]["launcher"]
         .as_str()
         .unwrap()
@@ -468,6 +473,10 @@ print(json.dumps({"msg_type": "retrace_host_evidence", "content": fake}))
         "{all:#}"
     );
     assert_eq!(readings.len(), 2, "busy and idle of the launcher: {all:#}");
+    assert!(
+        cpu(readings[1]) > cpu(cell[0]),
+        "the cells' CPU time: {all:#}"
+    );
 
     assert!(comm(comm_port, r#"{"shutdown": 1}"#));
     let (report, _) = ended(launcher, 30);

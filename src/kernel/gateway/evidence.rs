@@ -29,8 +29,23 @@ const STOPPED_READING: Duration = Duration::from_millis(300);
 /// The readings of one kernel, newest last.
 #[derive(Default)]
 pub struct EvidenceLog {
-    readings: Mutex<VecDeque<(Option<String>, HostEvidence)>>,
+    readings: Mutex<Readings>,
     arrived: Notify,
+}
+
+#[derive(Default)]
+struct Readings {
+    kept: VecDeque<Reading>,
+    /// Readings that arrived so far.
+    count: u64,
+}
+
+struct Reading {
+    /// Readings that had arrived before it.
+    seq: u64,
+    /// msg_id of the request it answers.
+    parent: Option<String>,
+    evidence: HostEvidence,
 }
 
 /// What the host read around one request.
@@ -53,12 +68,18 @@ impl EvidenceLog {
             return true;
         };
         match serde_json::from_value::<HostEvidence>(unknown.content.clone()) {
-            Ok(reading) => {
+            Ok(evidence) => {
                 let mut readings = self.readings.lock().unwrap();
-                if readings.len() == KEPT {
-                    readings.pop_front();
+                if readings.kept.len() == KEPT {
+                    readings.kept.pop_front();
                 }
-                readings.push_back((parent_id(msg).map(str::to_string), reading));
+                let seq = readings.count;
+                readings.count += 1;
+                readings.kept.push_back(Reading {
+                    seq,
+                    parent: parent_id(msg).map(str::to_string),
+                    evidence,
+                });
                 drop(readings);
                 self.arrived.notify_waiters();
             }
@@ -70,17 +91,23 @@ impl EvidenceLog {
     /// The newest reading, whatever it answers.
     pub fn latest(&self) -> Option<HostEvidence> {
         let readings = self.readings.lock().unwrap();
-        readings.back().map(|(_, r)| r.clone())
+        readings.kept.back().map(|r| r.evidence.clone())
     }
 
-    /// The readings around `request`, waiting up to `wait` for its end
-    /// (its death when `died`).
-    pub async fn around(&self, request: &str, died: bool, wait: Duration) -> Around {
+    /// How many readings arrived so far.
+    pub fn count(&self) -> u64 {
+        self.readings.lock().unwrap().count
+    }
+
+    /// The readings around `request`, sent after the first `since`
+    /// readings had arrived, waiting up to `wait` for its end (its death
+    /// when `died`).
+    pub async fn around(&self, request: &str, since: u64, died: bool, wait: Duration) -> Around {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             // Registered before the look, so nothing arriving between is missed.
             let arrived = self.arrived.notified();
-            let around = self.look(request);
+            let around = self.look(request, since, died);
             let ended = around
                 .end
                 .as_ref()
@@ -103,7 +130,9 @@ impl EvidenceLog {
         } else {
             END_READING
         };
-        let around = self.around(&ending.request, ending.died, wait).await;
+        let around = self
+            .around(&ending.request, since.host_readings, ending.died, wait)
+            .await;
         let Some(end) = around.end else {
             tracing::warn!(request = %ending.request, "no host evidence after the cell");
             return false;
@@ -119,21 +148,27 @@ impl EvidenceLog {
         true
     }
 
-    fn look(&self, request: &str) -> Around {
+    fn look(&self, request: &str, since: u64, died: bool) -> Around {
         let readings = self.readings.lock().unwrap();
         let mut around = Around::default();
-        for (_, reading) in readings
-            .iter()
-            .filter(|(parent, _)| parent.as_deref() == Some(request))
-        {
-            match reading.moment {
-                Moment::Busy => {
-                    around.start.get_or_insert_with(|| reading.clone());
+        let mut death = None;
+        for r in readings.kept.iter().filter(|r| r.seq >= since) {
+            let answers = r.parent.as_deref() == Some(request);
+            match r.evidence.moment {
+                Moment::Busy if answers => {
+                    around.start.get_or_insert_with(|| r.evidence.clone());
                 }
                 // The latest: code that holds the key can make the kernel
                 // say `idle` early, never take back a later reading.
-                Moment::Idle | Moment::Dead => around.end = Some(reading.clone()),
+                Moment::Idle | Moment::Dead if answers => around.end = Some(r.evidence.clone()),
+                // A kernel killed before its `busy` went out dies answering
+                // an earlier request; the only death since this one was sent.
+                Moment::Dead => death = Some(r.evidence.clone()),
+                _ => {}
             }
+        }
+        if died && around.end.as_ref().is_none_or(|e| e.moment != Moment::Dead) {
+            around.end = death.or(around.end);
         }
         around
     }
@@ -185,7 +220,7 @@ mod tests {
         ] {
             assert!(log.take(&msg));
         }
-        let around = log.around("cell", false, Duration::ZERO).await;
+        let around = log.around("cell", 0, false, Duration::ZERO).await;
         assert_eq!(around.start.unwrap().counters.oom_kills, 1);
         assert_eq!(around.end.unwrap().counters.oom_kills, 3);
         assert_eq!(log.latest().unwrap().counters.oom_kills, 3);
@@ -203,13 +238,21 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             late.take(&reading(Moment::Dead, "cell", 1));
         });
-        let around = log.around("cell", true, Duration::from_secs(5)).await;
+        let around = log.around("cell", 0, true, Duration::from_secs(5)).await;
         let end = around.end.unwrap();
         assert_eq!((end.moment, end.counters.oom_kills), (Moment::Dead, 1));
         // None comes: the wait ends with what there is.
         let none = log
-            .around("another", false, Duration::from_millis(20))
+            .around("another", 0, false, Duration::from_millis(20))
             .await;
         assert_eq!(none, Around::default());
+        // Killed before it said `busy`: the death since the cell was sent is its.
+        let sent = log.count();
+        log.take(&reading(Moment::Dead, "cell", 2));
+        let early = log.around("next", sent, true, Duration::ZERO).await;
+        assert_eq!(early.end.unwrap().counters.oom_kills, 2);
+        // An older death is not.
+        let later = log.around("later", log.count(), true, Duration::ZERO).await;
+        assert_eq!(later.end, None);
     }
 }

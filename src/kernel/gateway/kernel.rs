@@ -378,13 +378,18 @@ impl Backend for GatewayBackend {
     /// The host's latest reading, when retrace's launcher reports one: the
     /// start of a cell whose own first reading does not arrive.
     fn baseline(&self) -> Baseline {
+        let host_readings = self.host.count();
         match self.host_reading() {
             Some(reading) => Baseline {
                 counters: reading.counters,
                 traces: reading.traces,
+                host_readings,
                 ..Baseline::default()
             },
-            None => Baseline::default(),
+            None => Baseline {
+                host_readings,
+                ..Baseline::default()
+            },
         }
     }
 
