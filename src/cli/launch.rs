@@ -121,7 +121,8 @@ fn detach() {
 
 /// The client's `KERNEL_MEMORY` / `KERNEL_CPUS` (EG passes the start
 /// request's `KERNEL_*` variables to the launch), or their `_LIMIT` forms,
-/// override the kernelspec's flags.
+/// and retrace's `KERNEL_PIDS_LIMIT` / `KERNEL_DISK_LIMIT` override the
+/// kernelspec's flags.
 fn override_from_env(limits: &mut LimitArgs) -> anyhow::Result<()> {
     fn var(names: [&'static str; 2]) -> Option<(&'static str, String)> {
         names
@@ -138,12 +139,26 @@ fn override_from_env(limits: &mut LimitArgs) -> anyhow::Result<()> {
         limits.memory = parse_bytes(text).with_context(|| format!("{name}={value}"))?;
     }
     if let Some((name, value)) = var(["KERNEL_CPUS_LIMIT", "KERNEL_CPUS"]) {
-        limits.cpus = value
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|c| *c > 0.0)
-            .with_context(|| format!("{name}={value}: expected a number of cores"))?;
+        limits.cpus = positive(name, &value, "cores")?;
+    }
+    if let Some((name, value)) = var(["KERNEL_PIDS_LIMIT", "KERNEL_PIDS"]) {
+        limits.pids = positive(name, &value, "processes")?;
+    }
+    if let Some((name, value)) = var(["KERNEL_DISK_LIMIT", "KERNEL_DISK"]) {
+        limits.disk = parse_bytes(&value).with_context(|| format!("{name}={value}"))?;
     }
     Ok(())
+}
+
+/// A positive number of `what` from variable `name`.
+fn positive<T>(name: &str, value: &str, what: &str) -> anyhow::Result<T>
+where
+    T: std::str::FromStr + PartialOrd + Default,
+{
+    value
+        .trim()
+        .parse::<T>()
+        .ok()
+        .filter(|n| *n > T::default())
+        .with_context(|| format!("{name}={value}: expected a number of {what}"))
 }

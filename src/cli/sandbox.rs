@@ -109,9 +109,9 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
     let width = cases.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
     let applicable = match &config.gateway {
         None => cases.len(),
-        Some(_) => cases
+        Some(g) => cases
             .iter()
-            .filter(|c| check::remote_reason(c).is_none())
+            .filter(|c| check::remote_reason(c, g.info()).is_none())
             .count(),
     };
     let place = match &config.gateway {

@@ -31,6 +31,9 @@ pub struct Baseline {
     pub main_thread_runs: Option<u64>,
     /// Kernels the lock watchdog killed so far (local kernels).
     pub lock_kills: u64,
+    /// Readings of the kernel's host that had arrived (a gateway kernel
+    /// retrace's launcher reports on).
+    pub host_readings: u64,
 }
 
 /// Why an execution has no outcome of its own.
@@ -73,6 +76,9 @@ pub struct Ending {
     /// The kernel's messages said the cell ended while its main thread was
     /// still running it.
     pub end_forged: bool,
+    /// msg_id of the cell's execute request: what a gateway kernel's host
+    /// evidence answers.
+    pub request: String,
 }
 
 impl Ending {

@@ -28,6 +28,9 @@ use crate::sandbox::{
     Evidence, ExitInfo, Flag, HarnessReason, Jail, KernelLayout, KillReport, Sandbox, Verdict,
 };
 
+/// Learns how the kernel's process ended, once it has.
+pub(super) type ExitWatch = tokio::sync::watch::Receiver<Option<ExitInfo>>;
+
 /// How long a kernel stopped by a limit may take to drain its output
 /// before it is killed and replaced.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -167,6 +170,12 @@ impl LocalBackend {
         (self.jail.counters(), self.process.exited())
     }
 
+    /// What the launcher's host evidence reads as the kernel runs: its
+    /// jail and its process's end.
+    pub(super) fn host_watch(&self) -> (Arc<dyn Jail>, ExitWatch) {
+        (self.jail.clone(), self.process.exit.clone())
+    }
+
     /// The largest message the kernel may send (the relays' cap).
     pub fn max_message(&self) -> u64 {
         super::start::max_message(&self.options.output_cap)
@@ -296,6 +305,7 @@ impl Backend for LocalBackend {
             traces: self.jail.traces(),
             main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
             lock_kills: self.lock_kills(),
+            host_readings: 0,
         }
     }
 

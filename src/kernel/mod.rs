@@ -14,6 +14,7 @@ mod error;
 mod execution;
 mod executor;
 pub mod gateway;
+pub mod host_evidence;
 mod inbox;
 pub mod launcher;
 mod layout;
@@ -32,6 +33,7 @@ mod spec;
 mod start;
 mod state;
 mod wire_cap;
+mod wire_tap;
 pub mod zygote;
 
 pub use backend::LocalBackend;

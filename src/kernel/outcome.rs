@@ -292,6 +292,18 @@ impl Enforcement {
             ..Enforcement::local(false)
         }
     }
+
+    /// A gateway's kernel that retrace's launcher confined on its host
+    /// (retrace's kernelspec): the jail is retrace's, with the run's memory
+    /// and CPU limits and the kernelspec's others. A cell's CPU time is
+    /// measured from the host's readings after it, not watched during it.
+    pub fn gateway_confined() -> Enforcement {
+        let mut enforcement = Enforcement::local(true);
+        enforcement.executor = "gateway".into();
+        enforcement.enforced.retain(|l| l != "timeout_cpu");
+        enforcement.requested = vec!["timeout_cpu".into()];
+        enforcement
+    }
 }
 
 impl Outcome {

@@ -114,6 +114,12 @@ impl Kernel<LocalBackend> {
         self.backend.uid()
     }
 
+    /// The kernel's jail and its process's end, read by the launcher's
+    /// host evidence while the kernel runs.
+    pub(super) fn host_watch(&self) -> (Arc<dyn crate::sandbox::Jail>, super::local::ExitWatch) {
+        self.backend.host_watch()
+    }
+
     /// What the kernel's jail has counted so far (CPU, memory, processes,
     /// kills), and how its process ended if it has.
     pub fn host_evidence(&self) -> (crate::sandbox::Counters, Option<ExitInfo>) {
@@ -233,7 +239,10 @@ impl<B: Backend + ?Sized> Kernel<B> {
             interrupted: false,
         };
         let mut death = self.backend.death();
-        let mut ending = Ending::default();
+        let mut ending = Ending {
+            request: sent.msg_id.clone(),
+            ..Ending::default()
+        };
         let cpu_limit_usec = self.backend.cpu_limit().map(|d| d.as_micros() as u64);
         let mut cpu_tick = tokio::time::interval(CPU_POLL);
         cpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

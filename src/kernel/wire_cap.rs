@@ -9,20 +9,21 @@
 //! then fails its signature check and is dropped by the client; the relay
 //! reports it (with the request it answered, read from its parent header)
 //! so the execution it belongs to ends as `output_limit`.
+//!
+//! A relay may also carry a [`Tap`] (a kernel served to a gateway: the
+//! launcher's host evidence), which adds messages of its own to what the
+//! kernel sends and spoils the kernel's messages that pretend to be them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-/// ZMTP 3 frame flags.
-const MORE: u8 = 0x01;
-const LONG: u8 = 0x02;
-const COMMAND: u8 = 0x04;
-/// The Jupyter wire protocol's delimiter between identities and message.
-const DELIMITER: &[u8] = b"<IDS|MSG>";
+use super::wire_tap::{frame_header, Framed, Seen, Tap, COMMAND, DELIMITER, LONG, MORE};
 /// Frames up to this size are read whole (to find the delimiter and the
 /// parent header); larger ones are streamed through.
 const SMALL_FRAME: u64 = 64 * 1024;
@@ -34,7 +35,12 @@ const SMALL_FRAME: u64 = 64 * 1024;
 pub const MAX_FRAMES: u64 = 1024;
 
 /// How long the kernel's socket may refuse connections after it appeared.
-const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
+/// After the kernel's process ended, how long what it sent before may
+/// still take to arrive (its socket ends when its last holder exits), and
+/// how long a tap may take to learn of the end once its socket did.
+const LAST_WORDS: Duration = Duration::from_millis(500);
+const END_NOTICE: Duration = Duration::from_secs(3);
 
 /// A message the relay emptied because it was larger than the cap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +56,8 @@ pub struct Relay {
     /// The Unix socket it listens on, removed with it (none on TCP).
     path: Option<PathBuf>,
     task: JoinHandle<()>,
+    /// Clients connected now.
+    clients: watch::Receiver<usize>,
 }
 
 impl Drop for Relay {
@@ -72,23 +80,70 @@ impl Relay {
     ) -> std::io::Result<Relay> {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path)?;
-        let task = tokio::spawn(accept_loop(listener, kernel.to_path_buf(), max, report));
+        let (count, clients) = watch::channel(0);
+        let cap = Cap { max, report };
+        let task = tokio::spawn(accept_loop(
+            listener,
+            kernel.to_path_buf(),
+            cap,
+            None,
+            count,
+        ));
         Ok(Relay {
             path: Some(path.to_path_buf()),
             task,
+            clients,
         })
     }
 
     /// The same relay behind a TCP listener: a kernel served to a remote
-    /// gateway, whose clients speak ZMTP over TCP as they would over ipc.
+    /// gateway, whose clients speak ZMTP over TCP as they would over ipc;
+    /// `tap` adds to what the kernel sends.
     pub fn start_tcp(
         listener: TcpListener,
         kernel: &Path,
         max: u64,
         report: mpsc::Sender<Oversize>,
+        tap: Option<Arc<dyn Tap>>,
     ) -> Relay {
-        let task = tokio::spawn(accept_loop(listener, kernel.to_path_buf(), max, report));
-        Relay { path: None, task }
+        let (count, clients) = watch::channel(0);
+        let cap = Cap { max, report };
+        let task = tokio::spawn(accept_loop(listener, kernel.to_path_buf(), cap, tap, count));
+        Relay {
+            path: None,
+            task,
+            clients,
+        }
+    }
+
+    /// Waits up to `within` until no client is connected: after the
+    /// kernel's end, each got the tap's last message and was closed.
+    pub async fn settle(&self, within: Duration) {
+        let mut clients = self.clients.clone();
+        let _ = tokio::time::timeout(within, clients.wait_for(|n| *n == 0)).await;
+    }
+}
+
+/// The cap on what the kernel sends, and where emptied messages go.
+#[derive(Clone)]
+struct Cap {
+    max: u64,
+    report: mpsc::Sender<Oversize>,
+}
+
+/// Counts a client as connected while it lives.
+struct Connected(watch::Sender<usize>);
+
+impl Connected {
+    fn new(count: &watch::Sender<usize>) -> Connected {
+        count.send_modify(|n| *n += 1);
+        Connected(count.clone())
+    }
+}
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
     }
 }
 
@@ -120,16 +175,20 @@ impl Accept for TcpListener {
 async fn accept_loop<L: Accept>(
     listener: L,
     kernel: PathBuf,
-    max: u64,
-    report: mpsc::Sender<Oversize>,
+    cap: Cap,
+    tap: Option<Arc<dyn Tap>>,
+    count: watch::Sender<usize>,
 ) {
     let mut connections = Vec::new();
     while let Ok(client) = listener.next().await {
         let kernel = kernel.clone();
-        let report = report.clone();
+        let cap = cap.clone();
+        let tap = tap.clone();
+        let connected = Connected::new(&count);
         connections.push(tokio::spawn(async move {
+            let _connected = connected;
             if let Some(upstream) = connect(&kernel).await {
-                relay(client, upstream, max, report).await;
+                relay(client, upstream, cap, tap).await;
             }
         }));
         connections.retain(|c: &JoinHandle<()>| !c.is_finished());
@@ -151,7 +210,7 @@ async fn connect(kernel: &Path) -> Option<UnixStream> {
                 if e.kind() == std::io::ErrorKind::ConnectionRefused
                     && tokio::time::Instant::now() < deadline =>
             {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
             Err(e) => {
                 // Gone: the kernel exited, the client reconnects in vain.
@@ -163,16 +222,47 @@ async fn connect(kernel: &Path) -> Option<UnixStream> {
 }
 
 /// Copies client → kernel as is and kernel → client through the cap; when
-/// either direction ends, both do.
-async fn relay<S>(client: S, kernel: UnixStream, max: u64, report: mpsc::Sender<Oversize>)
+/// either direction ends, both do. With a tap, the kernel's end is
+/// followed by the tap's last message: what the kernel sent before it
+/// still goes first, a message it left unfinished is closed.
+async fn relay<S>(client: S, kernel: UnixStream, cap: Cap, tap: Option<Arc<dyn Tap>>)
 where
     S: AsyncRead + AsyncWrite,
 {
-    let (mut client_read, mut client_write) = tokio::io::split(client);
+    let (mut client_read, client_write) = tokio::io::split(client);
     let (mut kernel_read, mut kernel_write) = kernel.into_split();
-    tokio::select! {
-        _ = tokio::io::copy(&mut client_read, &mut kernel_write) => {}
-        _ = capped_copy(&mut kernel_read, &mut client_write, max, &report) => {}
+    let mut to = Framed::new(client_write);
+    let ended = async {
+        match &tap {
+            Some(tap) => tap.ended().await,
+            None => std::future::pending().await,
+        }
+    };
+    let kernel_ended = {
+        let copy = capped_copy(&mut kernel_read, &mut to, &cap, tap.as_deref());
+        tokio::pin!(copy);
+        tokio::select! {
+            sent = tokio::io::copy(&mut client_read, &mut kernel_write) => sent.is_err(),
+            _ = &mut copy => true,
+            () = ended => {
+                let _ = tokio::time::timeout(LAST_WORDS, &mut copy).await;
+                true
+            }
+        }
+    };
+    let Some(tap) = tap.filter(|_| kernel_ended) else {
+        return;
+    };
+    if tokio::time::timeout(END_NOTICE, tap.ended()).await.is_err() {
+        return;
+    }
+    let Some(mut last) = to.closing() else {
+        return;
+    };
+    last.extend_from_slice(&tap.last());
+    if to.write_all(&last).await.is_ok() {
+        let _ = to.flush().await;
+        let _ = to.shutdown().await;
     }
 }
 
@@ -186,11 +276,14 @@ struct MessageScan {
     over: bool,
     dropped: u64,
     /// Frames seen since the delimiter (1 = signature, 2 = header,
-    /// 3 = parent header).
+    /// 3 = parent header, 4 = metadata, 5 = content).
     after_delimiter: Option<u32>,
     /// The parent header as it came, parsed only for a report (most
-    /// messages have none).
+    /// messages have none) or by a tap.
     parent_header: Option<Vec<u8>>,
+    /// The header and the content, for a tap.
+    header: Option<Vec<u8>>,
+    content: Option<Vec<u8>>,
 }
 
 impl MessageScan {
@@ -205,11 +298,28 @@ impl MessageScan {
             }
             Some(n) => {
                 *n += 1;
-                if *n == 3 {
-                    self.parent_header = body;
+                match *n {
+                    2 => self.header = body,
+                    3 => self.parent_header = body,
+                    5 => self.content = body,
+                    _ => {}
                 }
             }
         }
+    }
+
+    /// Whether the next frame is the message's header.
+    fn header_next(&self) -> bool {
+        self.after_delimiter == Some(1)
+    }
+
+    /// The message's Jupyter parts, when it was read whole.
+    fn seen(&self) -> Option<Seen<'_>> {
+        Some(Seen {
+            header: self.header.as_deref()?,
+            parent: self.parent_header.as_deref()?,
+            content: self.content.as_deref()?,
+        })
     }
 
     /// msg_id of the request the message answered.
@@ -220,13 +330,15 @@ impl MessageScan {
     }
 }
 
-/// Copies a ZMTP 3 stream, emptying the frames of any message past `max`
-/// bytes; every emptied message is reported once it ends.
+/// Copies a ZMTP 3 stream, emptying the frames of any message past the
+/// cap; every emptied message is reported once it ends. A tap spoils the
+/// kernel's messages that claim to be its own and adds its own after
+/// others.
 async fn capped_copy<R, W>(
     from: R,
     to: &mut W,
-    max: u64,
-    report: &mpsc::Sender<Oversize>,
+    cap: &Cap,
+    tap: Option<&dyn Tap>,
 ) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -235,7 +347,7 @@ where
     // Written whole messages at a time: frame by frame, a message of seven
     // frames cost fourteen writes here and as many wakeups of the reader.
     let mut to = BufWriter::with_capacity(64 * 1024, to);
-    let copied = capped_copy_buffered(from, &mut to, max, report).await;
+    let copied = capped_copy_buffered(from, &mut to, cap, tap).await;
     let flushed = to.flush().await;
     copied.and(flushed)
 }
@@ -243,8 +355,8 @@ where
 async fn capped_copy_buffered<R, W>(
     from: R,
     to: &mut BufWriter<W>,
-    max: u64,
-    report: &mpsc::Sender<Oversize>,
+    cap: &Cap,
+    tap: Option<&dyn Tap>,
 ) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -274,20 +386,27 @@ where
             u64::from(from.read_u8().await?)
         };
         let command = flags & COMMAND != 0;
-        if command && len > SMALL_FRAME {
-            // ZMTP commands are a few bytes, outside any message's cap, and
-            // the client reads each whole: a long one ends the connection.
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("a ZMTP command frame of {len} bytes"),
-            ));
+        if command {
+            if len > SMALL_FRAME {
+                // ZMTP commands are a few bytes, outside any message's cap,
+                // and the client reads each whole: a long one ends the
+                // connection.
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a ZMTP command frame of {len} bytes"),
+                ));
+            }
+            let mut body = vec![0u8; len as usize];
+            from.read_exact(&mut body).await?;
+            to.write_all(&frame_header(flags, len)).await?;
+            to.write_all(&body).await?;
+            to.flush().await?;
+            continue;
         }
-        if !command {
-            scan.bytes = scan.bytes.saturating_add(len);
-            scan.frames += 1;
-            scan.over |= scan.bytes > max || scan.frames > MAX_FRAMES;
-        }
-        if !command && scan.over {
+        scan.bytes = scan.bytes.saturating_add(len);
+        scan.frames += 1;
+        scan.over |= scan.bytes > cap.max || scan.frames > MAX_FRAMES;
+        if scan.over {
             // Of a message past the cap only its end goes on, as one empty
             // frame: the client gets a malformed message it drops, and holds
             // nothing per frame of it, however many the kernel sent.
@@ -302,37 +421,24 @@ where
             scan.dropped += len;
             scan.observe(None);
         } else {
-            write_header(to, flags, len).await?;
-            if len <= SMALL_FRAME {
-                let mut body = vec![0u8; len as usize];
-                from.read_exact(&mut body).await?;
-                to.write_all(&body).await?;
-                if !command {
-                    scan.observe(Some(body));
-                }
-            } else {
-                let copied = tokio::io::copy(&mut (&mut from).take(len), to).await?;
-                if copied < len {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                if !command {
-                    scan.observe(None);
-                }
-            }
+            let spoil = tap.is_some() && scan.header_next();
+            let body = copy_frame(&mut from, to, flags, len, spoil, tap).await?;
+            scan.observe(body);
         }
-        if command {
-            to.flush().await?;
-        } else if flags & MORE == 0 {
+        if flags & MORE == 0 {
+            let done = std::mem::take(&mut scan);
+            if let Some(added) = tap.zip(done.seen()).and_then(|(t, seen)| t.after(&seen)) {
+                to.write_all(&added).await?;
+            }
             // The message is whole: the client gets it now.
             to.flush().await?;
-            let done = std::mem::take(&mut scan);
             if done.over {
                 tracing::info!(
                     bytes = done.bytes,
-                    cap = max,
+                    cap = cap.max,
                     "a kernel message larger than the cap was dropped on the wire"
                 );
-                let _ = report.try_send(Oversize {
+                let _ = cap.report.try_send(Oversize {
                     parent: done.parent(),
                     bytes: done.dropped,
                 });
@@ -341,19 +447,47 @@ where
     }
 }
 
-async fn write_header<W: AsyncWrite + Unpin>(
-    to: &mut W,
+/// Copies one frame of a message within the cap; its body when it was
+/// small enough to read whole. A header frame a tap is to check (`check`)
+/// claiming to be the tap's, or too large to check, goes on spoiled: its
+/// first byte changed, so its signature no longer matches.
+async fn copy_frame<R, W>(
+    from: &mut BufReader<R>,
+    to: &mut BufWriter<W>,
     flags: u8,
     len: u64,
-) -> std::io::Result<()> {
-    if flags & LONG != 0 {
-        let mut header = [0u8; 9];
-        header[0] = flags;
-        header[1..].copy_from_slice(&len.to_be_bytes());
-        to.write_all(&header).await
-    } else {
-        to.write_all(&[flags, len as u8]).await
+    check: bool,
+    tap: Option<&dyn Tap>,
+) -> std::io::Result<Option<Vec<u8>>>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    const SPOILED: u8 = b'!';
+    if len <= SMALL_FRAME {
+        let mut body = vec![0u8; len as usize];
+        from.read_exact(&mut body).await?;
+        if check && tap.is_some_and(|t| t.claims_ours(&body)) {
+            if let Some(first) = body.first_mut() {
+                *first = SPOILED;
+            }
+        }
+        to.write_all(&frame_header(flags, len)).await?;
+        to.write_all(&body).await?;
+        return Ok(Some(body));
     }
+    to.write_all(&frame_header(flags, len)).await?;
+    let mut rest = len;
+    if check {
+        from.read_u8().await?;
+        to.write_all(&[SPOILED]).await?;
+        rest -= 1;
+    }
+    let copied = tokio::io::copy(&mut from.take(rest), to).await?;
+    if copied < rest {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -389,7 +523,8 @@ mod tests {
     async fn run(input: &[u8], max: u64) -> (Vec<u8>, Vec<Oversize>) {
         let (tx, mut rx) = mpsc::channel(16);
         let mut out = Vec::new();
-        let result = capped_copy(input, &mut out, max, &tx).await;
+        let cap = Cap { max, report: tx };
+        let result = capped_copy(input, &mut out, &cap, None).await;
         assert_eq!(
             result.unwrap_err().kind(),
             std::io::ErrorKind::UnexpectedEof
@@ -410,7 +545,11 @@ mod tests {
         let (tx, _rx) = mpsc::channel(1);
         let relay = tokio::spawn(async move {
             let mut to = to;
-            capped_copy(from, &mut to, 1 << 20, &tx).await
+            let cap = Cap {
+                max: 1 << 20,
+                report: tx,
+            };
+            capped_copy(from, &mut to, &cap, None).await
         });
         let signature = [0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f];
         kernel.write_all(&signature).await.unwrap();

@@ -74,7 +74,8 @@ fn relay(input: &[u8], max: u64) -> (std::io::Result<()>, Vec<u8>) {
         .unwrap();
     let (tx, _rx) = mpsc::channel(1 << 16);
     let mut out = Vec::new();
-    let result = runtime.block_on(capped_copy(input, &mut out, max, &tx));
+    let cap = Cap { max, report: tx };
+    let result = runtime.block_on(capped_copy(input, &mut out, &cap, None));
     (result, out)
 }
 

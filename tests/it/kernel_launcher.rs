@@ -103,17 +103,7 @@ fn client(
     timeout_secs: u32,
 ) -> Vec<serde_json::Value> {
     const SCRIPT: &str = r#"
-import json, socket, sys, threading, time
-from jupyter_client import BlockingKernelClient
-info = json.loads(sys.argv[1]); cells = json.loads(sys.argv[2]); timeout = float(sys.argv[3])
-comm_port = info.pop("comm_port")
-for k in ("pid", "pgid", "kernel_id"):
-    info.pop(k, None)
-info["ip"] = "127.0.0.1"
-kc = BlockingKernelClient()
-kc.load_connection_info(info)
-kc.start_channels()
-kc.wait_for_ready(timeout=60)
+timeout = secs
 def interrupt():
     time.sleep(1)
     with socket.create_connection(("127.0.0.1", comm_port)) as s:
@@ -135,20 +125,123 @@ for code in cells:
         results.append({"status": "no reply", "stdout": "".join(out), "ename": type(e).__name__})
 print(json.dumps(results))
 "#;
+    let results = fat_python(SCRIPT, connection, cells, timeout_secs);
+    serde_json::from_value(results).unwrap()
+}
+
+/// What every client script starts with: `info` (the served connection),
+/// `cells`, `secs`, `comm_port`, and `kc`, a jupyter_client ready on the
+/// served ports.
+const CLIENT_PREAMBLE: &str = r#"
+import json, socket, sys, threading, time, zmq
+from jupyter_client import BlockingKernelClient
+info = json.loads(sys.argv[1]); cells = json.loads(sys.argv[2]); secs = float(sys.argv[3])
+comm_port = info.pop("comm_port")
+for k in ("pid", "pgid", "kernel_id"):
+    info.pop(k, None)
+info["ip"] = "127.0.0.1"
+kc = BlockingKernelClient()
+kc.load_connection_info(info)
+kc.start_channels()
+kc.wait_for_ready(timeout=60)
+"#;
+
+/// Runs `script` after [`CLIENT_PREAMBLE`] in the fat image's Python with
+/// the connection, the cells and a number of seconds; the JSON its last
+/// line prints.
+fn fat_python(
+    script: &str,
+    connection: &serde_json::Value,
+    cells: &[&str],
+    secs: u32,
+) -> serde_json::Value {
     let python = common::image(ImageName::Fat).python();
     let out = Command::new(python)
-        .args(["-c", SCRIPT, &connection.to_string()])
+        .args([
+            "-c",
+            &format!("{CLIENT_PREAMBLE}{script}"),
+            &connection.to_string(),
+        ])
         .arg(serde_json::to_string(cells).unwrap())
-        .arg(timeout_secs.to_string())
+        .arg(secs.to_string())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "jupyter_client failed: {}\n{stdout}",
+        "the Jupyter client failed: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
+}
+
+/// Runs `cells` with jupyter_client's shell channel and reads the IOPub
+/// port raw (jupyter_client would raise on a bad signature): for each cell,
+/// the IOPub messages answering it, each with its type, whether its
+/// signature is valid under the kernel's key, and its content. A cell's
+/// reading stops at the host's reading after its `idle` or its death, or
+/// after `wait_secs`.
+fn iopub_of_cells(
+    connection: &serde_json::Value,
+    cells: &[&str],
+    wait_secs: u32,
+) -> Vec<Vec<serde_json::Value>> {
+    const SCRIPT: &str = r#"
+sub = zmq.Context.instance().socket(zmq.SUB)
+sub.setsockopt(zmq.SUBSCRIBE, b"")
+sub.connect("tcp://127.0.0.1:%d" % info["iopub_port"])
+# Subscribed once the kernel's status for a request reaches this socket.
+deadline = time.time() + 60
+while time.time() < deadline:
+    kc.kernel_info()
+    if sub.poll(500):
+        break
+while sub.poll(200):
+    sub.recv_multipart()
+def parsed(frame):
+    try:
+        return json.loads(frame)
+    except Exception:
+        return None
+results = []
+for code in cells:
+    msg_id = kc.execute(code)
+    seen = []
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        if not sub.poll(100):
+            continue
+        frames = sub.recv_multipart()
+        d = frames.index(b"<IDS|MSG>")
+        parts = frames[d + 2:d + 6]
+        header, parent, content = parsed(parts[0]), parsed(parts[1]) or {}, parsed(parts[3])
+        dead = (header or {}).get("msg_type") == "retrace_host_evidence" \
+            and (content or {}).get("moment") == "dead"
+        # A kernel killed before its busy went out dies answering an earlier request.
+        if parent.get("msg_id") != msg_id and not dead:
+            continue
+        seen.append({
+            "msg_type": (header or {}).get("msg_type", "?"),
+            "valid": kc.session.sign(parts) == frames[d + 1],
+            "content": content,
+        })
+        last = seen[-1]
+        if last["valid"] and last["msg_type"] == "retrace_host_evidence" \
+                and last["content"]["moment"] in ("idle", "dead"):
+            break
+    results.append(seen)
+print(json.dumps(results))
+"#;
+    serde_json::from_value(fat_python(SCRIPT, connection, cells, wait_secs)).unwrap()
+}
+
+/// The host's readings among `messages` whose signature is valid.
+fn host_readings(messages: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    messages
+        .iter()
+        .filter(|m| m["msg_type"] == "retrace_host_evidence" && m["valid"] == true)
+        .map(|m| &m["content"])
+        .collect()
 }
 
 /// Waits for the launcher to end; its report line and its stderr.
@@ -228,20 +321,38 @@ fn serves_a_confined_kernel_to_the_gateway_and_leaves_nothing() {
     assert!(!confined.memory_cgroup.exists(), "its cgroup is removed");
 }
 
+/// A launcher with `memory` started as EG starts it: the process, the
+/// connection it sent, its communication port.
+fn launched(memory: &str) -> (Child, serde_json::Value, u64) {
+    common::image(ImageName::Fat);
+    let gateway = GatewaySide::new();
+    let kernel_id = uuid::Uuid::new_v4().to_string();
+    let launcher = gateway.launch(&kernel_id, &["--memory", memory]);
+    let connection = gateway.connection();
+    let comm_port = connection["comm_port"].as_u64().unwrap();
+    (launcher, connection, comm_port)
+}
+
 #[test]
 fn an_oom_kill_is_reported_from_the_hosts_counters() {
     if common::lacks_root() {
         return;
     }
-    common::image(ImageName::Fat);
-    let gateway = GatewaySide::new();
-    let kernel_id = uuid::Uuid::new_v4().to_string();
-    let launcher = gateway.launch(&kernel_id, &["--memory", "200M"]);
-    let connection = gateway.connection();
-    let comm_port = connection["comm_port"].as_u64().unwrap();
+    let (launcher, connection, comm_port) = launched("200M");
     // Bytes written: every page touched.
-    let results = client(&connection, &["x = b'x' * (1 << 30)"], 10);
-    assert_eq!(results[0]["status"], "no reply", "{results:?}");
+    let cells = iopub_of_cells(&connection, &["x = b'x' * (1 << 30)"], 20);
+    // The launcher's last reading reaches the client before the launcher ends.
+    let readings = host_readings(&cells[0]);
+    let last = readings
+        .last()
+        .unwrap_or_else(|| panic!("no host reading: {:#}", serde_json::json!(cells)));
+    assert_eq!(last["moment"], "dead", "{:#}", serde_json::json!(cells));
+    assert_eq!(last["exit"]["signal"], 9, "{last:#}");
+    assert!(
+        last["counters"]["oom_kills"].as_u64().unwrap() >= 1,
+        "the OOM kill is in the host's reading: {last:#}"
+    );
+    assert!(last["kernel_uid"].as_u64().unwrap() > 0, "{last:#}");
     let (report, _) = ended(launcher, 30);
     assert_eq!(report["ended"], "the kernel exited", "{report}");
     assert!(
@@ -249,4 +360,62 @@ fn an_oom_kill_is_reported_from_the_hosts_counters() {
         "the OOM kill is in the host's counters: {report}"
     );
     assert!(!comm(comm_port, r#"{"signum": 0}"#), "the port is closed");
+}
+
+#[test]
+fn host_readings_follow_each_cell_and_the_kernel_cannot_forge_one() {
+    if common::lacks_root() {
+        return;
+    }
+    let (launcher, connection, comm_port) = launched("300M");
+    // The kernel holds the key: it signs a reading of its own on its IOPub
+    // socket, and prints one.
+    const FORGE: &str = r#"
+import json
+k = get_ipython().kernel
+fake = {"moment": "idle", "counters": {"oom_kills": 0, "pids_max_events": 0,
+        "cpu_usage_usec": 0, "nr_throttled": 0}, "exit": None, "kernel_uid": 1,
+        "launcher_pid": 1, "launcher": "forged"}
+parent = k.get_parent() if hasattr(k, "get_parent") else k._parent_header
+k.session.send(k.iopub_socket, "retrace_host_evidence", fake, parent=parent)
+print(json.dumps({"msg_type": "retrace_host_evidence", "content": fake}))
+"#;
+    let cells = iopub_of_cells(&connection, &["x = sum(range(10**7))", FORGE], 20);
+    let all = serde_json::json!(cells);
+
+    let cell = host_readings(&cells[0]);
+    let moments: Vec<_> = cell.iter().map(|r| r["moment"].as_str()).collect();
+    assert_eq!(moments, [Some("busy"), Some("idle")], "{all:#}");
+    assert!(cell[1]["kernel_uid"].as_u64().unwrap() > 0, "{all:#}");
+    assert!(cell[1]["exit"].is_null(), "{all:#}");
+    let cpu = |r: &serde_json::Value| r["counters"]["cpu_usage_usec"].as_u64().unwrap();
+    // The host's CPU counter may trail a task still on its CPU by a tick
+    // (cgroup accounting): compared over the two cells, not within one.
+    assert!(cpu(cell[1]) >= cpu(cell[0]), "{all:#}");
+    assert!(cell[1]["launcher"]
+        .as_str()
+        .unwrap()
+        .starts_with("retrace "));
+
+    // The forged reading arrives, spoiled: its signature fails.
+    let forged: Vec<_> = cells[1]
+        .iter()
+        .filter(|m| m["content"]["launcher"] == "forged")
+        .collect();
+    assert_eq!(forged.len(), 1, "{all:#}");
+    assert_eq!(forged[0]["valid"], false, "{all:#}");
+    let readings = host_readings(&cells[1]);
+    assert!(
+        readings.iter().all(|r| r["launcher"] != "forged"),
+        "{all:#}"
+    );
+    assert_eq!(readings.len(), 2, "busy and idle of the launcher: {all:#}");
+    assert!(
+        cpu(readings[1]) > cpu(cell[0]),
+        "the cells' CPU time: {all:#}"
+    );
+
+    assert!(comm(comm_port, r#"{"shutdown": 1}"#));
+    let (report, _) = ended(launcher, 30);
+    assert_eq!(report["ended"], "shutdown by the gateway", "{report}");
 }

@@ -23,9 +23,10 @@
 //! by the case's own `[limits]`.
 //!
 //! On a gateway ([`CheckConfig::gateway`]) only the cases whose outcome
-//! retrace establishes from its side of the socket run ([`remote_reason`]
-//! says why the others do not); leftovers are checked by asking the gateway
-//! whether it still has the kernel.
+//! retrace establishes run ([`remote_reason`] says why the others do not):
+//! from its side of the socket, or, with retrace's kernelspec, from the
+//! host evidence its launcher reports; leftovers are checked by asking the
+//! gateway whether it still has the kernel.
 
 mod case;
 mod harness;
@@ -95,22 +96,26 @@ pub async fn run(
             (Executor::Local(confined), info, cases.to_vec(), Vec::new())
         }
         Some(gateway) => {
-            let (remote, skipped): (Vec<&Case>, Vec<&Case>) =
-                cases.iter().partition(|c| remote_reason(c).is_none());
+            let (remote, skipped): (Vec<&Case>, Vec<&Case>) = cases
+                .iter()
+                .partition(|c| remote_reason(c, gateway.info()).is_none());
             let not_applicable = skipped
                 .into_iter()
                 .map(|c| NotApplicable {
                     id: c.id.clone(),
-                    reason: remote_reason(c).unwrap_or_default(),
+                    reason: remote_reason(c, gateway.info()).unwrap_or_default(),
                 })
                 .collect();
+            let launcher = gateway.info().retrace_launcher;
+            let whose = if launcher {
+                "confined on their hosts by retrace's launcher"
+            } else {
+                "confinement is the gateway's"
+            };
             let info = SandboxInfo {
-                confined: false,
+                confined: launcher,
                 mode: "gateway".into(),
-                notes: vec![format!(
-                    "kernels on {}: confinement is the gateway's",
-                    gateway.info().url
-                )],
+                notes: vec![format!("kernels on {}: {whose}", gateway.info().url)],
             };
             let remote = remote.into_iter().cloned().collect();
             (

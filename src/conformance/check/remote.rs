@@ -1,6 +1,7 @@
 //! Which cases run against a gateway, and why the others do not.
 
 use crate::conformance::corpus::{Case, Category};
+use crate::kernel::gateway::GatewayInfo;
 use crate::sandbox::Verdict;
 
 /// Verdicts retrace establishes itself on a gateway's kernel.
@@ -12,16 +13,22 @@ const REMOTE_VERDICTS: [Verdict; 5] = [
     Verdict::KernelExit,
 ];
 
-/// Why `case` does not run against a gateway, or `None` when it does: its
-/// category tests confinement that is the gateway's (memory, processes,
-/// signals to other processes, disk, network, escapes), the case reaches
-/// beyond its kernel (`local_only`), or its verdict needs evidence only a
-/// local jail has (CPU time, OOM kills, exit signals, limits' counters).
-/// What remains stays inside the kernel's own process: on a gateway that
-/// does not confine its kernels, the rest could harm its host.
-pub fn remote_reason(case: &Case) -> Option<String> {
+/// Why `case` does not run against `gateway`, or `None` when it does.
+/// Never when it reaches beyond its kernel (`local_only`). With retrace's
+/// kernelspec the kernel is confined on its host as a local one and its
+/// launcher reports the host's evidence ([`launcher_reason`]); otherwise
+/// the case's category tests confinement that is the gateway's (memory,
+/// processes, signals to other processes, disk, network, escapes) or its
+/// verdict needs evidence only a jail has (CPU time, OOM kills, exit
+/// signals, limits' counters). What remains then stays inside the
+/// kernel's own process: on a gateway that does not confine its kernels,
+/// the rest could harm its host.
+pub fn remote_reason(case: &Case, gateway: &GatewayInfo) -> Option<String> {
     if let Some(why) = &case.local_only {
         return Some(format!("local only: {why}"));
+    }
+    if gateway.retrace_launcher {
+        return launcher_reason(case);
     }
     let owned_by_gateway = matches!(
         case.category,
@@ -46,4 +53,89 @@ pub fn remote_reason(case: &Case) -> Option<String> {
         ));
     }
     None
+}
+
+/// Why `case` does not run on a kernel retrace's launcher confines on a
+/// gateway's host: what the launcher does not report or take.
+fn launcher_reason(case: &Case) -> Option<String> {
+    let expects = |v: Verdict| case.expect == v || case.expectation.fired.contains(&v);
+    // A runaway case (a fork bomb) ends by its CPU timer: without it, by
+    // the wall timeout's restart, after which no reading of the host comes.
+    if expects(Verdict::TimeoutCpu) || case.limits.cpu_time.is_some() {
+        return Some(
+            "it ends by a CPU-time limit: a cell's CPU time is measured from the host's \
+             readings after it, not watched during it"
+                .into(),
+        );
+    }
+    if expects(Verdict::LockLimit) {
+        return Some(
+            "the lock watchdog kills the kernel on its host; the launcher does not report \
+             why"
+            .into(),
+        );
+    }
+    // The case's memory, CPUs, processes and disk travel to the launcher
+    // as KERNEL_* variables; the wall timeout and output caps are the
+    // client's.
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::corpus::load_dir;
+
+    fn gateway(retrace_launcher: bool) -> GatewayInfo {
+        GatewayInfo {
+            url: "http://gateway.test".into(),
+            kernel: "k".into(),
+            kernel_display_name: None,
+            version: None,
+            concurrency: 1,
+            retrace_launcher,
+        }
+    }
+
+    #[test]
+    fn retraces_launcher_brings_the_confinement_cases_back() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile");
+        let cases = load_dir(&dir).expect("the shipped corpus");
+        let runs = |launcher: bool| -> Vec<&Case> {
+            let info = gateway(launcher);
+            cases
+                .iter()
+                .filter(|c| remote_reason(c, &info).is_none())
+                .collect()
+        };
+        let (plain, confined) = (runs(false), runs(true));
+        eprintln!(
+            "{} of {} cases run; {} without retrace's launcher",
+            confined.len(),
+            cases.len(),
+            plain.len()
+        );
+        assert!(
+            confined.len() > plain.len() + 30,
+            "{} vs {}",
+            confined.len(),
+            plain.len()
+        );
+        for verdict in [
+            Verdict::OomKilled,
+            Verdict::Crash,
+            Verdict::NetworkBlocked,
+            Verdict::DiskLimit,
+        ] {
+            assert!(
+                confined.iter().any(|c| c.expect == verdict),
+                "a {verdict} case runs through retrace's launcher"
+            );
+            assert!(!plain.iter().any(|c| c.expect == verdict));
+        }
+        // Not yet: they end by a CPU timer the launcher does not run.
+        for verdict in [Verdict::TimeoutCpu, Verdict::PidsLimit] {
+            assert!(confined.iter().all(|c| c.expect != verdict), "{verdict}");
+        }
+    }
 }

@@ -21,9 +21,10 @@ use super::super::outcome::{Enforcement, Outcome};
 use super::super::probe::probe_inline;
 use super::super::requests::{handshake, install_probe, silent_ok};
 use super::super::KernelError;
+use super::evidence::EvidenceLog;
 use super::socket;
 use super::Gateway;
-use crate::sandbox::{Counters, Evidence, ExitInfo, Verdict};
+use crate::sandbox::{Counters, Evidence, ExitInfo, Flag, Verdict};
 use crate::util::IoContext;
 
 /// Bytes of a task file per setup request (base64 in the cell).
@@ -68,6 +69,9 @@ pub struct GatewayBackend {
     /// The kernel's process was replaced (it died, it was restarted):
     /// retrace's setup must run in the new one before the next cell.
     needs_setup: bool,
+    /// What retrace's launcher reported from the kernel's host; the
+    /// verdicts' evidence when the kernelspec is retrace's.
+    host: Arc<EvidenceLog>,
     closed: bool,
     _slot: OwnedSemaphorePermit,
 }
@@ -88,9 +92,16 @@ impl GatewayBackend {
         let id = create(&gateway, &options).await?;
         let created = started.elapsed();
         let session = uuid::Uuid::new_v4().to_string();
+        let host = Arc::new(EvidenceLog::default());
         let prepared = async {
-            let mut channels =
-                socket::connect(&gateway.rest, &id, &session, max_message(&options)).await?;
+            let mut channels = socket::connect(
+                &gateway.rest,
+                &id,
+                &session,
+                max_message(&options),
+                host.clone(),
+            )
+            .await?;
             let connected = started.elapsed();
             let banner = handshake(&mut channels).await?;
             // Where a start spends its time, for `-vv` and the benchmark.
@@ -129,6 +140,7 @@ impl GatewayBackend {
             files: files.to_vec(),
             restarts: 0,
             needs_setup: true,
+            host,
             closed: false,
             _slot: slot,
         };
@@ -190,6 +202,7 @@ impl GatewayBackend {
                 &self.id,
                 &self.session,
                 max_message(&self.options),
+                self.host.clone(),
             )
             .await
             {
@@ -264,10 +277,20 @@ impl GatewayBackend {
             &self.id,
             &self.session,
             max_message(&self.options),
+            self.host.clone(),
         )
         .await?;
         self.restarts += 1;
         self.revive().await
+    }
+
+    /// The host's latest reading, from retrace's launcher only.
+    fn host_reading(&self) -> Option<crate::kernel::host_evidence::HostEvidence> {
+        self.gateway
+            .info
+            .retrace_launcher
+            .then(|| self.host.latest())
+            .flatten()
     }
 
     /// Whether the gateway's model of the kernel says it was OOM-killed
@@ -352,6 +375,24 @@ impl Backend for GatewayBackend {
         self.make_ready().await
     }
 
+    /// The host's latest reading, when retrace's launcher reports one: the
+    /// start of a cell whose own first reading does not arrive.
+    fn baseline(&self) -> Baseline {
+        let host_readings = self.host.count();
+        match self.host_reading() {
+            Some(reading) => Baseline {
+                counters: reading.counters,
+                traces: reading.traces,
+                host_readings,
+                ..Baseline::default()
+            },
+            None => Baseline {
+                host_readings,
+                ..Baseline::default()
+            },
+        }
+    }
+
     /// An execution the infrastructure lost: `infra_error` says so.
     fn not_run(&self, failure: Failure) -> Outcome {
         let why = match failure {
@@ -415,12 +456,10 @@ impl Backend for GatewayBackend {
         })
     }
 
-    async fn evidence_after(
-        &mut self,
-        evidence: &mut Evidence,
-        _since: &Baseline,
-        ending: &Ending,
-    ) {
+    async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
+        if self.gateway.info.retrace_launcher && self.host.fill(evidence, since, ending).await {
+            return;
+        }
         if ending.died && self.oom_reported().await {
             evidence.delta = Counters {
                 oom_kills: 1,
@@ -438,8 +477,23 @@ impl Backend for GatewayBackend {
         None
     }
 
+    /// A launcher that reports no uid did not confine the kernel.
+    fn flags(&self) -> Vec<Flag> {
+        match self.host_reading() {
+            Some(reading) if reading.kernel_uid.is_none() => vec![Flag::Unconfined],
+            _ => Vec::new(),
+        }
+    }
+
+    fn kernel_uid(&self) -> Option<u32> {
+        self.host_reading().and_then(|r| r.kernel_uid)
+    }
+
     fn enforcement(&self) -> Enforcement {
-        Enforcement::gateway()
+        match self.host_reading() {
+            Some(reading) if reading.kernel_uid.is_some() => Enforcement::gateway_confined(),
+            _ => Enforcement::gateway(),
+        }
     }
 
     fn inspectable(&self) -> Result<(), KernelError> {
@@ -519,7 +573,8 @@ async fn create(gateway: &Gateway, options: &KernelOptions) -> Result<String, Ke
 /// The run's CPU and memory limits as the `KERNEL_*` variables Enterprise
 /// Gateway's Kubernetes pod template makes the pod's requests and limits
 /// of (Kernel Gateway passes them into the kernel's environment, where
-/// nothing reads them).
+/// nothing reads them); its process and disk limits as retrace's launcher
+/// reads them (EG passes every `KERNEL_*` variable on to the launch).
 fn requested_limits(options: &KernelOptions) -> Value {
     let cpus = options.limits.cpus.to_string();
     let memory = options.limits.memory_bytes.to_string();
@@ -528,6 +583,8 @@ fn requested_limits(options: &KernelOptions) -> Value {
         "KERNEL_CPUS_LIMIT": cpus,
         "KERNEL_MEMORY": memory,
         "KERNEL_MEMORY_LIMIT": memory,
+        "KERNEL_PIDS_LIMIT": options.limits.pids.to_string(),
+        "KERNEL_DISK_LIMIT": options.limits.disk_bytes.to_string(),
     })
 }
 
@@ -593,6 +650,8 @@ mod tests {
         assert_eq!(env["KERNEL_CPUS_LIMIT"], "0.5");
         assert_eq!(env["KERNEL_MEMORY"], "536870912");
         assert_eq!(env["KERNEL_MEMORY_LIMIT"], "536870912");
+        assert_eq!(env["KERNEL_PIDS_LIMIT"], limits.pids.to_string());
+        assert_eq!(env["KERNEL_DISK_LIMIT"], limits.disk_bytes.to_string());
     }
 
     #[test]

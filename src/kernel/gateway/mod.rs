@@ -7,7 +7,12 @@
 //! wall timeout (interrupt, then restart) and the output caps. Memory, CPU,
 //! processes, disk, network and the filesystem belong to the gateway (the
 //! kernelspec, a pod's limits); every outcome says so in `enforcement`.
+//! Unless the kernelspec is retrace's own (`retrace image kernelspec
+//! --enterprise-gateway`): retrace's launcher confines the kernel on its
+//! host as a local one and reports what the host saw ([`evidence`]), and
+//! the verdicts rest on that.
 
+mod evidence;
 mod kernel;
 mod rest;
 mod socket;
@@ -73,6 +78,10 @@ pub struct GatewayInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     pub concurrency: usize,
+    /// The kernelspec is retrace's own: its launcher confines each kernel
+    /// on its host and reports the host's evidence.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retrace_launcher: bool,
 }
 
 /// A gateway retrace checked and can start kernels on.
@@ -125,9 +134,10 @@ impl Gateway {
                 available.join(", ")
             )));
         }
-        let kernel_display_name = specs.body["kernelspecs"][&kernel]["spec"]["display_name"]
-            .as_str()
-            .map(str::to_string);
+        let spec = &specs.body["kernelspecs"][&kernel]["spec"];
+        let kernel_display_name = spec["display_name"].as_str().map(str::to_string);
+        let retrace_launcher = spec["metadata"]["retrace"]["launcher"].as_str()
+            == Some(crate::pyenv::RETRACE_LAUNCHER);
         // Kernel Gateway answers `/api` with its version; a server that does
         // not is still usable.
         let version = match rest.call(Method::GET, "/api", None).await {
@@ -146,6 +156,7 @@ impl Gateway {
                 kernel_display_name,
                 version,
                 concurrency,
+                retrace_launcher,
             },
             rest,
             slots: Arc::new(Semaphore::new(concurrency)),

@@ -4,6 +4,7 @@
 //! arrive in the same queues as a local kernel's, through the same filters.
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
@@ -17,6 +18,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::super::client::{Channels, Outbound};
 use super::super::KernelError;
+use super::evidence::EvidenceLog;
 use super::rest::Rest;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -50,12 +52,14 @@ impl Outbound for SocketOutbound {
 /// to the gateway: a reconnection with the same session gets the messages
 /// the server buffered while it was away. Messages larger than
 /// `max_message` bytes end the connection (as a local kernel's relay would
-/// drop them).
+/// drop them). Host evidence goes to `host`, never to the queues: it
+/// follows the messages a cell is complete with.
 pub(super) async fn connect(
     rest: &Rest,
     kernel_id: &str,
     session: &str,
     max_message: usize,
+    host: Arc<EvidenceLog>,
 ) -> Result<Channels, KernelError> {
     let url = socket_url(rest.base(), kernel_id, session);
     let mut request = url
@@ -104,6 +108,9 @@ pub(super) async fn connect(
             let Some((channel, msg)) = parse(&text) else {
                 continue;
             };
+            if matches!(channel, Channel::IOPub) && host.take(&msg) {
+                continue;
+            }
             if !router.route(channel, msg).await {
                 break;
             }

@@ -11,10 +11,12 @@
 //! when the kernel exits or the gateway says so, and leaves nothing: what
 //! the host saw of the kernel is returned as a [`HostReport`].
 
+mod evidence;
 mod payload;
 mod ports;
 mod request;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -25,11 +27,15 @@ use tokio::sync::mpsc;
 use super::wire_cap::{Oversize, Relay};
 use super::{Kernel, KernelError};
 use crate::sandbox::{Counters, ExitInfo};
+use evidence::{EvidenceTap, JailReading};
 pub use ports::PortRange;
 use request::Request;
 
 /// How long the gateway's response address may take to accept.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the gateway's IOPub connections may take to get the last host
+/// evidence after the kernel died, before the launcher ends.
+const LAST_EVIDENCE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LauncherError {
@@ -39,6 +45,11 @@ pub enum LauncherError {
     PublicKey(String),
     #[error("{0} failed")]
     Crypto(&'static str),
+    #[error(
+        "the kernel's messages are signed with {0}; retrace's host evidence needs hmac-sha256 \
+         with a key"
+    )]
+    Signature(String),
     #[error("port range `{0}`: expected LOWER..UPPER (EG's `{{port_range}}`), e.g. 40000..41000")]
     PortRange(String),
     #[error("no free port in {range} after {tries} tries; widen the gateway's port range")]
@@ -123,7 +134,8 @@ pub async fn serve(
 
 /// A kernel's sockets on TCP and the gateway's communication port.
 struct Served {
-    _relays: Vec<Relay>,
+    /// In the order of [`CHANNELS`].
+    relays: Vec<Relay>,
     comm: TcpListener,
     oversize: mpsc::Receiver<Oversize>,
 }
@@ -140,6 +152,18 @@ impl Served {
             info.hb_port,
         ];
         let (oversize_tx, oversize) = mpsc::channel(64);
+        let (jail, exit) = kernel.host_watch();
+        let read = Arc::new(move || JailReading {
+            counters: jail.counters(),
+            traces: jail.traces(),
+            kernel_uid: jail.uid(),
+        });
+        let tap: Arc<dyn super::wire_tap::Tap> = Arc::new(EvidenceTap::new(
+            &info.key,
+            &info.signature_scheme,
+            read,
+            exit,
+        )?);
         let mut relays = Vec::new();
         let mut ports = serde_json::Map::new();
         for (name, kernel_port) in CHANNELS.iter().zip(kernel_ports) {
@@ -152,11 +176,14 @@ impl Served {
                 })?;
             ports.insert(format!("{name}_port"), port.port().into());
             let socket = std::path::PathBuf::from(format!("{}-{kernel_port}", info.ip));
+            // The host evidence goes where a client reads the kernel's status.
+            let tap = (*name == "iopub").then(|| tap.clone());
             relays.push(Relay::start_tcp(
                 listener,
                 &socket,
                 kernel.max_message(),
                 oversize_tx.clone(),
+                tap,
             ));
         }
         let comm = request.port_range.bind().await?;
@@ -191,10 +218,15 @@ impl Served {
             "kernel served to the gateway"
         );
         Ok(Served {
-            _relays: relays,
+            relays,
             comm,
             oversize,
         })
+    }
+
+    fn iopub(&self) -> &Relay {
+        let at = CHANNELS.iter().position(|c| *c == "iopub");
+        &self.relays[at.expect("IOPub is a channel")]
     }
 
     /// Takes the gateway's requests until the kernel or the gateway ends
@@ -206,7 +238,12 @@ impl Served {
         let mut hangup = signal(tokio::signal::unix::SignalKind::hangup());
         let ended = loop {
             tokio::select! {
-                () = &mut died => break "the kernel exited".to_string(),
+                () = &mut died => {
+                    // The gateway forwards the last host evidence before it
+                    // learns that the launcher is gone.
+                    self.iopub().settle(LAST_EVIDENCE).await;
+                    break "the kernel exited".to_string();
+                }
                 _ = terminate.recv() => break "SIGTERM to the launcher".to_string(),
                 _ = hangup.recv() => break "SIGHUP to the launcher".to_string(),
                 accepted = self.comm.accept() => {

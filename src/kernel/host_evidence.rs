@@ -1,0 +1,56 @@
+//! What retrace's launcher (`retrace launch`) reports about a kernel from
+//! its host: the content of an IOPub message of retrace's own,
+//! [`MSG_TYPE`], that the launcher's relay writes after each of the
+//! kernel's `busy` and `idle` statuses and once more when the kernel's
+//! process has ended, signed with the kernel's key. The kernel knows the
+//! key too, so the relay spoils any message of this type the kernel sends
+//! (see `launcher::evidence`): a client through the gateway, which checks
+//! signatures, only ever sees the launcher's.
+
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::{Counters, ExitInfo, Traces};
+
+/// The message type; its parent is the request the kernel was busy with.
+pub const MSG_TYPE: &str = "retrace_host_evidence";
+
+/// When the reading was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Moment {
+    /// Just after the kernel said it is busy with the parent request.
+    Busy,
+    /// Just after it said it is idle again.
+    Idle,
+    /// The kernel's process ended (while busy with the parent request).
+    Dead,
+}
+
+/// One reading of the kernel's jail on its host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostEvidence {
+    pub moment: Moment,
+    /// The jail's counters so far (they start at zero with the launcher).
+    pub counters: Counters,
+    /// What the kernel's namespaces show (network refusals, full mounts
+    /// and descriptor tables).
+    #[serde(default)]
+    pub traces: Traces,
+    /// How the kernel's process ended, once it has.
+    pub exit: Option<ExitInfo>,
+    /// The uid the kernel runs as; `None` when it is not confined (an
+    /// `--unsafe-no-sandbox` launcher, whose zeros are no evidence).
+    pub kernel_uid: Option<u32>,
+    /// The launcher's pid: another one is another kernel process, whose
+    /// counters started from zero.
+    pub launcher_pid: u32,
+    /// `retrace <version>` of the launcher.
+    pub launcher: String,
+}
+
+impl HostEvidence {
+    /// What a launcher of this build calls itself.
+    pub fn launcher_name() -> String {
+        format!("retrace {}", env!("CARGO_PKG_VERSION"))
+    }
+}

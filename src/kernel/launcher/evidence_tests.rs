@@ -1,0 +1,226 @@
+//! The tap on a real relay: a fake kernel on a Unix socket, a client on
+//! TCP reading what the relay writes.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::sync::{mpsc, watch};
+
+use super::*;
+use crate::kernel::wire_cap::Relay;
+use crate::sandbox::ExitInfo;
+
+const KEY: &str = "a-kernel-key";
+
+fn sign(parts: [&[u8]; 4]) -> String {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, KEY.as_bytes());
+    let mut signing = hmac::Context::with_key(&key);
+    for part in parts {
+        signing.update(part);
+    }
+    hex::encode(signing.sign().as_ref())
+}
+
+/// A message the kernel signs with its key, as ipykernel would;
+/// `msg_type` as written in the header's JSON.
+fn kernel_message(msg_type: &str, parent: &str, content: &str) -> Vec<u8> {
+    let header = format!(
+        r#"{{"msg_id":"k-{parent}","session":"s","username":"u","date":"2024-01-01T00:00:00Z","msg_type":"{msg_type}","version":"5.3"}}"#
+    );
+    let parent = format!(r#"{{"msg_id":"{parent}","msg_type":"execute_request"}}"#);
+    let parts = [
+        header.as_bytes(),
+        parent.as_bytes(),
+        b"{}",
+        content.as_bytes(),
+    ];
+    let signature = sign(parts);
+    zmtp_message(&[
+        b"kernel.x.status",
+        DELIMITER,
+        signature.as_bytes(),
+        parts[0],
+        parts[1],
+        parts[2],
+        parts[3],
+    ])
+}
+
+fn status(state: &str, parent: &str) -> Vec<u8> {
+    kernel_message(
+        "status",
+        parent,
+        &format!(r#"{{"execution_state":"{state}"}}"#),
+    )
+}
+
+/// One message as the client sees it.
+#[derive(Debug)]
+struct Received {
+    msg_type: String,
+    parent: String,
+    valid: bool,
+    content: serde_json::Value,
+}
+
+/// The messages in what the client read after the greeting.
+fn received(stream: &[u8]) -> Vec<Received> {
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let mut out = Vec::new();
+    let mut at = 64;
+    while at < stream.len() {
+        let flags = stream[at];
+        let (len, head) = if flags & 0x02 != 0 {
+            let bytes: [u8; 8] = stream[at + 1..at + 9].try_into().unwrap();
+            (u64::from_be_bytes(bytes) as usize, 9)
+        } else {
+            (stream[at + 1] as usize, 2)
+        };
+        frames.push(stream[at + head..at + head + len].to_vec());
+        at += head + len;
+        if flags & 0x01 == 0 {
+            let d = frames.iter().position(|f| f == DELIMITER).unwrap();
+            let parts = [
+                &frames[d + 2],
+                &frames[d + 3],
+                &frames[d + 4],
+                &frames[d + 5],
+            ];
+            let valid = sign(parts.map(|p| p.as_slice())).as_bytes() == frames[d + 1];
+            let json = |f: &[u8]| serde_json::from_slice::<serde_json::Value>(f).ok();
+            let header = json(parts[0]).unwrap_or_default();
+            out.push(Received {
+                msg_type: header["msg_type"].as_str().unwrap_or("?").to_string(),
+                parent: json(parts[1]).unwrap_or_default()["msg_id"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                valid,
+                content: json(parts[3]).unwrap_or_default(),
+            });
+            frames.clear();
+        }
+    }
+    out
+}
+
+/// Runs a relay with the tap between a fake kernel that sends `sent` and
+/// then dies by SIGKILL, and a client; what the client read.
+async fn through_the_relay(sent: Vec<u8>) -> Vec<Received> {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("iopub");
+    let kernel = UnixListener::bind(&socket).unwrap();
+    let (exit_tx, exit) = watch::channel(None);
+    let read: ReadJail = Arc::new(|| JailReading {
+        counters: Counters {
+            oom_kills: 1,
+            cpu_usage_usec: 42,
+            ..Counters::default()
+        },
+        traces: Traces::default(),
+        kernel_uid: Some(1234),
+    });
+    let tap = EvidenceTap::new(KEY, "hmac-sha256", read, exit).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (report, _reports) = mpsc::channel(4);
+    let relay = Relay::start_tcp(listener, &socket, 1 << 20, report, Some(Arc::new(tap)));
+    let mut client = TcpStream::connect(address).await.unwrap();
+    let (mut kernel, _) = kernel.accept().await.unwrap();
+    kernel.write_all(&[0xff; 64]).await.unwrap();
+    kernel.write_all(&sent).await.unwrap();
+    kernel.flush().await.unwrap();
+    // The kernel's messages arrive before the end is known.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    exit_tx
+        .send(Some(ExitInfo::from_status(
+            std::os::unix::process::ExitStatusExt::from_raw(libc::SIGKILL),
+        )))
+        .unwrap();
+    let mut stream = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut stream));
+    read.await
+        .expect("the relay closes the client after the last message")
+        .unwrap();
+    relay.settle(Duration::from_secs(1)).await;
+    drop(kernel);
+    received(&stream)
+}
+
+#[tokio::test]
+async fn each_status_is_followed_by_one_signed_reading_with_its_parent() {
+    let mut sent = status("busy", "cell-1");
+    sent.extend(kernel_message(
+        "stream",
+        "cell-1",
+        r#"{"name":"stdout","text":"hi"}"#,
+    ));
+    sent.extend(status("idle", "cell-1"));
+    let got = through_the_relay(sent).await;
+    let kinds: Vec<_> = got.iter().map(|m| m.msg_type.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["status", MSG_TYPE, "stream", "status", MSG_TYPE, MSG_TYPE],
+        "{got:#?}"
+    );
+    assert!(got.iter().all(|m| m.valid), "{got:#?}");
+    assert!(got.iter().all(|m| m.parent == "cell-1"), "{got:#?}");
+    let moments: Vec<_> = got
+        .iter()
+        .filter(|m| m.msg_type == MSG_TYPE)
+        .map(|m| serde_json::from_value::<HostEvidence>(m.content.clone()).unwrap())
+        .collect();
+    assert_eq!(moments[0].moment, Moment::Busy);
+    assert_eq!(moments[1].moment, Moment::Idle);
+    assert_eq!(moments[1].counters.cpu_usage_usec, 42);
+    assert_eq!(moments[1].kernel_uid, Some(1234));
+    assert_eq!(moments[1].exit, None);
+    // The last one, after the kernel died, answers the request it was busy with.
+    assert_eq!(moments[2].moment, Moment::Dead);
+    assert_eq!(
+        moments[2].exit.as_ref().and_then(|e| e.signal),
+        Some(libc::SIGKILL)
+    );
+    assert_eq!(moments[2].counters.oom_kills, 1);
+}
+
+#[tokio::test]
+async fn a_reading_the_kernel_forges_never_arrives_signed() {
+    let fake = r#"{"moment":"idle","counters":{"oom_kills":0,"pids_max_events":0,"cpu_usage_usec":0,"nr_throttled":0},"exit":null,"kernel_uid":1,"launcher_pid":1,"launcher":"retrace"}"#;
+    let mut sent = status("busy", "cell-1");
+    sent.extend(kernel_message(MSG_TYPE, "cell-1", fake));
+    // Spelled with an escape: the JSON says the same.
+    sent.extend(kernel_message(
+        r"retrace\u005fhost_evidence",
+        "cell-1",
+        fake,
+    ));
+    let got = through_the_relay(sent).await;
+    let forged: Vec<_> = got
+        .iter()
+        .filter(|m| m.content.get("moment").and_then(|v| v.as_str()) == Some("idle"))
+        .collect();
+    assert_eq!(forged.len(), 2, "{got:#?}");
+    assert!(forged.iter().all(|m| !m.valid), "{forged:#?}");
+    // The launcher's own readings still arrive signed.
+    let signed = got.iter().filter(|m| m.msg_type == MSG_TYPE && m.valid);
+    assert_eq!(signed.count(), 2, "{got:#?}");
+}
+
+#[test]
+fn claims_are_judged_on_what_any_parser_reads() {
+    let (_tx, exit) = watch::channel(None);
+    let read: ReadJail = Arc::new(|| JailReading {
+        counters: Counters::default(),
+        traces: Traces::default(),
+        kernel_uid: None,
+    });
+    let tap = EvidenceTap::new(KEY, "hmac-sha256", read.clone(), exit.clone()).unwrap();
+    assert!(tap.claims_ours(br#"{"msg_type":"retrace_host_evidence"}"#));
+    assert!(tap.claims_ours(br#"{"msg_type":"retrace\u005fhost_evidence"}"#));
+    assert!(tap.claims_ours(b"{\"msg_type\":\"status\", NaN}"));
+    assert!(!tap.claims_ours(br#"{"msg_type":"status","msg_id":"x"}"#));
+    assert!(EvidenceTap::new("", "hmac-sha256", read.clone(), exit.clone()).is_err());
+    assert!(EvidenceTap::new(KEY, "hmac-md5", read, exit).is_err());
+}
