@@ -257,3 +257,84 @@ fn nothing_is_left_after_the_gateway_and_its_hosts_go() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oom_on_a_remote_host_is_classified_from_that_hosts_counters() {
+    let Some((eg, _specs)) = start() else { return };
+    let gateway = client(&eg, 1).await;
+    let mut k = kernel(&gateway, 200 << 20).await;
+    let before = k.execute("x = 1", &exec(30)).await;
+    assert_eq!(before.verdict, Verdict::Ok, "{before:?}");
+    // Bytes written: every page touched, past the 200 MiB the client asked.
+    let oom = k.execute("y = b'x' * (1 << 30)", &exec(60)).await;
+    assert_eq!(
+        oom.verdict,
+        Verdict::OomKilled,
+        "the host's OOM kill, not the gateway's word: {oom:?}"
+    );
+    assert!(oom.state_lost, "{oom:?}");
+    let enforced = &oom.enforcement.as_ref().expect("an enforcement").enforced;
+    assert!(
+        enforced.iter().any(|e| e == "memory"),
+        "memory is enforced on the host: {enforced:?}"
+    );
+    // The gateway starts the kernel again (on the next host); it runs on.
+    let after = k.execute("print('x' in globals())", &exec(60)).await;
+    assert_eq!(after.stdout, "False\n", "{after:?}");
+    k.shutdown().await;
+}
+
+/// The whole shipped corpus through the gateway where the kernelspec is
+/// retrace's: the cases whose effect leaves the kernel run too, judged from
+/// the hosts' readings; only those needing evidence the launcher does not
+/// report are left out, each with its reason.
+#[test]
+fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
+    let Some((eg, specs)) = start() else { return };
+    let report = specs.path().join("check.json");
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_retrace"))
+        .args(["sandbox", "check", "--executor", "gateway"])
+        .args(["--gateway-url", &eg.url, "--gateway-token", &eg.token])
+        .args(["--gateway-kernel", KERNEL, "--jobs", "2", "--json"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    let skipped = report["not_applicable"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ran = |prefix: &str| {
+        results
+            .iter()
+            .filter(|r| r["id"].as_str().unwrap().starts_with(prefix))
+            .count()
+    };
+    // Memory, escape, network, disk and crash cases leave the kernel's own
+    // process: they run only because the host reports what happened.
+    for category in ["mem_", "esc_", "net_", "disk_", "crash_"] {
+        assert!(ran(category) > 0, "no {category} case ran: {skipped:?}");
+    }
+    assert!(
+        results.len() >= 100,
+        "{} ran, {} left out: {skipped:?}",
+        results.len(),
+        skipped.len()
+    );
+    for case in &skipped {
+        assert!(
+            !case["reason"].as_str().unwrap_or_default().is_empty(),
+            "{case}"
+        );
+    }
+    assert_eq!(report["summary"]["failed"], 0, "{text}");
+}
