@@ -24,14 +24,14 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use super::footprint::{Footprint, Process};
 use super::hosts::Hosts;
-use super::http::{free_port, request as http, Response};
+use super::http::{free_port, request as http, wait_until_serving, Response};
 use super::venv::{tail, PinnedVenv};
 
 /// The gateway release the tests run against (the newest 3.x).
@@ -351,41 +351,15 @@ impl EnterpriseGateway {
     }
 
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let authorization = format!("token {}", self.token);
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                self.child = None;
-                panic!(
-                    "jupyter-enterprisegateway on port {} exited ({status}) before answering\n\
-                     --- gateway log ---\n{}",
-                    self.port,
-                    self.log_tail()
-                );
-            }
-            let last = match http(
-                self.port,
-                "GET",
-                "/api/kernelspecs",
-                Some(&authorization),
-                None,
-            ) {
-                Ok(r) if r.status == 200 => return,
-                Ok(r) => format!("HTTP {}: {}", r.status, r.body),
-                Err(e) => e.to_string(),
-            };
-            assert!(
-                Instant::now() < deadline,
-                "jupyter-enterprisegateway on port {} did not answer GET /api/kernelspecs within \
-                 {START_TIMEOUT:?} (last: {last})\n--- gateway log ---\n{}",
-                self.port,
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(100));
+        let served = wait_until_serving(
+            "jupyter-enterprisegateway",
+            self.port,
+            &self.token,
+            &mut self.child,
+            START_TIMEOUT,
+        );
+        if let Err(why) = served {
+            panic!("{why}\n--- gateway log ---\n{}", self.log_tail());
         }
     }
 }

@@ -27,7 +27,7 @@ use nix::unistd::Pid;
 use retrace::pyenv::ImageName;
 
 pub use super::http::Response;
-use super::http::{free_port, request as http};
+use super::http::{free_port, request as http, wait_until_serving};
 use super::venv::PinnedVenv;
 
 /// The gateway release the tests run against.
@@ -218,43 +218,17 @@ impl Gateway {
     }
 
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + START_TIMEOUT;
-        let authorization = format!("token {}", self.token);
-        loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                self.child = None;
-                panic!(
-                    "jupyter-kernelgateway on port {} exited ({status}) before answering\n\
-                     --- gateway log ---\n{}",
-                    self.port,
-                    self.log_tail()
-                );
-            }
-            let last = match http(
-                self.port,
-                "GET",
-                "/api/kernelspecs",
-                Some(&authorization),
-                None,
-            ) {
-                Ok(r) if r.status == 200 => return,
-                Ok(r) => format!("HTTP {}: {}", r.status, r.body),
-                Err(e) => e.to_string(),
-            };
-            if Instant::now() > deadline {
-                let log = self.log_tail();
-                self.kill();
-                panic!(
-                    "jupyter-kernelgateway on port {} did not answer GET /api/kernelspecs within \
-                     {START_TIMEOUT:?} (last: {last})\n--- gateway log ---\n{log}",
-                    self.port
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        let served = wait_until_serving(
+            "jupyter-kernelgateway",
+            self.port,
+            &self.token,
+            &mut self.child,
+            START_TIMEOUT,
+        );
+        if let Err(why) = served {
+            let log = self.log_tail();
+            self.kill();
+            panic!("{why}\n--- gateway log ---\n{log}");
         }
     }
 

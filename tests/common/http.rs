@@ -5,7 +5,8 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::time::Duration;
+use std::process::Child;
+use std::time::{Duration, Instant};
 
 /// How long one request may wait for its answer: a kernel start on a
 /// loaded machine can take a while.
@@ -94,4 +95,38 @@ fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
         status,
         body: String::from_utf8_lossy(payload).into_owned(),
     })
+}
+
+/// Waits until the gateway `child` (named `name`) on `port` answers
+/// `GET /api/kernelspecs` with `token`, for up to `timeout`. `Err` says
+/// why not: it exited (then `child` is taken), or what it last answered.
+pub fn wait_until_serving(
+    name: &str,
+    port: u16,
+    token: &str,
+    child: &mut Option<Child>,
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let authorization = format!("token {token}");
+    loop {
+        if let Some(status) = child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            *child = None;
+            return Err(format!(
+                "{name} on port {port} exited ({status}) before answering"
+            ));
+        }
+        let last = match request(port, "GET", "/api/kernelspecs", Some(&authorization), None) {
+            Ok(r) if r.status == 200 => return Ok(()),
+            Ok(r) => format!("HTTP {}: {}", r.status, r.body),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{name} on port {port} did not answer GET /api/kernelspecs within \
+                 {timeout:?} (last: {last})"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -190,3 +190,18 @@ with zipfile.ZipFile(path, "w") as z:
     };
     (path, pin)
 }
+
+/// Waits up to `secs` for `check`, looking every 100 ms; whether it became
+/// true.
+pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -9,8 +9,9 @@
 //! Needs root.
 
 use crate::common;
+use common::eventually;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::confinement::{of_kernel_under, Confinement};
 use common::enterprise_gateway::{EnterpriseGateway, Options};
@@ -51,20 +52,6 @@ fn start() -> Option<(EnterpriseGateway, tempfile::TempDir)> {
     let mut options = Options::new(specs.path());
     options.default_kernel = Some(KERNEL.to_string());
     Some((EnterpriseGateway::start(options), specs))
-}
-
-/// Waits up to `secs` for `check`; whether it became true.
-fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// The launcher of kernel `id` (the process EG started over SSH; its

@@ -7,8 +7,9 @@
 //! Needs root (network namespaces, sshd).
 
 use crate::common;
+use common::eventually;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::enterprise_gateway::{EnterpriseGateway, Options};
 use retrace::kernel::gateway::{Gateway, GatewayConfig, REQUEST_TIMEOUT};
@@ -30,20 +31,6 @@ fn start() -> Option<(EnterpriseGateway, tempfile::TempDir)> {
     let mut options = Options::new(specs.path());
     options.default_kernel = Some(KERNEL.to_string());
     Some((EnterpriseGateway::start(options), specs))
-}
-
-/// Waits up to `secs` for `check`; whether it became true.
-fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Creates a kernel of [`KERNEL`]; its id.

@@ -3,25 +3,10 @@
 //! back after a loss at the same address, and leaves nothing running.
 
 use crate::common;
-
-use std::time::{Duration, Instant};
+use common::eventually;
 
 use common::gateway::Gateway;
 use retrace::pyenv::ImageName;
-
-/// Waits up to `secs` for `check`; whether it became true.
-fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn serves_the_fat_image_behind_its_token() {
