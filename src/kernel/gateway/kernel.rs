@@ -37,6 +37,9 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
 /// How long a kernel may take to answer after the gateway replaced its
 /// process (it died or was restarted).
 const REVIVE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a revived kernel may take to answer on the websocket that was
+/// open before a new one is tried.
+const SAME_SOCKET_WAIT: Duration = Duration::from_secs(10);
 
 /// What a Jupyter server writes to the cell's stderr when it dropped
 /// output past its `iopub_data_rate_limit`.
@@ -240,29 +243,44 @@ impl GatewayBackend {
             self.rest_restart().await?;
             return Ok(true);
         }
-        if !self.needs_setup {
+        if !self.channels.is_open() {
             self.reconnect("", &[]).await?;
             self.channels.unwatch_iopub();
+        }
+        if !self.needs_setup {
             return Ok(false);
         }
         self.revive().await?;
         Ok(true)
     }
 
-    /// Waits for the kernel's new process to answer, then sets it up. On a
-    /// new websocket: a kernel restarted by Enterprise Gateway may run on
-    /// another host with other ports, and the gateway's open websocket
-    /// keeps its streams to the old ones.
+    /// Waits for the kernel's new process to answer, then sets it up. A
+    /// kernel Enterprise Gateway restarted may run on another host with
+    /// other ports, which the open websocket's streams never reach: when it
+    /// does not answer there soon, a new websocket is opened.
     async fn revive(&mut self) -> Result<(), KernelError> {
-        self.reconnect("", &[]).await?;
-        self.channels.unwatch_iopub();
-        let banner = tokio::time::timeout(REVIVE_TIMEOUT, handshake(&mut self.channels))
-            .await
-            .map_err(|_| KernelError::GatewayTimeout {
-                id: self.id.clone(),
-                url: self.gateway.info.url.clone(),
-                waited: REVIVE_TIMEOUT,
-            })??;
+        let answered = if self.channels.is_open() {
+            tokio::time::timeout(SAME_SOCKET_WAIT, handshake(&mut self.channels))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        } else {
+            None
+        };
+        let banner = match answered {
+            Some(banner) => banner,
+            None => {
+                self.reconnect("", &[]).await?;
+                self.channels.unwatch_iopub();
+                tokio::time::timeout(REVIVE_TIMEOUT, handshake(&mut self.channels))
+                    .await
+                    .map_err(|_| KernelError::GatewayTimeout {
+                        id: self.id.clone(),
+                        url: self.gateway.info.url.clone(),
+                        waited: REVIVE_TIMEOUT,
+                    })??
+            }
+        };
         self.banner = banner;
         self.needs_setup = true;
         self.setup().await
@@ -332,6 +350,9 @@ impl GatewayBackend {
         }
         self.restarts += 1;
         self.needs_setup = true;
+        if !self.channels.is_open() {
+            self.reconnect("", &[]).await?;
+        }
         self.revive().await
     }
 
