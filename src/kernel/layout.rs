@@ -9,6 +9,7 @@ use std::path::Path;
 
 use walkdir::WalkDir;
 
+use super::claim::{claim, release};
 use super::probe::{PROBE_FILE, PROBE_SOURCE};
 use super::spec::KernelSpec;
 use super::KernelError;
@@ -27,14 +28,7 @@ fn mkdir_private(path: &Path) -> Result<(), KernelError> {
 
 /// Creates the directories of one kernel.
 pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, KernelError> {
-    // The root is shared by all kernels and must be reachable (x) by the
-    // kernel user of a confined kernel, but not listable.
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o711)
-        .create(&spec.root)
-        .at("creating", &spec.root)?;
-    let base = spec.root.join(id);
+    let base = claim(&spec.root, id).at("claiming a directory in", &spec.root)?;
     let layout = KernelLayout {
         id: id.to_string(),
         runtime_dir: base.join("rt"),
@@ -132,8 +126,7 @@ pub(super) fn copy_dir(from: &Path, to: &Path) -> Result<(), KernelError> {
     Ok(())
 }
 
-/// Removes the kernel's directories; std's `remove_dir_all` removes a
-/// symlink planted inside, never what it points to.
+/// Removes the kernel's directories.
 pub(super) fn remove_layout(spec: &KernelSpec, layout: &KernelLayout) {
-    let _ = std::fs::remove_dir_all(spec.root.join(&layout.id));
+    release(&spec.root.join(&layout.id));
 }

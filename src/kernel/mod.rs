@@ -9,6 +9,7 @@
 mod artifact;
 mod backend;
 mod capture;
+mod claim;
 mod client;
 mod error;
 mod execution;

@@ -110,6 +110,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::claim::{claim, release};
 use super::layout::copy_dir;
 use super::probe::{PROBE_FILE, PROBE_SOURCE};
 use super::spec::{launch_command, KernelSpec};
@@ -170,7 +171,7 @@ impl Drop for Running {
             let _ = group.remove();
         }
         let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.home);
+        release(&self.home);
     }
 }
 
@@ -412,12 +413,23 @@ impl Running {
 fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteError> {
     let image = &spec.image.dir;
     let id = format!("z{}", &uuid::Uuid::new_v4().simple().to_string()[..11]);
-    let home = spec.root.join(&id);
-    let launch = prepare_home(spec, &id, &home)?;
+    let home = claim(&spec.root, &id).map_err(|e| {
+        failed(
+            image,
+            format!("claiming a directory in {}: {e}", spec.root.display()),
+        )
+    })?;
+    let launch = match prepare_home(spec, &id, &home) {
+        Ok(launch) => launch,
+        Err(e) => {
+            release(&home);
+            return Err(e);
+        }
+    };
     let group = match sandbox.helper_group(&id) {
         Ok(group) => group,
         Err(e) => {
-            let _ = fs::remove_dir_all(&home);
+            release(&home);
             return Err(failed(image, format!("its cgroup: {e}")));
         }
     };
@@ -427,7 +439,7 @@ fn start(spec: &KernelSpec, sandbox: &dyn Sandbox) -> Result<Running, ZygoteErro
             if let Some(group) = &group {
                 let _ = group.remove();
             }
-            let _ = fs::remove_dir_all(&home);
+            release(&home);
             return Err(e);
         }
     };

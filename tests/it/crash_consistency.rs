@@ -5,7 +5,8 @@
 //! run.json and through a report, resumed after each, and must end with
 //! the records and summary of the same run left alone, field for field
 //! (the golden run's fixture is that run for its configuration), with no
-//! temporary file, kernel or cgroup of a killed process left behind.
+//! temporary file, kernel, kernel directory or cgroup of a killed process
+//! left behind.
 
 use crate::common;
 use crate::golden_run;
@@ -167,6 +168,34 @@ fn assert_nothing_left(out: &Path, killed: &[u32]) {
         );
         assert!(dirs.is_empty(), "cgroups of killed session {pid}: {dirs:?}");
     }
+    let kernel_dirs = kernel_dirs_of(killed);
+    assert!(
+        kernel_dirs.is_empty(),
+        "kernel directories of killed sessions: {kernel_dirs:?}"
+    );
+}
+
+/// Entries under the kernel root that a killed session claimed: a
+/// `.<id>.harness` marker naming it, or a jail spec naming it.
+fn kernel_dirs_of(killed: &[u32]) -> Vec<PathBuf> {
+    let root = retrace::kernel::default_kernel_root();
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let claimant = |path: &Path| -> Option<u32> {
+        if path.is_dir() {
+            let spec: Value =
+                serde_json::from_slice(&std::fs::read(path.join("jail.json")).ok()?).ok()?;
+            spec["harness_pid"].as_u64().map(|p| p as u32)
+        } else {
+            std::fs::read_to_string(path).ok()?.trim().parse().ok()
+        }
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| claimant(p).is_some_and(|pid| killed.contains(&pid)))
+        .collect()
 }
 
 #[test]

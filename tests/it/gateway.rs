@@ -141,6 +141,8 @@ async fn a_kernel_killed_from_inside_is_reported_and_the_next_cell_runs() {
     let gw = TestGateway::start();
     let mut k = kernel(&gw, &SandboxLimits::default()).await;
     let opts = exec(Duration::from_secs(30), None);
+    let cwd = "import os\nprint(os.getcwd())";
+    let mut workdirs = vec![k.execute(cwd, &opts).await.stdout];
     k.execute("kept = 1", &opts).await;
     let died = k.execute("import os\nos.kill(os.getpid(), 9)", &opts).await;
     assert_eq!(died.verdict, Verdict::KernelExit, "{:?}", died.error);
@@ -160,7 +162,17 @@ async fn a_kernel_killed_from_inside_is_reported_and_the_next_cell_runs() {
         "5",
         "the probe is back after the restart"
     );
+    workdirs.push(k.execute(cwd, &opts).await.stdout);
     k.shutdown().await;
+    // The gateway runs on this machine: its kernels' directories are ours to see.
+    for dir in workdirs {
+        let dir = dir.trim();
+        assert!(dir.contains("retrace-"), "{dir}");
+        assert!(
+            !std::path::Path::new(dir).exists(),
+            "a working directory left on the gateway's host: {dir}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -50,8 +50,20 @@ const QUIT_SETTLE: Duration = Duration::from_secs(10);
 
 /// The cell that gives each kernel a private working directory: a
 /// gateway's kernels share the gateway's, and tasks' files must not meet.
-const WORKDIR_CELL: &str =
-    "(lambda os, t: os.chdir(t.mkdtemp(prefix='retrace-')))(__import__('os'), __import__('tempfile'))";
+/// Named after the kernel, so the process that replaces a dead one (same
+/// id) removes what its predecessor could not. A link planted under the
+/// name is not followed: `rmtree` refuses it and `mkdir` then fails.
+fn workdir_cell(kernel_id: &str) -> String {
+    let name: String = kernel_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    format!(
+        "(lambda os, s, d: (s.rmtree(d, True), os.mkdir(d, 0o700), os.chdir(d)))\
+         (__import__('os'), __import__('shutil'), \
+         __import__('os').path.join(__import__('tempfile').gettempdir(), 'retrace-{name}'))"
+    )
+}
 /// Removes that directory when the kernel goes.
 const CLEANUP_CELL: &str =
     "(lambda os, s: (lambda d: (os.chdir('/'), s.rmtree(d, True)))(os.getcwd()))\
@@ -165,7 +177,7 @@ impl GatewayBackend {
         let channels = &mut self.channels;
         silent_ok(
             channels,
-            WORKDIR_CELL,
+            &workdir_cell(&self.id),
             SETUP_TIMEOUT,
             "making the working directory",
         )

@@ -64,3 +64,4 @@ pub fn mount_points(mountinfo: &str) -> Vec<std::path::PathBuf> {
     points
 }
 pub use probe::Probe;
+pub use reclaim::harness_alive;

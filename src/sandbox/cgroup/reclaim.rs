@@ -83,7 +83,7 @@ fn process_start(starttime_ticks: u64) -> Option<f64> {
 /// `made`) still runs. A live process that started before the directory
 /// existed must be its maker (a pid is never shared by two live
 /// processes); a later one holds a reused pid unless it is retrace itself.
-pub(super) fn harness_alive(pid: u32, made: Option<f64>) -> bool {
+pub fn harness_alive(pid: u32, made: Option<f64>) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
