@@ -18,8 +18,7 @@ use super::run_dir::{
 };
 use super::runner::Runner;
 use super::schedule::{self, Job};
-use crate::kernel::KernelOptions;
-use crate::model::ModelClient;
+use crate::kernel::{Executor, ExecutorInfo, KernelOptions};
 use crate::pyenv::Image;
 use crate::record::{ArmImage, AttemptRecord, Provenance, RunConfig, RunSpec, RUN_SCHEMA_VERSION};
 use crate::report::{self, Summary};
@@ -217,12 +216,7 @@ impl Run {
             Err(e) => return Err(e),
         };
         let dir = runner.out_dir.clone();
-        let config = end_session(
-            &runner.config,
-            runner.model.as_ref(),
-            started.elapsed(),
-            &dir,
-        )?;
+        let config = end_session(&runner, started.elapsed(), &dir)?;
         // Read once, here, rather than kept in memory as the run goes: a
         // long run's own memory stays flat.
         let records = journal::read(&dir.join("results.jsonl"))?;
@@ -244,16 +238,23 @@ impl Run {
 }
 
 /// What this session adds to `run.json`'s provenance, to what earlier
-/// sessions of the same run recorded: its wall time, and the restarts of
-/// the model's server (the local model's `model_restarts`). Returns the
-/// config as written.
+/// sessions of the same run recorded: its wall time, the restarts of the
+/// model's server (the local model's `model_restarts`), and the kernels a
+/// gateway started on each host. Returns the config as written.
 fn end_session(
-    config: &RunConfig,
-    model: &dyn ModelClient,
+    runner: &Runner,
     elapsed: std::time::Duration,
     dir: &Path,
 ) -> Result<RunConfig, HarnessError> {
-    let mut config = config.clone();
+    let model = runner.model.as_ref();
+    let mut config = runner.config.as_ref().clone();
+    if let (ExecutorInfo::Gateway(info), Executor::Gateway(gateway)) =
+        (&mut config.provenance.executor, &runner.executor)
+    {
+        for (host, kernels) in gateway.hosts() {
+            *info.hosts.entry(host).or_default() += kernels;
+        }
+    }
     config.provenance.wall_ms += elapsed.as_secs_f64() * 1e3;
     let key = "model_restarts";
     let now = model.info().get(key).and_then(|v| v.as_u64()).unwrap_or(0);

@@ -29,8 +29,11 @@ pub struct Baseline {
     /// How often the kernel's main thread had been scheduled, when the
     /// backend sees it.
     pub main_thread_runs: Option<u64>,
-    /// Kernels the lock watchdog killed so far (local kernels).
+    /// Kernels the lock watchdog killed so far (on this machine, or on a
+    /// gateway kernel's host).
     pub lock_kills: u64,
+    /// Messages the wire cap of a gateway kernel's host emptied so far.
+    pub oversize_messages: u64,
     /// Readings of the kernel's host that had arrived (a gateway kernel
     /// retrace's launcher reports on).
     pub host_readings: u64,
@@ -45,6 +48,8 @@ pub enum Failure {
     NotSent(KernelError),
     /// The transport went mid-cell and did not come back.
     Dropped(KernelError),
+    /// The kernel went with the host it ran on.
+    HostLost(KernelError),
 }
 
 /// How draining a stopped cell's output ended.
@@ -202,6 +207,12 @@ pub trait Backend: Send {
     /// Evidence read after any stop: the confinement's counters, processes
     /// left behind, what the host or the gateway reports.
     async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending);
+
+    /// A kernel that died (`ending.died`) went with its host rather than
+    /// by itself: the infrastructure's failure, not the cell's.
+    async fn host_lost(&mut self, _ending: &Ending, _since: &Baseline) -> Option<KernelError> {
+        None
+    }
 
     /// A kernel whose state is gone is replaced (now or before the next
     /// cell); the error if that failed.

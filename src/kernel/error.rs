@@ -64,6 +64,18 @@ pub enum KernelError {
         url: String,
         waited: Duration,
     },
+    /// A kernel of retrace's launcher ended without the launcher's
+    /// reading of its end: the launcher went too, with its host or the
+    /// host's connection.
+    #[error(
+        "gateway: kernel {id} on {url} was lost with its host {host}: the host's launcher never \
+         reported the kernel's end; `retrace run --resume` runs the task again"
+    )]
+    HostLost {
+        id: String,
+        url: String,
+        host: String,
+    },
     #[error("the gateway is closed")]
     GatewayClosed,
     /// Only local kernels can do this (a gateway's cannot see this

@@ -34,11 +34,27 @@ impl ExecutorInfo {
         matches!(self, ExecutorInfo::Local)
     }
 
-    /// `local`, or `gateway <url> (kernel <name>)`.
+    /// `local`, or `gateway <url> (kernel <name>)` with the kernels each
+    /// host ran when retrace's launcher reported them.
     pub fn describe(&self) -> String {
         match self {
             ExecutorInfo::Local => "local".into(),
-            ExecutorInfo::Gateway(g) => format!("gateway {} (kernel {})", g.url, g.kernel),
+            ExecutorInfo::Gateway(g) if g.hosts.is_empty() => {
+                format!("gateway {} (kernel {})", g.url, g.kernel)
+            }
+            ExecutorInfo::Gateway(g) => {
+                let hosts: Vec<String> = g
+                    .hosts
+                    .iter()
+                    .map(|(host, kernels)| format!("{host} {kernels}"))
+                    .collect();
+                format!(
+                    "gateway {} (kernel {}; kernels by host: {})",
+                    g.url,
+                    g.kernel,
+                    hosts.join(", ")
+                )
+            }
         }
     }
 }

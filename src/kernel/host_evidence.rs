@@ -46,6 +46,17 @@ pub struct HostEvidence {
     pub launcher_pid: u32,
     /// `retrace <version>` of the launcher.
     pub launcher: String,
+    /// The host, as the gateway reached it ([`this_host`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Kills by the lock watchdog on the host so far (it kills the kernel
+    /// past its share of file locks).
+    #[serde(default)]
+    pub lock_kills: u64,
+    /// Messages the host's wire cap emptied so far for being larger than
+    /// the output cap (a gateway drops such a message without a word).
+    #[serde(default)]
+    pub oversize_messages: u64,
 }
 
 impl HostEvidence {
@@ -53,4 +64,21 @@ impl HostEvidence {
     pub fn launcher_name() -> String {
         format!("retrace {}", env!("CARGO_PKG_VERSION"))
     }
+}
+
+/// The host a launcher runs on, as the gateway reached it: the address
+/// the gateway's SSH connection came in on (`SSH_CONNECTION`'s third
+/// field), else the host name. The address tells apart hosts that share
+/// a name (containers, network namespaces).
+pub fn this_host() -> Option<String> {
+    let ssh = std::env::var("SSH_CONNECTION").ok();
+    ssh.as_deref()
+        .and_then(|c| c.split_whitespace().nth(2))
+        .map(str::to_string)
+        .or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .map(|h| h.to_string_lossy().into_owned())
+        })
+        .filter(|h| !h.is_empty())
 }

@@ -4,6 +4,7 @@
 //! ladder (kill every process, confirm), its replacement a fresh process
 //! in the same jail.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,14 @@ use crate::sandbox::{
 
 /// Learns how the kernel's process ended, once it has.
 pub(super) type ExitWatch = tokio::sync::watch::Receiver<Option<ExitInfo>>;
+
+/// What the launcher's host evidence reads of a kernel while it runs.
+pub(super) struct HostWatch {
+    pub jail: Arc<dyn Jail>,
+    pub exit: ExitWatch,
+    /// The lock watchdog's kills so far.
+    pub lock_kills: Option<Arc<AtomicU64>>,
+}
 
 /// How long a kernel stopped by a limit may take to drain its output
 /// before it is killed and replaced.
@@ -172,8 +181,12 @@ impl LocalBackend {
 
     /// What the launcher's host evidence reads as the kernel runs: its
     /// jail and its process's end.
-    pub(super) fn host_watch(&self) -> (Arc<dyn Jail>, ExitWatch) {
-        (self.jail.clone(), self.process.exit.clone())
+    pub(super) fn host_watch(&self) -> HostWatch {
+        HostWatch {
+            jail: self.jail.clone(),
+            exit: self.process.exit.clone(),
+            lock_kills: self.lock_watch.as_ref().map(LockWatch::counter),
+        }
     }
 
     /// The largest message the kernel may send (the relays' cap).
@@ -294,7 +307,7 @@ impl Backend for LocalBackend {
             Failure::NotReady(e) => {
                 format!("the kernel is dead and did not restart: {}", e.full())
             }
-            Failure::NotSent(e) | Failure::Dropped(e) => e.full(),
+            Failure::NotSent(e) | Failure::Dropped(e) | Failure::HostLost(e) => e.full(),
         };
         Outcome::not_run(Verdict::InternalError, "HarnessError", message)
     }
@@ -305,7 +318,7 @@ impl Backend for LocalBackend {
             traces: self.jail.traces(),
             main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
             lock_kills: self.lock_kills(),
-            host_readings: 0,
+            ..Baseline::default()
         }
     }
 

@@ -22,7 +22,7 @@ const LOCK_POLL: Duration = Duration::from_millis(50);
 struct Shared {
     stop: AtomicBool,
     /// Kills so far, for the evidence of the cell they happen in.
-    kills: AtomicU64,
+    kills: Arc<AtomicU64>,
     /// Bumped by every [`LockWatch::hold`]: a count read before says
     /// nothing about the processes after it (a fresh kernel's).
     generation: AtomicU64,
@@ -50,6 +50,11 @@ impl LockWatch {
             .map_err(|e| tracing::warn!(error = %e, "the lock watchdog did not start"))
             .ok();
         LockWatch { shared, thread }
+    }
+
+    /// The count of kills, as it goes on.
+    pub(super) fn counter(&self) -> Arc<AtomicU64> {
+        self.shared.kills.clone()
     }
 
     /// Kills so far.

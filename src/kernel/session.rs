@@ -50,6 +50,9 @@ struct Judgement {
     memory_peak_bytes: Option<u64>,
     fired: Vec<Verdict>,
     suggested: Option<Verdict>,
+    /// Output was lost on the way: past the cap, dropped by a server, or
+    /// emptied on a gateway kernel's host.
+    truncated: bool,
 }
 
 impl Kernel<LocalBackend> {
@@ -116,7 +119,7 @@ impl Kernel<LocalBackend> {
 
     /// The kernel's jail and its process's end, read by the launcher's
     /// host evidence while the kernel runs.
-    pub(super) fn host_watch(&self) -> (Arc<dyn crate::sandbox::Jail>, super::local::ExitWatch) {
+    pub(super) fn host_watch(&self) -> super::local::HostWatch {
         self.backend.host_watch()
     }
 
@@ -200,6 +203,11 @@ impl<B: Backend + ?Sized> Kernel<B> {
         }
         self.settle_requested_exit(&run, &mut ending).await;
         self.settle_after_stop(&run, &mut ending).await;
+        if ending.died {
+            if let Some(e) = self.backend.host_lost(&ending, &before).await {
+                return self.backend.not_run(Failure::HostLost(e));
+            }
+        }
         if !ending.state_lost() {
             run.settle_error();
         }
@@ -417,7 +425,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         self.backend
             .evidence_after(&mut evidence, before, ending)
             .await;
-        evidence.truncated = run.capture.truncation().truncated || ending.output_dropped;
+        evidence.truncated |= run.capture.truncation().truncated || ending.output_dropped;
         evidence.reply_error = run
             .error
             .as_ref()
@@ -454,6 +462,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
             memory_peak_bytes: evidence.delta.memory_peak_bytes,
             fired,
             suggested,
+            truncated: evidence.truncated,
         }
     }
 
@@ -478,6 +487,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
             memory_peak_bytes,
             fired,
             suggested,
+            truncated,
             ..
         } = judged;
         flags.extend(self.backend.flags());
@@ -492,7 +502,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
                 traceback: Vec::new(),
             });
         }
-        if ending.output_dropped {
+        if truncated {
             outcome.truncated = true;
             outcome.truncation.truncated = true;
         }

@@ -54,11 +54,16 @@ pub fn labels(s: &ArmSummary) -> Vec<&'static str> {
     if s.header.unconfined {
         labels.push("UNCONFINED (--unsafe-no-sandbox: kernels ran without confinement)");
     }
-    if !s.header.executor.is_local() {
-        labels.push(
+    match &s.header.executor {
+        ExecutorInfo::Gateway(g) if g.retrace_launcher => labels.push(
+            "GATEWAY EXECUTOR (kernels ran on the gateway's hosts, each confined there by \
+             retrace's launcher, which reported the hosts' evidence)",
+        ),
+        ExecutorInfo::Gateway(_) => labels.push(
             "GATEWAY EXECUTOR (kernels ran on a Jupyter gateway: memory, CPU, processes, disk \
              and network were the gateway's limits, not retrace's)",
-        );
+        ),
+        ExecutorInfo::Local => {}
     }
     labels
 }
@@ -68,6 +73,12 @@ pub fn labels(s: &ArmSummary) -> Vec<&'static str> {
 pub fn limits_line(s: &ArmSummary) -> String {
     match &s.header.executor {
         ExecutorInfo::Local => s.header.limits.describe(),
+        gateway @ ExecutorInfo::Gateway(g) if g.retrace_launcher => format!(
+            "{}; each host's retrace confined its kernels with the kernelspec's limits or those \
+             the run asked for ({})",
+            gateway.describe(),
+            s.header.limits.describe()
+        ),
         gateway => format!(
             "{}; retrace enforced the wall timeout ({:?}) and the output cap ({} bytes), the \
              rest is the kernelspec's",

@@ -325,3 +325,154 @@ fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
     }
     assert_eq!(report["summary"]["failed"], 0, "{text}");
 }
+
+/// A suite of `tasks` tasks (`t<i>`: the answer is i) and a replay model
+/// whose code holds each kernel busy 1.5 s before answering, in `dir`:
+/// the `--suite` and `--model` of a run whose kernels are mostly busy.
+fn slow_suite(dir: &std::path::Path, tasks: usize) -> (String, String) {
+    let (mut questions, mut replies) = (String::new(), String::new());
+    for i in 0..tasks {
+        let id = format!("t{i}");
+        let task = serde_json::json!({
+            "id": id, "question": format!("What is {i} plus zero?"),
+            "expected": {"type": "number", "value": i},
+        });
+        let code = format!("```python\nimport time\ntime.sleep(1.5)\nanswer = {i}\n```");
+        let reply = serde_json::json!({"task_id": id, "round": 0, "reply": code});
+        questions += &format!("{task}\n");
+        replies += &format!("{reply}\n");
+    }
+    let (suite, model) = (dir.join("slow.jsonl"), dir.join("replies.jsonl"));
+    std::fs::write(&suite, questions).unwrap();
+    std::fs::write(&model, replies).unwrap();
+    (
+        suite.display().to_string(),
+        format!("replay:{}", model.display()),
+    )
+}
+
+fn json_file(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The kernels each host started, as run.json records them.
+fn kernels_by_host(out: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    let config = json_file(&out.join("run.json"));
+    serde_json::from_value(config["provenance"]["executor"]["hosts"].clone())
+        .unwrap_or_else(|e| panic!("no kernels by host in run.json: {e}\n{config:#}"))
+}
+
+/// A host lost mid-run (its sshd and every process on it killed): the
+/// tasks whose kernels were there end as infrastructure errors naming the
+/// host, never as the kernel's own exit; the run goes on on the other
+/// host; `--resume` redoes exactly those tasks there. run.json and the
+/// report count the kernels each host started.
+#[test]
+fn a_host_lost_mid_run_becomes_infrastructure_errors_that_resume_redoes() {
+    const TASKS: usize = 40;
+    let Some((mut eg, specs)) = start() else {
+        return;
+    };
+    let (suite, model) = slow_suite(specs.path(), TASKS);
+    let out = specs.path().join("run");
+    let session = {
+        let args = [
+            "run",
+            "--suite",
+            &suite,
+            "--model",
+            &model,
+            "--rounds",
+            "1",
+            "--concurrency",
+            "4",
+            "--executor",
+            "gateway",
+            "--gateway-kernel",
+            KERNEL,
+            "--gateway-url",
+            &eg.url,
+            "--gateway-token",
+            &eg.token,
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .map(str::to_string);
+        std::thread::spawn(move || common::retrace(args).run())
+    };
+    let journal = out.join("results.jsonl");
+    let lines = || {
+        std::fs::read_to_string(&journal)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(300, || lines() >= 6 || session.is_finished()),
+        "the run did not get going\n--- gateway log ---\n{}",
+        eg.log_tail()
+    );
+    assert!(lines() < TASKS, "the run ended before the host was lost");
+    let dead = 0;
+    let dead_address = eg.hosts().hosts()[dead].address.to_string();
+    eg.kill_host(dead);
+    let ran = session.join().unwrap();
+
+    // Lost tasks are the infrastructure's: exit 3, and their records say
+    // which host went.
+    assert_eq!(ran.code, 3, "{ran}");
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let lost: std::collections::BTreeSet<&str> = records
+        .iter()
+        .filter(|r| !r["infra_error"].is_null())
+        .map(|r| r["task_id"].as_str().unwrap())
+        .collect();
+    let host_named = format!("lost with its host {dead_address}");
+    assert!(
+        records.iter().any(|r| r["infra_error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&host_named))),
+        "no task says it was lost with host {dead_address}: {ran}"
+    );
+    let kernel_exits: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["outcome"]["verdict"] == "kernel_exit")
+        .collect();
+    assert!(
+        kernel_exits.is_empty(),
+        "the host's death was blamed on the kernels: {kernel_exits:#?}"
+    );
+    let before = kernels_by_host(&out);
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert!(before.contains_key(&dead_address), "{before:?}");
+
+    // Resumed: exactly the lost tasks run again, all on the live host.
+    let resumed = common::retrace(["run", "--resume", out.to_str().unwrap()])
+        .env("JUPYTER_GATEWAY_AUTH_TOKEN", &eg.token)
+        .run();
+    assert_eq!(resumed.code, 0, "{resumed}");
+    let summary = json_file(&out.join("summary.json"));
+    assert_eq!(summary["infra_error_rate"]["successes"], 0, "{summary:#}");
+    assert_eq!(summary["tasks"], TASKS as u64);
+    assert_eq!(summary["accuracy_by_round"][0]["successes"], TASKS as u64);
+    let after = kernels_by_host(&out);
+    assert_eq!(after[&dead_address], before[&dead_address], "{after:?}");
+    let (live, was) = before
+        .iter()
+        .find(|(host, _)| **host != dead_address)
+        .unwrap();
+    assert_eq!(
+        after[live],
+        was + lost.len() as u64,
+        "one new kernel per lost task, all on the live host: {after:?}"
+    );
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let counted = format!("{live} {}", after[live]);
+    assert!(
+        report.contains(&counted),
+        "no `{counted}` (kernels by host) in the report"
+    );
+}

@@ -68,13 +68,6 @@ fn launcher_reason(case: &Case) -> Option<String> {
                 .into(),
         );
     }
-    if expects(Verdict::LockLimit) {
-        return Some(
-            "the lock watchdog kills the kernel on its host; the launcher does not report \
-             why"
-            .into(),
-        );
-    }
     // Each of these was seen failing through Enterprise Gateway 3.3: the
     // evidence it needs is on the host and does not reach the verdict yet.
     if expects(Verdict::NetworkBlocked) {
@@ -93,11 +86,14 @@ fn launcher_reason(case: &Case) -> Option<String> {
     }
     if expects(Verdict::OutputLimit) {
         return Some(
-            "a message past the cap is emptied on the host's wire, and the gateway drops it \
-             without telling the client; the launcher does not report it yet"
+            "a flood past the cap ends by the wall timeout through the gateway (seen with \
+             Enterprise Gateway 3.3: its buffers hold what the host's wire cap passed, and \
+             the interrupt does not get through); a message the host empties is reported, \
+             but that alone does not cover the class"
                 .into(),
         );
     }
+    // The lock watchdog runs on the host; its kills come in the readings.
     // The case's memory, CPUs, processes and disk travel to the launcher
     // as KERNEL_* variables; the wall timeout is the client's.
     None
@@ -116,6 +112,7 @@ mod tests {
             version: None,
             concurrency: 1,
             retrace_launcher,
+            hosts: Default::default(),
         }
     }
 
@@ -143,7 +140,12 @@ mod tests {
             confined.len(),
             plain.len()
         );
-        for verdict in [Verdict::OomKilled, Verdict::Crash, Verdict::DiskLimit] {
+        for verdict in [
+            Verdict::OomKilled,
+            Verdict::Crash,
+            Verdict::DiskLimit,
+            Verdict::LockLimit,
+        ] {
             assert!(
                 confined.iter().any(|c| c.expect == verdict),
                 "a {verdict} case runs through retrace's launcher"

@@ -3,8 +3,8 @@
 //! it arrives, whatever request is being watched, and kept by the request
 //! it answers until the backend judges that request.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jupyter_protocol::{JupyterMessage, JupyterMessageContent};
@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use super::super::backend::{Baseline, Ending};
 use super::super::client::parent_id;
 use super::super::host_evidence::{HostEvidence, Moment, MSG_TYPE};
-use crate::sandbox::Evidence;
+use crate::sandbox::{Evidence, HarnessReason};
 
 /// Readings kept: a cell's two and those of the silent requests around it.
 const KEPT: usize = 64;
@@ -31,6 +31,34 @@ const STOPPED_READING: Duration = Duration::from_millis(300);
 pub struct EvidenceLog {
     readings: Mutex<Readings>,
     arrived: Notify,
+    /// Where the gateway's kernels ran, shared by its kernels.
+    hosts: Arc<HostTally>,
+}
+
+/// The launchers seen on each host: one per kernel process.
+#[derive(Default)]
+pub struct HostTally {
+    launchers: Mutex<BTreeMap<String, BTreeSet<u32>>>,
+}
+
+impl HostTally {
+    fn saw(&self, evidence: &HostEvidence) {
+        if let Some(host) = &evidence.host {
+            let mut launchers = self.launchers.lock().unwrap();
+            launchers
+                .entry(host.clone())
+                .or_default()
+                .insert(evidence.launcher_pid);
+        }
+    }
+
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        let launchers = self.launchers.lock().unwrap();
+        launchers
+            .iter()
+            .map(|(host, pids)| (host.clone(), pids.len() as u64))
+            .collect()
+    }
 }
 
 #[derive(Default)]
@@ -58,6 +86,14 @@ pub struct Around {
 }
 
 impl EvidenceLog {
+    /// A log whose readings also count the hosts in `hosts`.
+    pub fn new(hosts: Arc<HostTally>) -> EvidenceLog {
+        EvidenceLog {
+            hosts,
+            ..EvidenceLog::default()
+        }
+    }
+
     /// Keeps `msg` when it is a host evidence message (one that does not
     /// parse is dropped); whether it was one.
     pub fn take(&self, msg: &JupyterMessage) -> bool {
@@ -69,6 +105,7 @@ impl EvidenceLog {
         };
         match serde_json::from_value::<HostEvidence>(unknown.content.clone()) {
             Ok(evidence) => {
+                self.hosts.saw(&evidence);
                 let mut readings = self.readings.lock().unwrap();
                 if readings.kept.len() == KEPT {
                     readings.kept.pop_front();
@@ -137,11 +174,29 @@ impl EvidenceLog {
             tracing::warn!(request = %ending.request, "no host evidence after the cell");
             return false;
         };
-        let (counters, traces) = around
-            .start
-            .map_or((since.counters, since.traces), |s| (s.counters, s.traces));
-        evidence.delta = end.counters.since(&counters);
-        evidence.traces = end.traces.since(&traces);
+        let start = around.start.unwrap_or_else(|| HostEvidence {
+            counters: since.counters,
+            traces: since.traces,
+            lock_kills: since.lock_kills,
+            oversize_messages: since.oversize_messages,
+            ..end.clone()
+        });
+        evidence.delta = end.counters.since(&start.counters);
+        evidence.traces = end.traces.since(&start.traces);
+        // The host's own decisions, as a local kernel's harness takes them:
+        // the lock watchdog's kill, a message past the cap emptied on the
+        // host's wire (the gateway drops what is left of it silently).
+        if end.lock_kills > start.lock_kills {
+            evidence
+                .harness_reason
+                .get_or_insert(HarnessReason::LockLimit);
+        }
+        if end.oversize_messages > start.oversize_messages {
+            evidence
+                .harness_reason
+                .get_or_insert(HarnessReason::OutputLimit);
+            evidence.truncated = true;
+        }
         if end.exit.is_some() {
             evidence.exit = end.exit;
         }
@@ -182,24 +237,34 @@ mod tests {
 
     /// A reading as a gateway's websocket carries it.
     fn reading(moment: Moment, parent: &str, oom_kills: u64) -> JupyterMessage {
-        let evidence = HostEvidence {
+        let mut evidence = evidence(moment);
+        evidence.counters.oom_kills = oom_kills;
+        message(&evidence, parent)
+    }
+
+    fn evidence(moment: Moment) -> HostEvidence {
+        HostEvidence {
             moment,
-            counters: Counters {
-                oom_kills,
-                ..Counters::default()
-            },
+            counters: Counters::default(),
             traces: Default::default(),
             exit: None,
             kernel_uid: Some(1000),
             launcher_pid: 7,
             launcher: HostEvidence::launcher_name(),
-        };
+            host: Some("10.0.0.2".into()),
+            lock_kills: 0,
+            oversize_messages: 0,
+        }
+    }
+
+    /// A reading as a gateway's websocket carries it.
+    fn message(evidence: &HostEvidence, parent: &str) -> JupyterMessage {
         let header = |id: &str, msg_type: &str| {
             json!({"msg_id": id, "session": "s", "username": "retrace",
                    "date": "2024-01-01T00:00:00.000000Z", "msg_type": msg_type, "version": "5.3"})
         };
         JupyterMessage::from_value(json!({
-            "header": header(&format!("{parent}-{moment:?}-{oom_kills}"), MSG_TYPE),
+            "header": header(&uuid::Uuid::new_v4().to_string(), MSG_TYPE),
             "parent_header": header(parent, "execute_request"),
             "metadata": {},
             "content": evidence,
@@ -224,6 +289,12 @@ mod tests {
         assert_eq!(around.start.unwrap().counters.oom_kills, 1);
         assert_eq!(around.end.unwrap().counters.oom_kills, 3);
         assert_eq!(log.latest().unwrap().counters.oom_kills, 3);
+        // One launcher, one kernel process, on the host it named.
+        let hosts = log.hosts.counts();
+        assert_eq!(
+            hosts.into_iter().collect::<Vec<_>>(),
+            [("10.0.0.2".to_string(), 1)]
+        );
         let other = JupyterMessage::new(jupyter_protocol::Status::idle(), None);
         assert!(!log.take(&other), "other messages go their way");
     }
@@ -254,5 +325,27 @@ mod tests {
         // An older death is not.
         let later = log.around("later", log.count(), true, Duration::ZERO).await;
         assert_eq!(later.end, None);
+    }
+
+    #[tokio::test]
+    async fn the_hosts_own_kills_and_emptied_messages_decide_the_reason() {
+        let log = EvidenceLog::default();
+        let mut busy = evidence(Moment::Busy);
+        busy.oversize_messages = 1;
+        log.take(&message(&busy, "cell"));
+        let mut dead = evidence(Moment::Dead);
+        dead.lock_kills = 1;
+        dead.oversize_messages = 2;
+        log.take(&message(&dead, "cell"));
+        let ending = Ending {
+            died: true,
+            request: "cell".into(),
+            ..Ending::default()
+        };
+        let mut judged = Evidence::default();
+        assert!(log.fill(&mut judged, &Baseline::default(), &ending).await);
+        // Both happened; the first the host saw is the reason, as locally.
+        assert_eq!(judged.harness_reason, Some(HarnessReason::LockLimit));
+        assert!(judged.truncated, "a message past the cap was emptied");
     }
 }

@@ -16,6 +16,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::super::backend::{Backend, Baseline, Ending, Failure, Stopped};
 use super::super::client::{is_server_status, Channels};
 use super::super::execution::ms;
+use super::super::host_evidence::Moment;
 use super::super::options::{KernelBanner, KernelOptions};
 use super::super::outcome::{Enforcement, Outcome};
 use super::super::probe::probe_inline;
@@ -40,6 +41,11 @@ const REVIVE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a revived kernel may take to answer on the websocket that was
 /// open before a new one is tried.
 const SAME_SOCKET_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the launcher's reading of a kernel's death may take behind the
+/// gateway's word of it before the host counts as lost (generous: a
+/// wrong call turns a cell's verdict into an infrastructure error).
+const HOST_LOST_WAIT: Duration = Duration::from_secs(10);
 
 /// What a Jupyter server writes to the cell's stderr when it dropped
 /// output past its `iopub_data_rate_limit`.
@@ -107,7 +113,7 @@ impl GatewayBackend {
         let id = create(&gateway, &options).await?;
         let created = started.elapsed();
         let session = uuid::Uuid::new_v4().to_string();
-        let host = Arc::new(EvidenceLog::default());
+        let host = Arc::new(EvidenceLog::new(gateway.hosts.clone()));
         let prepared = async {
             let mut channels = socket::connect(
                 &gateway.rest,
@@ -416,6 +422,8 @@ impl Backend for GatewayBackend {
             Some(reading) => Baseline {
                 counters: reading.counters,
                 traces: reading.traces,
+                lock_kills: reading.lock_kills,
+                oversize_messages: reading.oversize_messages,
                 host_readings,
                 ..Baseline::default()
             },
@@ -431,6 +439,7 @@ impl Backend for GatewayBackend {
         let why = match failure {
             Failure::NotReady(e) => format!("the kernel is not usable: {}", e.full()),
             Failure::NotSent(e) => e.full(),
+            Failure::HostLost(e) => e.full(),
             Failure::Dropped(e) => format!(
                 "the websocket to kernel {} dropped mid-execution and did not come back: {}",
                 self.id,
@@ -499,6 +508,35 @@ impl Backend for GatewayBackend {
                 ..Counters::default()
             };
         }
+    }
+
+    /// retrace's launcher reports every end of its kernel before it exits
+    /// itself (the kernel cannot reach it: another user, outside its
+    /// namespaces); a death it never reported took the launcher too.
+    async fn host_lost(&mut self, ending: &Ending, since: &Baseline) -> Option<KernelError> {
+        if !self.gateway.info.retrace_launcher {
+            return None;
+        }
+        let around = self
+            .host
+            .around(&ending.request, since.host_readings, true, HOST_LOST_WAIT)
+            .await;
+        if around.end.is_some_and(|end| end.moment == Moment::Dead) {
+            return None;
+        }
+        let host = self
+            .host
+            .latest()
+            .and_then(|r| r.host)
+            .unwrap_or_else(|| "(unnamed)".into());
+        // Its process is gone and the gateway may be restarting it on a
+        // host that is no more: the next cell gets a new kernel.
+        self.needs_setup = true;
+        Some(KernelError::HostLost {
+            id: self.id.clone(),
+            url: self.gateway.info.url.clone(),
+            host,
+        })
     }
 
     /// The gateway replaced a dead kernel's process itself: retrace's

@@ -17,6 +17,7 @@ mod kernel;
 mod rest;
 mod socket;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,8 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 pub use kernel::GatewayBackend;
+
+use evidence::HostTally;
 
 use super::{Kernel, KernelError, KernelOptions};
 
@@ -82,6 +85,11 @@ pub struct GatewayInfo {
     /// on its host and reports the host's evidence.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retrace_launcher: bool,
+    /// Kernel processes started on each host, as retrace's launcher names
+    /// its host (a restarted kernel counts again): over every session of a
+    /// run, written when a session ends.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, u64>,
 }
 
 /// A gateway retrace checked and can start kernels on.
@@ -89,6 +97,8 @@ pub struct Gateway {
     rest: Rest,
     info: GatewayInfo,
     slots: Arc<Semaphore>,
+    /// The hosts this session's kernels ran on.
+    hosts: Arc<HostTally>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -157,14 +167,22 @@ impl Gateway {
                 version,
                 concurrency,
                 retrace_launcher,
+                hosts: BTreeMap::new(),
             },
             rest,
             slots: Arc::new(Semaphore::new(concurrency)),
+            hosts: Arc::default(),
         }))
     }
 
     pub fn info(&self) -> &GatewayInfo {
         &self.info
+    }
+
+    /// Kernel processes this session started on each host, from the
+    /// readings of retrace's launcher (empty for other kernelspecs).
+    pub fn hosts(&self) -> BTreeMap<String, u64> {
+        self.hosts.counts()
     }
 
     /// Whether the gateway still lists kernel `id`.

@@ -19,7 +19,7 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::super::host_evidence::{HostEvidence, Moment, MSG_TYPE};
+use super::super::host_evidence::{this_host, HostEvidence, Moment, MSG_TYPE};
 use super::super::local::ExitWatch;
 use super::super::wire_tap::{zmtp_message, Seen, Tap, DELIMITER};
 use super::LauncherError;
@@ -31,12 +31,15 @@ const SCHEME: &str = "hmac-sha256";
 const TOPIC: &[u8] = b"retrace_host_evidence";
 /// The Jupyter message protocol version of the launcher's messages.
 const PROTOCOL: &str = "5.3";
-
 /// What the kernel's jail shows now.
 pub struct JailReading {
     pub counters: Counters,
     pub traces: Traces,
     pub kernel_uid: Option<u32>,
+    /// The lock watchdog's kills so far.
+    pub lock_kills: u64,
+    /// Messages the wire cap emptied so far.
+    pub oversize_messages: u64,
 }
 
 /// Reads the kernel's jail.
@@ -51,6 +54,8 @@ pub struct EvidenceTap {
     /// Parent header of the kernel's last `busy`: what it was doing when
     /// it ended.
     busy_parent: Mutex<Option<Vec<u8>>>,
+    /// This host, as the gateway reached it.
+    host: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -84,6 +89,7 @@ impl EvidenceTap {
             read,
             exit,
             busy_parent: Mutex::new(None),
+            host: this_host(),
         })
     }
 
@@ -93,6 +99,8 @@ impl EvidenceTap {
             counters,
             traces,
             kernel_uid,
+            lock_kills,
+            oversize_messages,
         } = (self.read)();
         let evidence = HostEvidence {
             moment,
@@ -102,6 +110,9 @@ impl EvidenceTap {
             kernel_uid,
             launcher_pid: std::process::id(),
             launcher: HostEvidence::launcher_name(),
+            host: self.host.clone(),
+            lock_kills,
+            oversize_messages,
         };
         let header = json!({
             "msg_id": uuid::Uuid::new_v4().to_string(),

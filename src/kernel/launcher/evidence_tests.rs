@@ -120,6 +120,8 @@ async fn through_the_relay(sent: Vec<u8>) -> Vec<Received> {
         },
         traces: Traces::default(),
         kernel_uid: Some(1234),
+        lock_kills: 0,
+        oversize_messages: 2,
     });
     let tap = EvidenceTap::new(KEY, "hmac-sha256", read, exit).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -175,6 +177,7 @@ async fn each_status_is_followed_by_one_signed_reading_with_its_parent() {
     assert_eq!(moments[1].moment, Moment::Idle);
     assert_eq!(moments[1].counters.cpu_usage_usec, 42);
     assert_eq!(moments[1].kernel_uid, Some(1234));
+    assert_eq!(moments[1].oversize_messages, 2);
     assert_eq!(moments[1].exit, None);
     // The last one, after the kernel died, answers the request it was busy with.
     assert_eq!(moments[2].moment, Moment::Dead);
@@ -215,6 +218,8 @@ fn claims_are_judged_on_what_any_parser_reads() {
         counters: Counters::default(),
         traces: Traces::default(),
         kernel_uid: None,
+        lock_kills: 0,
+        oversize_messages: 0,
     });
     let tap = EvidenceTap::new(KEY, "hmac-sha256", read.clone(), exit.clone()).unwrap();
     assert!(tap.claims_ours(br#"{"msg_type":"retrace_host_evidence"}"#));

@@ -16,6 +16,7 @@ mod payload;
 mod ports;
 mod request;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -137,7 +138,8 @@ struct Served {
     /// In the order of [`CHANNELS`].
     relays: Vec<Relay>,
     comm: TcpListener,
-    oversize: mpsc::Receiver<Oversize>,
+    /// Messages the wire cap emptied so far.
+    oversize: Arc<AtomicU64>,
 }
 
 impl Served {
@@ -151,13 +153,21 @@ impl Served {
             info.control_port,
             info.hb_port,
         ];
-        let (oversize_tx, oversize) = mpsc::channel(64);
-        let (jail, exit) = kernel.host_watch();
+        let (oversize_tx, oversize_rx) = mpsc::channel(64);
+        let oversize = count_oversize(oversize_rx);
+        let watch = kernel.host_watch();
+        let emptied = oversize.clone();
         let read = Arc::new(move || JailReading {
-            counters: jail.counters(),
-            traces: jail.traces(),
-            kernel_uid: jail.uid(),
+            counters: watch.jail.counters(),
+            traces: watch.jail.traces(),
+            kernel_uid: watch.jail.uid(),
+            lock_kills: watch
+                .lock_kills
+                .as_ref()
+                .map_or(0, |k| k.load(Ordering::SeqCst)),
+            oversize_messages: emptied.load(Ordering::SeqCst),
         });
+        let exit = kernel.host_watch().exit;
         let tap: Arc<dyn super::wire_tap::Tap> = Arc::new(EvidenceTap::new(
             &info.key,
             &info.signature_scheme,
@@ -231,7 +241,7 @@ impl Served {
 
     /// Takes the gateway's requests until the kernel or the gateway ends
     /// it; returns why, and the messages the wire cap emptied.
-    async fn run(mut self, kernel: &mut Kernel) -> (String, u64) {
+    async fn run(self, kernel: &mut Kernel) -> (String, u64) {
         let died = kernel.died();
         tokio::pin!(died);
         let mut terminate = signal(tokio::signal::unix::SignalKind::terminate());
@@ -266,12 +276,21 @@ impl Served {
                 }
             }
         };
-        let mut oversize = 0;
-        while self.oversize.try_recv().is_ok() {
-            oversize += 1;
-        }
-        (ended, oversize)
+        (ended, self.oversize.load(Ordering::SeqCst))
     }
+}
+
+/// Counts the messages the wire cap empties as they are reported: the
+/// host's readings carry the count.
+fn count_oversize(mut reports: mpsc::Receiver<Oversize>) -> Arc<AtomicU64> {
+    let count = Arc::new(AtomicU64::new(0));
+    let counting = count.clone();
+    tokio::spawn(async move {
+        while reports.recv().await.is_some() {
+            counting.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    count
 }
 
 fn signal(kind: tokio::signal::unix::SignalKind) -> tokio::signal::unix::Signal {
