@@ -11,9 +11,9 @@ use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use crate::sandbox::harness_alive;
+use crate::sandbox::{harness_alive, made_at};
 
 /// A directory with neither marker nor jail spec is older than markers,
 /// or its harness died between the two; after this long nobody uses it.
@@ -71,7 +71,7 @@ fn sweep(root: &Path) {
             continue;
         }
         let gone = match owner(root, id) {
-            Some(pid) => pid != own && !harness_alive(pid, modified(&marker(root, id))),
+            Some(pid) => pid != own && !harness_alive(pid, made_at(&marker(root, id))),
             None => unmarked_and_old(&root.join(id)),
         };
         if gone {
@@ -105,11 +105,6 @@ fn unmarked_and_old(dir: &Path) -> bool {
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|age| age > UNMARKED_AFTER)
-}
-
-fn modified(path: &Path) -> Option<f64> {
-    let t = fs::metadata(path).ok()?.modified().ok()?;
-    Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
 }
 
 #[cfg(test)]

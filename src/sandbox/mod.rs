@@ -27,7 +27,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use cgroup::{harness_alive, KernelCgroup};
+pub use cgroup::{harness_alive, made_at, KernelCgroup};
 pub use confined::Confined;
 pub use evidence::{classify, Classification, Counters, Evidence, ExitInfo, HarnessReason, Traces};
 pub use fork_plan::{Adoption, ForkPlan};

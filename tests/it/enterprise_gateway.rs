@@ -279,22 +279,26 @@ async fn an_oom_on_a_remote_host_is_classified_from_that_hosts_counters() {
 fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
     let Some((eg, specs)) = start() else { return };
     let report = specs.path().join("check.json");
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_retrace"))
-        .args(["sandbox", "check", "--executor", "gateway"])
-        .args(["--gateway-url", &eg.url, "--gateway-token", &eg.token])
-        .args(["--gateway-kernel", KERNEL, "--jobs", "2", "--json"])
-        .arg(&report)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&check.stdout);
-    assert_eq!(
-        check.status.code(),
-        Some(0),
-        "{text}\n{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let check = common::retrace([
+        "sandbox",
+        "check",
+        "--executor",
+        "gateway",
+        "--gateway-url",
+        &eg.url,
+        "--gateway-token",
+        &eg.token,
+        "--gateway-kernel",
+        KERNEL,
+        "--jobs",
+        "2",
+        "--json",
+        report.to_str().unwrap(),
+    ])
+    .run();
+    assert_eq!(check.code, 0, "{check}");
+    let text = &check.stdout;
+    let report = json_file(&report);
     let results = report["results"].as_array().unwrap();
     let skipped = report["not_applicable"]
         .as_array()

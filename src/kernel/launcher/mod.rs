@@ -25,6 +25,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use super::local::HostWatch;
 use super::wire_cap::{Oversize, Relay};
 use super::{Kernel, KernelError};
 use crate::sandbox::{Counters, ExitInfo};
@@ -155,19 +156,19 @@ impl Served {
         ];
         let (oversize_tx, oversize_rx) = mpsc::channel(64);
         let oversize = count_oversize(oversize_rx);
-        let watch = kernel.host_watch();
+        let HostWatch {
+            jail,
+            exit,
+            lock_kills,
+        } = kernel.host_watch();
         let emptied = oversize.clone();
         let read = Arc::new(move || JailReading {
-            counters: watch.jail.counters(),
-            traces: watch.jail.traces(),
-            kernel_uid: watch.jail.uid(),
-            lock_kills: watch
-                .lock_kills
-                .as_ref()
-                .map_or(0, |k| k.load(Ordering::SeqCst)),
+            counters: jail.counters(),
+            traces: jail.traces(),
+            kernel_uid: jail.uid(),
+            lock_kills: lock_kills.as_ref().map_or(0, |k| k.load(Ordering::SeqCst)),
             oversize_messages: emptied.load(Ordering::SeqCst),
         });
-        let exit = kernel.host_watch().exit;
         let tap: Arc<dyn super::wire_tap::Tap> = Arc::new(EvidenceTap::new(
             &info.key,
             &info.signature_scheme,

@@ -64,4 +64,4 @@ pub fn mount_points(mountinfo: &str) -> Vec<std::path::PathBuf> {
     points
 }
 pub use probe::Probe;
-pub use reclaim::harness_alive;
+pub use reclaim::{harness_alive, made_at};

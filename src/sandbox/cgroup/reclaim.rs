@@ -29,7 +29,7 @@ impl CgroupHost {
             };
             // A crash may leave only some hierarchies; any one dates the dir.
             let dirs = self.subtree.join(&name);
-            let made = dirs.unique().into_iter().find_map(modified);
+            let made = dirs.unique().into_iter().find_map(made_at);
             if pid == own || harness_alive(pid, made) {
                 continue;
             }
@@ -62,9 +62,10 @@ impl CgroupHost {
     }
 }
 
-/// Seconds since the epoch of a directory's last modification; a cgroupfs
-/// directory keeps its creation time (child groups do not change it).
-fn modified(path: &Path) -> Option<f64> {
+/// Seconds since the epoch of a path's last modification: when a harness
+/// made it, for [`harness_alive`] (a cgroupfs directory keeps its creation
+/// time; child groups do not change it).
+pub fn made_at(path: &Path) -> Option<f64> {
     let t = std::fs::metadata(path).ok()?.modified().ok()?;
     Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs_f64())
 }
