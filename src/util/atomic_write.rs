@@ -29,10 +29,48 @@ pub fn remove_torn_writes(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Removes the temporary files of earlier writes of `path` whose process
+/// is gone: a file outside any run directory (a `--junit` report) has no
+/// resume to clear what a crash left beside it. A write in progress (its
+/// process alive) is left alone.
+fn remove_torn_writes_of(path: &Path, name: &str) {
+    let Some(dir) = path.parent() else { return };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{name}{TMP_INFIX}");
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file.strip_prefix(&prefix).and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        if !process_alive(pid) && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` still runs (a zombie has ended).
+fn process_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The command name may hold spaces and ')': the state follows the last ')'.
+    stat.rfind(')')
+        .and_then(|close| stat[close + 1..].split_whitespace().next())
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file beside it,
 /// synced, then renamed over it, so a crash leaves the old file or the
-/// new one, never half of either. `point` dies halfway through the
-/// temporary file. A path that is there and not a regular file (a user's
+/// new one, never half of either; the next write of the same path removes
+/// what the crash left. `point` dies halfway through the temporary file.
+/// A path that is there and not a regular file (a user's
 /// `--junit /dev/stdout`, a fifo) is written in place: it cannot be
 /// replaced.
 pub fn write_atomically(path: &Path, bytes: &[u8], point: Point) -> std::io::Result<()> {
@@ -44,6 +82,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8], point: Point) -> std::io::Res
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    remove_torn_writes_of(path, &name);
     let tmp = path.with_file_name(format!(".{name}{TMP_INFIX}{}", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
@@ -82,5 +121,29 @@ mod tests {
         std::fs::write(dir.path().join(".hidden"), b"x").unwrap();
         assert_eq!(remove_torn_writes(dir.path()), vec![torn]);
         assert!(dir.path().join(".hidden").exists() && path.exists());
+    }
+
+    #[test]
+    fn a_write_removes_what_a_dead_writer_of_the_same_file_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.xml");
+        // No process has pid u32::MAX - 1 (pid_max is at most 2^22); pid 1
+        // is alive, a write in progress; another file's leftovers are not
+        // this write's.
+        let dead = dir
+            .path()
+            .join(format!(".report.xml{TMP_INFIX}{}", u32::MAX - 1));
+        let alive = dir.path().join(format!(".report.xml{TMP_INFIX}1"));
+        let other = dir
+            .path()
+            .join(format!(".other.xml{TMP_INFIX}{}", u32::MAX - 1));
+        for torn in [&dead, &alive, &other] {
+            std::fs::write(torn, b"<testsu").unwrap();
+        }
+        write_atomically(&path, b"<testsuites/>", Point::DuringSummary).unwrap();
+        assert!(!dead.exists(), "a dead writer's temporary file stayed");
+        assert!(other.exists(), "another file's temporary file went");
+        assert!(alive.exists(), "a live writer's temporary file went");
+        assert_eq!(std::fs::read(&path).unwrap(), b"<testsuites/>");
     }
 }

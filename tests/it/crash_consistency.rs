@@ -6,7 +6,8 @@
 //! the records and summary of the same run left alone, field for field
 //! (the golden run's fixture is that run for its configuration), with no
 //! temporary file, kernel, kernel directory or cgroup of a killed process
-//! left behind.
+//! left behind. A `sandbox check` killed while writing its JUnit report
+//! leaves the older report whole.
 
 use crate::common;
 use crate::golden_run;
@@ -346,4 +347,59 @@ fn a_build_and_an_install_killed_halfway_are_never_used() {
         Vec::<String>::new(),
         "install leftovers"
     );
+}
+
+/// `sandbox check --junit` killed while writing its report over an older
+/// one: the older report stays whole, nothing of the killed process stays,
+/// and the next check replaces the report and clears what the crash left
+/// beside it.
+#[test]
+fn a_sandbox_check_killed_writing_its_report_leaves_the_old_one_whole() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(retrace::pyenv::ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let check = |case: &str| {
+        common::retrace([
+            "sandbox",
+            "check",
+            "--filter",
+            case,
+            "--junit",
+            junit.to_str().unwrap(),
+        ])
+    };
+    let ran = check("fp_read_os_release").run();
+    assert_eq!(ran.code, 0, "{ran}");
+    let old = std::fs::read_to_string(&junit).unwrap();
+    assert!(old.contains("fp_read_os_release"), "{old}");
+
+    let ran = check("fp_lazy_bytes")
+        .env(fault::ENV, "during_summary@1")
+        .run();
+    assert_eq!(ran.code, -1, "the check was not killed: {ran}");
+    let killed = killed_pid(&ran);
+    assert_eq!(
+        std::fs::read_to_string(&junit).unwrap(),
+        old,
+        "the report a killed check left"
+    );
+    assert_eq!(
+        temporary_files(dir.path()).len(),
+        1,
+        "the killed write's temporary file"
+    );
+
+    let ran = check("fp_lazy_bytes").run();
+    assert_eq!(ran.code, 0, "{ran}");
+    let new = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        new.contains("fp_lazy_bytes") && !new.contains("fp_read_os_release"),
+        "{new}"
+    );
+    assert!(new.trim_end().ends_with("</testsuites>"), "{new}");
+    // The next check swept the killed one's cgroups and kernel directories.
+    assert_nothing_left(dir.path(), &[killed]);
 }
