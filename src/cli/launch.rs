@@ -10,7 +10,7 @@ use clap::Args;
 use retrace::kernel::launcher::{self, LaunchRequest, PortRange};
 use retrace::kernel::{default_kernel_root, Kernel, KernelSpec, KernelStart};
 use retrace::pyenv::{ImageName, ImageStore};
-use retrace::util::units::parse_bytes;
+use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::limits::LimitArgs;
 use super::Failure;
@@ -68,11 +68,11 @@ pub async fn run(mut args: LaunchArgs) -> Result<i32, Failure> {
         start: args.limits.kernel_start.unwrap_or(KernelStart::Cold),
         ..args.limits.kernel_options()
     };
-    let kernel = Kernel::start(spec, sandbox.as_ref(), options)
+    let kernel = Kernel::start(spec, sandbox.as_ref(), options.clone())
         .await
         .with_context(|| format!("starting kernel {}", args.kernel_id))
         .map_err(Failure::infra)?;
-    let report = launcher::serve(kernel, &request)
+    let report = launcher::serve(kernel, &options, &request)
         .await
         .with_context(|| format!("serving kernel {} to the gateway", args.kernel_id))
         .map_err(Failure::infra)?;
@@ -121,8 +121,9 @@ fn detach() {
 
 /// The client's `KERNEL_MEMORY` / `KERNEL_CPUS` (EG passes the start
 /// request's `KERNEL_*` variables to the launch), or their `_LIMIT` forms,
-/// and retrace's `KERNEL_PIDS_LIMIT` / `KERNEL_DISK_LIMIT` override the
-/// kernelspec's flags.
+/// and retrace's `KERNEL_PIDS_LIMIT`, `KERNEL_DISK_LIMIT`,
+/// `KERNEL_CPU_TIME_LIMIT`, `KERNEL_OUTPUT_LIMIT` and
+/// `KERNEL_OUTPUT_MESSAGES_LIMIT` override the kernelspec's flags.
 fn override_from_env(limits: &mut LimitArgs) -> anyhow::Result<()> {
     fn var(names: [&'static str; 2]) -> Option<(&'static str, String)> {
         names
@@ -146,6 +147,17 @@ fn override_from_env(limits: &mut LimitArgs) -> anyhow::Result<()> {
     }
     if let Some((name, value)) = var(["KERNEL_DISK_LIMIT", "KERNEL_DISK"]) {
         limits.disk = parse_bytes(&value).with_context(|| format!("{name}={value}"))?;
+    }
+    // Per cell, enforced on this host (a gateway's client cannot watch
+    // them in time).
+    if let Some((name, value)) = var(["KERNEL_CPU_TIME_LIMIT", "KERNEL_CPU_TIME"]) {
+        limits.cpu_time = parse_duration(&value).with_context(|| format!("{name}={value}"))?;
+    }
+    if let Some((name, value)) = var(["KERNEL_OUTPUT_LIMIT", "KERNEL_OUTPUT"]) {
+        limits.output_cap = parse_bytes(&value).with_context(|| format!("{name}={value}"))?;
+    }
+    if let Some((name, value)) = var(["KERNEL_OUTPUT_MESSAGES_LIMIT", "KERNEL_OUTPUT_MESSAGES"]) {
+        limits.output_messages = positive(name, &value, "messages")?;
     }
     Ok(())
 }

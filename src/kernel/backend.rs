@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use jupyter_protocol::JupyterMessage;
 
 use super::client::Channels;
+use super::host_evidence::HostStops;
 use super::options::{KernelBanner, KernelOptions};
 use super::outcome::{Enforcement, Outcome};
 use super::KernelError;
@@ -32,8 +33,8 @@ pub struct Baseline {
     /// Kernels the lock watchdog killed so far (on this machine, or on a
     /// gateway kernel's host).
     pub lock_kills: u64,
-    /// Messages the wire cap of a gateway kernel's host emptied so far.
-    pub oversize_messages: u64,
+    /// What a gateway kernel's host decided itself so far.
+    pub host_stops: HostStops,
     /// Readings of the kernel's host that had arrived (a gateway kernel
     /// retrace's launcher reports on).
     pub host_readings: u64,
@@ -144,10 +145,10 @@ pub trait Backend: Send {
     }
 
     /// Whether the kernel's main thread is back in its event loop's wait,
-    /// having run since `since`, as seen from outside the kernel; `None`
-    /// when this backend cannot see it (the kernel's word is then all
-    /// there is).
-    fn main_thread_idle(&self, _since: &Baseline) -> Option<bool> {
+    /// having run since `since` (the cell `request` went in), as seen from
+    /// outside the kernel; `None` when this backend cannot see it (the
+    /// kernel's word is then all there is).
+    fn main_thread_idle(&self, _request: &str, _since: &Baseline) -> Option<bool> {
         None
     }
 

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{Counters, ExitInfo, Traces};
+use crate::sandbox::{Counters, ExitInfo, HarnessReason, Traces};
 
 /// The message type; its parent is the request the kernel was busy with.
 pub const MSG_TYPE: &str = "retrace_host_evidence";
@@ -49,14 +49,68 @@ pub struct HostEvidence {
     /// The host, as the gateway reached it ([`this_host`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-    /// Kills by the lock watchdog on the host so far (it kills the kernel
-    /// past its share of file locks).
+    /// What the host decided itself about the kernel so far.
+    #[serde(flatten)]
+    pub stops: HostStops,
+    /// Whether the launcher sees the kernel's main thread: its reading
+    /// after a cell's `idle` then says whether the main thread was back.
+    #[serde(default)]
+    pub sees_main_thread: bool,
+    /// In the reading after a cell's `idle`: whether the kernel's main
+    /// thread was back in its loop's wait, having run since the cell's
+    /// request went in (`false`: the end was forged, the cell runs on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_thread_back: Option<bool>,
+    /// Threads of the kernel beyond those it started with.
+    #[serde(default)]
+    pub extra_threads: u64,
+}
+
+/// The host's own decisions about a kernel, counted from its start: where
+/// a local kernel's harness stops a cell, the launcher on the kernel's
+/// host does, and these counts tell the client which cell it stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostStops {
+    /// Kills by the lock watchdog (it kills the kernel past its share of
+    /// file locks).
     #[serde(default)]
     pub lock_kills: u64,
-    /// Messages the host's wire cap emptied so far for being larger than
-    /// the output cap (a gateway drops such a message without a word).
+    /// Cells stopped for using more than their CPU time.
+    #[serde(default)]
+    pub cpu_stops: u64,
+    /// Cells stopped for writing more than their output cap.
+    #[serde(default)]
+    pub output_stops: u64,
+    /// Stopped cells that outlived their interrupt: the kernel's processes
+    /// were killed.
+    #[serde(default)]
+    pub stop_kills: u64,
+    /// Messages the wire cap emptied for being larger than the output cap
+    /// (a gateway drops such a message without a word).
     #[serde(default)]
     pub oversize_messages: u64,
+}
+
+impl HostStops {
+    /// The reason the host's decisions since `before` give a cell, the
+    /// first in the order a host takes them (a kill ends everything after
+    /// it); and whether output of it was dropped.
+    pub fn since(&self, before: &HostStops) -> (Option<HarnessReason>, bool) {
+        let reason = if self.lock_kills > before.lock_kills {
+            Some(HarnessReason::LockLimit)
+        } else if self.cpu_stops > before.cpu_stops {
+            Some(HarnessReason::TimeoutCpu)
+        } else if self.output_stops > before.output_stops
+            || self.oversize_messages > before.oversize_messages
+        {
+            Some(HarnessReason::OutputLimit)
+        } else {
+            None
+        };
+        let dropped = self.oversize_messages > before.oversize_messages
+            || self.output_stops > before.output_stops;
+        (reason, dropped)
+    }
 }
 
 impl HostEvidence {

@@ -38,6 +38,8 @@ pub(super) struct HostWatch {
     pub exit: ExitWatch,
     /// The lock watchdog's kills so far.
     pub lock_kills: Option<Arc<AtomicU64>>,
+    /// The kernel's main thread, when it can be seen.
+    pub main_thread: Option<super::main_thread::MainThread>,
 }
 
 /// How long a kernel stopped by a limit may take to drain its output
@@ -186,6 +188,7 @@ impl LocalBackend {
             jail: self.jail.clone(),
             exit: self.process.exit.clone(),
             lock_kills: self.lock_watch.as_ref().map(LockWatch::counter),
+            main_thread: self.process.main_thread.clone(),
         }
     }
 
@@ -322,7 +325,7 @@ impl Backend for LocalBackend {
         }
     }
 
-    fn main_thread_idle(&self, since: &Baseline) -> Option<bool> {
+    fn main_thread_idle(&self, _request: &str, since: &Baseline) -> Option<bool> {
         let main = self.process.main_thread.as_ref()?;
         Some(main.idle_since(since.main_thread_runs))
     }

@@ -129,49 +129,12 @@ fn kill(jail: &dyn Jail, shared: &Shared, kernel: &str, count: Held) {
 #[cfg(test)]
 mod tests {
     use std::os::fd::AsFd;
-    use std::sync::atomic::AtomicUsize;
     use std::time::Instant;
 
     use nix::fcntl::{fcntl, FcntlArg};
 
+    use super::super::fake_jail::FakeJail;
     use super::*;
-    use crate::sandbox::{Counters, KernelLayout, KillReport, LaunchCommand, SandboxError};
-
-    /// A jail whose only process is this test's, killed by counting.
-    #[derive(Default)]
-    struct FakeJail {
-        kills: AtomicUsize,
-    }
-
-    impl Jail for FakeJail {
-        fn command(
-            &self,
-            _launch: &LaunchCommand,
-            _layout: &KernelLayout,
-        ) -> Result<tokio::process::Command, SandboxError> {
-            unreachable!("the watchdog starts nothing")
-        }
-        fn counters(&self) -> Counters {
-            Counters::default()
-        }
-        fn kill_all(&self, _pid: Option<i32>) -> KillReport {
-            self.kills.fetch_add(1, Ordering::SeqCst);
-            KillReport {
-                method: "fake".into(),
-                kill_ms: 0.0,
-                survivors: 0,
-            }
-        }
-        fn live_processes(&self) -> Vec<i32> {
-            vec![std::process::id() as i32]
-        }
-        fn release(&self) -> Result<(), SandboxError> {
-            Ok(())
-        }
-        fn uid(&self) -> Option<u32> {
-            None
-        }
-    }
 
     /// POSIX locks on every other byte of `file` (neighbours would merge).
     fn lock_bytes(file: &std::fs::File, count: usize) {

@@ -27,11 +27,11 @@ pub(super) const POLL: Duration = Duration::from_millis(1);
 /// How long the main thread must stay in its loop's wait before the end
 /// is believed: a request the loop has taken but not yet started (it
 /// awaits IOPub's flush first) also leaves it there for a moment.
-const SETTLE: Duration = Duration::from_millis(2);
+pub(super) const SETTLE: Duration = Duration::from_millis(2);
 /// How long after the kernel said the cell ended its main thread may take
 /// to get back to its loop before the end counts as forged (a kernel
 /// throttled by its CPU quota waits up to a period, 100 ms, to run).
-const FORGED_AFTER: Duration = Duration::from_secs(1);
+pub(super) const FORGED_AFTER: Duration = Duration::from_secs(1);
 
 /// The system calls an event loop waits in.
 #[cfg(target_arch = "x86_64")]
@@ -74,7 +74,7 @@ impl Blocked {
 }
 
 /// The kernel's main thread and the wait it idles in.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct MainThread {
     task: PathBuf,
     idle: Blocked,

@@ -14,6 +14,8 @@ mod client;
 mod error;
 mod execution;
 mod executor;
+#[cfg(test)]
+mod fake_jail;
 pub mod gateway;
 pub mod host_evidence;
 mod inbox;

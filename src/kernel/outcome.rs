@@ -295,13 +295,11 @@ impl Enforcement {
 
     /// A gateway's kernel that retrace's launcher confined on its host
     /// (retrace's kernelspec): the jail is retrace's, with the run's memory
-    /// and CPU limits and the kernelspec's others. A cell's CPU time is
-    /// measured from the host's readings after it, not watched during it.
+    /// and CPU limits and the kernelspec's others; a cell's CPU time and
+    /// output are watched on the host.
     pub fn gateway_confined() -> Enforcement {
         let mut enforcement = Enforcement::local(true);
         enforcement.executor = "gateway".into();
-        enforcement.enforced.retain(|l| l != "timeout_cpu");
-        enforcement.requested = vec!["timeout_cpu".into()];
         enforcement
     }
 }

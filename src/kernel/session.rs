@@ -262,7 +262,8 @@ impl<B: Backend + ?Sized> Kernel<B> {
         loop {
             // `quit()` ends the loop instead: its exit is waited for.
             if sent.complete(run)
-                && (run.ask_exit || end.believed(self.backend.main_thread_idle(before)))
+                && (run.ask_exit
+                    || end.believed(self.backend.main_thread_idle(&sent.msg_id, before)))
             {
                 break;
             }

@@ -10,9 +10,10 @@
 //! reports it (with the request it answered, read from its parent header)
 //! so the execution it belongs to ends as `output_limit`.
 //!
-//! A relay may also carry a [`Tap`] (a kernel served to a gateway: the
-//! launcher's host evidence), which adds messages of its own to what the
-//! kernel sends and spoils the kernel's messages that pretend to be them.
+//! A relay may also carry [`Taps`] (a kernel served to a gateway: the
+//! launcher's host evidence): one on what the kernel sends adds messages
+//! of its own and spoils the kernel's messages that pretend to be them;
+//! one on what the client sends watches the requests go in.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,7 +87,7 @@ impl Relay {
             listener,
             kernel.to_path_buf(),
             cap,
-            None,
+            Taps::default(),
             count,
         ));
         Ok(Relay {
@@ -98,17 +99,23 @@ impl Relay {
 
     /// The same relay behind a TCP listener: a kernel served to a remote
     /// gateway, whose clients speak ZMTP over TCP as they would over ipc;
-    /// `tap` adds to what the kernel sends.
+    /// `taps` watch and add to what passes.
     pub fn start_tcp(
         listener: TcpListener,
         kernel: &Path,
         max: u64,
         report: mpsc::Sender<Oversize>,
-        tap: Option<Arc<dyn Tap>>,
+        taps: Taps,
     ) -> Relay {
         let (count, clients) = watch::channel(0);
         let cap = Cap { max, report };
-        let task = tokio::spawn(accept_loop(listener, kernel.to_path_buf(), cap, tap, count));
+        let task = tokio::spawn(accept_loop(
+            listener,
+            kernel.to_path_buf(),
+            cap,
+            taps,
+            count,
+        ));
         Relay {
             path: None,
             task,
@@ -122,6 +129,16 @@ impl Relay {
         let mut clients = self.clients.clone();
         let _ = tokio::time::timeout(within, clients.wait_for(|n| *n == 0)).await;
     }
+}
+
+/// The taps of a relay, on each direction.
+#[derive(Clone, Default)]
+pub struct Taps {
+    /// On what the kernel sends.
+    pub from_kernel: Option<Arc<dyn Tap>>,
+    /// On what the client sends: it sees each message before the kernel
+    /// does (its `after` runs before the message is flushed on).
+    pub to_kernel: Option<Arc<dyn Tap>>,
 }
 
 /// The cap on what the kernel sends, and where emptied messages go.
@@ -176,19 +193,19 @@ async fn accept_loop<L: Accept>(
     listener: L,
     kernel: PathBuf,
     cap: Cap,
-    tap: Option<Arc<dyn Tap>>,
+    taps: Taps,
     count: watch::Sender<usize>,
 ) {
     let mut connections = Vec::new();
     while let Ok(client) = listener.next().await {
         let kernel = kernel.clone();
         let cap = cap.clone();
-        let tap = tap.clone();
+        let taps = taps.clone();
         let connected = Connected::new(&count);
         connections.push(tokio::spawn(async move {
             let _connected = connected;
             if let Some(upstream) = connect(&kernel).await {
-                relay(client, upstream, cap, tap).await;
+                relay(client, upstream, cap, taps).await;
             }
         }));
         connections.retain(|c: &JoinHandle<()>| !c.is_finished());
@@ -225,24 +242,50 @@ async fn connect(kernel: &Path) -> Option<UnixStream> {
 /// either direction ends, both do. With a tap, the kernel's end is
 /// followed by the tap's last message: what the kernel sent before it
 /// still goes first, a message it left unfinished is closed.
-async fn relay<S>(client: S, kernel: UnixStream, cap: Cap, tap: Option<Arc<dyn Tap>>)
+async fn relay<S>(client: S, kernel: UnixStream, cap: Cap, taps: Taps)
 where
     S: AsyncRead + AsyncWrite,
 {
     let (mut client_read, client_write) = tokio::io::split(client);
     let (mut kernel_read, mut kernel_write) = kernel.into_split();
     let mut to = Framed::new(client_write);
+    let tap = taps.from_kernel;
     let ended = async {
         match &tap {
             Some(tap) => tap.ended().await,
             None => std::future::pending().await,
         }
     };
+    // Client to kernel, uncapped: through the tap when there is one. The
+    // client's end is not the kernel's.
+    let to_kernel = async {
+        match &taps.to_kernel {
+            None => tokio::io::copy(&mut client_read, &mut kernel_write)
+                .await
+                .is_err(),
+            Some(watching) => {
+                let uncapped = Cap {
+                    max: u64::MAX,
+                    report: cap.report.clone(),
+                };
+                let copied = capped_copy(
+                    &mut client_read,
+                    &mut kernel_write,
+                    &uncapped,
+                    Some(&**watching),
+                );
+                match copied.await {
+                    Err(e) => e.kind() != std::io::ErrorKind::UnexpectedEof,
+                    Ok(()) => false,
+                }
+            }
+        }
+    };
     let kernel_ended = {
         let copy = capped_copy(&mut kernel_read, &mut to, &cap, tap.as_deref());
         tokio::pin!(copy);
         tokio::select! {
-            sent = tokio::io::copy(&mut client_read, &mut kernel_write) => sent.is_err(),
+            sent = to_kernel => sent,
             _ = &mut copy => true,
             () = ended => {
                 let _ = tokio::time::timeout(LAST_WORDS, &mut copy).await;
@@ -274,6 +317,8 @@ struct MessageScan {
     frames: u64,
     /// Past the cap (bytes or frames): nothing more of it is forwarded.
     over: bool,
+    /// A frame of it went on spoiled.
+    spoiled: bool,
     dropped: u64,
     /// Frames seen since the delimiter (1 = signature, 2 = header,
     /// 3 = parent header, 4 = metadata, 5 = content).
@@ -313,12 +358,14 @@ impl MessageScan {
         self.after_delimiter == Some(1)
     }
 
-    /// The message's Jupyter parts, when it was read whole.
+    /// The message's Jupyter parts, when its headers were read whole (a
+    /// content too large to hold is seen empty, its size in `bytes`).
     fn seen(&self) -> Option<Seen<'_>> {
         Some(Seen {
             header: self.header.as_deref()?,
             parent: self.parent_header.as_deref()?,
-            content: self.content.as_deref()?,
+            content: self.content.as_deref().unwrap_or_default(),
+            bytes: self.bytes,
         })
     }
 
@@ -378,6 +425,13 @@ where
         passed += n;
     }
     let mut scan = MessageScan::default();
+    // With a tap (a gateway's client at the other end), a message goes on
+    // whole or not at all: a gateway's server fails on a message whose
+    // signature does not match (Jupyter Server's activity tracking raises,
+    // and the kernel's IOPub stream stops for good), so a message past the
+    // cap or spoiled is dropped before any of it is written.
+    let whole = tap.is_some();
+    let mut held: Vec<u8> = Vec::new();
     loop {
         let flags = from.read_u8().await?;
         let len = if flags & LONG != 0 {
@@ -410,7 +464,7 @@ where
             // Of a message past the cap only its end goes on, as one empty
             // frame: the client gets a malformed message it drops, and holds
             // nothing per frame of it, however many the kernel sent.
-            if flags & MORE == 0 {
+            if flags & MORE == 0 && !whole {
                 to.write_all(&[0, 0]).await?;
             }
             let skipped =
@@ -421,14 +475,29 @@ where
             scan.dropped += len;
             scan.observe(None);
         } else {
-            let spoil = tap.is_some() && scan.header_next();
-            let body = copy_frame(&mut from, to, flags, len, spoil, tap).await?;
-            scan.observe(body);
+            let check = tap.is_some() && scan.header_next();
+            let frame = if whole {
+                copy_frame(&mut from, &mut held, flags, len, check, tap).await?
+            } else {
+                copy_frame(&mut from, to, flags, len, check, tap).await?
+            };
+            scan.spoiled |= frame.spoiled;
+            scan.observe(frame.body);
         }
         if flags & MORE == 0 {
             let done = std::mem::take(&mut scan);
-            if let Some(added) = tap.zip(done.seen()).and_then(|(t, seen)| t.after(&seen)) {
-                to.write_all(&added).await?;
+            if whole && !done.over && !done.spoiled {
+                to.write_all(&held).await?;
+            }
+            held.clear();
+            if let Some((tap, seen)) = tap.zip(done.seen()) {
+                if let Some(hold) = tap.hold_after(&seen) {
+                    to.flush().await?;
+                    hold.await;
+                }
+                if let Some(added) = tap.after(&seen) {
+                    to.write_all(&added).await?;
+                }
             }
             // The message is whole: the client gets it now.
             to.flush().await?;
@@ -447,18 +516,26 @@ where
     }
 }
 
-/// Copies one frame of a message within the cap; its body when it was
-/// small enough to read whole. A header frame a tap is to check (`check`)
-/// claiming to be the tap's, or too large to check, goes on spoiled: its
-/// first byte changed, so its signature no longer matches.
+/// One frame of a message as [`copy_frame`] passed it on.
+struct Frame {
+    /// Its body, when it was small enough to read whole.
+    body: Option<Vec<u8>>,
+    /// It went on spoiled.
+    spoiled: bool,
+}
+
+/// Copies one frame of a message within the cap. A header frame a tap is
+/// to check (`check`) claiming to be the tap's, or too large to check,
+/// goes on spoiled: its first byte changed, so its signature no longer
+/// matches.
 async fn copy_frame<R, W>(
     from: &mut BufReader<R>,
-    to: &mut BufWriter<W>,
+    to: &mut W,
     flags: u8,
     len: u64,
     check: bool,
     tap: Option<&dyn Tap>,
-) -> std::io::Result<Option<Vec<u8>>>
+) -> std::io::Result<Frame>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -467,14 +544,18 @@ where
     if len <= SMALL_FRAME {
         let mut body = vec![0u8; len as usize];
         from.read_exact(&mut body).await?;
-        if check && tap.is_some_and(|t| t.claims_ours(&body)) {
+        let spoiled = check && tap.is_some_and(|t| t.claims_ours(&body));
+        if spoiled {
             if let Some(first) = body.first_mut() {
                 *first = SPOILED;
             }
         }
         to.write_all(&frame_header(flags, len)).await?;
         to.write_all(&body).await?;
-        return Ok(Some(body));
+        return Ok(Frame {
+            body: Some(body),
+            spoiled,
+        });
     }
     to.write_all(&frame_header(flags, len)).await?;
     let mut rest = len;
@@ -487,7 +568,10 @@ where
     if copied < rest {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
     }
-    Ok(None)
+    Ok(Frame {
+        body: None,
+        spoiled: check,
+    })
 }
 
 #[cfg(test)]
@@ -521,10 +605,32 @@ mod tests {
     }
 
     async fn run(input: &[u8], max: u64) -> (Vec<u8>, Vec<Oversize>) {
+        run_tapped(input, max, None).await
+    }
+
+    /// A tap that only watches.
+    struct Watching;
+
+    impl Tap for Watching {
+        fn claims_ours(&self, _header: &[u8]) -> bool {
+            false
+        }
+        fn after(&self, _seen: &Seen<'_>) -> Option<Vec<u8>> {
+            None
+        }
+        fn ended(&self) -> futures_util::future::BoxFuture<'static, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn last(&self) -> Vec<u8> {
+            Vec::new()
+        }
+    }
+
+    async fn run_tapped(input: &[u8], max: u64, tap: Option<&dyn Tap>) -> (Vec<u8>, Vec<Oversize>) {
         let (tx, mut rx) = mpsc::channel(16);
         let mut out = Vec::new();
         let cap = Cap { max, report: tx };
-        let result = capped_copy(input, &mut out, &cap, None).await;
+        let result = capped_copy(input, &mut out, &cap, tap).await;
         assert_eq!(
             result.unwrap_err().kind(),
             std::io::ErrorKind::UnexpectedEof
@@ -597,6 +703,27 @@ mod tests {
         let mut expected_tail = Vec::new();
         message(&mut expected_tail, "cell-2", b"after");
         assert!(out.ends_with(&expected_tail));
+    }
+
+    #[tokio::test]
+    async fn with_a_tap_a_message_past_the_cap_goes_nowhere_at_all() {
+        // A gateway's server fails on a message whose signature does not
+        // match: nothing of it may reach it.
+        let mut input = vec![0xffu8; 64];
+        message(&mut input, "cell-1", b"before");
+        message(&mut input, "cell-1", &vec![b'x'; 3 << 20]);
+        head(&mut input, b"display_data", "cell-1");
+        for _ in 0..2000 {
+            frame(&mut input, b"", true);
+        }
+        frame(&mut input, b"", false);
+        message(&mut input, "cell-2", b"after");
+        let (out, reports) = run_tapped(&input, 1 << 20, Some(&Watching)).await;
+        assert_eq!(reports.len(), 2, "{reports:?}");
+        let mut expected = vec![0xffu8; 64];
+        message(&mut expected, "cell-1", b"before");
+        message(&mut expected, "cell-2", b"after");
+        assert_eq!(out, expected);
     }
 
     #[tokio::test]

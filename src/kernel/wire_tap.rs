@@ -23,13 +23,23 @@ const GREETING: u64 = 64;
 pub struct Seen<'a> {
     pub header: &'a [u8],
     pub parent: &'a [u8],
+    /// Empty when it was too large to hold (`bytes` says how large).
     pub content: &'a [u8],
+    /// The sizes of all its frames.
+    pub bytes: u64,
 }
 
 pub trait Tap: Send + Sync + 'static {
     /// Whether a kernel message whose header frame is `header` claims to
     /// be one of the tap's: it must not reach the client intact.
     fn claims_ours(&self, header: &[u8]) -> bool;
+
+    /// What the relay waits for before [`Tap::after`] is asked about
+    /// `seen`, holding the kernel's later messages meanwhile (`seen`
+    /// itself has gone on).
+    fn hold_after(&self, _seen: &Seen<'_>) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
 
     /// A whole ZMTP message to write after the kernel's message `seen`.
     fn after(&self, seen: &Seen<'_>) -> Option<Vec<u8>>;

@@ -15,8 +15,9 @@ const REMOTE_VERDICTS: [Verdict; 5] = [
 
 /// Why `case` does not run against `gateway`, or `None` when it does.
 /// Never when it reaches beyond its kernel (`local_only`). With retrace's
-/// kernelspec the kernel is confined on its host as a local one and its
-/// launcher reports the host's evidence ([`launcher_reason`]); otherwise
+/// kernelspec the kernel is confined on its host as a local one, its
+/// launcher stops a cell past its CPU time or output there and reports
+/// the host's evidence, so every other case runs; otherwise
 /// the case's category tests confinement that is the gateway's (memory,
 /// processes, signals to other processes, disk, network, escapes) or its
 /// verdict needs evidence only a jail has (CPU time, OOM kills, exit
@@ -27,8 +28,10 @@ pub fn remote_reason(case: &Case, gateway: &GatewayInfo) -> Option<String> {
     if let Some(why) = &case.local_only {
         return Some(format!("local only: {why}"));
     }
+    // Confined on its host as a local kernel, judged from the host's
+    // readings: every case runs.
     if gateway.retrace_launcher {
-        return launcher_reason(case);
+        return None;
     }
     let owned_by_gateway = matches!(
         case.category,
@@ -52,50 +55,6 @@ pub fn remote_reason(case: &Case, gateway: &GatewayInfo) -> Option<String> {
             case.expect
         ));
     }
-    None
-}
-
-/// Why `case` does not run on a kernel retrace's launcher confines on a
-/// gateway's host: what the launcher does not report or take.
-fn launcher_reason(case: &Case) -> Option<String> {
-    let expects = |v: Verdict| case.expect == v || case.expectation.fired.contains(&v);
-    // A runaway case (a fork bomb) ends by its CPU timer: without it, by
-    // the wall timeout's restart, after which no reading of the host comes.
-    if expects(Verdict::TimeoutCpu) || case.limits.cpu_time.is_some() {
-        return Some(
-            "it ends by a CPU-time limit: a cell's CPU time is measured from the host's \
-             readings after it, not watched during it"
-                .into(),
-        );
-    }
-    // Each of these was seen failing through Enterprise Gateway 3.3: the
-    // evidence it needs is on the host and does not reach the verdict yet.
-    if expects(Verdict::NetworkBlocked) {
-        return Some(
-            "a refused connection is traced in the kernel's network namespace on its host; \
-             the host's readings do not carry it into the verdict yet"
-                .into(),
-        );
-    }
-    if case.category == Category::JupyterProtocol && expects(Verdict::TimeoutWall) {
-        return Some(
-            "a forged end of a cell is caught against the kernel's main thread as its host \
-             sees it, which the launcher does not report"
-                .into(),
-        );
-    }
-    if expects(Verdict::OutputLimit) {
-        return Some(
-            "a flood past the cap ends by the wall timeout through the gateway (seen with \
-             Enterprise Gateway 3.3: its buffers hold what the host's wire cap passed, and \
-             the interrupt does not get through); a message the host empties is reported, \
-             but that alone does not cover the class"
-                .into(),
-        );
-    }
-    // The lock watchdog runs on the host; its kills come in the readings.
-    // The case's memory, CPUs, processes and disk travel to the launcher
-    // as KERNEL_* variables; the wall timeout is the client's.
     None
 }
 
@@ -145,6 +104,9 @@ mod tests {
             Verdict::Crash,
             Verdict::DiskLimit,
             Verdict::LockLimit,
+            Verdict::TimeoutCpu,
+            Verdict::PidsLimit,
+            Verdict::NetworkBlocked,
         ] {
             assert!(
                 confined.iter().any(|c| c.expect == verdict),
@@ -152,15 +114,8 @@ mod tests {
             );
             assert!(!plain.iter().any(|c| c.expect == verdict));
         }
-        // Not yet: they end by a CPU timer the launcher does not run, or
-        // their evidence stays on the host.
-        for verdict in [
-            Verdict::TimeoutCpu,
-            Verdict::PidsLimit,
-            Verdict::NetworkBlocked,
-            Verdict::OutputLimit,
-        ] {
-            assert!(confined.iter().all(|c| c.expect != verdict), "{verdict}");
-        }
+        // Every case but those reaching beyond the kernel.
+        let local_only = cases.iter().filter(|c| c.local_only.is_some()).count();
+        assert_eq!(confined.len() + local_only, cases.len());
     }
 }

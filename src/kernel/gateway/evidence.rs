@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use super::super::backend::{Baseline, Ending};
 use super::super::client::parent_id;
 use super::super::host_evidence::{HostEvidence, Moment, MSG_TYPE};
-use crate::sandbox::{Evidence, HarnessReason};
+use crate::sandbox::Evidence;
 
 /// Readings kept: a cell's two and those of the silent requests around it.
 const KEPT: usize = 64;
@@ -131,6 +131,21 @@ impl EvidenceLog {
         readings.kept.back().map(|r| r.evidence.clone())
     }
 
+    /// Whether the host saw the kernel's main thread back in its loop after
+    /// it said `request` ended: `None` when the host does not see the main
+    /// thread, `Some(false)` until its reading after the end arrives.
+    pub fn main_thread_back(&self, request: &str) -> Option<bool> {
+        let readings = self.readings.lock().unwrap();
+        if !readings.kept.back()?.evidence.sees_main_thread {
+            return None;
+        }
+        let end =
+            readings.kept.iter().rev().find(|r| {
+                r.evidence.moment == Moment::Idle && r.parent.as_deref() == Some(request)
+            });
+        Some(end.is_some_and(|r| r.evidence.main_thread_back != Some(false)))
+    }
+
     /// How many readings arrived so far.
     pub fn count(&self) -> u64 {
         self.readings.lock().unwrap().count
@@ -177,25 +192,25 @@ impl EvidenceLog {
         let start = around.start.unwrap_or_else(|| HostEvidence {
             counters: since.counters,
             traces: since.traces,
-            lock_kills: since.lock_kills,
-            oversize_messages: since.oversize_messages,
+            stops: since.host_stops,
             ..end.clone()
         });
         evidence.delta = end.counters.since(&start.counters);
         evidence.traces = end.traces.since(&start.traces);
         // The host's own decisions, as a local kernel's harness takes them:
-        // the lock watchdog's kill, a message past the cap emptied on the
-        // host's wire (the gateway drops what is left of it silently).
-        if end.lock_kills > start.lock_kills {
-            evidence
-                .harness_reason
-                .get_or_insert(HarnessReason::LockLimit);
+        // the lock watchdog's kill, a cell stopped for its CPU time or its
+        // output, a message past the cap emptied on the host's wire (the
+        // gateway drops what is left of it silently).
+        let (reason, dropped) = end.stops.since(&start.stops);
+        if let Some(reason) = reason {
+            evidence.harness_reason.get_or_insert(reason);
         }
-        if end.oversize_messages > start.oversize_messages {
-            evidence
-                .harness_reason
-                .get_or_insert(HarnessReason::OutputLimit);
-            evidence.truncated = true;
+        evidence.truncated |= dropped;
+        evidence.killed_by_harness |= end.stops.stop_kills > start.stops.stop_kills;
+        // Threads an interrupted cell left behind make the kernel
+        // untrustworthy, as on a local kernel.
+        if !ending.state_lost() {
+            evidence.leftover_threads = end.extra_threads as usize;
         }
         if end.exit.is_some() {
             evidence.exit = end.exit;
@@ -232,7 +247,7 @@ impl EvidenceLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::Counters;
+    use crate::sandbox::{Counters, HarnessReason};
     use serde_json::json;
 
     /// A reading as a gateway's websocket carries it.
@@ -252,8 +267,10 @@ mod tests {
             launcher_pid: 7,
             launcher: HostEvidence::launcher_name(),
             host: Some("10.0.0.2".into()),
-            lock_kills: 0,
-            oversize_messages: 0,
+            stops: Default::default(),
+            sees_main_thread: false,
+            main_thread_back: None,
+            extra_threads: 0,
         }
     }
 
@@ -331,11 +348,13 @@ mod tests {
     async fn the_hosts_own_kills_and_emptied_messages_decide_the_reason() {
         let log = EvidenceLog::default();
         let mut busy = evidence(Moment::Busy);
-        busy.oversize_messages = 1;
+        busy.stops.oversize_messages = 1;
         log.take(&message(&busy, "cell"));
         let mut dead = evidence(Moment::Dead);
-        dead.lock_kills = 1;
-        dead.oversize_messages = 2;
+        dead.stops.lock_kills = 1;
+        dead.stops.oversize_messages = 2;
+        dead.stops.cpu_stops = 1;
+        dead.stops.stop_kills = 1;
         log.take(&message(&dead, "cell"));
         let ending = Ending {
             died: true,
@@ -347,5 +366,30 @@ mod tests {
         // Both happened; the first the host saw is the reason, as locally.
         assert_eq!(judged.harness_reason, Some(HarnessReason::LockLimit));
         assert!(judged.truncated, "a message past the cap was emptied");
+        assert!(judged.killed_by_harness, "the host killed a stopped cell");
+    }
+
+    #[tokio::test]
+    async fn a_cells_end_is_believed_once_the_host_saw_the_main_thread_back() {
+        let log = EvidenceLog::default();
+        let seeing = |moment, back| {
+            let mut e = evidence(moment);
+            e.sees_main_thread = true;
+            e.main_thread_back = back;
+            e
+        };
+        // A launcher that does not see the main thread: the kernel's word.
+        log.take(&message(&evidence(Moment::Busy), "blind"));
+        assert_eq!(log.main_thread_back("blind"), None);
+        log.take(&message(&seeing(Moment::Busy, None), "cell"));
+        assert_eq!(log.main_thread_back("cell"), Some(false), "no end yet");
+        // Another request's end, a control request's idle, say nothing of it.
+        log.take(&message(&seeing(Moment::Idle, Some(true)), "other"));
+        assert_eq!(log.main_thread_back("cell"), Some(false));
+        log.take(&message(&seeing(Moment::Idle, Some(false)), "cell"));
+        assert_eq!(log.main_thread_back("cell"), Some(false), "a forged end");
+        // The cell's real end, later.
+        log.take(&message(&seeing(Moment::Idle, Some(true)), "cell"));
+        assert_eq!(log.main_thread_back("cell"), Some(true));
     }
 }

@@ -422,8 +422,7 @@ impl Backend for GatewayBackend {
             Some(reading) => Baseline {
                 counters: reading.counters,
                 traces: reading.traces,
-                lock_kills: reading.lock_kills,
-                oversize_messages: reading.oversize_messages,
+                host_stops: reading.stops,
                 host_readings,
                 ..Baseline::default()
             },
@@ -432,6 +431,14 @@ impl Backend for GatewayBackend {
                 ..Baseline::default()
             },
         }
+    }
+
+    /// As the host of a kernel of retrace's launcher sees it.
+    fn main_thread_idle(&self, request: &str, _since: &Baseline) -> Option<bool> {
+        if !self.gateway.info.retrace_launcher {
+            return None;
+        }
+        self.host.main_thread_back(request)
     }
 
     /// An execution the infrastructure lost: `infra_error` says so.
@@ -644,8 +651,10 @@ async fn create(gateway: &Gateway, options: &KernelOptions) -> Result<String, Ke
 /// The run's CPU and memory limits as the `KERNEL_*` variables Enterprise
 /// Gateway's Kubernetes pod template makes the pod's requests and limits
 /// of (Kernel Gateway passes them into the kernel's environment, where
-/// nothing reads them); its process and disk limits as retrace's launcher
-/// reads them (EG passes every `KERNEL_*` variable on to the launch).
+/// nothing reads them); its process, disk, per-cell CPU time and output
+/// limits as retrace's launcher reads them (EG passes every `KERNEL_*`
+/// variable on to the launch; the launcher stops a cell past them on its
+/// host).
 fn requested_limits(options: &KernelOptions) -> Value {
     let cpus = options.limits.cpus.to_string();
     let memory = options.limits.memory_bytes.to_string();
@@ -656,6 +665,9 @@ fn requested_limits(options: &KernelOptions) -> Value {
         "KERNEL_MEMORY_LIMIT": memory,
         "KERNEL_PIDS_LIMIT": options.limits.pids.to_string(),
         "KERNEL_DISK_LIMIT": options.limits.disk_bytes.to_string(),
+        "KERNEL_CPU_TIME_LIMIT": format!("{}ms", options.limits.cpu_time.as_millis()),
+        "KERNEL_OUTPUT_LIMIT": options.output_cap.bytes.to_string(),
+        "KERNEL_OUTPUT_MESSAGES_LIMIT": options.output_cap.messages.to_string(),
     })
 }
 
@@ -723,6 +735,14 @@ mod tests {
         assert_eq!(env["KERNEL_MEMORY_LIMIT"], "536870912");
         assert_eq!(env["KERNEL_PIDS_LIMIT"], limits.pids.to_string());
         assert_eq!(env["KERNEL_DISK_LIMIT"], limits.disk_bytes.to_string());
+        assert_eq!(
+            env["KERNEL_CPU_TIME_LIMIT"],
+            format!("{}ms", limits.cpu_time.as_millis())
+        );
+        assert_eq!(
+            env["KERNEL_OUTPUT_LIMIT"],
+            limits.output_cap_bytes.to_string()
+        );
     }
 
     #[test]

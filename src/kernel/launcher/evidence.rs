@@ -11,6 +11,7 @@
 //! kernel is spoiled on the way (see [`Tap::claims_ours`]), so a gateway,
 //! which checks signatures, drops it.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::hmac;
@@ -18,10 +19,14 @@ use chrono::{SecondsFormat, Utc};
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::json;
+use tokio::sync::mpsc;
 
-use super::super::host_evidence::{this_host, HostEvidence, Moment, MSG_TYPE};
+use super::super::host_evidence::{this_host, HostEvidence, HostStops, Moment, MSG_TYPE};
 use super::super::local::ExitWatch;
+use super::super::main_thread::MainThread;
 use super::super::wire_tap::{zmtp_message, Seen, Tap, DELIMITER};
+use super::cell_guard::CellEvent;
+use super::end_check::EndCheck;
 use super::LauncherError;
 use crate::sandbox::{Counters, Traces};
 
@@ -32,14 +37,13 @@ const TOPIC: &[u8] = b"retrace_host_evidence";
 /// The Jupyter message protocol version of the launcher's messages.
 const PROTOCOL: &str = "5.3";
 /// What the kernel's jail shows now.
+#[derive(Clone)]
 pub struct JailReading {
     pub counters: Counters,
     pub traces: Traces,
     pub kernel_uid: Option<u32>,
-    /// The lock watchdog's kills so far.
-    pub lock_kills: u64,
-    /// Messages the wire cap emptied so far.
-    pub oversize_messages: u64,
+    /// What the host decided itself so far.
+    pub stops: HostStops,
 }
 
 /// Reads the kernel's jail.
@@ -56,10 +60,36 @@ pub struct EvidenceTap {
     busy_parent: Mutex<Option<Vec<u8>>>,
     /// This host, as the gateway reached it.
     host: Option<String>,
+    /// Where the kernel's cells are told to the host's guard.
+    cells: Option<mpsc::UnboundedSender<CellEvent>>,
+    /// Readings taken as execute requests went into the kernel, newest
+    /// last, by msg_id: a cell's first reading must come before any of
+    /// its code ran, and the kernel says `busy` only once it may have.
+    requests_in: Mutex<VecDeque<(String, JailReading)>>,
+    /// Checks a cell's end against the kernel's main thread, when it can
+    /// be seen.
+    end_check: Option<EndCheck>,
 }
+
+/// Readings of requests kept until their `busy` (a few may be pipelined).
+const REQUESTS_KEPT: usize = 16;
+
+/// The shell channel's side of the host evidence: the jail is read as each
+/// execute request goes into the kernel ([`EvidenceTap::request_in`]).
+/// It only watches: it adds nothing and never ends.
+pub struct RequestTap(pub Arc<EvidenceTap>);
 
 #[derive(Deserialize)]
 struct Header {
+    #[serde(default)]
+    msg_id: String,
+    msg_type: String,
+}
+
+/// What the tap reads of a request's header (a reply's parent header).
+#[derive(Deserialize)]
+struct RequestHeader {
+    msg_id: String,
     msg_type: String,
 }
 
@@ -90,18 +120,83 @@ impl EvidenceTap {
             exit,
             busy_parent: Mutex::new(None),
             host: this_host(),
+            cells: None,
+            requests_in: Mutex::new(VecDeque::new()),
+            end_check: None,
         })
     }
 
-    /// The message of one reading taken now, answering `parent`.
-    fn message(&self, moment: Moment, parent: &[u8]) -> Vec<u8> {
+    /// Also checks each cell's end against the kernel's `main` thread.
+    pub fn checking_ends(mut self, main: Option<MainThread>) -> EvidenceTap {
+        self.end_check = main.map(EndCheck::new);
+        self
+    }
+
+    /// Execute request `msg_id` is going into the kernel: the jail as it is
+    /// now is the start of its cell.
+    fn request_in(&self, msg_id: String) {
+        if let Some(check) = &self.end_check {
+            check.request_in(&msg_id);
+        }
+        let reading = (self.read)();
+        let mut kept = self.requests_in.lock().unwrap();
+        if kept.len() == REQUESTS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((msg_id, reading));
+    }
+
+    /// The reading taken as `parent`'s request went in (for each of the
+    /// gateway's connections to IOPub).
+    fn reading_of_request(&self, parent: &[u8]) -> Option<JailReading> {
+        let msg_id = serde_json::from_slice::<RequestHeader>(parent).ok()?.msg_id;
+        let kept = self.requests_in.lock().unwrap();
+        kept.iter()
+            .rev()
+            .find(|(id, _)| *id == msg_id)
+            .map(|(_, reading)| reading.clone())
+    }
+
+    /// Also tells `cells` of the kernel's cells: their start and end, and
+    /// their output.
+    pub fn telling(mut self, cells: mpsc::UnboundedSender<CellEvent>) -> EvidenceTap {
+        self.cells = Some(cells);
+        self
+    }
+
+    /// Tells the guard what `seen` says of a cell: only execute requests
+    /// are cells.
+    fn tell(&self, seen: &Seen<'_>, header: &Header, moment: Option<Moment>) {
+        let Some(cells) = &self.cells else { return };
+        let Some(request) = cell_of(seen.parent) else {
+            return;
+        };
+        let event = match moment {
+            Some(Moment::Busy) => CellEvent::Busy(request),
+            Some(_) => CellEvent::Idle(request),
+            None if header.msg_type == "status" => return,
+            None => CellEvent::Output {
+                request,
+                msg_id: header.msg_id.clone(),
+                bytes: seen.bytes,
+            },
+        };
+        let _ = cells.send(event);
+    }
+
+    /// The message of one reading answering `parent`: taken now, or for a
+    /// `busy`, as its request went in when the shell's tap saw it; at a
+    /// cell's end, whether the main thread was `back` in its loop.
+    fn message(&self, moment: Moment, parent: &[u8], back: Option<bool>) -> Vec<u8> {
+        let taken = (moment == Moment::Busy)
+            .then(|| self.reading_of_request(parent))
+            .flatten();
         let JailReading {
             counters,
             traces,
             kernel_uid,
-            lock_kills,
-            oversize_messages,
-        } = (self.read)();
+            stops,
+        } = taken.unwrap_or_else(|| (self.read)());
         let evidence = HostEvidence {
             moment,
             counters,
@@ -111,8 +206,10 @@ impl EvidenceTap {
             launcher_pid: std::process::id(),
             launcher: HostEvidence::launcher_name(),
             host: self.host.clone(),
-            lock_kills,
-            oversize_messages,
+            stops,
+            sees_main_thread: self.end_check.is_some(),
+            main_thread_back: back,
+            extra_threads: self.end_check.as_ref().map_or(0, EndCheck::extra_threads),
         };
         let header = json!({
             "msg_id": uuid::Uuid::new_v4().to_string(),
@@ -156,21 +253,30 @@ impl Tap for EvidenceTap {
             }
     }
 
+    /// A cell's `idle` waits for the main thread (see `end_check`).
+    fn hold_after(&self, seen: &Seen<'_>) -> Option<BoxFuture<'static, ()>> {
+        let check = self.end_check.as_ref()?;
+        let (_, moment) = status_of(seen)?;
+        (moment? == Moment::Idle)
+            .then(|| cell_of(seen.parent))
+            .flatten()
+            .map(|request| check.settled(&request))
+    }
+
     fn after(&self, seen: &Seen<'_>) -> Option<Vec<u8>> {
-        let header: Header = serde_json::from_slice(seen.header).ok()?;
-        if header.msg_type != "status" {
-            return None;
-        }
-        let status: Status = serde_json::from_slice(seen.content).ok()?;
-        let moment = match status.execution_state.as_str() {
-            "busy" => Moment::Busy,
-            "idle" => Moment::Idle,
-            _ => return None,
-        };
+        let (header, moment) = status_of(seen)?;
+        // Told before the reading is taken: a stop the guard makes from
+        // here on is in a later reading.
+        self.tell(seen, &header, moment);
+        let moment = moment?;
         if moment == Moment::Busy {
             *self.busy_parent.lock().unwrap() = Some(seen.parent.to_vec());
         }
-        Some(self.message(moment, seen.parent))
+        let back = match (&self.end_check, moment) {
+            (Some(check), Moment::Idle) => cell_of(seen.parent).map(|r| check.back(&r)),
+            _ => None,
+        };
+        Some(self.message(moment, seen.parent, back))
     }
 
     fn ended(&self) -> BoxFuture<'static, ()> {
@@ -183,8 +289,53 @@ impl Tap for EvidenceTap {
 
     fn last(&self) -> Vec<u8> {
         let parent = self.busy_parent.lock().unwrap().clone();
-        self.message(Moment::Dead, parent.as_deref().unwrap_or(b"{}"))
+        self.message(Moment::Dead, parent.as_deref().unwrap_or(b"{}"), None)
     }
+}
+
+impl Tap for RequestTap {
+    fn claims_ours(&self, _header: &[u8]) -> bool {
+        false
+    }
+
+    fn after(&self, seen: &Seen<'_>) -> Option<Vec<u8>> {
+        // Called before the request is flushed on to the kernel.
+        let request: RequestHeader = serde_json::from_slice(seen.header).ok()?;
+        if request.msg_type == "execute_request" {
+            self.0.request_in(request.msg_id);
+        }
+        None
+    }
+
+    fn ended(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
+
+    fn last(&self) -> Vec<u8> {
+        Vec::new()
+    }
+}
+
+/// A message's type, and the moment it marks when it is a `busy` or
+/// `idle` status; `None` for a header that does not parse.
+fn status_of(seen: &Seen<'_>) -> Option<(Header, Option<Moment>)> {
+    let header: Header = serde_json::from_slice(seen.header).ok()?;
+    let moment = (header.msg_type == "status")
+        .then(|| serde_json::from_slice::<Status>(seen.content).ok())
+        .flatten()
+        .and_then(|status| match status.execution_state.as_str() {
+            "busy" => Some(Moment::Busy),
+            "idle" => Some(Moment::Idle),
+            _ => None,
+        });
+    Some((header, moment))
+}
+
+/// msg_id of the execute request `parent` is the header of: only those
+/// are cells.
+fn cell_of(parent: &[u8]) -> Option<String> {
+    let parent: RequestHeader = serde_json::from_slice(parent).ok()?;
+    (parent.msg_type == "execute_request").then_some(parent.msg_id)
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@
 //! when the kernel exits or the gateway says so, and leaves nothing: what
 //! the host saw of the kernel is returned as a [`HostReport`].
 
+mod cell_guard;
+mod end_check;
 mod evidence;
 mod payload;
 mod ports;
@@ -25,11 +27,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use super::host_evidence::HostStops;
 use super::local::HostWatch;
-use super::wire_cap::{Oversize, Relay};
+use super::options::KernelOptions;
+use super::wire_cap::{Oversize, Relay, Taps};
+use super::wire_tap::Tap;
 use super::{Kernel, KernelError};
 use crate::sandbox::{Counters, ExitInfo};
-use evidence::{EvidenceTap, JailReading};
+use cell_guard::{CellEvent, CellGuard, CellLimits, GuardCounts};
+use evidence::{EvidenceTap, JailReading, RequestTap};
 pub use ports::PortRange;
 use request::Request;
 
@@ -104,13 +110,14 @@ pub struct HostReport {
 /// The five kernel channels, in the order their ports are bound.
 const CHANNELS: [&str; 5] = ["shell", "iopub", "stdin", "control", "hb"];
 
-/// Serves `kernel` to the gateway of `request` until it ends; the kernel is
-/// gone when this returns.
+/// Serves `kernel`, started with `options`, to the gateway of `request`
+/// until it ends; the kernel is gone when this returns.
 pub async fn serve(
     mut kernel: Kernel,
+    options: &KernelOptions,
     request: &LaunchRequest,
 ) -> Result<HostReport, LauncherError> {
-    let served = Served::open(&kernel, request).await;
+    let served = Served::open(&kernel, CellLimits::of(options), request).await;
     let served = match served {
         Ok(served) => served,
         Err(e) => {
@@ -141,11 +148,17 @@ struct Served {
     comm: TcpListener,
     /// Messages the wire cap emptied so far.
     oversize: Arc<AtomicU64>,
+    /// The host's guard asking for the kernel's interrupt.
+    interrupts: mpsc::Receiver<()>,
 }
 
 impl Served {
     /// Binds the ports, starts the relays and tells the gateway.
-    async fn open(kernel: &Kernel, request: &LaunchRequest) -> Result<Served, LauncherError> {
+    async fn open(
+        kernel: &Kernel,
+        limits: CellLimits,
+        request: &LaunchRequest,
+    ) -> Result<Served, LauncherError> {
         let info = kernel.connection();
         let kernel_ports = [
             info.shell_port,
@@ -154,27 +167,43 @@ impl Served {
             info.control_port,
             info.hb_port,
         ];
-        let (oversize_tx, oversize_rx) = mpsc::channel(64);
-        let oversize = count_oversize(oversize_rx);
         let HostWatch {
             jail,
             exit,
             lock_kills,
+            main_thread,
         } = kernel.host_watch();
+        let (cells, cell_events) = mpsc::unbounded_channel();
+        let (oversize_tx, oversize_rx) = mpsc::channel(64);
+        let oversize = count_oversize(oversize_rx, cells.clone());
+        let (interrupt, interrupts) = mpsc::channel(4);
+        let counts = Arc::new(GuardCounts::default());
+        let guard = CellGuard {
+            limits,
+            jail: jail.clone(),
+            interrupt,
+            counts: counts.clone(),
+        };
+        tokio::spawn(guard.run(cell_events));
         let emptied = oversize.clone();
         let read = Arc::new(move || JailReading {
             counters: jail.counters(),
             traces: jail.traces(),
             kernel_uid: jail.uid(),
-            lock_kills: lock_kills.as_ref().map_or(0, |k| k.load(Ordering::SeqCst)),
-            oversize_messages: emptied.load(Ordering::SeqCst),
+            stops: HostStops {
+                lock_kills: lock_kills.as_ref().map_or(0, |k| k.load(Ordering::SeqCst)),
+                cpu_stops: counts.cpu_stops.load(Ordering::SeqCst),
+                output_stops: counts.output_stops.load(Ordering::SeqCst),
+                stop_kills: counts.kills.load(Ordering::SeqCst),
+                oversize_messages: emptied.load(Ordering::SeqCst),
+            },
         });
-        let tap: Arc<dyn super::wire_tap::Tap> = Arc::new(EvidenceTap::new(
-            &info.key,
-            &info.signature_scheme,
-            read,
-            exit,
-        )?);
+        let tap = EvidenceTap::new(&info.key, &info.signature_scheme, read, exit)?
+            .telling(cells)
+            .checking_ends(main_thread);
+        let tap = Arc::new(tap);
+        let requests: Arc<dyn Tap> = Arc::new(RequestTap(tap.clone()));
+        let evidence: Arc<dyn Tap> = tap;
         let mut relays = Vec::new();
         let mut ports = serde_json::Map::new();
         for (name, kernel_port) in CHANNELS.iter().zip(kernel_ports) {
@@ -187,14 +216,25 @@ impl Served {
                 })?;
             ports.insert(format!("{name}_port"), port.port().into());
             let socket = std::path::PathBuf::from(format!("{}-{kernel_port}", info.ip));
-            // The host evidence goes where a client reads the kernel's status.
-            let tap = (*name == "iopub").then(|| tap.clone());
+            // The host evidence goes where a client reads the kernel's
+            // status; it is read as requests go in where they do.
+            let taps = match *name {
+                "iopub" => Taps {
+                    from_kernel: Some(evidence.clone()),
+                    to_kernel: None,
+                },
+                "shell" => Taps {
+                    from_kernel: None,
+                    to_kernel: Some(requests.clone()),
+                },
+                _ => Taps::default(),
+            };
             relays.push(Relay::start_tcp(
                 listener,
                 &socket,
                 kernel.max_message(),
                 oversize_tx.clone(),
-                tap,
+                taps,
             ));
         }
         let comm = request.port_range.bind().await?;
@@ -232,6 +272,7 @@ impl Served {
             relays,
             comm,
             oversize,
+            interrupts,
         })
     }
 
@@ -242,7 +283,7 @@ impl Served {
 
     /// Takes the gateway's requests until the kernel or the gateway ends
     /// it; returns why, and the messages the wire cap emptied.
-    async fn run(self, kernel: &mut Kernel) -> (String, u64) {
+    async fn run(mut self, kernel: &mut Kernel) -> (String, u64) {
         let died = kernel.died();
         tokio::pin!(died);
         let mut terminate = signal(tokio::signal::unix::SignalKind::terminate());
@@ -257,6 +298,11 @@ impl Served {
                 }
                 _ = terminate.recv() => break "SIGTERM to the launcher".to_string(),
                 _ = hangup.recv() => break "SIGHUP to the launcher".to_string(),
+                Some(()) = self.interrupts.recv() => {
+                    if let Err(e) = kernel.interrupt().await {
+                        tracing::warn!(error = %e, "interrupting the kernel for a limit");
+                    }
+                }
                 accepted = self.comm.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     match Request::read(stream).await {
@@ -281,14 +327,18 @@ impl Served {
     }
 }
 
-/// Counts the messages the wire cap empties as they are reported: the
-/// host's readings carry the count.
-fn count_oversize(mut reports: mpsc::Receiver<Oversize>) -> Arc<AtomicU64> {
+/// Counts the messages the wire cap empties as they are reported (the
+/// host's readings carry the count) and tells the guard of each.
+fn count_oversize(
+    mut reports: mpsc::Receiver<Oversize>,
+    cells: mpsc::UnboundedSender<CellEvent>,
+) -> Arc<AtomicU64> {
     let count = Arc::new(AtomicU64::new(0));
     let counting = count.clone();
     tokio::spawn(async move {
-        while reports.recv().await.is_some() {
+        while let Some(report) = reports.recv().await {
             counting.fetch_add(1, Ordering::SeqCst);
+            let _ = cells.send(CellEvent::Emptied(report.parent));
         }
     });
     count
