@@ -48,6 +48,8 @@ const END_NOTICE: Duration = Duration::from_secs(3);
 pub struct Oversize {
     /// msg_id of the request it answered, when its parent header said so.
     pub parent: Option<String>,
+    /// Its own msg_id, when its header could be read.
+    pub msg_id: Option<String>,
     /// Bytes of the message's frames that were dropped.
     pub bytes: u64,
 }
@@ -371,10 +373,19 @@ impl MessageScan {
 
     /// msg_id of the request the message answered.
     fn parent(&self) -> Option<String> {
-        let header = self.parent_header.as_deref()?;
-        let v = serde_json::from_slice::<serde_json::Value>(header).ok()?;
-        v.get("msg_id")?.as_str().map(str::to_string)
+        msg_id_in(self.parent_header.as_deref()?)
     }
+
+    /// The message's own msg_id.
+    fn msg_id(&self) -> Option<String> {
+        msg_id_in(self.header.as_deref()?)
+    }
+}
+
+/// The `msg_id` of a header (or parent header) frame.
+fn msg_id_in(header: &[u8]) -> Option<String> {
+    let v = serde_json::from_slice::<serde_json::Value>(header).ok()?;
+    v.get("msg_id")?.as_str().map(str::to_string)
 }
 
 /// Copies a ZMTP 3 stream, emptying the frames of any message past the
@@ -509,6 +520,7 @@ where
                 );
                 let _ = cap.report.try_send(Oversize {
                     parent: done.parent(),
+                    msg_id: done.msg_id(),
                     bytes: done.dropped,
                 });
             }
@@ -695,6 +707,7 @@ mod tests {
             reports,
             [Oversize {
                 parent: Some("cell-1".into()),
+                msg_id: Some("m".into()),
                 bytes: 3 << 20
             }]
         );
@@ -754,6 +767,7 @@ mod tests {
             reports,
             [Oversize {
                 parent: Some("cell-1".into()),
+                msg_id: Some("m".into()),
                 bytes: 0
             }]
         );

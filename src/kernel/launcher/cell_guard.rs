@@ -9,7 +9,6 @@
 //! made, so the host's reading after the cell (or after the kernel's
 //! death) gives the cell its reason.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,21 +28,16 @@ const CPU_POLL: Duration = Duration::from_millis(50);
 /// client, when the output reaches it in time, stops the cell first.
 const OUTPUT_SLACK: u64 = 64 * 1024;
 
-/// What the IOPub tap tells the guard about the kernel's cells: once per
-/// connection of the gateway to the kernel's IOPub (it may have several),
-/// so the same message may be told more than once.
+/// What the IOPub tap tells the guard about the kernel's cells, once per
+/// message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CellEvent {
     /// The kernel is busy with execute request `request`.
     Busy(String),
     /// It is idle again after `request`.
     Idle(String),
-    /// One message (`msg_id`) of `request`'s output, of `bytes`.
-    Output {
-        request: String,
-        msg_id: String,
-        bytes: u64,
-    },
+    /// One message of `request`'s output, of `bytes`.
+    Output { request: String, bytes: u64 },
     /// The wire cap emptied a message past the cap (of `request`, when its
     /// parent could be read).
     Emptied(Option<String>),
@@ -91,8 +85,6 @@ pub struct GuardCounts {
 struct Cell {
     request: String,
     cpu_at_start: u64,
-    /// Output messages counted, by msg_id.
-    counted: HashSet<String>,
     bytes: u64,
     messages: u64,
     /// Once stopped: when its processes are killed unless it ended.
@@ -150,7 +142,6 @@ impl CellGuard {
                 *cell = Some(Cell {
                     request,
                     cpu_at_start: self.jail.counters().cpu_usage_usec,
-                    counted: HashSet::new(),
                     bytes: 0,
                     messages: 0,
                     kill_at: None,
@@ -161,17 +152,10 @@ impl CellGuard {
                     *cell = None;
                 }
             }
-            CellEvent::Output {
-                request,
-                msg_id,
-                bytes,
-            } => {
+            CellEvent::Output { request, bytes } => {
                 let Some(c) = cell.as_mut().filter(|c| c.request == request) else {
                     return;
                 };
-                if !c.counted.insert(msg_id) {
-                    return;
-                }
                 c.bytes = c.bytes.saturating_add(bytes);
                 c.messages += 1;
                 if self.limits.output_over(c.bytes, c.messages) {
@@ -284,16 +268,12 @@ mod tests {
     async fn a_cell_that_ends_after_its_interrupt_is_not_killed() {
         let mut g = guarded();
         g.events.send(CellEvent::Busy("a".into())).unwrap();
-        for i in 0..30 {
-            // Each message as two connections tell it.
-            for _ in 0..2 {
-                let output = CellEvent::Output {
-                    request: "a".into(),
-                    msg_id: format!("m{i}"),
-                    bytes: 100,
-                };
-                g.events.send(output).unwrap();
-            }
+        for _ in 0..30 {
+            let output = CellEvent::Output {
+                request: "a".into(),
+                bytes: 100,
+            };
+            g.events.send(output).unwrap();
         }
         g.events.send(CellEvent::Idle("a".into())).unwrap();
         settle().await;
@@ -307,16 +287,12 @@ mod tests {
     async fn output_within_twice_the_cap_and_other_requests_output_pass() {
         let g = guarded();
         g.events.send(CellEvent::Busy("a".into())).unwrap();
-        let output = |request: &str, msg_id: &str, bytes| CellEvent::Output {
+        let output = |request: &str, bytes| CellEvent::Output {
             request: request.into(),
-            msg_id: msg_id.into(),
             bytes,
         };
-        // Told by three connections, counted once.
-        for _ in 0..3 {
-            g.events.send(output("a", "m", 1000)).unwrap();
-        }
-        g.events.send(output("other", "n", 1 << 20)).unwrap();
+        g.events.send(output("a", 2000)).unwrap();
+        g.events.send(output("other", 1 << 20)).unwrap();
         g.events
             .send(CellEvent::Emptied(Some("other".into())))
             .unwrap();

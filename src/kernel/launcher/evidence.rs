@@ -27,6 +27,7 @@ use super::super::main_thread::MainThread;
 use super::super::wire_tap::{zmtp_message, Seen, Tap, DELIMITER};
 use super::cell_guard::CellEvent;
 use super::end_check::EndCheck;
+use super::seen_once::SeenOnce;
 use super::LauncherError;
 use crate::sandbox::{Counters, Traces};
 
@@ -69,6 +70,8 @@ pub struct EvidenceTap {
     /// Checks a cell's end against the kernel's main thread, when it can
     /// be seen.
     end_check: Option<EndCheck>,
+    /// Messages already told to the guard.
+    told: SeenOnce,
 }
 
 /// Readings of requests kept until their `busy` (a few may be pipelined).
@@ -123,6 +126,7 @@ impl EvidenceTap {
             cells: None,
             requests_in: Mutex::new(VecDeque::new()),
             end_check: None,
+            told: SeenOnce::default(),
         })
     }
 
@@ -164,10 +168,14 @@ impl EvidenceTap {
         self
     }
 
-    /// Tells the guard what `seen` says of a cell: only execute requests
+    /// Tells the guard what `seen` says of a cell, once per message (the
+    /// gateway may pass it on several connections): only execute requests
     /// are cells.
     fn tell(&self, seen: &Seen<'_>, header: &Header, moment: Option<Moment>) {
         let Some(cells) = &self.cells else { return };
+        if !self.told.first(&header.msg_id) {
+            return;
+        }
         let Some(request) = cell_of(seen.parent) else {
             return;
         };
@@ -177,7 +185,6 @@ impl EvidenceTap {
             None if header.msg_type == "status" => return,
             None => CellEvent::Output {
                 request,
-                msg_id: header.msg_id.clone(),
                 bytes: seen.bytes,
             },
         };

@@ -242,17 +242,24 @@ fn claims_are_judged_on_what_any_parser_reads() {
 }
 
 #[test]
-fn the_guard_is_told_of_execute_requests_their_output_and_their_end() {
+fn the_guard_is_told_once_of_execute_requests_their_output_and_their_end() {
     let (_tx, exit) = watch::channel(None);
     let read = quiet_jail();
     let (cells, mut told) = mpsc::unbounded_channel();
     let tap = EvidenceTap::new(KEY, "hmac-sha256", read, exit)
         .unwrap()
         .telling(cells);
-    let header = |t: &str| format!(r#"{{"msg_id":"{t}","msg_type":"{t}"}}"#);
     let parent = |id: &str, t: &str| format!(r#"{{"msg_id":"{id}","msg_type":"{t}"}}"#);
+    let sent = std::cell::Cell::new(0);
     let see = |msg_type: &str, parent: &str, content: &str| {
-        let header = header(msg_type);
+        // Each message once, but the stream twice (two connections).
+        let id = if msg_type == "stream" {
+            0
+        } else {
+            sent.get() + 1
+        };
+        sent.set(sent.get() + 1);
+        let header = format!(r#"{{"msg_id":"m{id}","msg_type":"{msg_type}"}}"#);
         tap.after(&Seen {
             header: header.as_bytes(),
             parent: parent.as_bytes(),
@@ -267,6 +274,7 @@ fn the_guard_is_told_of_execute_requests_their_output_and_their_end() {
     assert!(see("status", &parent("info", "kernel_info_request"), busy).is_some());
     see("status", &parent("cell", "execute_request"), busy);
     see("stream", &parent("cell", "execute_request"), text);
+    see("stream", &parent("cell", "execute_request"), text);
     see("status", &parent("info", "kernel_info_request"), idle);
     see("status", &parent("cell", "execute_request"), idle);
     let mut events = Vec::new();
@@ -279,7 +287,6 @@ fn the_guard_is_told_of_execute_requests_their_output_and_their_end() {
             CellEvent::Busy("cell".into()),
             CellEvent::Output {
                 request: "cell".into(),
-                msg_id: "stream".into(),
                 bytes: text.len() as u64
             },
             CellEvent::Idle("cell".into()),

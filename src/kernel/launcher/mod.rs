@@ -17,6 +17,7 @@ mod evidence;
 mod payload;
 mod ports;
 mod request;
+mod seen_once;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -327,8 +328,8 @@ impl Served {
     }
 }
 
-/// Counts the messages the wire cap empties as they are reported (the
-/// host's readings carry the count) and tells the guard of each.
+/// Counts the messages the wire cap empties as they are reported, each
+/// once (the host's readings carry the count), and tells the guard of each.
 fn count_oversize(
     mut reports: mpsc::Receiver<Oversize>,
     cells: mpsc::UnboundedSender<CellEvent>,
@@ -336,7 +337,12 @@ fn count_oversize(
     let count = Arc::new(AtomicU64::new(0));
     let counting = count.clone();
     tokio::spawn(async move {
+        // Each of the gateway's IOPub connections reports the same message.
+        let reported = seen_once::SeenOnce::default();
         while let Some(report) = reports.recv().await {
+            if !reported.first(report.msg_id.as_deref().unwrap_or_default()) {
+                continue;
+            }
             counting.fetch_add(1, Ordering::SeqCst);
             let _ = cells.send(CellEvent::Emptied(report.parent));
         }
