@@ -146,6 +146,26 @@ impl EvidenceLog {
         Some(end.is_some_and(|r| r.evidence.main_thread_back != Some(false)))
     }
 
+    /// Resolves once a reading of the kernel's death arrives among those
+    /// after the first `since`.
+    pub async fn death_after(&self, since: u64) {
+        loop {
+            // Registered before the look, so nothing arriving between is missed.
+            let arrived = self.arrived.notified();
+            let dead = {
+                let readings = self.readings.lock().unwrap();
+                readings
+                    .kept
+                    .iter()
+                    .any(|r| r.seq >= since && r.evidence.moment == Moment::Dead)
+            };
+            if dead {
+                return;
+            }
+            arrived.await;
+        }
+    }
+
     /// How many readings arrived so far.
     pub fn count(&self) -> u64 {
         self.readings.lock().unwrap().count
@@ -391,5 +411,22 @@ mod tests {
         // The cell's real end, later.
         log.take(&message(&seeing(Moment::Idle, Some(true)), "cell"));
         assert_eq!(log.main_thread_back("cell"), Some(true));
+    }
+
+    #[tokio::test]
+    async fn a_death_is_learned_from_the_hosts_reading() {
+        let log = std::sync::Arc::new(EvidenceLog::default());
+        log.take(&reading(Moment::Dead, "earlier", 0));
+        let since = log.count();
+        let waiting = log.clone();
+        let death = tokio::spawn(async move { waiting.death_after(since).await });
+        log.take(&reading(Moment::Idle, "cell", 0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!death.is_finished(), "an older death is not this one");
+        log.take(&reading(Moment::Dead, "cell", 0));
+        tokio::time::timeout(Duration::from_secs(5), death)
+            .await
+            .expect("the death was learned")
+            .unwrap();
     }
 }

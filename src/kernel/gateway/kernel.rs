@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -431,6 +433,18 @@ impl Backend for GatewayBackend {
                 ..Baseline::default()
             },
         }
+    }
+
+    /// A kernel of retrace's launcher: its host's reading of its death,
+    /// which comes at once (the gateway notices a launcher's end only at
+    /// its next poll, seconds later).
+    fn death(&self) -> BoxFuture<'static, ()> {
+        if !self.gateway.info.retrace_launcher {
+            return Box::pin(std::future::pending());
+        }
+        let host = self.host.clone();
+        let since = host.count();
+        Box::pin(async move { host.death_after(since).await })
     }
 
     /// As the host of a kernel of retrace's launcher sees it.
