@@ -273,9 +273,10 @@ async fn an_oom_on_a_remote_host_is_classified_from_that_hosts_counters() {
 
 /// The whole shipped corpus through the gateway where the kernelspec is
 /// retrace's: the cases whose effect leaves the kernel run too, judged from
-/// the hosts' readings, and those ending by a CPU-time limit, an output
-/// flood or a forged end, which the launcher stops or checks on its host;
-/// only a case that reaches beyond its kernel (`local_only`) is left out.
+/// the hosts' readings, and those ending by an output flood or a forged
+/// end, which the launcher stops or checks on its host; left out: a case
+/// that reaches beyond its kernel (`local_only`) and the `timeout_cpu`
+/// cases (see `remote_reason`).
 #[test]
 fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
     let Some((eg, specs)) = start() else { return };
@@ -321,10 +322,13 @@ fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
     }
     for case in &skipped {
         let reason = case["reason"].as_str().unwrap_or_default();
-        assert!(reason.starts_with("local only"), "{case}");
+        assert!(
+            reason.starts_with("local only") || reason.contains("CPU time"),
+            "{case}"
+        );
     }
     assert!(
-        results.len() >= 150,
+        results.len() >= 140,
         "{} ran, {} left out: {skipped:?}",
         results.len(),
         skipped.len()
