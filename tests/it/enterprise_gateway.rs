@@ -322,13 +322,10 @@ fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
     }
     for case in &skipped {
         let reason = case["reason"].as_str().unwrap_or_default();
-        assert!(
-            reason.starts_with("local only") || reason.contains("CPU time"),
-            "{case}"
-        );
+        assert!(reason.starts_with("local only"), "{case}");
     }
     assert!(
-        results.len() >= 140,
+        results.len() >= 150,
         "{} ran, {} left out: {skipped:?}",
         results.len(),
         skipped.len()

@@ -29,14 +29,9 @@ pub fn remote_reason(case: &Case, gateway: &GatewayInfo) -> Option<String> {
         return Some(format!("local only: {why}"));
     }
     // Confined on its host as a local kernel, judged from the host's
-    // readings: every case runs but those a CPU-time limit ends.
+    // readings: every case runs.
     if gateway.retrace_launcher {
-        return (case.expect == Verdict::TimeoutCpu).then(|| {
-            "a cell past its CPU time is stopped on its host, but one that ignores the \
-             interrupt is killed there and the gateway's notice of the kernel's end can come \
-             after the wall timeout under load (seen in CI)"
-                .into()
-        });
+        return None;
     }
     let owned_by_gateway = matches!(
         case.category,
@@ -118,12 +113,8 @@ mod tests {
             );
             assert!(!plain.iter().any(|c| c.expect == verdict));
         }
-        // Every case but those reaching beyond the kernel and those a
-        // CPU-time limit ends.
-        let left_out = cases
-            .iter()
-            .filter(|c| c.local_only.is_some() || c.expect == Verdict::TimeoutCpu)
-            .count();
+        // Every case but those reaching beyond the kernel.
+        let left_out = cases.iter().filter(|c| c.local_only.is_some()).count();
         assert_eq!(confined.len() + left_out, cases.len());
     }
 }

@@ -9,6 +9,7 @@
 //! made, so the host's reading after the cell (or after the kernel's
 //! death) gives the cell its reason.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,16 +23,23 @@ use crate::sandbox::Jail;
 
 /// How often a running cell's CPU time is read (as a local client does).
 const CPU_POLL: Duration = Duration::from_millis(50);
+/// Requests kept waiting behind a running cell (a few may be pipelined).
+const WAITING_KEPT: usize = 16;
 /// Output past which the host stops a cell: twice the client's cap and a
 /// little more, counted in the messages' JSON content (escapes included),
 /// so a cell the client would let through is never stopped here; the
 /// client, when the output reaches it in time, stops the cell first.
 const OUTPUT_SLACK: u64 = 64 * 1024;
 
-/// What the IOPub tap tells the guard about the kernel's cells, once per
-/// message.
+/// What the taps tell the guard about the kernel's cells: the shell's of
+/// each execute request going in, IOPub's once per message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CellEvent {
+    /// Execute request `request` went into the kernel. Its cell is watched
+    /// from here (or from the end of the cells before it): a cell that
+    /// holds the interpreter's lock from its first line keeps the kernel's
+    /// `busy` from ever leaving it.
+    Requested(String),
     /// The kernel is busy with execute request `request`.
     Busy(String),
     /// It is idle again after `request`.
@@ -81,7 +89,31 @@ pub struct GuardCounts {
     pub kills: AtomicU64,
 }
 
-/// The cell the kernel is busy with.
+/// The kernel's cells as the guard sees them.
+#[derive(Default)]
+struct Cells {
+    /// The cell the kernel is running.
+    running: Option<Cell>,
+    /// Requests that went in after it, in order.
+    waiting: VecDeque<String>,
+}
+
+impl Cells {
+    fn is_running(&self, request: &str) -> bool {
+        self.running.as_ref().is_some_and(|c| c.request == request)
+    }
+
+    /// Ends the running cell and the waiting requests up to `request`
+    /// (included) when it is one of them; only the running cell otherwise.
+    fn end_until(&mut self, request: &str) {
+        self.running = None;
+        if let Some(at) = self.waiting.iter().position(|r| r == request) {
+            self.waiting.drain(..=at);
+        }
+    }
+}
+
+/// A cell the kernel is running.
 struct Cell {
     request: String,
     cpu_at_start: u64,
@@ -102,20 +134,20 @@ pub struct CellGuard {
 impl CellGuard {
     /// Watches the cells `events` tells of until the tap goes.
     pub async fn run(self, mut events: mpsc::UnboundedReceiver<CellEvent>) {
-        let mut cell: Option<Cell> = None;
+        let mut cells = Cells::default();
         let mut tick = tokio::time::interval(CPU_POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            let kill_at = cell.as_ref().and_then(|c| c.kill_at);
+            let kill_at = cells.running.as_ref().and_then(|c| c.kill_at);
             let cpu_watched = self.limits.cpu_time.is_some()
-                && cell.as_ref().is_some_and(|c| c.kill_at.is_none());
+                && cells.running.as_ref().is_some_and(|c| c.kill_at.is_none());
             tokio::select! {
                 event = events.recv() => match event {
-                    Some(event) => self.on(event, &mut cell),
+                    Some(event) => self.on(event, &mut cells),
                     None => return,
                 },
                 _ = tick.tick(), if cpu_watched => {
-                    if let (Some(c), Some(limit)) = (cell.as_mut(), self.limits.cpu_time) {
+                    if let (Some(c), Some(limit)) = (cells.running.as_mut(), self.limits.cpu_time) {
                         let used = self.jail.counters().cpu_usage_usec.saturating_sub(c.cpu_at_start);
                         if used > limit.as_micros() as u64 {
                             self.stop(c, &self.counts.cpu_stops, "its CPU time");
@@ -123,7 +155,9 @@ impl CellGuard {
                     }
                 }
                 () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
-                    if let Some(c) = cell.take() {
+                    if let Some(c) = cells.running.take() {
+                        // Nothing waiting outlives the kernel.
+                        cells.waiting.clear();
                         self.kill(&c.request).await;
                     }
                 }
@@ -131,29 +165,33 @@ impl CellGuard {
         }
     }
 
-    fn on(&self, event: CellEvent, cell: &mut Option<Cell>) {
+    fn on(&self, event: CellEvent, cells: &mut Cells) {
         match event {
+            CellEvent::Requested(request) => {
+                if cells.waiting.len() == WAITING_KEPT {
+                    cells.waiting.pop_front();
+                }
+                cells.waiting.push_back(request);
+                self.start_next(cells);
+            }
             CellEvent::Busy(request) => {
-                if cell.as_ref().is_some_and(|c| c.request == request) {
+                if cells.is_running(&request) {
                     return;
                 }
-                // A new request's busy ends any earlier cell the guard
-                // still watched (its idle was lost or forged).
-                *cell = Some(Cell {
-                    request,
-                    cpu_at_start: self.jail.counters().cpu_usage_usec,
-                    bytes: 0,
-                    messages: 0,
-                    kill_at: None,
-                });
+                // A later request's busy ends the cells before it the
+                // guard still watched or kept waiting (their idle was lost
+                // or forged).
+                cells.end_until(&request);
+                cells.running = Some(self.cell(request));
             }
             CellEvent::Idle(request) => {
-                if cell.as_ref().is_some_and(|c| c.request == request) {
-                    *cell = None;
+                if cells.is_running(&request) || cells.waiting.contains(&request) {
+                    cells.end_until(&request);
+                    self.start_next(cells);
                 }
             }
             CellEvent::Output { request, bytes } => {
-                let Some(c) = cell.as_mut().filter(|c| c.request == request) else {
+                let Some(c) = cells.running.as_mut().filter(|c| c.request == request) else {
                     return;
                 };
                 c.bytes = c.bytes.saturating_add(bytes);
@@ -163,11 +201,32 @@ impl CellGuard {
                 }
             }
             CellEvent::Emptied(request) => {
-                let Some(c) = cell.as_mut() else { return };
+                let Some(c) = cells.running.as_mut() else {
+                    return;
+                };
                 if request.as_ref().is_none_or(|r| *r == c.request) {
                     self.stop(c, &self.counts.output_stops, "a message past the cap");
                 }
             }
+        }
+    }
+
+    /// With no cell running, the first waiting request's cell starts now.
+    fn start_next(&self, cells: &mut Cells) {
+        if cells.running.is_none() {
+            if let Some(request) = cells.waiting.pop_front() {
+                cells.running = Some(self.cell(request));
+            }
+        }
+    }
+
+    fn cell(&self, request: String) -> Cell {
+        Cell {
+            request,
+            cpu_at_start: self.jail.counters().cpu_usage_usec,
+            bytes: 0,
+            messages: 0,
+            kill_at: None,
         }
     }
 
@@ -262,6 +321,60 @@ mod tests {
         g.events.send(CellEvent::Busy("b".into())).unwrap();
         settle().await;
         assert_eq!(g.counts.cpu_stops.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_cell_is_watched_from_its_request_even_when_its_busy_never_comes() {
+        // A cell holding the interpreter's lock from its first line keeps
+        // the kernel's `busy` in the kernel.
+        let mut g = guarded();
+        g.events.send(CellEvent::Requested("a".into())).unwrap();
+        settle().await;
+        g.jail.cpu_usec.store(600_000, Ordering::SeqCst);
+        settle().await;
+        assert_eq!(g.counts.cpu_stops.load(Ordering::SeqCst), 1);
+        assert!(g.interrupts.try_recv().is_ok(), "not interrupted");
+        settle().await;
+        assert_eq!(g.jail.kills.load(Ordering::SeqCst), 1, "not killed");
+    }
+
+    #[tokio::test]
+    async fn a_request_sent_behind_a_running_cell_is_watched_from_that_cells_end() {
+        let mut g = guarded();
+        g.events.send(CellEvent::Requested("a".into())).unwrap();
+        g.events.send(CellEvent::Busy("a".into())).unwrap();
+        g.events.send(CellEvent::Requested("b".into())).unwrap();
+        settle().await;
+        g.jail.cpu_usec.store(400_000, Ordering::SeqCst);
+        g.events.send(CellEvent::Idle("a".into())).unwrap();
+        settle().await;
+        // b's own time is 300 ms, a's and b's together 700 ms; b's `busy`
+        // starts nothing anew.
+        g.jail.cpu_usec.store(700_000, Ordering::SeqCst);
+        g.events.send(CellEvent::Busy("b".into())).unwrap();
+        settle().await;
+        assert_eq!(g.counts.cpu_stops.load(Ordering::SeqCst), 0);
+        assert!(
+            g.interrupts.try_recv().is_err(),
+            "b stopped within its time"
+        );
+        g.jail.cpu_usec.store(1_000_000, Ordering::SeqCst);
+        settle().await;
+        assert_eq!(g.counts.cpu_stops.load(Ordering::SeqCst), 1);
+        g.events.send(CellEvent::Idle("b".into())).unwrap();
+        // A busy of a later request ends the cells waiting before it.
+        g.events.send(CellEvent::Requested("c".into())).unwrap();
+        g.events.send(CellEvent::Requested("d".into())).unwrap();
+        g.events.send(CellEvent::Busy("d".into())).unwrap();
+        g.events.send(CellEvent::Idle("d".into())).unwrap();
+        settle().await;
+        g.jail.cpu_usec.store(5_000_000, Ordering::SeqCst);
+        settle().await;
+        assert_eq!(
+            g.counts.cpu_stops.load(Ordering::SeqCst),
+            1,
+            "c still watched"
+        );
     }
 
     #[tokio::test]

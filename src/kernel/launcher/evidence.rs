@@ -142,6 +142,9 @@ impl EvidenceTap {
         if let Some(check) = &self.end_check {
             check.request_in(&msg_id);
         }
+        if let Some(cells) = &self.cells {
+            let _ = cells.send(CellEvent::Requested(msg_id.clone()));
+        }
         let reading = (self.read)();
         let mut kept = self.requests_in.lock().unwrap();
         if kept.len() == REQUESTS_KEPT {

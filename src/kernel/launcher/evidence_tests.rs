@@ -249,7 +249,18 @@ fn the_guard_is_told_once_of_execute_requests_their_output_and_their_end() {
     let tap = EvidenceTap::new(KEY, "hmac-sha256", read, exit)
         .unwrap()
         .telling(cells);
+    let tap = Arc::new(tap);
     let parent = |id: &str, t: &str| format!(r#"{{"msg_id":"{id}","msg_type":"{t}"}}"#);
+    // Requests as they go into the kernel, on the shell channel.
+    for (id, msg_type) in [("info", "kernel_info_request"), ("cell", "execute_request")] {
+        let request = parent(id, msg_type);
+        RequestTap(tap.clone()).after(&Seen {
+            header: request.as_bytes(),
+            parent: b"{}",
+            content: b"{}",
+            bytes: 2,
+        });
+    }
     let sent = std::cell::Cell::new(0);
     let see = |msg_type: &str, parent: &str, content: &str| {
         // Each message once, but the stream twice (two connections).
@@ -284,6 +295,7 @@ fn the_guard_is_told_once_of_execute_requests_their_output_and_their_end() {
     assert_eq!(
         events,
         [
+            CellEvent::Requested("cell".into()),
             CellEvent::Busy("cell".into()),
             CellEvent::Output {
                 request: "cell".into(),
