@@ -182,6 +182,15 @@ fn self_correction(w: &mut String, run: &RunView) {
             );
         }
     }
+    if !s.answers.final_answers_read.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n### How the final answers were read\n\n| reading | answers | correct |\n|---|---|---|"
+        );
+        for (reading, n) in &s.answers.final_answers_read {
+            let _ = writeln!(w, "| {} | {} | {} |", cell(reading), n.answers, n.correct);
+        }
+    }
     if !s.answers.accuracy_by_fault.is_empty() {
         let _ = writeln!(w, "\n### Accuracy by injected fault (synthetic)\n");
         let _ = writeln!(w, "| fault | tasks | Acc@0 | Acc@K |\n|---|---|---|---|");

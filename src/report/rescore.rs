@@ -222,6 +222,141 @@ mod tests {
         }
     }
 
+    /// A journal checked by checker version 2 (the old verdicts and rules
+    /// as it recorded them), re-scored with the one number-reading rule:
+    /// only the verdicts the rule means to change flip.
+    #[test]
+    fn rescoring_with_the_number_rule_flips_only_what_it_means_to() {
+        let s = StopOn::Never;
+        // task, answer value, expected, old verdict, old rule, new rule.
+        let answers = [
+            (
+                "weeks",
+                "'3 weeks'",
+                3.0,
+                false,
+                "number:unparsed",
+                "number:unit:abs_tol",
+            ),
+            (
+                "gallons",
+                "'The answer is 14000 gallons.'",
+                14000.0,
+                false,
+                "number:unparsed",
+                "number:sentence:abs_tol",
+            ),
+            (
+                "dollars",
+                "The total cost is 7 dollars.",
+                7.0,
+                false,
+                "number:unparsed",
+                "number:sentence:abs_tol",
+            ),
+            (
+                "division",
+                "'56 / 4'",
+                14.0,
+                true,
+                "number:abs_tol",
+                "number:ambiguous",
+            ),
+            (
+                "guess",
+                "'maybe 7 or 8'",
+                8.0,
+                true,
+                "number:last_number_fallback:abs_tol",
+                "number:ambiguous",
+            ),
+            (
+                "plain",
+                "42",
+                42.0,
+                true,
+                "number:abs_tol",
+                "number:abs_tol",
+            ),
+            (
+                "prose",
+                "The answer is 42.",
+                42.0,
+                true,
+                "number:last_number_fallback:abs_tol",
+                "number:sentence:abs_tol",
+            ),
+            (
+                "equation",
+                "'26 * 5 * 1000 = 130,000'",
+                130000.0,
+                true,
+                "number:last_number_fallback:abs_tol",
+                "number:equation:abs_tol",
+            ),
+            (
+                "wrong",
+                "'The answer is 41.'",
+                42.0,
+                false,
+                "number:last_number_fallback:mismatch",
+                "number:sentence:mismatch",
+            ),
+            (
+                "pair",
+                "[1, 2]",
+                1.0,
+                false,
+                "number:unparsed",
+                "number:ambiguous",
+            ),
+        ];
+        let ids: Vec<&str> = answers.iter().map(|a| a.0).collect();
+        let mut records = Vec::new();
+        let mut tasks = Vec::new();
+        for (id, value, expected, was_correct, old_rule, _) in answers {
+            let verdict = if was_correct { R::Right } else { R::Wrong };
+            let mut rs = answering(task(id, &[verdict], s, 0), value);
+            let check = rs[0].check.as_mut().unwrap();
+            check.rule = old_rule.into();
+            check.correct = was_correct;
+            check.parsed = old_rule != "number:unparsed";
+            records.extend(rs);
+            tasks.push(number(id, expected));
+        }
+        let out = rescore(&config(&ids, 0, s), &records, &tasks);
+        for ((id, value, _, _, _, rule), r) in answers.iter().zip(&out.records) {
+            assert_eq!(r.task_id, *id);
+            assert_eq!(r.check.as_ref().unwrap().rule, *rule, "{value}");
+        }
+        let mut flips: Vec<(&str, bool)> = out
+            .changes
+            .flipped
+            .iter()
+            .map(|f| (f.task_id.as_str(), f.now_correct))
+            .collect();
+        flips.sort();
+        assert_eq!(
+            flips,
+            [
+                ("division", false),
+                ("dollars", true),
+                ("gallons", true),
+                ("guess", false),
+                ("weeks", true)
+            ]
+        );
+        let read = &summarize(&config(&ids, 0, s), &out.records)
+            .answers
+            .final_answers_read;
+        let count = |reading: &str| read.get(reading).map(|c| (c.answers, c.correct));
+        assert_eq!(count("number"), Some((1, 1)));
+        assert_eq!(count("number:unit"), Some((1, 1)));
+        assert_eq!(count("number:sentence"), Some((4, 3)));
+        assert_eq!(count("number:equation"), Some((1, 1)));
+        assert_eq!(count("number:ambiguous"), Some((3, 0)));
+    }
+
     #[test]
     fn the_same_expected_changes_nothing_and_a_missing_task_is_left_as_is() {
         let k = 1;

@@ -350,3 +350,151 @@ fn report_rescore_rechecks_answers_and_keeps_the_original_journal() {
         journal
     );
 }
+
+/// Answers as models write them, through real kernels (an `answer` string
+/// and a printed last line alike), read by the one number rule; a journal
+/// as checker version 2 recorded it, re-scored, flips only the verdicts the
+/// rule means to change, and the report counts how answers were read.
+#[test]
+fn report_rescore_reads_numbers_by_the_one_rule() {
+    if common::lacks_root() {
+        return;
+    }
+    common::image(ImageName::Fat);
+    let dir = tempfile::tempdir().unwrap();
+    // id, code, expected, the verdict and rule checker version 2 recorded,
+    // the rule now.
+    let cases = [
+        (
+            "weeks",
+            "answer = '3 weeks'",
+            3.0,
+            false,
+            "number:unparsed",
+            "number:unit:abs_tol",
+        ),
+        (
+            "dollars",
+            "print('The total cost is 7 dollars.')",
+            7.0,
+            false,
+            "number:unparsed",
+            "number:sentence:abs_tol",
+        ),
+        (
+            "equation",
+            "print('26 * 5 * 1000 = 130,000')",
+            130000.0,
+            true,
+            "number:last_number_fallback:abs_tol",
+            "number:equation:abs_tol",
+        ),
+        (
+            "division",
+            "answer = '56 / 4'",
+            14.0,
+            true,
+            "number:abs_tol",
+            "number:ambiguous",
+        ),
+        (
+            "guess",
+            "print('maybe 7 or 8')",
+            8.0,
+            true,
+            "number:last_number_fallback:abs_tol",
+            "number:ambiguous",
+        ),
+        (
+            "plain",
+            "answer = 42",
+            42.0,
+            true,
+            "number:abs_tol",
+            "number:abs_tol",
+        ),
+    ];
+    let (mut suite, mut replies) = (String::new(), String::new());
+    for (id, code, expected, ..) in &cases {
+        let task = serde_json::json!({
+            "id": id, "question": format!("How many ({id})?"),
+            "expected": {"type": "number", "value": expected},
+        });
+        let reply = format!("```python\n{code}\n```");
+        suite += &format!("{task}\n");
+        replies += &format!(
+            "{}\n",
+            serde_json::json!({"task_id": id, "round": 0, "reply": reply})
+        );
+    }
+    let (suite_file, model_file) = (
+        dir.path().join("tasks.jsonl"),
+        dir.path().join("replies.jsonl"),
+    );
+    std::fs::write(&suite_file, suite).unwrap();
+    std::fs::write(&model_file, replies).unwrap();
+    let run = dir.path().join("run");
+    oracle_run(
+        suite_file.to_str().unwrap(),
+        &format!("replay:{}", model_file.display()),
+        &run,
+        None,
+    );
+    let journal = run.join("results.jsonl");
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let case_of = |r: &serde_json::Value| {
+        cases
+            .iter()
+            .find(|c| c.0 == r["task_id"])
+            .unwrap_or_else(|| panic!("{r}"))
+    };
+    for r in &records {
+        let (id, _, _, _, _, rule) = case_of(r);
+        assert_eq!(r["check"]["rule"], *rule, "{id}: {r}");
+    }
+
+    // The journal as checker version 2 wrote it.
+    let old: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let (_, _, _, correct, rule, _) = case_of(r);
+            let mut r = r.clone();
+            r["correct"] = (*correct).into();
+            r["parsed"] = (*rule != "number:unparsed").into();
+            r["check"]["correct"] = (*correct).into();
+            r["check"]["parsed"] = r["parsed"].clone();
+            r["check"]["rule"] = (*rule).into();
+            r.to_string()
+        })
+        .collect();
+    std::fs::write(&journal, old.join("\n") + "\n").unwrap();
+    let o = retrace(["report", run.to_str().unwrap(), "--rescore"]).run();
+    let out = o.to_string();
+    assert_eq!(o.code, 0, "{out}");
+    for flip in [
+        "weeks: wrong -> right",
+        "dollars: wrong -> right",
+        "division: right -> wrong",
+        "guess: right -> wrong",
+    ] {
+        assert!(out.contains(flip), "{flip}: {out}");
+    }
+    for kept in ["equation:", "plain:"] {
+        assert!(!out.contains(kept), "{kept} flipped: {out}");
+    }
+    assert!(out.contains("6 tasks: Acc@0 66.7%"), "{out}");
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    for row in [
+        "| number | 1 | 1 |",
+        "| number:unit | 1 | 1 |",
+        "| number:sentence | 1 | 1 |",
+        "| number:equation | 1 | 1 |",
+        "| number:ambiguous | 2 | 0 |",
+    ] {
+        assert!(report.contains(row), "{row}: {report}");
+    }
+}

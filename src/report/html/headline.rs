@@ -239,6 +239,23 @@ fn accuracy(w: &mut String, s: &Summary) {
         }
         let _ = writeln!(w, "</tbody>\n</table>");
     }
+    if !s.answers.final_answers_read.is_empty() {
+        let _ = writeln!(
+            w,
+            "<h3>How the final answers were read</h3>\n<table>\n<thead><tr>\
+             <th>reading</th><th>answers</th><th>correct</th></tr></thead>\n<tbody>"
+        );
+        for (reading, n) in &s.answers.final_answers_read {
+            let _ = writeln!(
+                w,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(reading),
+                n.answers,
+                n.correct
+            );
+        }
+        let _ = writeln!(w, "</tbody>\n</table>");
+    }
     if !s.answers.accuracy_by_fault.is_empty() {
         let _ = writeln!(
             w,

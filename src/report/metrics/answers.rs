@@ -39,6 +39,19 @@ pub struct Answers {
     /// Multi-answer tasks: parts correct over all parts, by round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub multi_part_accuracy_by_round: Vec<Rate>,
+    /// How each task's final answer was read (`number`, `number:unit`,
+    /// `number:sentence`, `number:equation`, `number:ambiguous`, …; see
+    /// `Check::reading`): how lenient the reading behind the accuracy was.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub final_answers_read: BTreeMap<String, ReadCount>,
+}
+
+/// Final answers read one way.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadCount {
+    pub answers: u64,
+    /// Of those, correct.
+    pub correct: u64,
 }
 
 /// Round-0 failures of one kind, and what became of them by round K.
@@ -95,8 +108,24 @@ impl Answers {
             round0_failures: round0_failures(arm),
             accuracy_by_fault: accuracy_by_fault(arm),
             multi_part_accuracy_by_round: multi_parts(arm),
+            final_answers_read: final_answers_read(arm),
         }
     }
+}
+
+/// Each task's answer in force at round K, by how it was read.
+fn final_answers_read(arm: &Arm) -> BTreeMap<String, ReadCount> {
+    let mut read: BTreeMap<String, ReadCount> = BTreeMap::new();
+    for t in arm.tasks {
+        if let Some(record) = t.at(arm.k()) {
+            if let Some(check) = &record.check {
+                let count = read.entry(check.reading()).or_default();
+                count.answers += 1;
+                count.correct += record.correct as u64;
+            }
+        }
+    }
+    read
 }
 
 /// Round-0 failure kind → its fate by K.

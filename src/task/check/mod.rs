@@ -16,8 +16,13 @@
 //!   `number:exact_int_f64` — the same without exact expected digits (see
 //!   [`check`] for the limitation);
 //! - `number:mismatch`, `number:unparsed`, `number:no_answer`;
-//! - `number:singleton:…` — the number was the only element of a list/array;
-//!   `number:last_number_fallback:…` — taken from the end of free text;
+//!   `number:ambiguous` — several different numbers, none marked as the
+//!   answer (refused, never guessed);
+//! - how a number was read (docs/methodology.md, "Reading a number"):
+//!   `number:…` the whole value, `number:singleton:…` the only element of
+//!   a list/array, `number:unit:…` a number with unit words (`3 weeks`),
+//!   `number:sentence:…` the only number of a sentence,
+//!   `number:equation:…` the number after the last `=`;
 //! - `text:casefold`, `text:exact` (case-sensitive), `text:singleton:…`,
 //!   `text:mismatch`, `text:no_answer`;
 //! - `list:ordered`, `list:unordered`, `list:bare:…` (a bare `1, 2, 3`),
@@ -28,6 +33,7 @@ mod list;
 mod literal;
 mod multi;
 mod number;
+mod number_reading;
 mod numeral;
 mod presentation;
 mod text;
@@ -55,7 +61,10 @@ pub(crate) use numeral::{parse_number_literal, Num};
 ///
 /// 2: a one-element list of a string holding an escaped quote and a space
 /// is that string, no longer split at its spaces.
-pub const CHECKER_VERSION: u32 = 2;
+/// 3: one rule for reading a number from text (a number with unit words
+/// or the only number of a sentence is read; several different numbers
+/// are `number:ambiguous`; `56 / 4` is no longer a fraction).
+pub const CHECKER_VERSION: u32 = 3;
 
 /// The verdict on one answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,6 +83,33 @@ pub struct Check {
     pub tolerance: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub parts: Vec<PartCheck>,
+}
+
+impl Check {
+    /// How the answer was read, without how it then compared: `number`
+    /// (the whole value), `number:unit`, `number:sentence`,
+    /// `number:equation`, `number:singleton`, `number:ambiguous`,
+    /// `number:unparsed`, `text`, `text:singleton`, `list:bare`, `multi`…
+    pub fn reading(&self) -> String {
+        const READ: [&str; 6] = [
+            "singleton",
+            "unit",
+            "sentence",
+            "equation",
+            "bare",
+            // Before checker version 3.
+            "last_number_fallback",
+        ];
+        const NOT_READ: [&str; 3] = ["unparsed", "ambiguous", "no_answer"];
+        let mut parts = self.rule.split(':');
+        let kind = parts.next().unwrap_or_default();
+        match parts.next() {
+            Some(how) if kind != "multi" && (READ.contains(&how) || NOT_READ.contains(&how)) => {
+                format!("{kind}:{how}")
+            }
+            _ => kind.to_string(),
+        }
+    }
 }
 
 /// The verdict on one `@name[value]` part of a multi-answer.

@@ -1,11 +1,10 @@
-//! Number answers: the tolerances of an expected number and how a number
-//! is found in an answer (whole value, singleton list, end of free text).
+//! Number answers: the tolerances of an expected number, compared with the
+//! number read from an answer (`number_reading`).
 
 use serde_json::Value;
 
-use super::literal::{parse_literal, Lit};
-use super::numeral::{normalize_int, parse_number_literal, Num};
-use super::presentation::unwrap_value;
+use super::number_reading::{read_number, Reading};
+use super::numeral::{normalize_int, Num};
 use super::{Expected, Judged, DEFAULT_ABS_TOL, DEFAULT_REL_TOL, F64_EXACT_INT};
 
 /// `Expected::Number`'s exact integer digits, if the task carries them.
@@ -104,73 +103,22 @@ impl NumberTol {
     }
 }
 
-/// How a number was found in the answer.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Found {
-    Direct,
-    Singleton,
-    LastNumber,
-}
-
 pub(super) fn judge_number(tol: &NumberTol, answer: &str) -> Judged {
     let band = Some(tol.band());
-    let Some((extracted, n, found)) = extract_number(answer) else {
-        return Judged::failed("number:unparsed".into(), band);
+    let (extracted, n, found) = match read_number(answer) {
+        Reading::Read { text, num, found } => (text, num, found),
+        Reading::Ambiguous => return Judged::failed("number:ambiguous".into(), band),
+        Reading::Unparsed => return Judged::failed("number:unparsed".into(), band),
     };
     let (correct, how) = tol.compare(&n);
-    let prefix = match found {
-        Found::Direct => "number",
-        Found::Singleton => "number:singleton",
-        Found::LastNumber => "number:last_number_fallback",
-    };
     Judged {
         correct,
         parsed: true,
         extracted: Some(extracted),
         normalized: Some(n.normalized()),
-        rule: format!("{prefix}:{how}"),
+        rule: format!("{}:{how}", found.rule()),
         tolerance: band,
     }
-}
-
-/// Finds the number an answer stands for: the whole (unwrapped) value, the
-/// only element of a list, or a number ending free text.
-fn extract_number(answer: &str) -> Option<(String, Num, Found)> {
-    let s = unwrap_value(answer);
-    if let Some(n) = parse_number_literal(&s) {
-        return Some((s, n, Found::Direct));
-    }
-    match parse_literal(&s) {
-        // A 0-d array: `array(18.)`.
-        Some(Lit::Num(text, n)) => return Some((text, n, Found::Direct)),
-        Some(Lit::List(items)) => {
-            if let [Lit::Num(text, n)] = items.as_slice() {
-                return Some((text.clone(), n.clone(), Found::Singleton));
-            }
-        }
-        _ => {}
-    }
-    last_number(&s).map(|(text, n)| (text, n, Found::LastNumber))
-}
-
-/// Text that ends with a number (`The answer is 42.`, `x = -3.5`,
-/// `Total: $1,234.50`): that number. The number must stand alone — after
-/// the start, whitespace, `:` or `=` — so `float64`, `2**10` and `sqrt(2)`
-/// do not qualify.
-fn last_number(s: &str) -> Option<(String, Num)> {
-    let t = s.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '.' | '!' | '*' | '`'));
-    let start = t
-        .char_indices()
-        .rev()
-        .find(|&(_, c)| c.is_whitespace() || c == ':' || c == '=')
-        .map_or(0, |(i, c)| i + c.len_utf8());
-    let token = &t[start..];
-    if start == 0 || token.is_empty() {
-        // The whole answer is one token: already tried as a literal.
-        return None;
-    }
-    let n = parse_number_literal(token)?;
-    Some((token.to_string(), n))
 }
 
 #[cfg(test)]
@@ -357,15 +305,16 @@ mod tests {
     }
 
     #[test]
-    fn number_free_text_falls_back_to_the_last_number() {
+    fn number_free_text_is_read_by_the_one_rule() {
         run_table(vec![
-            // Free text ending with a number.
+            // Free text: the number after `=`, or the text's only number
+            // (the rule's own table is in number_reading.rs).
             (
                 num(42.0),
                 "The answer is 42.",
                 true,
                 true,
-                "number:last_number_fallback:abs_tol",
+                "number:sentence:abs_tol",
                 Some("42"),
             ),
             (
@@ -373,7 +322,7 @@ mod tests {
                 "x = 5",
                 true,
                 true,
-                "number:last_number_fallback:abs_tol",
+                "number:equation:abs_tol",
                 None,
             ),
             (
@@ -381,7 +330,7 @@ mod tests {
                 "Total: $1,234.50",
                 true,
                 true,
-                "number:last_number_fallback",
+                "number:sentence:abs_tol",
                 None,
             ),
             (
@@ -389,7 +338,7 @@ mod tests {
                 "The answer is 41.",
                 false,
                 true,
-                "number:last_number_fallback:mismatch",
+                "number:sentence:mismatch",
                 None,
             ),
         ]);
@@ -434,10 +383,10 @@ mod tests {
             (
                 num(18.0),
                 "18 dollars",
-                false,
-                false,
-                "number:unparsed",
-                None,
+                true,
+                true,
+                "number:unit:abs_tol",
+                Some("18"),
             ),
             (num(18.0), "18+0j", false, false, "number:unparsed", None),
             (num(18.0), "True", false, false, "number:unparsed", None),
@@ -476,7 +425,7 @@ mod tests {
             ),
             (num(1.0), "None", false, false, "number:unparsed", None),
             (num(1.0), "'Paris'", false, false, "number:unparsed", None),
-            (num(2.0), "[1, 2]", false, false, "number:unparsed", None),
+            (num(2.0), "[1, 2]", false, false, "number:ambiguous", None),
             (num(1.0), "1,23", false, false, "number:unparsed", None),
             (num(1.0), "nan", false, true, "number:mismatch", None),
             (

@@ -28,6 +28,10 @@ impl Num {
 /// A whole number literal: sign, currency (`$ € £ ¥`), thousands
 /// separators, `_` digit groups, decimals, exponent, trailing `%`,
 /// fractions `3/4`, `inf`/`nan`.
+///
+/// A fraction is a numeral only as two integers written without spaces
+/// (`3/4`, `-56/4`, as `fractions` and `sympy` print one): `56 / 4` is
+/// arithmetic, which is never evaluated.
 pub(crate) fn parse_number_literal(text: &str) -> Option<Num> {
     let mut s = text.trim();
     let mut percent = false;
@@ -36,8 +40,11 @@ pub(crate) fn parse_number_literal(text: &str) -> Option<Num> {
         s = r.trim_end();
     }
     if let Some((a, b)) = s.split_once('/') {
-        let (a, b) = (parse_plain(a.trim())?, parse_plain(b.trim())?);
-        if b.value == 0.0 {
+        if a.ends_with(char::is_whitespace) || b.starts_with(char::is_whitespace) {
+            return None;
+        }
+        let (a, b) = (parse_plain(a)?, parse_plain(b)?);
+        if a.int_digits.is_none() || b.int_digits.is_none() || b.value == 0.0 {
             return None;
         }
         return Some(Num {
