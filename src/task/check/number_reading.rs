@@ -331,7 +331,9 @@ mod tests {
             ("12.5%", Some(12.5), "number"),
             ("np.float64(3.5)", Some(3.5), "number"),
             ("3/4", Some(0.75), "number"),
+            ("$7", Some(7.0), "number"),
             ("[5]", Some(5.0), "number:singleton"),
+            ("array([5.])", Some(5.0), "number:singleton"),
             ("3 weeks", Some(3.0), "number:unit"),
             ("2 hours", Some(2.0), "number:unit"),
             ("36 hours", Some(36.0), "number:unit"),
@@ -381,6 +383,8 @@ mod tests {
             ("dtype: float64", None, "number:unparsed"),
             ("seven", None, "number:unparsed"),
             ("1,23", None, "number:unparsed"),
+            ("3,5", None, "number:unparsed"),
+            ("14 000", None, "number:ambiguous"),
         ];
         for (answer, value, rule) in rows {
             let reading = read_number(answer);
