@@ -1,15 +1,17 @@
 //! Re-scoring a run directory in place: the journal's answers checked
 //! again against the suite as it is now, the original journal kept as
-//! `results.jsonl.orig`, every report rewritten.
+//! `results.jsonl.orig`, the fingerprints' checker version made the
+//! current one, every report rewritten.
 
 use std::path::{Path, PathBuf};
 
 use super::error::{HarnessError, UsageError};
 use super::journal;
-use super::run_dir::{read_config, run_tasks};
+use super::run_dir::{read_config, run_tasks, write_config};
 use crate::record::RunConfig;
 use crate::report::rescore::{rescore, RescoreChanges};
 use crate::report::{self, Summary};
+use crate::task::check::CHECKER_VERSION;
 use crate::util::IoContext;
 
 /// What re-scoring a run did.
@@ -46,6 +48,13 @@ pub fn rescore_run(dir: &Path, datasets: &Path) -> Result<RescoreResult, Harness
         std::fs::copy(&path, &original).at("keeping", &original)?;
     }
     journal::rewrite(&path, &rescored.records)?;
+    // The verdicts are now the current checker's: the fingerprint says so,
+    // so `compare` pairs this run with runs scored by the same rules.
+    let mut config = config;
+    for print in config.provenance.fingerprints.values_mut() {
+        print.checker.version = CHECKER_VERSION;
+    }
+    write_config(&config, dir)?;
     let (summary, files) = report::write_all(&config, &rescored.records, dir)?;
     Ok(RescoreResult {
         config,

@@ -472,6 +472,16 @@ fn report_rescore_reads_numbers_by_the_one_rule() {
         })
         .collect();
     std::fs::write(&journal, old.join("\n") + "\n").unwrap();
+    let checker_version = |run: &Path| {
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+        config["provenance"]["fingerprints"]["fat"]["checker"]["version"].clone()
+    };
+    let current = checker_version(&run);
+    let config = std::fs::read_to_string(run.join("run.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    config["provenance"]["fingerprints"]["fat"]["checker"]["version"] = 2.into();
+    std::fs::write(run.join("run.json"), config.to_string()).unwrap();
     let o = retrace(["report", run.to_str().unwrap(), "--rescore"]).run();
     let out = o.to_string();
     assert_eq!(o.code, 0, "{out}");
@@ -487,6 +497,11 @@ fn report_rescore_reads_numbers_by_the_one_rule() {
         assert!(!out.contains(kept), "{kept} flipped: {out}");
     }
     assert!(out.contains("6 tasks: Acc@0 66.7%"), "{out}");
+    assert_eq!(
+        checker_version(&run),
+        current,
+        "the run's checker is now the current one"
+    );
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     for row in [
         "| number | 1 | 1 |",
