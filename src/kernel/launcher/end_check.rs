@@ -7,53 +7,30 @@
 //! relay holds the reading until the main thread is back (or long enough
 //! to call the end forged), and the reading says which.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
 use futures_util::future::BoxFuture;
 
 use super::super::main_thread::{MainThread, FORGED_AFTER, POLL, SETTLE};
 
-/// Requests whose start is kept until their end (a few may be pipelined).
-const KEPT: usize = 16;
-
 pub struct EndCheck {
     main: MainThread,
-    /// How often the main thread had run as each execute request went in.
-    runs: Mutex<VecDeque<(String, Option<u64>)>>,
 }
 
 impl EndCheck {
     pub fn new(main: MainThread) -> EndCheck {
-        EndCheck {
-            main,
-            runs: Mutex::new(VecDeque::new()),
-        }
+        EndCheck { main }
     }
 
-    /// Execute request `msg_id` is going into the kernel.
-    pub fn request_in(&self, msg_id: &str) {
-        let mut runs = self.runs.lock().unwrap();
-        if runs.len() == KEPT {
-            runs.pop_front();
-        }
-        runs.push_back((msg_id.to_string(), self.main.runs()));
-    }
-
-    fn runs_of(&self, request: &str) -> Option<u64> {
-        let runs = self.runs.lock().unwrap();
-        runs.iter()
-            .rev()
-            .find(|(id, _)| id == request)
-            .and_then(|(_, runs)| *runs)
+    /// How often the main thread has run so far: taken as each execute
+    /// request goes in, what its end is checked against.
+    pub fn runs(&self) -> Option<u64> {
+        self.main.runs()
     }
 
     /// Resolves once the main thread has been back in its loop's wait, having
-    /// run since `request` went in, for a moment, or once the end has taken
-    /// long enough to be forged.
-    pub fn settled(&self, request: &str) -> BoxFuture<'static, ()> {
+    /// run since the request went in (`runs` then), for a moment, or once
+    /// the end has taken long enough to be forged.
+    pub fn settled(&self, runs: Option<u64>) -> BoxFuture<'static, ()> {
         let main = self.main.clone();
-        let runs = self.runs_of(request);
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + FORGED_AFTER;
             let mut back_since = None;
@@ -72,9 +49,9 @@ impl EndCheck {
     }
 
     /// Whether the main thread is back in its loop's wait now, having run
-    /// since `request` went in.
-    pub fn back(&self, request: &str) -> bool {
-        self.main.idle_since(self.runs_of(request))
+    /// since the request went in (`runs` then).
+    pub fn back(&self, runs: Option<u64>) -> bool {
+        self.main.idle_since(runs)
     }
 
     /// Threads of the kernel beyond those it started with.

@@ -63,10 +63,9 @@ pub struct EvidenceTap {
     host: Option<String>,
     /// Where the kernel's cells are told to the host's guard.
     cells: Option<mpsc::UnboundedSender<CellEvent>>,
-    /// Readings taken as execute requests went into the kernel, newest
-    /// last, by msg_id: a cell's first reading must come before any of
-    /// its code ran, and the kernel says `busy` only once it may have.
-    requests_in: Mutex<VecDeque<(String, JailReading)>>,
+    /// What the host saw as execute requests went into the kernel, newest
+    /// last, by msg_id.
+    requests_in: Mutex<VecDeque<(String, RequestIn)>>,
     /// Checks a cell's end against the kernel's main thread, when it can
     /// be seen.
     end_check: Option<EndCheck>,
@@ -74,7 +73,17 @@ pub struct EvidenceTap {
     told: SeenOnce,
 }
 
-/// Readings of requests kept until their `busy` (a few may be pipelined).
+/// What the host saw as an execute request went into the kernel.
+struct RequestIn {
+    /// The cell's first reading: it must come before any of its code ran,
+    /// and the kernel says `busy` only once it may have.
+    reading: JailReading,
+    /// How often the main thread had run, which the cell's end is checked
+    /// against (when it can be seen).
+    main_runs: Option<u64>,
+}
+
+/// Requests kept until their end (a few may be pipelined).
 const REQUESTS_KEPT: usize = 16;
 
 /// The shell channel's side of the host evidence: the jail is read as each
@@ -139,9 +148,7 @@ impl EvidenceTap {
     /// Execute request `msg_id` is going into the kernel: the jail as it is
     /// now is the start of its cell.
     fn request_in(&self, msg_id: String) {
-        if let Some(check) = &self.end_check {
-            check.request_in(&msg_id);
-        }
+        let main_runs = self.end_check.as_ref().and_then(EndCheck::runs);
         if let Some(cells) = &self.cells {
             let _ = cells.send(CellEvent::Requested(msg_id.clone()));
         }
@@ -150,18 +157,22 @@ impl EvidenceTap {
         if kept.len() == REQUESTS_KEPT {
             kept.pop_front();
         }
-        kept.push_back((msg_id, reading));
+        kept.push_back((msg_id, RequestIn { reading, main_runs }));
     }
 
-    /// The reading taken as `parent`'s request went in (for each of the
+    /// `what` of the request `msg_id` as it went in (asked for each of the
     /// gateway's connections to IOPub).
-    fn reading_of_request(&self, parent: &[u8]) -> Option<JailReading> {
-        let msg_id = serde_json::from_slice::<RequestHeader>(parent).ok()?.msg_id;
+    fn at_request<T>(&self, msg_id: &str, what: impl FnOnce(&RequestIn) -> T) -> Option<T> {
         let kept = self.requests_in.lock().unwrap();
         kept.iter()
             .rev()
-            .find(|(id, _)| *id == msg_id)
-            .map(|(_, reading)| reading.clone())
+            .find(|(id, _)| id == msg_id)
+            .map(|(_, request)| what(request))
+    }
+
+    /// How often the main thread had run as cell `request` went in.
+    fn main_runs_at(&self, request: &str) -> Option<u64> {
+        self.at_request(request, |r| r.main_runs).flatten()
     }
 
     /// Also tells `cells` of the kernel's cells: their start and end, and
@@ -199,8 +210,9 @@ impl EvidenceTap {
     /// cell's end, whether the main thread was `back` in its loop.
     fn message(&self, moment: Moment, parent: &[u8], back: Option<bool>) -> Vec<u8> {
         let taken = (moment == Moment::Busy)
-            .then(|| self.reading_of_request(parent))
-            .flatten();
+            .then(|| serde_json::from_slice::<RequestHeader>(parent).ok())
+            .flatten()
+            .and_then(|request| self.at_request(&request.msg_id, |r| r.reading.clone()));
         let JailReading {
             counters,
             traces,
@@ -270,7 +282,7 @@ impl Tap for EvidenceTap {
         (moment? == Moment::Idle)
             .then(|| cell_of(seen.parent))
             .flatten()
-            .map(|request| check.settled(&request))
+            .map(|request| check.settled(self.main_runs_at(&request)))
     }
 
     fn after(&self, seen: &Seen<'_>) -> Option<Vec<u8>> {
@@ -283,7 +295,9 @@ impl Tap for EvidenceTap {
             *self.busy_parent.lock().unwrap() = Some(seen.parent.to_vec());
         }
         let back = match (&self.end_check, moment) {
-            (Some(check), Moment::Idle) => cell_of(seen.parent).map(|r| check.back(&r)),
+            (Some(check), Moment::Idle) => {
+                cell_of(seen.parent).map(|r| check.back(self.main_runs_at(&r)))
+            }
             _ => None,
         };
         Some(self.message(moment, seen.parent, back))
