@@ -300,6 +300,17 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
 
+    /// The running cell goes past its 500 ms of CPU time and ignores its
+    /// interrupt.
+    async fn past_its_cpu_time_it_is_interrupted_then_killed(g: &mut Guarded) {
+        g.jail.cpu_usec.store(600_000, Ordering::SeqCst);
+        settle().await;
+        assert_eq!(g.counts.cpu_stops.load(Ordering::SeqCst), 1);
+        assert!(g.interrupts.try_recv().is_ok(), "not interrupted");
+        settle().await;
+        assert_eq!(g.jail.kills.load(Ordering::SeqCst), 1, "not killed");
+    }
+
     #[tokio::test]
     async fn a_cell_past_its_cpu_time_is_interrupted_then_killed() {
         let mut g = guarded();
@@ -310,12 +321,7 @@ mod tests {
         g.events.send(CellEvent::Busy("a".into())).unwrap();
         settle().await;
         assert!(g.interrupts.try_recv().is_err(), "stopped within its time");
-        g.jail.cpu_usec.store(600_000, Ordering::SeqCst);
-        settle().await;
-        assert_eq!(g.counts.cpu_stops.load(Ordering::SeqCst), 1);
-        assert!(g.interrupts.try_recv().is_ok(), "not interrupted");
-        settle().await;
-        assert_eq!(g.jail.kills.load(Ordering::SeqCst), 1, "not killed");
+        past_its_cpu_time_it_is_interrupted_then_killed(&mut g).await;
         assert_eq!(g.counts.kills.load(Ordering::SeqCst), 1);
         // Counted once, and the CPU time before a cell is not its own.
         g.events.send(CellEvent::Busy("b".into())).unwrap();
@@ -330,12 +336,7 @@ mod tests {
         let mut g = guarded();
         g.events.send(CellEvent::Requested("a".into())).unwrap();
         settle().await;
-        g.jail.cpu_usec.store(600_000, Ordering::SeqCst);
-        settle().await;
-        assert_eq!(g.counts.cpu_stops.load(Ordering::SeqCst), 1);
-        assert!(g.interrupts.try_recv().is_ok(), "not interrupted");
-        settle().await;
-        assert_eq!(g.jail.kills.load(Ordering::SeqCst), 1, "not killed");
+        past_its_cpu_time_it_is_interrupted_then_killed(&mut g).await;
     }
 
     #[tokio::test]

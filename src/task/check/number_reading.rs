@@ -93,7 +93,7 @@ fn read(text: String, num: Num, found: Found) -> Reading {
 fn read_text(s: &str) -> Reading {
     let text = without_latex(&without_emphasis(s));
     if let Some(tail) = after_last_equals(&text) {
-        let numbers = numbers_in(tail);
+        let (numbers, _) = numbers_in(tail);
         return match numbers.as_slice() {
             [] => Reading::Unparsed,
             [(_, n)] => match n {
@@ -103,8 +103,7 @@ fn read_text(s: &str) -> Reading {
             _ => Reading::Ambiguous,
         };
     }
-    let numbers = numbers_in(&text);
-    let words = text.split(is_separator).filter(|w| !w.is_empty()).count();
+    let (numbers, words) = numbers_in(&text);
     match numbers.as_slice() {
         [] => Reading::Unparsed,
         [(position, n)] => match n {
@@ -145,10 +144,11 @@ type Candidate = (usize, Option<(String, Num)>);
 
 /// The words of `text` that hold a number, in order. Words starting with a
 /// letter (`float64`, `x2`, `sqrt(2)`) are names, not numbers. A scale
-/// word after a number is part of it (`1.5 million`).
-fn numbers_in(text: &str) -> Vec<Candidate> {
+/// word after a number is part of it (`1.5 million`). Also how many words
+/// the text has.
+fn numbers_in(text: &str) -> (Vec<Candidate>, usize) {
     let words: Vec<&str> = text.split(is_separator).filter(|w| !w.is_empty()).collect();
-    words
+    let numbers = words
         .iter()
         .enumerate()
         .filter_map(|(position, word)| {
@@ -170,7 +170,8 @@ fn numbers_in(text: &str) -> Vec<Candidate> {
             });
             Some((position, number))
         })
-        .collect()
+        .collect();
+    (numbers, words.len())
 }
 
 /// What a scale word multiplies the number before it by.
