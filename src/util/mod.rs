@@ -7,6 +7,7 @@ pub mod disk;
 pub mod fault;
 pub mod heap;
 pub mod home;
+pub mod input_file;
 pub mod io_error;
 pub mod nofollow;
 pub mod proc;

@@ -4,6 +4,7 @@
 //! ZMQ. Its death is learned from the server's status messages; its stop
 //! is a restart through the gateway (no kill latency to report).
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -28,6 +29,7 @@ use super::evidence::EvidenceLog;
 use super::socket;
 use super::Gateway;
 use crate::sandbox::{Counters, Evidence, ExitInfo, Flag, Verdict};
+use crate::util::input_file::{open_task_file, ReadAs};
 use crate::util::IoContext;
 
 /// Bytes of a task file per setup request (base64 in the cell).
@@ -88,6 +90,8 @@ pub struct GatewayBackend {
     banner: KernelBanner,
     options: KernelOptions,
     files: Vec<PathBuf>,
+    /// `--max-task-file-bytes`.
+    max_file_bytes: u64,
     restarts: u32,
     /// The kernel's process was replaced (it died, it was restarted):
     /// retrace's setup must run in the new one before the next cell.
@@ -103,6 +107,7 @@ impl GatewayBackend {
     pub(super) async fn start(
         gateway: Arc<Gateway>,
         files: &[PathBuf],
+        max_file_bytes: u64,
         options: KernelOptions,
     ) -> Result<GatewayBackend, KernelError> {
         let slot = gateway
@@ -161,6 +166,7 @@ impl GatewayBackend {
             banner,
             options,
             files: files.to_vec(),
+            max_file_bytes,
             restarts: 0,
             needs_setup: true,
             host,
@@ -191,7 +197,7 @@ impl GatewayBackend {
         )
         .await?;
         for file in &self.files {
-            upload(channels, file).await?;
+            upload(channels, file, self.max_file_bytes).await?;
         }
         install_probe(channels, &probe_inline()).await?;
         self.needs_setup = false;
@@ -705,27 +711,49 @@ async fn delete(gateway: &Gateway, id: &str) {
 }
 
 /// Writes `file` into the kernel's working directory under its own name,
-/// in chunks a cell can carry.
-async fn upload(channels: &mut Channels, file: &std::path::Path) -> Result<(), KernelError> {
+/// in chunks a cell can carry, read one chunk at a time. The file is opened
+/// as every task file is (`input_file::open_task_file`, with the harness's
+/// rights: the gateway's kernel gets only the bytes sent).
+async fn upload(
+    channels: &mut Channels,
+    file: &std::path::Path,
+    max_file_bytes: u64,
+) -> Result<(), KernelError> {
     let name = file
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| KernelError::TaskFileName(file.to_path_buf()))?;
-    let bytes = std::fs::read(file).at("reading task file", file)?;
+    let mut from = open_task_file(file, max_file_bytes, ReadAs::Harness).map_err(|source| {
+        KernelError::TaskFile {
+            file: file.to_path_buf(),
+            source,
+        }
+    })?;
     let name = serde_json::to_string(name).unwrap_or_default();
     let what = format!("copying {} to the kernel", file.display());
-    if bytes.is_empty() {
-        let cell = format!("open({name}, 'wb').close()");
-        return silent_ok(channels, &cell, SETUP_TIMEOUT, &what).await;
-    }
-    for (i, chunk) in bytes.chunks(FILE_CHUNK).enumerate() {
-        let mode = if i == 0 { "wb" } else { "ab" };
-        let data = base64::engine::general_purpose::STANDARD.encode(chunk);
-        let cell = format!(
-            "(lambda b: (lambda f: (f.write(b.b64decode('{data}')), f.close()))(open({name}, '{mode}')))\
-             (__import__('base64'))"
-        );
+    let mut chunk = Vec::with_capacity(FILE_CHUNK);
+    for i in 0.. {
+        chunk.clear();
+        (&mut from)
+            .take(FILE_CHUNK as u64)
+            .read_to_end(&mut chunk)
+            .at("reading task file", file)?;
+        let cell = match (i, chunk.is_empty()) {
+            (0, true) => format!("open({name}, 'wb').close()"),
+            (_, true) => break,
+            _ => {
+                let mode = if i == 0 { "wb" } else { "ab" };
+                let data = base64::engine::general_purpose::STANDARD.encode(&chunk);
+                format!(
+                    "(lambda b: (lambda f: (f.write(b.b64decode('{data}')), f.close()))(open({name}, '{mode}')))\
+                     (__import__('base64'))"
+                )
+            }
+        };
         silent_ok(channels, &cell, SETUP_TIMEOUT, &what).await?;
+        if chunk.len() < FILE_CHUNK {
+            break;
+        }
     }
     Ok(())
 }
