@@ -16,6 +16,7 @@ mod evidence;
 mod kernel;
 mod rest;
 mod socket;
+mod workdir;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

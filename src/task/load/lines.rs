@@ -121,3 +121,135 @@ mod tests {
         assert_eq!(got[2], Ok((3, "{\"c\": 3}".into())));
     }
 }
+
+#[cfg(test)]
+mod suite_tests {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::super::fixtures::dir_with;
+    use super::super::{load_suite_with, LoadOptions, Loaded};
+    use crate::task::TaskError;
+
+    const GOOD: &str =
+        r#"{"id": "a", "question": "q", "expected": {"type": "number", "value": 1}}"#;
+
+    /// Loads `suite`, failing the test if the load has not returned after a
+    /// minute (far above what a load takes: only a hang gets there).
+    fn load(suite: &Path, skip_invalid: bool) -> Result<Loaded, TaskError> {
+        let suite = suite.to_path_buf();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let options = LoadOptions {
+                skip_invalid,
+                ..LoadOptions::default()
+            };
+            let _ = tx.send(load_suite_with(suite.to_str().unwrap(), &suite, &options));
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the load hung")
+    }
+
+    fn refused(suite: &Path, file: &Path, why: &str) {
+        for skip_invalid in [false, true] {
+            match load(suite, skip_invalid) {
+                Err(TaskError::File { file: f, message }) => {
+                    assert_eq!(f, file, "{message}");
+                    assert!(message.contains(why), "{message}");
+                }
+                other => panic!("{}: {other:?}", file.display()),
+            }
+        }
+    }
+
+    #[test]
+    fn fifos_and_devices_named_like_suite_files_are_refused_without_hanging() {
+        let dir = dir_with(&[("set/a.jsonl", GOOD)]);
+        let set = dir.path().join("set");
+        let fifo = set.join("b.jsonl");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        refused(&fifo, &fifo, "refused: is a FIFO, not a regular file");
+        refused(&set, &fifo, "refused: is a FIFO, not a regular file");
+        fs::remove_file(&fifo).unwrap();
+        let zero = set.join("c.jsonl");
+        symlink("/dev/zero", &zero).unwrap();
+        refused(&zero, &zero, "refused: is a character device");
+        fs::remove_file(&zero).unwrap();
+        // A labels file is a suite file too.
+        let da = r#"{"id": 1, "question": "q", "format": "@x[v]"}"#;
+        fs::write(set.join("da.jsonl"), da).unwrap();
+        let labels = set.join("da_labels.jsonl");
+        symlink("/dev/urandom", &labels).unwrap();
+        refused(
+            &set.join("da.jsonl"),
+            &labels,
+            "refused: is a character device",
+        );
+    }
+
+    #[test]
+    fn a_suite_file_over_the_bound_is_refused_unread() {
+        let dir = dir_with(&[("set/a.jsonl", GOOD)]);
+        let big = dir.path().join("set/a.jsonl");
+        // Sparse: nothing of it is stored, and nothing must be read.
+        fs::File::options()
+            .write(true)
+            .open(&big)
+            .unwrap()
+            .set_len(crate::util::input_file::MAX_SUITE_FILE_BYTES + 1)
+            .unwrap();
+        refused(&big, &big, "over the bound of 268435456 bytes");
+    }
+
+    #[test]
+    fn links_out_of_a_suite_folder_are_refused() {
+        let dir = dir_with(&[("set/a.jsonl", GOOD), ("elsewhere/x.jsonl", GOOD)]);
+        let set = dir.path().join("set");
+        let link = set.join("more");
+        symlink(dir.path().join("elsewhere"), &link).unwrap();
+        refused(&set, &link, "a link that leads out of the suite's folder");
+        fs::remove_file(&link).unwrap();
+        let link = set.join("b.jsonl");
+        symlink(dir.path().join("elsewhere/x.jsonl"), &link).unwrap();
+        refused(&set, &link, "a link that leads out of the suite's folder");
+        // A suite file named on the command line may be a link anywhere.
+        assert_eq!(load(&link, false).unwrap().tasks.len(), 1);
+    }
+
+    #[test]
+    fn an_invalid_utf8_line_is_one_flawed_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        // Latin-1 "café": byte 29 is not UTF-8.
+        let bad = b"{\"id\": \"b\", \"question\": \"caf\xe9\", \"expected\": {\"type\": \"number\", \"value\": 1}}";
+        let good2 = GOOD.replace("\"a\"", "\"c\"");
+        let mut bytes = format!("{GOOD}\n").into_bytes();
+        bytes.extend_from_slice(bad);
+        bytes.extend_from_slice(format!("\n{good2}\n").as_bytes());
+        fs::write(&path, bytes).unwrap();
+        match load(&path, false) {
+            Err(TaskError::Parse {
+                file,
+                line,
+                message,
+            }) => {
+                assert_eq!((file, line), (path.clone(), 2));
+                assert_eq!(message, "invalid UTF-8 at byte 29 of the line");
+            }
+            other => panic!("{other:?}"),
+        }
+        let loaded = load(&path, true).unwrap();
+        let ids: Vec<&str> = loaded.tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["a", "c"]);
+        assert_eq!(loaded.skipped.len(), 1);
+        assert_eq!(loaded.skipped[0].line, 2);
+        assert!(
+            loaded.skipped[0].reason.contains("invalid UTF-8"),
+            "{:?}",
+            loaded.skipped
+        );
+    }
+}
