@@ -61,8 +61,9 @@ pub struct LoadArgs {
     /// records it in run.json and the report).
     #[arg(long)]
     pub skip_invalid: bool,
-    /// The largest task file (a file a task copies into its kernel) a
-    /// dataset may name; a larger one is refused like any flawed record.
+    /// The largest task file (a file a dataset line names to be copied
+    /// into its kernel); a larger one makes its record flawed. A run
+    /// records it, and `--resume` loads with the recorded value.
     #[arg(
         long,
         value_name = "BYTES",
