@@ -58,7 +58,7 @@ fn lossy_utf8(bytes: &[u8]) -> (Cow<'_, str>, u64) {
 
 /// The UTF-16 code unit of the `\uXXXX` escape whose backslash is at `at`.
 fn escaped_unit(b: &[u8], at: usize) -> Option<u16> {
-    if b.get(at + 1) != Some(&b'u') {
+    if b.get(at) != Some(&b'\\') || b.get(at + 1) != Some(&b'u') {
         return None;
     }
     let hex = b.get(at + 2..at + 6)?;
@@ -96,11 +96,9 @@ fn replace_lone_surrogates(text: Cow<'_, str>) -> (Cow<'_, str>, u64) {
             i += 2;
             continue;
         };
-        if is_high(unit) && b.get(i + 6) == Some(&b'\\') {
-            if escaped_unit(b, i + 6).is_some_and(is_low) {
-                i += 12;
-                continue;
-            }
+        if is_high(unit) && escaped_unit(b, i + 6).is_some_and(is_low) {
+            i += 12;
+            continue;
         }
         if is_high(unit) || is_low(unit) {
             lone.push(i);

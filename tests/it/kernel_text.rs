@@ -23,7 +23,9 @@ async fn printed_text_that_is_not_unicode_is_kept_and_read_as_the_last_line() {
     let mut k = kernel().await;
     // A lone high surrogate: jupyter_client's packer raised and the flush
     // was lost, so `42` was read as the answer.
-    let o = k.execute("print('42'); print('ok\\ud800')", &opts(20)).await;
+    let o = k
+        .execute("print('42'); print('ok\\ud800')", &opts(20))
+        .await;
     assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
     assert_eq!(o.stdout, "42\nok\u{FFFD}\n");
     assert_eq!(o.text_replacements, 1, "{o:?}");
@@ -69,7 +71,9 @@ async fn an_answer_holding_a_lone_surrogate_is_read_with_a_replacement() {
         return;
     }
     let mut k = kernel().await;
-    let o = k.execute("print('7')\nanswer = '42\\ud800'", &opts(20)).await;
+    let o = k
+        .execute("print('7')\nanswer = '42\\ud800'", &opts(20))
+        .await;
     assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
     let a = o.answer.clone().expect("an answer, never none");
     assert_eq!(a.rule, AnswerRule::AnswerVariable, "{a:?}");
@@ -102,14 +106,21 @@ async fn code_over_the_bound_is_refused_before_the_kernel_runs_it() {
     let o = k.execute(&code, &opts(20)).await;
     assert_eq!(o.verdict, Verdict::CodeTooLarge, "{:?}", o.error);
     let refused = o.code_too_large.expect("its size is recorded");
-    assert_eq!((refused.bytes, refused.limit), (size as u64, MAX_CODE_BYTES));
+    assert_eq!(
+        (refused.bytes, refused.limit),
+        (size as u64, MAX_CODE_BYTES)
+    );
     assert!(o.stdout.is_empty() && o.answer.is_none() && !o.state_lost);
     assert_eq!(o.execution_count, None, "the kernel never saw it");
     let after = k
         .execute("import os\nprint(os.path.exists('ran.txt'))", &opts(20))
         .await;
     assert_eq!(after.stdout, "False\n", "{after:?}");
-    assert_eq!(after.execution_count, Some(1), "the refused cell took no count");
+    assert_eq!(
+        after.execution_count,
+        Some(1),
+        "the refused cell took no count"
+    );
     k.shutdown().await;
 }
 
@@ -121,9 +132,7 @@ async fn code_under_the_bound_runs_whatever_its_echo_costs() {
     let mut k = kernel().await;
     // 900 KiB of comments, then a print: its output is what counts.
     let comments = "# filler line of a long cell\n".repeat(900 * 1024 / 29);
-    let o = k
-        .execute(&format!("{comments}print(1)\n"), &opts(30))
-        .await;
+    let o = k.execute(&format!("{comments}print(1)\n"), &opts(30)).await;
     assert_eq!(o.verdict, Verdict::Ok, "{:?}", o.error);
     assert_eq!(o.stdout, "1\n");
     assert!(!o.truncated);
@@ -134,7 +143,10 @@ async fn code_under_the_bound_runs_whatever_its_echo_costs() {
     let fill = MAX_CODE_BYTES as usize - prefix.len() - suffix.len();
     let code = format!("{prefix}{}{suffix}", "\u{1}".repeat(fill));
     assert_eq!(code.len() as u64, MAX_CODE_BYTES);
-    assert!(6 * fill as u64 > k.max_message(), "the echo is over the cap");
+    assert!(
+        6 * fill as u64 > k.max_message(),
+        "the echo is over the cap"
+    );
     let o = k.execute(&code, &opts(30)).await;
     assert_eq!(o.verdict, Verdict::Ok, "{:?} {:?}", o.error, o.fired);
     assert_eq!(o.stdout, format!("{fill}\n"));

@@ -350,7 +350,10 @@ async fn code_nested_past_the_parser_is_not_checked_and_says_why() {
         ("(".repeat(100_000) + &")".repeat(100_000), "SyntaxError"),
         ("-".repeat(1_000_000) + "1", "MemoryError"),
         ("[".repeat(100_000) + &"]".repeat(100_000), "SyntaxError"),
-        (format!("x = {}1\n", "1 + ".repeat(200_000)), "RecursionError"),
+        (
+            format!("x = {}1\n", "1 + ".repeat(200_000)),
+            "RecursionError",
+        ),
     ];
     for (repair, exception) in &cases {
         let p = pair(TABULAR, 3, "KeyError", repair, "", None);
