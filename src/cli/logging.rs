@@ -5,6 +5,7 @@
 use std::io::IsTerminal;
 
 use anyhow::Context;
+use retrace::util::redact;
 
 use tracing_subscriber::EnvFilter;
 
@@ -39,7 +40,8 @@ pub fn init(verbose: u8) {
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Log lines quote endpoints' errors: the configured secrets go.
+        .with_writer(|| redact::Writer(std::io::stderr()))
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
