@@ -213,8 +213,9 @@ pub struct GenerationArgs {
     /// Completion tokens per reply.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
-    /// Timeout of one model request [default: 120s; 600s for `local`
-    /// models, whose replies take minutes on a busy CPU].
+    /// Timeout of one model request, its reply's body included [default:
+    /// 120s; 600s for `local` models, whose replies take minutes on a busy
+    /// CPU].
     #[arg(long, value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
     /// Retries of a failed model request (429, 5xx, timeouts).

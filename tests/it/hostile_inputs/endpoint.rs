@@ -336,3 +336,14 @@ async fn endpoint_odd_usage_keeps_the_reply() {
     assert_eq!(first["tokens"]["prompt_tokens"], Value::Null, "{first}");
     assert_eq!(first["tokens"]["completion_tokens"], Value::Null, "{first}");
 }
+
+#[test]
+fn max_reply_bytes_refuses_nonsense() {
+    // A usage error (exit 2) naming the flag, before anything runs.
+    for value in ["0", "-1", "lots", "2G", ""] {
+        let flag = format!("--max-reply-bytes={value}");
+        let ran = retrace(["run", "--model", "oracle", &flag]).run();
+        assert_eq!(ran.code, 2, "{value}: {ran}");
+        assert!(ran.stderr.contains("--max-reply-bytes"), "{value}: {ran}");
+    }
+}
