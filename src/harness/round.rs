@@ -218,7 +218,7 @@ impl RoundHead {
                 kernel_start: executed.kernel_start_ms,
                 install: executed.install_ms,
             },
-            tokens: reply.as_ref().map_or_else(Usage::default, |r| r.usage),
+            tokens: reply.as_ref().map_or(Usage::ZERO, |r| r.usage),
             server_timings: reply.as_ref().and_then(|r| r.server),
             reply: reply.map(|r| r.text),
             cumulative: Spent::default(),

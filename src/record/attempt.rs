@@ -156,15 +156,15 @@ impl Spent {
     /// `self` plus one round's tokens and timings.
     pub fn plus(self, tokens: &Usage, timings: &RoundTimings) -> Spent {
         Spent {
-            prompt_tokens: self.prompt_tokens + tokens.prompt_tokens,
-            completion_tokens: self.completion_tokens + tokens.completion_tokens,
+            prompt_tokens: self.prompt_tokens.saturating_add(tokens.prompt()),
+            completion_tokens: self.completion_tokens.saturating_add(tokens.completion()),
             model_ms: self.model_ms + timings.model,
             exec_ms: self.exec_ms + timings.exec,
         }
     }
 
     pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
 

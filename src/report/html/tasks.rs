@@ -124,8 +124,8 @@ pub struct RoundView {
     pub infra_error: Option<String>,
     /// Model, exec and total milliseconds.
     pub ms: [f64; 3],
-    /// Prompt and completion tokens.
-    pub tokens: [u64; 2],
+    /// Prompt and completion tokens (`null`: the server's count was unknown).
+    pub tokens: [Option<u64>; 2],
 }
 
 /// A text field, possibly shortened.
