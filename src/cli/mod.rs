@@ -131,7 +131,8 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {}", describe(&failure.error));
+            let error = describe(&failure.error);
+            eprintln!("error: {}", retrace::util::redact::text(&error));
             failure.code
         }
     }
