@@ -12,6 +12,7 @@
 //! `hostile-inputs-memory.tsv` under cargo's test temporary directory.
 //! One module per area; every case is a test named after its class.
 
+mod dataset;
 mod endpoint;
 
 use std::io::Write as _;
