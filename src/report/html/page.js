@@ -153,6 +153,7 @@
       ["kept answer", r.kept_answer ? "yes" : ""],
       ["policy", r.policy],
       ["hides the error (masking)", r.masking && r.masking.length ? r.masking.join(", ") : ""],
+      ["masking not checked", r.masking_unchecked],
       ["round 0 shared from", r.shared_from],
       ["injected fault", r.fault],
       ["model note", r.note],

@@ -144,3 +144,5 @@ fn the_harness_peak_is_read_for_a_plain_run() {
     );
     assert!(!files_containing(&out, b"\"id\":\"plain\"").is_empty());
 }
+
+mod text;
