@@ -2,8 +2,6 @@
 //! and restarts, image builds and pip steps, model retries. stdout stays for
 //! results, which some commands print for machines (`--json`).
 
-use std::io::IsTerminal;
-
 use anyhow::Context;
 
 use tracing_subscriber::EnvFilter;
@@ -39,8 +37,11 @@ pub fn init(verbose: u8) {
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        // Log lines quote errors and ids from outside (datasets, replies,
+        // kernels): their controls are shown, never acted on, and no
+        // colour (an ESC sequence) is written.
+        .with_writer(|| retrace::util::terminal::Writer::new(std::io::stderr()))
+        .with_ansi(false)
         .try_init();
 }
 

@@ -131,7 +131,11 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {}", describe(&failure.error));
+            // Errors quote ids, file names and replies from outside.
+            eprintln!(
+                "error: {}",
+                retrace::util::terminal::text(&describe(&failure.error))
+            );
             failure.code
         }
     }
