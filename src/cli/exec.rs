@@ -182,7 +182,11 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
     }
     if let Some(e) = &o.error {
         if e.traceback.is_empty() {
-            println!("{}: {}", terminal::text(&e.ename), terminal::text(&e.evalue));
+            println!(
+                "{}: {}",
+                terminal::text(&e.ename),
+                terminal::text(&e.evalue)
+            );
         } else {
             println!("{}", terminal::text(&e.traceback.join("\n")));
         }

@@ -90,7 +90,11 @@ fn print_changes(c: &RescoreChanges) {
             println!(
                 "[{}] Acc@{}: {}/{} -> {}/{}",
                 terminal::line(&r.strategy),
-                r.round, r.correct_before, r.tasks, r.correct_after, r.tasks
+                r.round,
+                r.correct_before,
+                r.tasks,
+                r.correct_after,
+                r.tasks
             );
         }
     }

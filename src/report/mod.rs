@@ -19,6 +19,8 @@ mod csv;
 pub mod environment;
 mod error;
 pub mod export;
+#[cfg(test)]
+mod hostile;
 mod html;
 pub mod installs;
 mod json;

@@ -27,10 +27,7 @@ fn kept(b: u8) -> bool {
 /// Whether `name` is its own file name: only kept bytes, not empty, no
 /// leading dot (which also rules out `.` and `..`), at most [`MAX_BYTES`].
 pub fn is_plain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_BYTES
-        && !name.starts_with('.')
-        && name.bytes().all(kept)
+    !name.is_empty() && name.len() <= MAX_BYTES && !name.starts_with('.') && name.bytes().all(kept)
 }
 
 /// `name` as a file name. A plain name ([`is_plain`]) is kept as it is
@@ -48,7 +45,13 @@ pub fn file_name(name: &str) -> String {
     let room = MAX_BYTES - MARK.len_utf8() - HASH_HEX;
     let mut stem: String = name
         .chars()
-        .map(|c| if c.is_ascii() && kept(c as u8) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii() && kept(c as u8) {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(room)
         .collect();
     let dots = stem.len() - stem.trim_start_matches('.').len();
@@ -99,7 +102,10 @@ mod tests {
             ("", Some("~")),
             ("a\0b", Some("a_b~")),
             ("ünï", Some("_n_~")),
-            ("<img src=x onerror=alert(1)>", Some("_img_src_x_onerror_alert_1__~")),
+            (
+                "<img src=x onerror=alert(1)>",
+                Some("_img_src_x_onerror_alert_1__~"),
+            ),
             ("`tick`", Some("_tick_~")),
             ("a\u{1b}]0;t\u{7}\r", Some("a__0_t__~")),
             ("x~y", Some("x_y~")),
@@ -142,7 +148,11 @@ mod tests {
         ];
         let made: std::collections::BTreeSet<String> = names.iter().map(|n| file_name(n)).collect();
         assert_eq!(made.len(), names.len(), "{made:#?}");
-        assert_eq!(file_name("a/b"), file_name("a/b"), "the same name, the same file");
+        assert_eq!(
+            file_name("a/b"),
+            file_name("a/b"),
+            "the same name, the same file"
+        );
     }
 
     #[test]

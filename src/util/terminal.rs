@@ -89,13 +89,21 @@ mod tests {
             // (input, as a line, as text)
             ("plain id", "plain id", "plain id"),
             ("a\u{1b}[2Jb", "a\\x1b[2Jb", "a\\x1b[2Jb"),
-            ("\u{1b}]0;title\u{7}", "\\x1b]0;title\\x07", "\\x1b]0;title\\x07"),
+            (
+                "\u{1b}]0;title\u{7}",
+                "\\x1b]0;title\\x07",
+                "\\x1b]0;title\\x07",
+            ),
             ("done\rFAKE", "done\\x0dFAKE", "done\\x0dFAKE"),
             ("a\nb\tc", "a\\x0ab\\x09c", "a\nb\tc"),
             ("nul\0del\u{7f}", "nul\\x00del\\x7f", "nul\\x00del\\x7f"),
             ("csi\u{9b}31m", "csi\\x9b31m", "csi\\x9b31m"),
             ("abc\u{202e}fed", "abc\\u{202e}fed", "abc\\u{202e}fed"),
-            ("\u{2066}x\u{2069}\u{200f}", "\\u{2066}x\\u{2069}\\u{200f}", "\\u{2066}x\\u{2069}\\u{200f}"),
+            (
+                "\u{2066}x\u{2069}\u{200f}",
+                "\\u{2066}x\\u{2069}\\u{200f}",
+                "\\u{2066}x\\u{2069}\\u{200f}",
+            ),
             ("ünïcødé ✓ 中文", "ünïcødé ✓ 中文", "ünïcødé ✓ 中文"),
         ];
         for (input, as_line, as_text) in cases {
