@@ -43,6 +43,7 @@ fn exec(file: &str, extra: &[&str]) -> (i32, String) {
         code,
         stdout,
         stderr,
+        ..
     } = common::retrace(&args).stdin(file).run();
     (code, stdout + &stderr)
 }

@@ -109,7 +109,9 @@ impl Cli {
         let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
         let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
         let mut timed_out = false;
+        let mut peak = PeakMemory::of(child.id());
         let status = loop {
+            peak.sample();
             if let Some(status) = child.try_wait().expect("retrace runs") {
                 break status;
             }
@@ -129,7 +131,8 @@ impl Cli {
             stdout: stdout.join().expect("stdout read"),
             stderr: stderr.join().expect("stderr read"),
         };
-        let ran = Ran::from(out);
+        let mut ran = Ran::from(out);
+        ran.peak_bytes = peak.bytes;
         if timed_out {
             Err(ran)
         } else {
@@ -145,6 +148,10 @@ pub struct Ran {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
+    /// The `retrace` process's own peak resident memory (`VmHWM`, its
+    /// children not counted), as last read before it ended; 0 when the
+    /// command was not run by [`Cli`].
+    pub peak_bytes: u64,
 }
 
 impl Ran {
@@ -161,6 +168,7 @@ impl From<Output> for Ran {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            peak_bytes: 0,
         }
     }
 }
@@ -173,5 +181,36 @@ impl fmt::Display for Ran {
             "exit {}\nstdout:\n{}\nstderr:\n{}",
             self.code, self.stdout, self.stderr
         )
+    }
+}
+
+/// A running process's all-time peak resident memory, read from
+/// `/proc/<pid>/status` (`VmHWM`) each time the runner polls it. The figure
+/// only grows, so the last reading before the exit holds every spike but
+/// one in the last poll period.
+struct PeakMemory {
+    status: std::path::PathBuf,
+    bytes: u64,
+}
+
+impl PeakMemory {
+    fn of(pid: u32) -> PeakMemory {
+        PeakMemory {
+            status: std::path::PathBuf::from(format!("/proc/{pid}/status")),
+            bytes: 0,
+        }
+    }
+
+    fn sample(&mut self) {
+        let Ok(text) = std::fs::read_to_string(&self.status) else {
+            return;
+        };
+        let kib = text
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+        if let Some(kib) = kib {
+            self.bytes = self.bytes.max(kib * 1024);
+        }
     }
 }

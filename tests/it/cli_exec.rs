@@ -19,6 +19,7 @@ fn json_has_one_outcome_per_cell() {
         code,
         stdout,
         stderr,
+        ..
     } = retrace([
         "exec",
         "--image",
@@ -156,6 +157,7 @@ fn exec_passes_no_terminal_escape_through() {
         code,
         stdout,
         stderr,
+        ..
     } = retrace(["exec", "--image", "slim", "-"])
         .stdin(src)
         .image(ImageName::Slim)
@@ -226,6 +228,7 @@ fn json_artifact_paths_open_from_the_working_directory() {
         code,
         stdout,
         stderr,
+        ..
     } = retrace(args).stdin(&src).cwd(cwd.path()).run();
     assert_eq!(code, 0, "{stderr}");
     let cells: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -261,6 +264,7 @@ fn descriptors_of_the_caller_do_not_reach_the_kernel() {
             code,
             stdout,
             stderr,
+            ..
         } = retrace(["exec", "--image", "slim", "--kernel-start", start, "-"])
             .stdin(&cell)
             .image(ImageName::Slim)

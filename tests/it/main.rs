@@ -35,6 +35,7 @@ mod gateway_fixture;
 mod golden_run;
 mod home_full;
 mod hostile_endpoint;
+mod hostile_inputs;
 mod kernel_answer;
 mod kernel_launcher;
 mod kernel_restart;

@@ -167,6 +167,7 @@ fn user_corpus_with_filter_json_and_junit() {
         code,
         stdout,
         stderr,
+        ..
     } = retrace([
         "sandbox",
         "check",
@@ -221,6 +222,7 @@ fn user_corpus_with_filter_json_and_junit() {
         code,
         stdout,
         stderr,
+        ..
     } = retrace([
         "sandbox", "check", "--corpus", &cases_arg, "--corpus", &other_arg, "--filter", "user_",
         "--junit", &junit_arg, "--jobs", "3",
@@ -270,6 +272,7 @@ fn a_missing_stdout_marker_fails_the_case() {
         code,
         stdout,
         stderr,
+        ..
     } = check_one_case("user_marker.toml", STDOUT_CASE);
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
@@ -310,6 +313,7 @@ fn a_case_over_its_harness_bound_fails() {
         code,
         stdout,
         stderr,
+        ..
     } = check_one_case("user_heavy.toml", HEAVY_CASE);
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
