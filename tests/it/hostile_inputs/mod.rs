@@ -12,6 +12,8 @@
 //! `hostile-inputs-memory.tsv` under cargo's test temporary directory.
 //! One module per area; every case is a test named after its class.
 
+mod names;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
