@@ -208,6 +208,18 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
     if let Some(s) = o.suggested {
         println!("the error claims {s}, which no OS evidence confirms");
     }
+    if let Some(refused) = &o.code_too_large {
+        println!(
+            "not run: the cell is {} bytes, over the limit of {} bytes",
+            refused.bytes, refused.limit
+        );
+    }
+    if o.text_replacements > 0 {
+        println!(
+            "{} sequences of text that is not valid Unicode shown as U+FFFD",
+            o.text_replacements
+        );
+    }
     if o.truncated {
         println!(
             "output truncated: {} bytes and {} messages dropped",

@@ -132,10 +132,9 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(failure) => {
             // Errors quote ids, file names and replies from outside.
-            eprintln!(
-                "error: {}",
-                retrace::util::terminal::text(&describe(&failure.error))
-            );
+            let error = describe(&failure.error);
+            let error = retrace::util::redact::text(&error);
+            eprintln!("error: {}", retrace::util::terminal::text(&error));
             failure.code
         }
     }

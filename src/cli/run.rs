@@ -16,7 +16,7 @@ use retrace::record::{
 use retrace::report;
 use retrace::task::load::{datasets_dir, TagQuota};
 use retrace::util::terminal;
-use retrace::util::units::parse_duration;
+use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
@@ -214,13 +214,19 @@ pub struct GenerationArgs {
     /// Completion tokens per reply.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
-    /// Timeout of one model request [default: 120s; 600s for `local`
-    /// models, whose replies take minutes on a busy CPU].
+    /// Timeout of one model request, its reply's body included [default:
+    /// 120s; 600s for `local` models, whose replies take minutes on a busy
+    /// CPU].
     #[arg(long, value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
     /// Retries of a failed model request (429, 5xx, timeouts).
     #[arg(long, default_value_t = 4)]
     pub max_retries: u32,
+    /// The most bytes of a model reply's body (`8M`, `512K`, bytes; at
+    /// most 1G). Reading stops there: a larger reply is a failed request
+    /// (an infrastructure error of its round, not retried).
+    #[arg(long, default_value = "8M", value_parser = parse_reply_bytes)]
+    pub max_reply_bytes: u64,
 }
 
 impl RunArgs {
@@ -285,6 +291,7 @@ impl RunArgs {
                     max_tokens: g.max_tokens,
                     request_timeout: g.request_timeout.unwrap_or(defaults.request_timeout),
                     max_retries: g.max_retries,
+                    max_reply_bytes: g.max_reply_bytes,
                 },
                 vision: self.endpoint.vision,
             },
@@ -405,6 +412,20 @@ fn several<T: Clone>(values: &[T]) -> Vec<T> {
     } else {
         Vec::new()
     }
+}
+
+/// The largest `--max-reply-bytes`: a reply is held in memory whole, once
+/// per request in flight.
+const MAX_REPLY_BYTES_LIMIT: u64 = 1 << 30;
+
+fn parse_reply_bytes(text: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(text).map_err(|e| e.to_string())?;
+    if bytes == 0 || bytes > MAX_REPLY_BYTES_LIMIT {
+        return Err(format!(
+            "`{text}`: a reply's limit must be between 1 byte and 1G"
+        ));
+    }
+    Ok(bytes)
 }
 
 fn parse_tag_quota(text: &str) -> Result<TagQuota, String> {

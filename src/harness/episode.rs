@@ -15,7 +15,7 @@ use crate::model::{ChatRequest, Message, ModelError, Role, KEEP_TOKEN};
 use crate::record::{AttemptRecord, FeedbackKind, FeedbackMode, RecordKind, Spent};
 use crate::repair::extract::extract_code;
 use crate::repair::feedback::state_query;
-use crate::repair::masking::{MaskCheck, MaskFlag, RepairPair};
+use crate::repair::masking::{MaskCheck, MaskError, MaskFlag, RepairPair, Unchecked};
 use crate::repair::message::{next_message, opening, FeedbackPolicy, PackageOffer, RoundContext};
 use crate::sandbox::Verdict;
 use crate::task::check::Check;
@@ -191,7 +191,7 @@ impl<'a> Episode<'a> {
             return Ok(head.infra(prompt, Some(solved), &executed, carried, why, elapsed()));
         }
         let masking = match self.repair_pair(solved.code.as_deref(), &executed) {
-            Some(pair) => mask_flags(&self.arm.masking, &self.task.id, &pair).await,
+            Some(pair) => Some(mask_flags(&self.arm.masking, &self.task.id, &pair).await),
             None => None,
         };
         let (answer, scored, decision) = self.decide(round, &solved, &executed, masking);
@@ -206,7 +206,7 @@ impl<'a> Episode<'a> {
         round: u32,
         solved: &Solved,
         executed: &Executed,
-        masking: Option<Vec<MaskFlag>>,
+        masking: Option<Masking>,
     ) -> (RoundAnswer, Scored, Decision) {
         let (answer, scored) = self.score(executed, masking);
         let turn = Turn {
@@ -378,11 +378,12 @@ impl<'a> Episode<'a> {
     /// question asks for is no answer, and the check in force stays: a
     /// multi-answer task's value that carries none of its named parts, or
     /// a masking repair's value the checker cannot read (its error message).
-    fn score(
-        &mut self,
-        executed: &Executed,
-        masking: Option<Vec<MaskFlag>>,
-    ) -> (RoundAnswer, Scored) {
+    fn score(&mut self, executed: &Executed, masking: Option<Masking>) -> (RoundAnswer, Scored) {
+        let (masking, masking_unchecked) = match masking {
+            Some(Ok(flags)) => (Some(flags), None),
+            Some(Err(why)) => (None, Some(why)),
+            None => (None, None),
+        };
         let mut answer = executed.answer();
         let stdout = executed.outcome.as_ref().map_or("", |o| o.stdout.as_str());
         if let RoundAnswer::Value { text } = &answer {
@@ -402,6 +403,7 @@ impl<'a> Episode<'a> {
             check: self.carried.clone(),
             answered: matches!(answer, RoundAnswer::Value { .. }),
             masking,
+            masking_unchecked,
         };
         (answer, scored)
     }
@@ -509,14 +511,21 @@ impl<'a> Episode<'a> {
     }
 }
 
-/// Signs that a repair hid the failure it repairs. A check that cannot
-/// run is logged and recorded as not checked.
-async fn mask_flags(check: &MaskCheck, task: &str, pair: &RepairPair) -> Option<Vec<MaskFlag>> {
-    match check.check(pair).await {
-        Ok(flags) => Some(flags),
-        Err(e) => {
-            tracing::warn!(task, error = %e, "the masking check failed");
-            None
+/// The masking check of a repair: its flags, or why it was not checked.
+type Masking = Result<Vec<MaskFlag>, Unchecked>;
+
+/// Signs that a repair hid the failure it repairs. A pair that could not
+/// be compared, or a check that failed, is recorded as not checked with
+/// its reason; a failure of the check is also logged.
+async fn mask_flags(check: &MaskCheck, task: &str, pair: &RepairPair) -> Masking {
+    check.check(pair).await.map_err(|e| {
+        let why = e.unchecked();
+        match e {
+            MaskError::Unread(_) => {
+                tracing::debug!(task, reason = %why, "repair not checked for masking")
+            }
+            _ => tracing::warn!(task, error = %e, "the masking check failed"),
         }
-    }
+        why
+    })
 }

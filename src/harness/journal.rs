@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use super::error::HarnessError;
 use crate::record::{AttemptRecord, RecordKind};
 use crate::util::fault::{self, Point};
+use crate::util::redact;
 use crate::util::IoContext;
 
 pub struct Journal {
@@ -56,11 +57,14 @@ impl Journal {
     }
 }
 
+/// One record as a line of JSON, with the configured secrets redacted
+/// (every line written, appended or rewritten, is made here).
 fn encode(record: &AttemptRecord) -> Result<Vec<u8>, HarnessError> {
-    serde_json::to_vec(record).map_err(|source| HarnessError::Encode {
+    let line = serde_json::to_string(record).map_err(|source| HarnessError::Encode {
         what: "a record",
         source,
-    })
+    })?;
+    Ok(redact::json(line).into_bytes())
 }
 
 /// Reads every record. A torn last line (the process died mid-write: no

@@ -84,6 +84,10 @@ impl Packages {
     ) -> CellRun {
         activated.follow(kernel);
         let mut steps = Vec::new();
+        // Code past the size bound is refused before the scanner reads it.
+        if let Some(outcome) = crate::kernel::code_refusal(code) {
+            return CellRun { outcome, steps };
+        }
         let mut code = code.to_string();
         if self.install_on.explicit() && might_install(&code) {
             match self.explicit(kernel, activated, &code).await {

@@ -10,7 +10,7 @@ use crate::record::{
     SCHEMA_VERSION,
 };
 use crate::repair::extract::{extract_code, Extraction};
-use crate::repair::masking::MaskFlag;
+use crate::repair::masking::{MaskFlag, Unchecked};
 use crate::task::check::Check;
 
 use super::answer::RoundAnswer;
@@ -110,6 +110,8 @@ pub(super) struct Scored {
     /// Signs that the round's repair hid the error before it (`None`: not
     /// checked).
     pub masking: Option<Vec<MaskFlag>>,
+    /// Why the round's repair was not checked, when a check was due.
+    pub masking_unchecked: Option<Unchecked>,
 }
 
 impl Scored {
@@ -158,6 +160,7 @@ impl RoundHead {
             check: carried,
             answered: false,
             masking: None,
+            masking_unchecked: None,
         };
         let mut rec = self.record(RecordKind::InfraError, prompt, solved, executed, scored);
         rec.infra_error = Some(why);
@@ -215,11 +218,12 @@ impl RoundHead {
                 kernel_start: executed.kernel_start_ms,
                 install: executed.install_ms,
             },
-            tokens: reply.as_ref().map_or_else(Usage::default, |r| r.usage),
+            tokens: reply.as_ref().map_or(Usage::ZERO, |r| r.usage),
             server_timings: reply.as_ref().and_then(|r| r.server),
             reply: reply.map(|r| r.text),
             cumulative: Spent::default(),
             masking: scored.masking,
+            masking_unchecked: scored.masking_unchecked,
         }
     }
 }

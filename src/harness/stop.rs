@@ -150,6 +150,7 @@ mod tests {
             check: None,
             answered: false,
             masking: None,
+            masking_unchecked: None,
         };
         (executed, scored)
     }

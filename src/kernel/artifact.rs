@@ -10,6 +10,7 @@ use base64::Engine;
 use super::outcome::Artifact;
 use super::KernelError;
 use crate::util::nofollow;
+use crate::util::redact;
 use crate::util::IoContext;
 
 /// Images one execution may leave as files. Their bytes are within the
@@ -41,15 +42,19 @@ pub fn save(dir: &Path, stem: &str, mime: &str, payload: &str) -> Result<Artifac
     fs::create_dir_all(dir).at("creating artifact dir", dir)?;
     let name = format!("{stem}.{ext}");
     let path = dir.join(&name);
+    // What the model's code displays may hold a configured secret (a
+    // reply that echoed the key): redacted like every file of a run.
+    let redacted = match redact::file(&path, &bytes) {
+        std::borrow::Cow::Owned(redacted) => Some(redacted),
+        std::borrow::Cow::Borrowed(_) => None,
+    };
+    let bytes = redacted.unwrap_or(bytes);
     // Replaced, not opened: a link with this name is never written through.
     nofollow::remove_entry(&path)
         .and_then(|()| nofollow::create_new(&path, 0o644))
         .and_then(|mut file| file.write_all(&bytes))
         .at("writing artifact", &path)?;
-    let base64 = match mime {
-        "image/svg+xml" => base64::engine::general_purpose::STANDARD.encode(&bytes),
-        _ => payload.chars().filter(|c| !c.is_whitespace()).collect(),
-    };
+    let base64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok(Artifact {
         path: name,
         mime: mime.to_string(),

@@ -12,13 +12,15 @@ use jupyter_protocol::connection_info::ConnectionInfo;
 use jupyter_protocol::{Channel, JupyterMessage, JupyterMessageContent};
 use jupyter_zmq_client::{
     create_client_control_connection, create_client_iopub_connection,
-    create_client_shell_connection_with_identity, peer_identity_for_session, DealerSendConnection,
+    create_client_shell_connection_with_identity, peer_identity_for_session, Connection,
+    DealerSendConnection,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::inbox::{inbox, Inbox, Outbox};
 use super::wire_cap::{Oversize, Relay};
+use super::zmq_message;
 use super::KernelError;
 use crate::util::IoContext;
 
@@ -153,6 +155,9 @@ struct Filters {
     iopub_watch: Arc<Mutex<IopubWatch>>,
     /// IOPub messages dropped because no request was watching them.
     iopub_dropped: Arc<AtomicU64>,
+    /// Invalid text sequences replaced in the messages passed on since the
+    /// watched request was sent.
+    replaced: Arc<AtomicU64>,
     shell_pending: Pending,
     control_pending: Pending,
 }
@@ -166,7 +171,14 @@ impl Router {
     }
 
     /// Queues `msg` if it is wanted; `false` once the session is gone.
-    pub(super) async fn route(&self, channel: Channel, msg: JupyterMessage) -> bool {
+    /// `replaced` is how many invalid text sequences the decoder replaced
+    /// in it: counted for the execution when the message is passed on.
+    pub(super) async fn route(&self, channel: Channel, msg: JupyterMessage, replaced: u64) -> bool {
+        let count = || {
+            if replaced > 0 {
+                self.filters.replaced.fetch_add(replaced, Ordering::Relaxed);
+            }
+        };
         match channel {
             Channel::IOPub => {
                 let admitted = self.filters.iopub_watch.lock().unwrap().admits(&msg)
@@ -175,10 +187,15 @@ impl Router {
                     self.filters.iopub_dropped.fetch_add(1, Ordering::Relaxed);
                     return true;
                 }
+                count();
                 self.iopub.send(msg).await
             }
             Channel::Shell => {
-                !self.filters.shell_pending.admits(&msg) || self.shell.send(msg).await
+                if !self.filters.shell_pending.admits(&msg) {
+                    return true;
+                }
+                count();
+                self.shell.send(msg).await
             }
             Channel::Control => {
                 if self.filters.control_pending.admits(&msg) {
@@ -254,7 +271,7 @@ impl Channels {
             source,
         };
         let identity = peer_identity_for_session(&session).map_err(zmq)?;
-        let mut iopub = create_client_iopub_connection(info, "", &session)
+        let iopub = create_client_iopub_connection(info, "", &session)
             .await
             .map_err(zmq)?;
         let shell = create_client_shell_connection_with_identity(info, &session, identity)
@@ -263,55 +280,15 @@ impl Channels {
         let control = create_client_control_connection(info, &session)
             .await
             .map_err(zmq)?;
-        let (shell_tx, mut shell_rx) = shell.split();
-        let (control_tx, mut control_rx) = control.split();
+        let (shell_tx, shell_rx) = shell.split();
+        let (control_tx, control_rx) = control.split();
         let (router, mut channels) = Channels::open(Box::new(ZmqOutbound {
             shell: shell_tx,
             control: control_tx,
         }));
-        // A message that fails to parse or verify is dropped, not fatal:
-        // code in the kernel can write garbage to its own sockets.
-        let route = router.clone();
-        let control_reader = tokio::spawn(async move {
-            loop {
-                match control_rx.read().await {
-                    Ok(msg) => {
-                        if !route.route(Channel::Control, msg).await {
-                            break;
-                        }
-                    }
-                    Err(e) if is_fatal(&e) => break,
-                    Err(_) => continue,
-                }
-            }
-        });
-        let route = router.clone();
-        let iopub_reader = tokio::spawn(async move {
-            loop {
-                match iopub.read().await {
-                    Ok(msg) => {
-                        if !route.route(Channel::IOPub, msg).await {
-                            break;
-                        }
-                    }
-                    Err(e) if is_fatal(&e) => break,
-                    Err(_) => continue,
-                }
-            }
-        });
-        let shell_reader = tokio::spawn(async move {
-            loop {
-                match shell_rx.read().await {
-                    Ok(msg) => {
-                        if !router.route(Channel::Shell, msg).await {
-                            break;
-                        }
-                    }
-                    Err(e) if is_fatal(&e) => break,
-                    Err(_) => continue,
-                }
-            }
-        });
+        let control_reader = tokio::spawn(reader(control_rx, Channel::Control, router.clone()));
+        let iopub_reader = tokio::spawn(reader(iopub, Channel::IOPub, router.clone()));
+        let shell_reader = tokio::spawn(reader(shell_rx, Channel::Shell, router));
         channels.readers = vec![iopub_reader, shell_reader, control_reader];
         channels.oversize_rx = oversize_rx;
         channels._relays = relays;
@@ -330,6 +307,7 @@ impl Channels {
         let filters = Filters {
             iopub_watch: Arc::new(Mutex::new(IopubWatch::All)),
             iopub_dropped: Arc::new(AtomicU64::new(0)),
+            replaced: Arc::new(AtomicU64::new(0)),
             shell_pending: Pending::default(),
             control_pending: Pending::default(),
         };
@@ -394,6 +372,12 @@ impl Channels {
         self.send_on_shell(JupyterMessage::new(content, None)).await
     }
 
+    /// Invalid text sequences the decoder replaced (by U+FFFD) in the
+    /// messages passed on since the last watched request was sent.
+    pub(super) fn replaced_text(&self) -> u64 {
+        self.filters.replaced.load(Ordering::Relaxed)
+    }
+
     /// Sends a request on shell whose IOPub messages are to be read: from
     /// now on the IOPub queue holds only messages whose parent is this
     /// request. Whatever was queued before (output of an earlier request,
@@ -405,6 +389,7 @@ impl Channels {
     ) -> Result<String, KernelError> {
         let msg = JupyterMessage::new(content, None);
         let id = msg.header.msg_id.clone();
+        self.filters.replaced.store(0, Ordering::Relaxed);
         *self.filters.iopub_watch.lock().unwrap() = IopubWatch::Only(id.clone());
         let mut stale = 0u64;
         while self.iopub_rx.try_recv().is_ok() {
@@ -452,6 +437,28 @@ impl Channels {
         let msg = JupyterMessage::new(content, None);
         self.filters.control_pending.add(&msg.header.msg_id);
         self.outbound.send(Channel::Control, msg).await
+    }
+}
+
+/// Reads one channel of a local kernel into the router until the session
+/// is gone or the transport fails. A message that fails to verify or parse
+/// is dropped, not fatal: code in the kernel can write garbage to its own
+/// sockets. Text that is not valid Unicode does not make a message fail
+/// (see `zmq_message`).
+async fn reader<S: zeromq::SocketRecv>(mut conn: Connection<S>, channel: Channel, router: Router) {
+    loop {
+        match zmq_message::read(&mut conn).await {
+            Ok(received) => {
+                if !router
+                    .route(channel.clone(), received.msg, received.replaced)
+                    .await
+                {
+                    break;
+                }
+            }
+            Err(e) if is_fatal(&e) => break,
+            Err(_) => continue,
+        }
     }
 }
 

@@ -151,6 +151,8 @@ pub(super) struct Run {
     pub(super) kernel_gone: bool,
     /// The reply asked the frontend to exit (`quit()`).
     pub(super) ask_exit: bool,
+    /// Invalid text sequences replaced in this execution's messages.
+    pub(super) replaced_text: u64,
 }
 
 impl Run {
@@ -170,6 +172,7 @@ impl Run {
             reason: None,
             kernel_gone: false,
             ask_exit: false,
+            replaced_text: 0,
         }
     }
 
@@ -372,8 +375,10 @@ impl Run {
             ExecStatus::Error
         };
         let stdout = self.capture.stdout();
+        let mut text_replacements = self.replaced_text;
         let answer = if status == ExecStatus::Ok {
             let report = self.probe.take().and_then(|t| ProbeReport::parse(&t));
+            text_replacements += report.as_ref().map_or(0, ProbeReport::replaced);
             choose_answer(report, &self.results, &stdout)
         } else {
             None
@@ -398,6 +403,7 @@ impl Run {
             },
             results: self.results,
             displays: self.displays,
+            text_replacements,
             ..Outcome::blank(status, verdict)
         }
     }

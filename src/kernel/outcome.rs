@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::code_size::CodeTooLarge;
+use super::text::decode_json_str;
 use crate::sandbox::{ExitInfo, Verdict};
 
 /// How the kernel reported the execution.
@@ -213,6 +215,15 @@ pub struct Outcome {
     /// model failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infra_error: Option<String>,
+    /// Sequences of text that were not valid Unicode (bytes that are not
+    /// UTF-8, lone UTF-16 surrogates) in what the kernel sent for this
+    /// execution, each kept as U+FFFD in the outcome's text (see
+    /// `kernel::text`): output is never dropped for its encoding.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub text_replacements: u64,
+    /// The code was not run for its size (verdict `code_too_large`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_too_large: Option<CodeTooLarge>,
 }
 
 impl Outcome {
@@ -350,6 +361,8 @@ impl Outcome {
             suggested: None,
             enforcement: None,
             infra_error: None,
+            text_replacements: 0,
+            code_too_large: None,
         }
     }
 }
@@ -370,6 +383,9 @@ pub(crate) struct ProbeReport {
     variable: Option<ReadValue>,
     #[serde(default)]
     result: Option<ReadValue>,
+    /// Invalid text sequences replaced in the envelope itself.
+    #[serde(skip)]
+    replaced: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -383,6 +399,9 @@ struct ReadValue {
     json: Option<Value>,
     #[serde(default)]
     reason: Option<String>,
+    /// Lone surrogates the reader replaced by U+FFFD in the value's strings.
+    #[serde(default)]
+    replaced: u64,
 }
 
 impl ReadValue {
@@ -413,11 +432,33 @@ impl ReadValue {
 /// The prefix of every envelope the kernel-side code returns.
 pub(crate) const ENVELOPE_PREFIX: &str = "retrace:";
 
+/// The JSON of an envelope (`text/plain` of a user expression), decoded
+/// by the kernel text decoder, and how many invalid sequences it held;
+/// `None` when it is not ours or not what `T` reads.
+pub(crate) fn read_envelope<T: serde::de::DeserializeOwned>(text: &str) -> Option<(T, u64)> {
+    let decoded = decode_json_str(text.strip_prefix(ENVELOPE_PREFIX)?);
+    let value = serde_json::from_str(&decoded.json).ok()?;
+    Some((value, decoded.replaced))
+}
+
 impl ProbeReport {
     /// Parses the `text/plain` of the reader's user expression; `None` when
     /// it is missing or not ours.
     pub(crate) fn parse(text: &str) -> Option<ProbeReport> {
-        serde_json::from_str(text.strip_prefix(ENVELOPE_PREFIX)?).ok()
+        let (report, replaced) = read_envelope::<ProbeReport>(text)?;
+        Some(ProbeReport { replaced, ..report })
+    }
+
+    /// Invalid text sequences replaced in the envelope and by the reader
+    /// in the values it read.
+    pub(crate) fn replaced(&self) -> u64 {
+        let values = [&self.variable, &self.result];
+        self.replaced
+            + values
+                .iter()
+                .flat_map(|v| v.as_ref())
+                .map(|v| v.replaced)
+                .sum::<u64>()
     }
 }
 

@@ -24,6 +24,7 @@ import fractions as _fractions_mod
 import difflib as _difflib_mod
 import keyword as _keyword_mod
 import json.encoder as _json_encoder_mod
+import re as _re_mod
 import types as _types_mod
 
 _builtins_dict = _builtins_mod.__dict__
@@ -53,6 +54,10 @@ _str_repr = str.__repr__
 _str_join = str.join
 _str_startswith = str.startswith
 _str_isidentifier = str.isidentifier
+_str_isascii = str.isascii
+# A lone UTF-16 surrogate in a str is text that is not valid Unicode
+# ('\ud800', or a byte that did not decode, '\udcff'): read as U+FFFD.
+_surrogates_subn = _re_mod.compile("[\\ud800-\\udfff]").subn
 _bit_length = int.bit_length
 _dict_get = dict.get
 _dict_pop = dict.pop
@@ -177,12 +182,24 @@ def _genuine(t, module_name, attr):
 
 
 class _Budget:
-    __slots__ = ("items", "chars", "deadline")
+    __slots__ = ("items", "chars", "deadline", "replaced")
 
     def __init__(self):
         self.items = 0
         self.chars = 0
         self.deadline = _monotonic() + MAX_SECONDS
+        self.replaced = 0
+
+
+def _text(s, b):
+    """`s` with each lone surrogate replaced by U+FFFD (counted in `b`): the
+    value is read with its invalid text visible, as the harness keeps
+    printed text (kernel/text.rs)."""
+    if _str_isascii(s):
+        return s
+    fixed, n = _surrogates_subn("\ufffd", s)
+    b.replaced += n
+    return fixed
 
 
 def _tick(b, chars, path, t):
@@ -258,6 +275,7 @@ def _numpy(x, t, depth, b, path):
     if name in ("bool", "bool_"):
         return ("True", "true") if _bool(x) else ("False", "false")
     if name == "str_":
+        x = _text(x, b)
         return (_str_repr(x), _json_str(x))
     if name == "ndarray":
         ndim = x.ndim
@@ -354,6 +372,7 @@ def _encode(x, depth, b, path):
         if _len(x) > MAX_CHARS:
             raise _Unsupported("str", "too large: more than %d characters" % MAX_CHARS)
         _tick(b, _len(x) + 2, path, t)
+        x = _text(x, b)
         return (_str_repr(x), _json_str(x))
     if t is _list or t is _tuple:
         if depth >= MAX_DEPTH:
@@ -389,6 +408,7 @@ def _encode(x, depth, b, path):
                     "dict", "keys must be strings; %s has a key of type %s" % (path, type_name(_type(k)))
                 )
             _tick(b, _len(k) + 4, path, t)
+            k = _text(k, b)
             a, j = _encode(v, depth + 1, b, path + "[" + _str_repr(k) + "]")
             _list_append(texts, _str_repr(k) + ": " + a)
             _list_append(jsons, _json_str(k) + ":" + j)
@@ -450,10 +470,11 @@ def _read(value, path):
             _json_str(type_name(_type(value))),
             _json_str("could not be read (%s)" % type_name(_type(e))),
         )
-    return '{"ok":true,"type":%s,"text":%s,"json":%s}' % (
+    return '{"ok":true,"type":%s,"text":%s,"json":%s,"replaced":%d}' % (
         _json_str(type_name(_type(value))),
         _json_str(text),
         js,
+        b.replaced,
     )
 
 
@@ -1001,4 +1022,33 @@ def _install_completion_reply():
 try:
     _install_completion_reply()
 except Exception:  # noqa: BLE001 (the probe then takes ipykernel's path)
+    pass
+
+
+# A str holding a lone surrogate makes jupyter_client's packer raise (it
+# writes UTF-8; '\udc80'-'\udcff' alone pass, as the bytes they stand for),
+# and the whole message is lost: a flush of stdout, the cell's error, even
+# its reply. Such a message is written as ASCII JSON instead, every other
+# character an escape; the harness reads a lone surrogate's escape, and a
+# byte that is not UTF-8, as U+FFFD and counts it (kernel/text.rs).
+def _install_lenient_packer():
+    from jupyter_client.jsonutil import json_clean, json_default
+
+    session = _obj_getattribute(_shell, "kernel").session
+    pack = session.pack
+    dumps = _json_mod.dumps
+
+    def lenient_pack(obj):
+        try:
+            return pack(obj)
+        except UnicodeEncodeError:
+            text = dumps(json_clean(obj), default=json_default, ensure_ascii=True, allow_nan=False)
+            return _str.encode(text, "ascii")
+
+    session.pack = lenient_pack
+
+
+try:
+    _install_lenient_packer()
+except Exception:  # noqa: BLE001 (such messages are then lost, as before)
     pass

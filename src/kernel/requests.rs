@@ -139,9 +139,8 @@ pub(super) async fn inspect(
         None => None,
     };
     text.as_deref()
-        .and_then(|t| t.strip_prefix(super::outcome::ENVELOPE_PREFIX))
-        .and_then(|t| serde_json::from_str(t).ok())
-        .map(Some)
+        .and_then(super::outcome::read_envelope)
+        .map(|(view, _)| Some(view))
         .ok_or_else(|| KernelError::Protocol("state inspection returned no view".into()))
 }
 

@@ -182,6 +182,9 @@ impl<B: Backend + ?Sized> Kernel<B> {
     /// Runs one cell. Never fails: every way an execution can end is an
     /// outcome with a verdict (a lost gateway's says so in `infra_error`).
     pub async fn execute(&mut self, code: &str, exec: &ExecOptions) -> Outcome {
+        if let Some(refused) = super::code_size::refusal(code) {
+            return refused;
+        }
         let started = Instant::now();
         let lost_before = match self.backend.ready().await {
             Ok(lost) => lost,
@@ -302,7 +305,8 @@ impl<B: Backend + ?Sized> Kernel<B> {
                 Some(big) = channels.oversize_rx.recv() => {
                     // A message whose parent header could not be read is
                     // counted against the cell that is running.
-                    if big.parent.as_deref().is_none_or(|p| p == sent.msg_id) {
+                    let ours = big.parent.as_deref().is_none_or(|p| p == sent.msg_id);
+                    if ours && big.is_output() {
                         run.capture.drop_oversize(big.bytes);
                     }
                 }
@@ -357,6 +361,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         // Output the cell's threads print from now on is not this cell's
         // (nor any later cell's): the reader drops it as it arrives.
         self.backend.channels().unwatch_iopub();
+        run.replaced_text = self.backend.channels().replaced_text();
         ending
     }
 

@@ -141,15 +141,48 @@ impl ChatRequest {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The tokens of one request as the model's server counted them. A count
+/// is `None` (`null` in records) when unknown: the server did not say, or
+/// said something that is no count (negative, fractional, text, absurdly
+/// large). Sums take an unknown count as nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
 }
 
 impl Usage {
+    /// Nothing spent: a round that sent no request, or a model that
+    /// charges nothing.
+    pub const ZERO: Usage = Usage::counted(0, 0);
+    /// Neither count known.
+    pub const UNKNOWN: Usage = Usage {
+        prompt_tokens: None,
+        completion_tokens: None,
+    };
+
+    pub const fn counted(prompt_tokens: u64, completion_tokens: u64) -> Usage {
+        Usage {
+            prompt_tokens: Some(prompt_tokens),
+            completion_tokens: Some(completion_tokens),
+        }
+    }
+
+    /// The prompt tokens known (an unknown count adds nothing).
+    pub fn prompt(&self) -> u64 {
+        self.prompt_tokens.unwrap_or(0)
+    }
+
+    /// The completion tokens known.
+    pub fn completion(&self) -> u64 {
+        self.completion_tokens.unwrap_or(0)
+    }
+
+    /// Prompt and completion tokens known.
     pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt().saturating_add(self.completion())
     }
 }
 
@@ -228,9 +261,23 @@ pub struct Generation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair_temperature: Option<f32>,
     pub max_tokens: u32,
+    /// The whole of one request, the reply's body included.
     #[serde(with = "crate::util::secs")]
     pub request_timeout: Duration,
     pub max_retries: u32,
+    /// The most bytes of a reply's body (`--max-reply-bytes`): reading
+    /// stops there and the request fails, not retried.
+    #[serde(default = "default_max_reply_bytes")]
+    pub max_reply_bytes: u64,
+}
+
+/// The default of `--max-reply-bytes`: thousands of times a reply of the
+/// largest `--max-tokens` anyone uses, and little memory per request in
+/// flight.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 8 << 20;
+
+fn default_max_reply_bytes() -> u64 {
+    DEFAULT_MAX_REPLY_BYTES
 }
 
 impl Default for Generation {
@@ -241,6 +288,7 @@ impl Default for Generation {
             max_tokens: 1024,
             request_timeout: Duration::from_secs(120),
             max_retries: 4,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }

@@ -132,7 +132,7 @@ impl ModelClient for Replay {
             })?;
         Ok(Reply {
             text: text.clone(),
-            usage: Usage::default(),
+            usage: Usage::ZERO,
             attempts: 1,
             latency_ms: started.elapsed().as_secs_f64() * 1000.0,
             finish_reason: None,

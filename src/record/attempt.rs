@@ -8,7 +8,7 @@ use super::InstallStep;
 use crate::kernel::Outcome;
 use crate::model::{Message, ServerTimings, Usage};
 use crate::repair::extract::Extraction;
-use crate::repair::masking::MaskFlag;
+use crate::repair::masking::{MaskFlag, Unchecked};
 use crate::task::check::Check;
 
 use super::spec::StopOn;
@@ -131,6 +131,11 @@ pub struct AttemptRecord {
     /// clean check (`[]`) and no check stay apart in every rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masking: Option<Vec<MaskFlag>>,
+    /// Why this repair of a failed round was not checked for masking (its
+    /// `masking` is then `None`): either code unreadable, the parser's or
+    /// the comparison's limits, or the check failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masking_unchecked: Option<Unchecked>,
     /// Where the model request's time went, as the server reported it
     /// (queue wait, prompt tokens evaluated and cached, generation);
     /// absent for servers that report nothing and synthetic models.
@@ -151,15 +156,15 @@ impl Spent {
     /// `self` plus one round's tokens and timings.
     pub fn plus(self, tokens: &Usage, timings: &RoundTimings) -> Spent {
         Spent {
-            prompt_tokens: self.prompt_tokens + tokens.prompt_tokens,
-            completion_tokens: self.completion_tokens + tokens.completion_tokens,
+            prompt_tokens: self.prompt_tokens.saturating_add(tokens.prompt()),
+            completion_tokens: self.completion_tokens.saturating_add(tokens.completion()),
             model_ms: self.model_ms + timings.model,
             exec_ms: self.exec_ms + timings.exec,
         }
     }
 
     pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
 

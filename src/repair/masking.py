@@ -6,7 +6,12 @@
 # (the exception's class name, e.g. "KeyError")
 # and writes one JSON object on stdout:
 #   {"flags": [...], "prints": [{"text", "guarded"}],
-#    "unread": null | <why either code could not be read>}
+#    "unread": null | {"reason", "detail"}}
+# where `reason` says why the pair was not compared: `syntax_error` (either
+# code is not Python), `parser_limit` (nested deeper than Python's parser
+# goes: MemoryError, RecursionError or "too many nested parentheses"),
+# `compare_limit` (parsed, but too deep to compare) or `checker_error`
+# (anything else this script raised); `detail` is the exception, bounded.
 # The rules are documented in docs/methodology.md ("Repairs that hide the
 # error"); the stdout half of `error_message_output` is decided by the
 # harness from `prints`. Run with the slim image's interpreter
@@ -27,6 +32,10 @@ MAX_PRINTS = 50
 MAX_TEXT = 200
 # What a handler that only silences its exception does.
 SILENT = (ast.Pass, ast.Continue, ast.Break)
+# Characters of an exception's text sent back.
+MAX_DETAIL = 300
+# What CPython's parser says when code nests past its own limits.
+PARSER_LIMITS = ("too many nested parentheses", "too many statically nested blocks", "too many levels of indentation")
 
 
 def parse(code):
@@ -386,21 +395,44 @@ def flags(old, new, request):
     return found
 
 
+def unread(reason, error):
+    """The reply for a pair that was not compared, and why."""
+    text = str(error)
+    detail = type(error).__name__ + (": " + text if text else "")
+    if len(detail) > MAX_DETAIL:
+        detail = detail[:MAX_DETAIL] + "..."
+    return {"flags": [], "prints": [], "unread": {"reason": reason, "detail": detail}}
+
+
 def check(request):
     """The reply; code that cannot be read gives no flags and says why."""
     try:
         old = parse(request["failing_code"])
         new = parse(request["repair_code"])
     except SyntaxError as e:
-        return {"flags": [], "prints": [], "unread": f"{type(e).__name__}: {e.msg} (line {e.lineno})"}
-    except (ValueError, RecursionError) as e:
-        # Null bytes; nesting deeper than the parser goes.
-        return {"flags": [], "prints": [], "unread": f"{type(e).__name__}: {e}"}
+        if any(limit in str(e.msg) for limit in PARSER_LIMITS):
+            return unread("parser_limit", e)
+        return unread("syntax_error", e)
+    except (MemoryError, RecursionError) as e:
+        # Nesting deeper than the parser goes ('-' * 10**6 + '1').
+        return unread("parser_limit", e)
+    except ValueError as e:
+        # Null bytes (a SyntaxError from Python 3.12 on).
+        return unread("syntax_error", e)
     try:
         return {"flags": flags(old, new, request), "prints": prints(new), "unread": None}
-    except RecursionError:
-        return {"flags": [], "prints": [], "unread": "nested too deeply to compare"}
+    except (MemoryError, RecursionError) as e:
+        return unread("compare_limit", e)
 
 
-with open(sys.argv[1], encoding="utf-8") as request:
-    json.dump(check(json.load(request)), sys.stdout)
+def main():
+    with open(sys.argv[1], encoding="utf-8") as request:
+        pair = json.load(request)
+    try:
+        reply = check(pair)
+    except Exception as e:  # noqa: BLE001 (the harness records why)
+        reply = unread("checker_error", e)
+    json.dump(reply, sys.stdout)
+
+
+main()

@@ -125,6 +125,76 @@ fn answer_value(outcome: &Outcome) -> Option<String> {
     }
 }
 
+/// Why a repair was not checked for masking: recorded with the round
+/// (`masking_unchecked`), counted by reason in the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UncheckedReason {
+    /// Either code is not Python, even after IPython's transformer.
+    SyntaxError,
+    /// Either code nests deeper than Python's parser goes (MemoryError,
+    /// RecursionError or "too many nested parentheses" while parsing).
+    ParserLimit,
+    /// Both parsed, but comparing them went deeper than the checker goes.
+    CompareLimit,
+    /// The check ran past [`MASK_TIME`] and was killed.
+    Timeout,
+    /// The checker raised or exited with a failure (killed at its memory
+    /// limit among the causes).
+    CheckerError,
+    /// The check's jail could not be set up.
+    Jail,
+    /// The checker's output was not the expected JSON.
+    BadOutput,
+}
+
+impl UncheckedReason {
+    /// Its name in records and reports (its serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            UncheckedReason::SyntaxError => "syntax_error",
+            UncheckedReason::ParserLimit => "parser_limit",
+            UncheckedReason::CompareLimit => "compare_limit",
+            UncheckedReason::Timeout => "timeout",
+            UncheckedReason::CheckerError => "checker_error",
+            UncheckedReason::Jail => "jail",
+            UncheckedReason::BadOutput => "bad_output",
+        }
+    }
+}
+
+/// Characters of a reason's detail kept (an exception's text can be as
+/// long as the code it quotes).
+pub const MAX_DETAIL: usize = 300;
+
+/// A repair the masking check did not compare, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unchecked {
+    pub reason: UncheckedReason,
+    /// The exception or failure, at most [`MAX_DETAIL`] characters.
+    pub detail: String,
+}
+
+impl Unchecked {
+    /// `detail` cut to [`MAX_DETAIL`] characters (then ending in `...`).
+    pub fn new(reason: UncheckedReason, detail: &str) -> Unchecked {
+        let mut kept: String = detail.chars().take(MAX_DETAIL).collect();
+        if kept.len() < detail.len() {
+            kept.push_str("...");
+        }
+        Unchecked {
+            reason,
+            detail: kept,
+        }
+    }
+}
+
+impl std::fmt::Display for Unchecked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.reason.name(), self.detail)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MaskError {
     #[error("the repair masking check could not run: {0}")]
@@ -133,6 +203,26 @@ pub enum MaskError {
     Failed { status: String, stderr: String },
     #[error("the repair masking check wrote something unexpected")]
     Output(#[from] serde_json::Error),
+    #[error("the repair masking check did not compare the code ({0})")]
+    Unread(Unchecked),
+}
+
+impl MaskError {
+    /// Why the repair was not checked, as recorded.
+    pub fn unchecked(&self) -> Unchecked {
+        use UncheckedReason as R;
+        match self {
+            MaskError::Jail(OneShotError::Timeout(_)) => {
+                Unchecked::new(R::Timeout, &self.to_string())
+            }
+            MaskError::Jail(e) => Unchecked::new(R::Jail, &e.to_string()),
+            MaskError::Failed { status, stderr } => {
+                Unchecked::new(R::CheckerError, &format!("{status}: {stderr}"))
+            }
+            MaskError::Output(e) => Unchecked::new(R::BadOutput, &e.to_string()),
+            MaskError::Unread(unchecked) => unchecked.clone(),
+        }
+    }
 }
 
 /// What `masking.py` reads: the code, not the output.
@@ -149,9 +239,9 @@ struct Request<'a> {
 struct Reply {
     flags: Vec<MaskFlag>,
     prints: Vec<Print>,
-    /// Why either code could not be read (a syntax error, nesting beyond
-    /// the parser); then there are no flags.
-    unread: Option<String>,
+    /// Why the pair was not compared (a syntax error, nesting beyond the
+    /// parser); then there are no flags.
+    unread: Option<Unchecked>,
 }
 
 /// One print call of the repair.
@@ -181,8 +271,10 @@ impl MaskCheck {
         }
     }
 
-    /// The flags of `pair`, in [`MaskFlag`] order; none when either code is
-    /// not Python (or nests deeper than Python's parser goes).
+    /// The flags of `pair`, in [`MaskFlag`] order. A pair that was not
+    /// compared (either code is not Python or nests deeper than Python's
+    /// parser goes, or the check failed) is an error that says why
+    /// ([`MaskError::unchecked`]).
     pub async fn check(&self, pair: &RepairPair) -> Result<Vec<MaskFlag>, MaskError> {
         let jail = MaskError::Jail;
         let scratch = Scratch::create(&self.work_dir, "mask").map_err(|e| jail(e.into()))?;
@@ -217,9 +309,8 @@ impl MaskCheck {
             });
         }
         let reply: Reply = serde_json::from_slice(&out.stdout)?;
-        if let Some(why) = &reply.unread {
-            tracing::debug!("repair masking check skipped: {why}");
-            return Ok(Vec::new());
+        if let Some(why) = reply.unread {
+            return Err(MaskError::Unread(Unchecked::new(why.reason, &why.detail)));
         }
         let mut flags = reply.flags;
         if error_message_output(pair, &reply.prints) {
@@ -370,6 +461,63 @@ mod tests {
         let got = with(AnswerRule::AnswerVariable, Some(frame.clone()));
         assert_eq!(got, Some(frame.message()));
         assert_eq!(answer_value(&Outcome::ended(Verdict::Ok, 1.0)), None);
+    }
+
+    #[test]
+    fn every_way_a_check_fails_names_its_reason() {
+        use std::time::Duration;
+        use UncheckedReason as R;
+        let unread = |json: &str| {
+            let reply: Reply = serde_json::from_str(json).unwrap();
+            reply.unread.map(|u| u.reason)
+        };
+        let from_python = [
+            ("syntax_error", R::SyntaxError),
+            ("parser_limit", R::ParserLimit),
+            ("compare_limit", R::CompareLimit),
+            ("checker_error", R::CheckerError),
+        ];
+        for (name, reason) in from_python {
+            let json = format!(
+                r#"{{"flags":[],"prints":[],"unread":{{"reason":"{name}","detail":"MemoryError"}}}}"#
+            );
+            assert_eq!(unread(&json), Some(reason));
+            assert_eq!(reason.name(), name);
+        }
+        assert_eq!(unread(r#"{"flags":[],"prints":[],"unread":null}"#), None);
+        let reason = |e: MaskError| e.unchecked().reason;
+        assert_eq!(
+            reason(MaskError::Jail(OneShotError::Timeout(Duration::from_secs(
+                20
+            )))),
+            R::Timeout
+        );
+        let failed = MaskError::Failed {
+            status: "signal: 9 (SIGKILL)".into(),
+            stderr: "no message (its jail holds 256 MiB)".into(),
+        };
+        let why = failed.unchecked();
+        assert_eq!(why.reason, R::CheckerError);
+        assert!(why.detail.contains("SIGKILL"), "{why}");
+        let garbled = serde_json::from_str::<serde_json::Value>("not json").unwrap_err();
+        assert_eq!(reason(MaskError::Output(garbled)), R::BadOutput);
+        let io = crate::util::IoError::new("x", std::io::ErrorKind::Other.into());
+        assert_eq!(reason(MaskError::Jail(OneShotError::Io(io))), R::Jail);
+    }
+
+    #[test]
+    fn a_reason_keeps_a_bounded_detail() {
+        let long = "é".repeat(MAX_DETAIL * 10);
+        let why = Unchecked::new(UncheckedReason::ParserLimit, &long);
+        assert_eq!(why.detail.chars().count(), MAX_DETAIL + 3);
+        assert!(why.detail.ends_with("..."));
+        let short = Unchecked::new(UncheckedReason::ParserLimit, "MemoryError");
+        assert_eq!(short.to_string(), "parser_limit: MemoryError");
+        let json = serde_json::to_value(&short).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"reason": "parser_limit", "detail": "MemoryError"})
+        );
     }
 
     #[test]

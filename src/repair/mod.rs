@@ -10,4 +10,4 @@ pub mod prompt;
 pub mod traceback;
 
 pub use feedback::{FeedbackKind, FeedbackMode};
-pub use masking::{MaskCheck, MaskError, MaskFlag, RepairPair};
+pub use masking::{MaskCheck, MaskError, MaskFlag, RepairPair, Unchecked, UncheckedReason};

@@ -209,12 +209,21 @@ fn repeated(arms: &[&ArmSummary]) -> Table {
         .iter()
         .filter(|a| a.repairs.repeated_error.is_some() || a.repairs.resent_code.is_some())
         .map(|a| {
-            let rules: Vec<String> = a
+            let mut rules: Vec<String> = a
                 .repairs
                 .masked_by_rule
                 .iter()
                 .map(|(rule, n)| format!("{rule} {n}"))
                 .collect();
+            let unchecked: Vec<String> = a
+                .repairs
+                .masking_unchecked
+                .iter()
+                .map(|(reason, n)| format!("{reason} {n}"))
+                .collect();
+            if !unchecked.is_empty() {
+                rules.push(format!("not checked: {}", unchecked.join(", ")));
+            }
             vec![
                 name(a),
                 counted(a.repairs.repeated_error.as_ref()),
@@ -273,5 +282,45 @@ mod tests {
         assert_eq!(rows.len(), 1, "the resampling arm only");
         assert_eq!(rows[0][0], "dynamic");
         assert_eq!(rows[0][4], pct(fat[1].value), "fat's Acc@1 beside pass@2");
+    }
+
+    #[test]
+    fn repairs_not_checked_for_masking_are_counted_by_reason_apart_from_the_rate() {
+        use crate::record::StopOn;
+        use crate::repair::{MaskFlag, Unchecked, UncheckedReason};
+        use crate::report::testing::{config, task, R};
+        let (k, s) = (3, StopOn::Clean);
+        let mut records = task(
+            "a",
+            &[
+                R::Raised("KeyError"),
+                R::Raised("KeyError"),
+                R::Raised("KeyError"),
+                R::Right,
+            ],
+            s,
+            k,
+        );
+        records[1].masking = Some(vec![MaskFlag::BroadHandler]);
+        records[2].masking_unchecked =
+            Some(Unchecked::new(UncheckedReason::ParserLimit, "MemoryError"));
+        records[3].masking = Some(Vec::new());
+        let summary = summarize(&config(&["a"], k, s), &records);
+        let repairs = &summary.each_arm()[0].repairs;
+        let masked = repairs.masked.as_ref().unwrap();
+        assert_eq!(
+            (masked.successes, masked.n),
+            (1, 2),
+            "the unchecked repair is not in it"
+        );
+        assert_eq!(
+            repairs.masking_unchecked,
+            std::collections::BTreeMap::from([("parser_limit".to_string(), 1)])
+        );
+        let table = repeated(&summary.each_arm());
+        assert_eq!(
+            table.rows[0][4],
+            "broad_handler 1, not checked: parser_limit 1"
+        );
     }
 }

@@ -48,6 +48,9 @@ pub enum Verdict {
     KernelExit,
     NetworkBlocked,
     PolicyDenied,
+    /// The cell's code was larger than the harness runs (`kernel::MAX_CODE_BYTES`):
+    /// refused before it reached the kernel, like `policy_denied`.
+    CodeTooLarge,
     /// The harness failed: could not start, confine, kill or clean up.
     InternalError,
 }
@@ -73,6 +76,7 @@ impl Verdict {
                 | Verdict::LockLimit
                 | Verdict::NetworkBlocked
                 | Verdict::PolicyDenied
+                | Verdict::CodeTooLarge
         )
     }
 
@@ -169,7 +173,7 @@ mod tests {
             let json = serde_json::to_string(&f).unwrap();
             assert_eq!(json, format!("\"{}\"", f.as_str()));
         }
-        assert_eq!(Verdict::iter().count(), 16);
+        assert_eq!(Verdict::iter().count(), 17);
         assert_eq!(Verdict::TimeoutWall.as_str(), "timeout_wall");
         assert_eq!(Flag::InterruptIgnored.as_str(), "interrupt_ignored");
         assert!("nope".parse::<Verdict>().is_err());

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::fault::{self, Point};
+use super::redact;
 
 /// What names [`write_atomically`]'s temporary files: `.<name>.tmp-<pid>`.
 const TMP_INFIX: &str = ".tmp-";
@@ -72,9 +73,11 @@ fn process_alive(pid: u32) -> bool {
 /// what the crash left. `point` dies halfway through the temporary file.
 /// A path that is there and not a regular file (a user's
 /// `--junit /dev/stdout`, a fifo) is written in place: it cannot be
-/// replaced.
+/// replaced. The configured secrets are redacted from what is written
+/// (run.json, reports, plots: every file written whole comes here).
 pub fn write_atomically(path: &Path, bytes: &[u8], point: Point) -> std::io::Result<()> {
     use std::io::Write;
+    let bytes = &*redact::file(path, bytes);
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return std::fs::write(path, bytes);
     }

@@ -13,6 +13,7 @@ pub mod nofollow;
 pub mod proc;
 #[cfg(test)]
 pub(crate) mod props;
+pub mod redact;
 pub mod rng;
 pub mod secs;
 pub mod stats;

@@ -34,6 +34,15 @@ pub enum Act {
     /// A 200 whose headers promise all of `body`; send the first half, then
     /// say nothing for this long.
     StallMidBody { body: String, stall: Duration },
+    /// A 200 whose body is the start of a completion followed by filler,
+    /// `chunk` bytes at a time, `every` apart: `length` bytes in all with a
+    /// `Content-Length` saying so, or (`None`) chunked and without end.
+    /// Sent until the client hangs up.
+    Flood {
+        length: Option<u64>,
+        chunk: usize,
+        every: Duration,
+    },
 }
 
 pub fn respond(status: u16, body: &str) -> Act {
@@ -192,7 +201,55 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, respond: Resp
             let _ = write_half(&mut stream, &body).await;
             tokio::time::sleep(stall).await;
         }
+        Act::Flood {
+            length,
+            chunk,
+            every,
+        } => {
+            let _ = flood(&mut stream, length, chunk, every).await;
+        }
     }
+}
+
+/// [`Act::Flood`]: one buffer of filler, written over and over.
+async fn flood(
+    stream: &mut TcpStream,
+    length: Option<u64>,
+    chunk: usize,
+    every: Duration,
+) -> std::io::Result<()> {
+    let mut head = String::from(
+        "HTTP/1.1 200 Scripted\r\nContent-Type: application/json\r\nConnection: close\r\n",
+    );
+    match length {
+        Some(n) => head.push_str(&format!("Content-Length: {n}\r\n\r\n")),
+        None => head.push_str("Transfer-Encoding: chunked\r\n\r\n"),
+    }
+    stream.write_all(head.as_bytes()).await?;
+    let start = br#"{"choices":[{"message":{"content":""#;
+    let mut filler = vec![b'a'; chunk.max(start.len())];
+    filler[..start.len()].copy_from_slice(start);
+    let mut left = length.unwrap_or(u64::MAX);
+    while left > 0 {
+        let n = filler
+            .len()
+            .min(usize::try_from(left).unwrap_or(usize::MAX));
+        match length {
+            Some(_) => stream.write_all(&filler[..n]).await?,
+            None => {
+                stream.write_all(format!("{n:x}\r\n").as_bytes()).await?;
+                stream.write_all(&filler[..n]).await?;
+                stream.write_all(b"\r\n").await?;
+            }
+        }
+        left -= n as u64;
+        filler[..start.len()].fill(b'a');
+        if !every.is_zero() {
+            stream.flush().await?;
+            tokio::time::sleep(every).await;
+        }
+    }
+    stream.flush().await
 }
 
 fn head_of(status: u16, length: usize, headers: &[(&'static str, String)]) -> String {

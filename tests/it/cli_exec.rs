@@ -275,3 +275,33 @@ fn descriptors_of_the_caller_do_not_reach_the_kernel() {
     // SAFETY: closing the descriptor this test made.
     unsafe { libc::close(LEAKED) };
 }
+
+#[test]
+fn a_cell_over_the_code_bound_is_refused_and_the_next_cell_runs() {
+    // The bound is the kernel session's: `retrace exec` refuses what a run
+    // refuses, and the kernel keeps running the cells after it.
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let art = dir.path().to_string_lossy().to_string();
+    let big = format!("print('ran')\n{}\n", "#".repeat(1 << 20));
+    let src = format!("{big}# %%\nprint('after')\n");
+    let ran = retrace(["exec", "--image", "slim", "--artifacts", &art, "-"])
+        .stdin(&src)
+        .image(ImageName::Slim)
+        .run();
+    assert_eq!(ran.code, 1, "{ran}");
+    assert!(
+        ran.stdout.starts_with("── cell 1 ── code_too_large"),
+        "{}",
+        ran.stdout
+    );
+    let refused = format!(
+        "not run: the cell is {} bytes, over the limit of 1048576 bytes",
+        big.len()
+    );
+    assert!(ran.stdout.contains(&refused), "{}", ran.stdout);
+    assert!(!ran.stdout.contains("ran\n"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("after\n"), "{}", ran.stdout);
+}

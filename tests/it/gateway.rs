@@ -194,6 +194,23 @@ async fn output_past_the_cap_is_stopped_from_retraces_side() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_that_is_not_unicode_crosses_the_gateway_as_replacements() {
+    // The server re-encodes what the kernel sent: a lone surrogate reaches
+    // the websocket as an escape, read as U+FFFD like a local kernel's.
+    let gw = TestGateway::start();
+    let mut k = kernel(&gw, &SandboxLimits::default()).await;
+    let opts = exec(Duration::from_secs(30), None);
+    let o = k.execute("print('42'); print('ok\\ud800')", &opts).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{:?}", o.error);
+    assert_eq!(stdout_of(&o), "42\nok\u{FFFD}\n");
+    assert_eq!(o.answer.as_ref().unwrap().value, "ok\u{FFFD}");
+    assert!(o.text_replacements >= 1, "{o:?}");
+    let o = k.execute("answer = 'x\\udcff'", &opts).await;
+    assert_eq!(o.answer.as_ref().unwrap().value, "'x\u{FFFD}'", "{o:?}");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_or_kernelspec_is_refused_with_what_to_do() {
     let gw = TestGateway::start();
     let wrong = GatewayConfig {

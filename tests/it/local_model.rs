@@ -769,7 +769,7 @@ fn llama_server_decodes_parallel_requests_together() {
         let reply = reply.unwrap_or_else(|e| panic!("{e}"));
         let timings = reply.server.expect("llama-server reports its timings");
         assert!(timings.generated_tokens > 0, "{timings:?}");
-        assert_eq!(timings.generated_tokens, reply.usage.completion_tokens);
+        assert_eq!(timings.generated_tokens, reply.usage.completion());
     }
 }
 

@@ -40,6 +40,7 @@ mod kernel_answer;
 mod kernel_launcher;
 mod kernel_restart;
 mod kernel_session;
+mod kernel_text;
 mod local_model;
 mod pyenv_image;
 mod repair_masking;

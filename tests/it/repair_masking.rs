@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use retrace::kernel::KernelOptions;
 use retrace::pyenv::ImageName;
-use retrace::repair::masking::{MaskCheck, MaskError, MaskFlag, RepairPair};
+use retrace::repair::masking::{
+    MaskCheck, MaskError, MaskFlag, RepairPair, Unchecked, UncheckedReason, MAX_DETAIL,
+};
 use retrace::sandbox::Verdict;
 
 use MaskFlag::*;
@@ -310,19 +312,26 @@ print(f'Mean absolute error: {{err:.3f}}')\n"
     assert!(!got[3].1.contains(&ErrorMessageOutput), "{:?}", got[3]);
 }
 
+/// The reason a pair was not compared; the test fails if it was.
+async fn unchecked(pair: &RepairPair) -> Unchecked {
+    match try_check(pair).await {
+        Err(e) => e.unchecked(),
+        Ok(flags) => panic!("expected no comparison, got {flags:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn code_that_is_not_python_gives_no_flags_and_magics_are_read() {
+async fn code_that_is_not_python_is_not_checked_and_magics_are_read() {
     let broken = "import pandas as pd\ndf = pd.read_csv('sales.csv'\n";
     let p = pair(TABULAR, 3, "KeyError", broken, "", None);
-    assert_eq!(check(&p).await, []);
+    let why = unchecked(&p).await;
+    assert_eq!(why.reason, UncheckedReason::SyntaxError, "{why}");
+    assert!(why.detail.starts_with("SyntaxError"), "{why}");
     let p = pair(broken, 2, "SyntaxError", TABULAR, "", None);
-    assert_eq!(check(&p).await, []);
-    // Nesting beyond the parser, and null bytes, are not Python either.
-    let deep = format!("x = {}1\n", "1 + ".repeat(200_000));
-    for repair in [deep.as_str(), "answer = 1\0\n"] {
-        let p = pair(TABULAR, 3, "KeyError", repair, "", None);
-        assert_eq!(check(&p).await, []);
-    }
+    assert_eq!(unchecked(&p).await.reason, UncheckedReason::SyntaxError);
+    // Null bytes are not Python either.
+    let p = pair(TABULAR, 3, "KeyError", "answer = 1\0\n", "", None);
+    assert_eq!(unchecked(&p).await.reason, UncheckedReason::SyntaxError);
 
     // A cell with an install magic is read as IPython runs it.
     let magic = "%pip install -q pandas\nimport pandas as pd\n\
@@ -333,16 +342,46 @@ try:\n    counts = df['category'].value_counts()\nexcept BaseException:\n    cou
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_parser_killed_in_its_jail_is_an_error_naming_the_cause() {
-    // Millions of statements: the parse outgrows the jail's memory.
+async fn code_nested_past_the_parser_is_not_checked_and_says_why() {
+    // Deep nesting makes CPython's parser raise MemoryError,
+    // RecursionError or "too many nested parentheses": each is the
+    // parser's limit, named with its exception, never a silent "no flags".
+    let cases = [
+        ("(".repeat(100_000) + &")".repeat(100_000), "SyntaxError"),
+        ("-".repeat(1_000_000) + "1", "MemoryError"),
+        ("[".repeat(100_000) + &"]".repeat(100_000), "SyntaxError"),
+        (
+            format!("x = {}1\n", "1 + ".repeat(200_000)),
+            "RecursionError",
+        ),
+    ];
+    for (repair, exception) in &cases {
+        let p = pair(TABULAR, 3, "KeyError", repair, "", None);
+        let why = unchecked(&p).await;
+        assert_eq!(why.reason, UncheckedReason::ParserLimit, "{why}");
+        assert!(why.detail.starts_with(exception), "{why}");
+        assert!(why.detail.chars().count() <= MAX_DETAIL + 3, "{why}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parser_killed_in_its_jail_is_not_checked_naming_the_cause() {
+    // Millions of statements: the parse outgrows the jail's memory, and
+    // is killed or raises MemoryError.
     let huge = "x = [1, 2, 3]\n".repeat(3_000_000);
     let p = pair(TABULAR, 3, "KeyError", &huge, "", None);
     match try_check(&p).await {
         Err(e @ MaskError::Failed { .. }) => {
             let text = e.to_string();
             assert!(text.contains("repair masking check failed"), "{text}");
+            assert_eq!(e.unchecked().reason, UncheckedReason::CheckerError);
         }
-        other => panic!("expected a failed check, got {other:?}"),
+        Err(e @ MaskError::Unread(_)) => {
+            let why = e.unchecked();
+            assert_eq!(why.reason, UncheckedReason::ParserLimit, "{why}");
+            assert!(why.detail.starts_with("MemoryError"), "{why}");
+        }
+        other => panic!("expected a check that did not compare, got {other:?}"),
     }
 }
 

@@ -49,10 +49,15 @@ impl Rest {
                 what: "HTTP client".into(),
                 source,
             })?;
+        let token = token.filter(|t| !t.is_empty());
+        // A gateway may echo its token in an error page.
+        if let Some(token) = &token {
+            crate::util::redact::register(token);
+        }
         Ok(Rest {
             http,
             base: url.trim_end_matches('/').to_string(),
-            token: token.filter(|t| !t.is_empty()),
+            token,
         })
     }
 

@@ -17,6 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::super::client::{Channels, Outbound};
+use super::super::text::decode_json_str;
 use super::super::KernelError;
 use super::evidence::EvidenceLog;
 use super::rest::Rest;
@@ -105,13 +106,13 @@ pub(super) async fn connect(
                 }
             };
             // Garbage from the kernel is that message's problem only.
-            let Some((channel, msg)) = parse(&text) else {
+            let Some((channel, msg, replaced)) = parse(&text) else {
                 continue;
             };
             if matches!(channel, Channel::IOPub) && host.take(&msg) {
                 continue;
             }
-            if !router.route(channel, msg).await {
+            if !router.route(channel, msg, replaced).await {
                 break;
             }
         }
@@ -152,12 +153,15 @@ fn socket_url(base: &str, kernel_id: &str, session: &str) -> String {
     format!("{ws}/api/kernels/{kernel_id}/channels?session_id={session}")
 }
 
-/// A frame's channel and message; `None` for anything else.
-fn parse(text: &str) -> Option<(Channel, JupyterMessage)> {
-    let mut value: Value = serde_json::from_str(text).ok()?;
+/// A frame's channel and message, and how many invalid text sequences
+/// (lone surrogate escapes a server re-encoded) the decoder replaced in
+/// it; `None` for anything else.
+fn parse(text: &str) -> Option<(Channel, JupyterMessage, u64)> {
+    let decoded = decode_json_str(text);
+    let mut value: Value = serde_json::from_str(&decoded.json).ok()?;
     let channel = serde_json::from_value(value.get_mut("channel")?.take()).ok()?;
     let msg = JupyterMessage::from_value(value).ok()?;
-    Some((channel, msg))
+    Some((channel, msg, decoded.replaced))
 }
 
 #[cfg(test)]
@@ -182,11 +186,16 @@ mod tests {
         let mut msg = JupyterMessage::new(Status::idle(), None);
         msg.channel = Some(Channel::IOPub);
         let text = serde_json::to_string(&msg).unwrap();
-        let (channel, back) = parse(&text).unwrap();
+        let (channel, back, replaced) = parse(&text).unwrap();
+        assert_eq!(replaced, 0);
         assert!(matches!(channel, Channel::IOPub));
         assert!(matches!(back.content, JupyterMessageContent::Status(_)));
         assert_eq!(back.header.msg_id, msg.header.msg_id);
         assert!(parse("{\"channel\": \"shell\"}").is_none());
+        // A server re-encodes a kernel's lone surrogate as an escape.
+        let frame = text.replace("\"content\":{", "\"content\":{\"x\":\"\\udcff\",");
+        let (_, _, replaced) = parse(&frame).unwrap();
+        assert_eq!(replaced, 1);
         assert!(parse("not json").is_none());
     }
 }
@@ -226,7 +235,8 @@ mod props {
             let mut msg = JupyterMessage::new(StreamContent::stdout(&text), None);
             msg.channel = Some(ch.clone());
             let frame = serde_json::to_string(&msg).unwrap();
-            let (back_channel, back) = parse(&frame).expect("a message");
+            let (back_channel, back, replaced) = parse(&frame).expect("a message");
+            prop_assert_eq!(replaced, 0);
             prop_assert_eq!(
                 serde_json::to_value(back_channel).unwrap(),
                 serde_json::to_value(ch).unwrap()

@@ -340,6 +340,10 @@ fn count_oversize(
         // Each of the gateway's IOPub connections reports the same message.
         let reported = seen_once::SeenOnce::default();
         while let Some(report) = reports.recv().await {
+            // The kernel's echo of a cell's code is not its output.
+            if !report.is_output() {
+                continue;
+            }
             if !reported.first(report.msg_id.as_deref().unwrap_or_default()) {
                 continue;
             }

@@ -10,7 +10,11 @@
 //! The installed service also records the HTTP status and `Retry-After` of
 //! each response (async-openai's errors keep neither reliably: a 4xx whose
 //! body is not OpenAI's error shape becomes a deserialisation error), so a
-//! 429 or 5xx is recognised whatever its body says.
+//! 429 or 5xx is recognised whatever its body says. It reads each body
+//! under a cap (`Generation::max_reply_bytes`): a larger reply is a failed
+//! request, never read whole. The request timeout runs around the whole
+//! attempt, the body's reading included, so a body that trickles in for
+//! ever ends at the timeout too.
 
 mod backoff;
 mod step;
@@ -21,15 +25,14 @@ use std::cell::Cell;
 use std::time::Instant;
 
 use async_openai::config::{Config, OpenAIConfig};
-use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::CreateChatCompletionRequest;
 use async_openai::Client;
 
 pub use backoff::Backoff;
 use step::{classify, Step};
 pub use transport::parse_retry_after;
+use transport::SEEN;
 pub(crate) use transport::{plain_client, with_status};
-use transport::{Recorder, SEEN};
 use wire::{to_wire, WireResponse};
 
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
@@ -93,7 +96,7 @@ impl OpenAiClient {
         }
         // OpenAIConfig::new() reads OPENAI_BASE_URL, OPENAI_ORG_ID and
         // OPENAI_PROJECT_ID; the base URL and key are then set explicitly.
-        let mut config = OpenAIConfig::new();
+        let config = OpenAIConfig::new();
         let base_url = non_empty(settings.base_url)
             .or_else(|| non_empty(std::env::var("OPENAI_BASE_URL").ok()))
             .unwrap_or_else(|| config.api_base().to_string());
@@ -114,10 +117,7 @@ impl OpenAiClient {
                 check_header_value(var, &v)?;
             }
         }
-        config = config.with_api_base(&base_url).with_api_key(api_key);
-        let client = Client::with_config(config).with_http_service(Recorder {
-            inner: ReqwestService::default(),
-        });
+        let client = transport::client(config, &base_url, &api_key, generation.max_reply_bytes);
         Ok(OpenAiClient {
             model,
             vision: settings.vision,
@@ -179,7 +179,7 @@ impl OpenAiClient {
             },
             Ok(Ok(wire)) => match wire.into_reply_parts() {
                 Ok(parts) => Step::Done(parts),
-                Err(e) => Step::Invalid(e.to_string()),
+                Err(e) => Step::Invalid(step::excerpt(&e.to_string())),
             },
             Ok(Err(e)) => classify(e, seen),
         }

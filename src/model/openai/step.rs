@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use async_openai::error::OpenAIError;
 
-use super::transport::Seen;
+use super::transport::{ReplyTooLarge, Seen};
 use super::wire::ReplyParts;
+use crate::util::redact;
 
 pub(super) enum Step {
     Done(ReplyParts),
@@ -22,6 +23,14 @@ pub(super) enum Step {
 }
 
 pub(super) fn classify(error: OpenAIError, seen: Option<Seen>) -> Step {
+    if let OpenAIError::Boxed(e) = &error {
+        if let Some(large) = e.downcast_ref::<ReplyTooLarge>() {
+            let status = seen.map_or(0, |s| s.status);
+            return Step::Fatal(format!(
+                "HTTP {status}: {large}; not retried (the same request gets the same reply)"
+            ));
+        }
+    }
     let detail = describe(&error);
     match seen {
         Some(Seen { status: 429, .. }) if is_insufficient_quota(&error) => Step::Fatal(format!(
@@ -72,12 +81,12 @@ fn is_insufficient_quota(error: &OpenAIError) -> bool {
 }
 
 /// A one-line description with the error's sources (reqwest's own message
-/// is only "error sending request for url").
+/// is only "error sending request for url"), bounded ([`excerpt`]).
 fn describe(error: &OpenAIError) -> String {
-    match error {
+    let text = match error {
         OpenAIError::ApiError(r) => snippet(&r.api_error.to_string()),
         OpenAIError::JSONDeserialize(e, body) => {
-            format!("{e}; body: {}", snippet(body))
+            format!("{}; body: {}", excerpt(&e.to_string()), snippet(body))
         }
         other => {
             let mut s = other.to_string();
@@ -92,15 +101,33 @@ fn describe(error: &OpenAIError) -> String {
             }
             s
         }
-    }
+    };
+    excerpt(&text)
 }
 
+/// The most characters of an endpoint's text a failure's message keeps
+/// (a parse error quotes the value it choked on, whatever its size).
+pub(super) const MAX_EXCERPT_CHARS: usize = 2048;
+
+/// The most characters of a reply's body quoted in a failure's message.
+const MAX_BODY_CHARS: usize = 300;
+
+/// `text` as a failure's message keeps it: redacted, then cut to
+/// [`MAX_EXCERPT_CHARS`] (in this order, so a cut cannot split a secret
+/// into pieces the redactor no longer knows).
+pub(super) fn excerpt(text: &str) -> String {
+    cut(&redact::text(text), MAX_EXCERPT_CHARS)
+}
+
+/// A body quoted in a message: redacted, then cut to [`MAX_BODY_CHARS`].
 fn snippet(text: &str) -> String {
-    const MAX: usize = 300;
+    cut(&redact::text(text), MAX_BODY_CHARS)
+}
+
+fn cut(text: &str, max: usize) -> String {
     let text = text.trim();
-    if text.chars().count() <= MAX {
-        return text.to_string();
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}…", &text[..end]),
     }
-    let cut: String = text.chars().take(MAX).collect();
-    format!("{cut}…")
 }

@@ -1,5 +1,5 @@
 //! async-openai's reqwest transport without its retry layer, noting each
-//! response's status and `Retry-After`.
+//! response's status and `Retry-After`, and reading each body under a cap.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -12,20 +12,38 @@ use async_openai::error::OpenAIError;
 use async_openai::middleware::{HttpRequestFactory, ReqwestService};
 use async_openai::Client;
 
+use crate::model::DEFAULT_MAX_REPLY_BYTES;
+use crate::util::redact;
 use crate::util::units::{saturating_secs, MAX_DURATION};
 
-/// A client for `base_url` on [`super::OpenAiClient`]'s transport (no retry
-/// layer), for a one-off request such as the local server's readiness probe; no
-/// organisation or project header, whatever the environment says.
-pub(crate) fn plain_client(base_url: &str, api_key: &str) -> Client<OpenAIConfig> {
-    let config = OpenAIConfig::new()
-        .with_api_base(base_url)
-        .with_api_key(api_key)
-        .with_org_id("")
-        .with_project_id("");
+/// The most of an error reply's body (any status but 2xx) that is read:
+/// only an excerpt of it is ever recorded, and a JSON error is far smaller.
+pub const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
+
+/// A client of `base_url` with `api_key` on [`super::OpenAiClient`]'s
+/// transport: no retry layer, reply bodies read up to `max_body` bytes. The
+/// key is registered with the redactor: an endpoint may echo it.
+pub(super) fn client(
+    config: OpenAIConfig,
+    base_url: &str,
+    api_key: &str,
+    max_body: u64,
+) -> Client<OpenAIConfig> {
+    redact::register(api_key);
+    let config = config.with_api_base(base_url).with_api_key(api_key);
     Client::with_config(config).with_http_service(Recorder {
         inner: ReqwestService::default(),
+        max_body,
     })
+}
+
+/// A client for `base_url` on [`super::OpenAiClient`]'s transport (no retry
+/// layer, the default reply cap), for a one-off request such as the local
+/// server's readiness probe; no organisation or project header, whatever
+/// the environment says.
+pub(crate) fn plain_client(base_url: &str, api_key: &str) -> Client<OpenAIConfig> {
+    let config = OpenAIConfig::new().with_org_id("").with_project_id("");
+    client(config, base_url, api_key, DEFAULT_MAX_REPLY_BYTES)
 }
 
 /// Runs one request and returns its result with the HTTP status of its
@@ -51,11 +69,24 @@ tokio::task_local! {
     pub(super) static SEEN: Cell<Option<Seen>>;
 }
 
+/// A 2xx reply whose body is over the cap: the request failed. Not
+/// retried: the same request gets the same reply.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReplyTooLarge {
+    #[error("the reply announced a body of {announced} bytes, over the limit of {limit} bytes (--max-reply-bytes); it was not read")]
+    Announced { limit: u64, announced: u64 },
+    #[error("the reply body went past the limit of {limit} bytes (--max-reply-bytes); reading stopped there")]
+    Read { limit: u64 },
+}
+
 /// async-openai's plain reqwest transport (no retry layer) that notes each
-/// response's status and `Retry-After` in [`SEEN`].
+/// response's status and `Retry-After` in [`SEEN`] and reads its body
+/// under the cap ([`read_capped`]).
 #[derive(Clone, Debug)]
 pub(super) struct Recorder {
     pub(super) inner: ReqwestService,
+    /// The most bytes of a 2xx body (`--max-reply-bytes`).
+    pub(super) max_body: u64,
 }
 
 type Inner = <ReqwestService as tower_service::Service<HttpRequestFactory>>::Response;
@@ -71,6 +102,7 @@ impl tower_service::Service<HttpRequestFactory> for Recorder {
 
     fn call(&mut self, request: HttpRequestFactory) -> Self::Future {
         let response = self.inner.call(request);
+        let max_body = self.max_body;
         Box::pin(async move {
             let response = response.await?;
             let headers = response.headers();
@@ -80,9 +112,54 @@ impl tower_service::Service<HttpRequestFactory> for Recorder {
                 retry_after: parse_retry_after(header("retry-after-ms"), header("retry-after")),
             };
             let _ = SEEN.try_with(|cell| cell.set(Some(seen)));
-            Ok(response)
+            read_capped(response, max_body).await
         })
     }
+}
+
+/// `response` with its body read into memory, chunk by chunk, never past a
+/// cap: a 2xx body of more than `max_body` bytes (announced or read) is
+/// [`ReplyTooLarge`]; any other status keeps at most
+/// [`MAX_ERROR_BODY_BYTES`] of its body. What is left unread is dropped
+/// with the connection. async-openai then reads the body kept in memory.
+async fn read_capped(
+    mut response: reqwest::Response,
+    max_body: u64,
+) -> Result<reqwest::Response, OpenAIError> {
+    let success = response.status().is_success();
+    let limit = match success {
+        true => max_body,
+        false => max_body.min(MAX_ERROR_BODY_BYTES),
+    };
+    if let Some(announced) = response.content_length().filter(|&n| success && n > limit) {
+        return Err(too_large(ReplyTooLarge::Announced { limit, announced }));
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = response.chunk().await.map_err(OpenAIError::Reqwest)? {
+        let room = usize::try_from(limit.saturating_sub(body.len() as u64)).unwrap_or(usize::MAX);
+        if chunk.len() > room {
+            if success {
+                return Err(too_large(ReplyTooLarge::Read { limit }));
+            }
+            body.extend_from_slice(&chunk[..room]);
+            break;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let mut kept = http::Response::builder()
+        .status(response.status())
+        .version(response.version());
+    if let Some(headers) = kept.headers_mut() {
+        *headers = response.headers().clone();
+    }
+    let kept = kept
+        .body(body.freeze())
+        .map_err(|e| OpenAIError::Boxed(Box::new(e)))?;
+    Ok(reqwest::Response::from(kept))
+}
+
+fn too_large(error: ReplyTooLarge) -> OpenAIError {
+    OpenAIError::Boxed(Box::new(error))
 }
 
 /// `retry-after-ms` (milliseconds, sent by OpenAI and Azure) wins over

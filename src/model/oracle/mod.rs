@@ -271,14 +271,14 @@ impl ModelClient for Oracle {
     async fn chat(&self, request: &ChatRequest) -> Result<Reply, ModelError> {
         let started = Instant::now();
         let turn = self.respond(request)?;
-        let usage = Usage {
-            prompt_tokens: request
+        let usage = Usage::counted(
+            request
                 .messages
                 .iter()
                 .map(|m| tokens(&m.joined_text()))
                 .sum(),
-            completion_tokens: tokens(&turn.text),
-        };
+            tokens(&turn.text),
+        );
         Ok(Reply {
             text: turn.text,
             usage,

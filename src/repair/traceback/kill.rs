@@ -107,6 +107,10 @@ pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String>
              Use only the packages that are available."
                 .to_string(),
         ),
+        Verdict::CodeTooLarge => Some(match &outcome.code_too_large {
+            Some(refused) => refused.message(),
+            None => "Your code was too large to run. Send shorter code.".to_string(),
+        }),
         Verdict::InternalError => Some(
             "The execution failed because of a problem in the evaluation harness, not in your \
              code. Run your code again."
@@ -164,6 +168,7 @@ fn limit_words(v: Verdict) -> &'static str {
         Verdict::LockLimit => "the file-lock limit",
         Verdict::NetworkBlocked => "the network block (there is no network)",
         Verdict::PolicyDenied => "the package policy",
+        Verdict::CodeTooLarge => "the code size limit",
         _ => v.as_str(),
     }
 }
@@ -232,5 +237,17 @@ mod tests {
         o.verdict = Verdict::Ok;
         o.fired = vec![Verdict::DiskLimit];
         assert_eq!(msg(&o), "Limits reached: the disk limit.");
+    }
+
+    #[test]
+    fn refused_code_is_told_its_size_and_the_limit() {
+        let code = "#".repeat(crate::kernel::MAX_CODE_BYTES as usize + 10);
+        let o = crate::kernel::code_refusal(&code).expect("refused");
+        let m = kill_message(&o, &SandboxLimits::default()).unwrap();
+        assert!(
+            m.starts_with("Your code is 1048586 bytes, 10 bytes over the limit of 1048576 bytes"),
+            "{m}"
+        );
+        assert!(!m.contains("Also reached"), "{m}");
     }
 }

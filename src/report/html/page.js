@@ -132,6 +132,11 @@
     return s;
   }
 
+  // A token count, or "unknown" when the server's was no count.
+  function count(n) {
+    return n === null || n === undefined ? "unknown" : String(n);
+  }
+
   function roundHtml(r) {
     let h = '<div class="round ' + roundClass(r) + '"><h4>Round ' + r.round + "</h4>";
     h += r.prompt
@@ -148,6 +153,7 @@
       ["kept answer", r.kept_answer ? "yes" : ""],
       ["policy", r.policy],
       ["hides the error (masking)", r.masking && r.masking.length ? r.masking.join(", ") : ""],
+      ["masking not checked", r.masking_unchecked],
       ["round 0 shared from", r.shared_from],
       ["injected fault", r.fault],
       ["model note", r.note],
@@ -155,7 +161,7 @@
       ["next message", r.feedback_kind],
       ["stopped", r.stop],
       ["time (ms)", "model " + r.ms[0].toFixed(0) + ", exec " + r.ms[1].toFixed(0) + ", total " + r.ms[2].toFixed(0)],
-      ["tokens", r.tokens[0] + " prompt, " + r.tokens[1] + " completion"],
+      ["tokens", count(r.tokens[0]) + " prompt, " + count(r.tokens[1]) + " completion"],
     ]);
     if (r.installs && r.installs.length) {
       h += "<h5>install steps</h5><ul>" + r.installs.map((s) => "<li>" + esc(s) + "</li>").join("") + "</ul>";

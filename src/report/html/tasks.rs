@@ -110,6 +110,9 @@ pub struct RoundView {
     /// Masking rules the round's repair broke.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub masking: Vec<&'static str>,
+    /// Why the round's repair was not checked for masking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub masking_unchecked: Option<String>,
     /// The arm whose round 0 this is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_from: Option<String>,
@@ -121,8 +124,8 @@ pub struct RoundView {
     pub infra_error: Option<String>,
     /// Model, exec and total milliseconds.
     pub ms: [f64; 3],
-    /// Prompt and completion tokens.
-    pub tokens: [u64; 2],
+    /// Prompt and completion tokens (`null`: the server's count was unknown).
+    pub tokens: [Option<u64>; 2],
 }
 
 /// A text field, possibly shortened.
@@ -337,6 +340,7 @@ fn round(
         fault: r.fault.clone(),
         note: r.note.clone(),
         masking: r.masking.iter().flatten().map(|f| f.name()).collect(),
+        masking_unchecked: r.masking_unchecked.as_ref().map(|u| u.to_string()),
         shared_from: r.shared_from.clone(),
         stop: r.stop.map(|s| name(&s)),
         feedback_kind: r.feedback_kind.map(|k| name(&k)),

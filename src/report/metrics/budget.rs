@@ -26,8 +26,8 @@ pub(super) struct Spent {
 pub(super) fn spent(records: &[&AttemptRecord], round: usize) -> Spent {
     let mut s = Spent::default();
     for r in records.iter().filter(|r| r.round as usize <= round) {
-        s.prompt_tokens += r.tokens.prompt_tokens;
-        s.completion_tokens += r.tokens.completion_tokens;
+        s.prompt_tokens = s.prompt_tokens.saturating_add(r.tokens.prompt());
+        s.completion_tokens = s.completion_tokens.saturating_add(r.tokens.completion());
         s.model_ms += r.timings_ms.model;
         s.exec_ms += r.timings_ms.exec;
         s.wall_ms += r.timings_ms.total;

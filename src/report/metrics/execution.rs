@@ -90,18 +90,21 @@ impl Cost {
     pub(super) fn of(arm: &Arm) -> Cost {
         let ours = arm.ours();
         let n = arm.n().max(1) as f64;
-        let prompt: u64 = ours.iter().map(|r| r.tokens.prompt_tokens).sum();
-        let completion: u64 = ours.iter().map(|r| r.tokens.completion_tokens).sum();
+        let sum = |count: fn(&crate::model::Usage) -> u64| {
+            ours.iter()
+                .fold(0u64, |sum, r| sum.saturating_add(count(&r.tokens)))
+        };
+        let (prompt, completion) = (sum(|u| u.prompt()), sum(|u| u.completion()));
         Cost {
             latency_ms: Latency::of(&ours),
             tokens: Tokens {
                 prompt,
                 completion,
-                per_task_mean: (prompt + completion) as f64 / n,
+                per_task_mean: prompt.saturating_add(completion) as f64 / n,
                 per_second: Percentiles::of(
                     ours.iter()
-                        .filter(|r| r.timings_ms.model > 0.0 && r.tokens.completion_tokens > 0)
-                        .map(|r| r.tokens.completion_tokens as f64 / (r.timings_ms.model / 1e3))
+                        .filter(|r| r.timings_ms.model > 0.0 && r.tokens.completion() > 0)
+                        .map(|r| r.tokens.completion() as f64 / (r.timings_ms.model / 1e3))
                         .collect(),
                 ),
             },

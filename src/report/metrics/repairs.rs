@@ -34,6 +34,10 @@ pub struct Repairs {
     /// Flagged repairs per rule (a repair may break several).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub masked_by_rule: BTreeMap<String, u64>,
+    /// Repairs due a check that were not checked, per reason (a record's
+    /// `masking_unchecked`): not in `masked`'s denominator.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub masking_unchecked: BTreeMap<String, u64>,
 }
 
 /// What happened after review prompts (`--stop-on never`).
@@ -58,6 +62,7 @@ impl Repairs {
             repeated_error: repeated_error(arm),
             masked: masked(arm).0,
             masked_by_rule: masked(arm).1,
+            masking_unchecked: masking_unchecked(arm),
         }
     }
 }
@@ -116,6 +121,17 @@ fn masked(arm: &Arm) -> (Option<Rate>, BTreeMap<String, u64>) {
         }
     }
     (Rate::new(flagged, checked), by_rule)
+}
+
+/// Repairs not checked for masking, by reason.
+fn masking_unchecked(arm: &Arm) -> BTreeMap<String, u64> {
+    let mut by_reason = BTreeMap::new();
+    for r in arm.records {
+        if let Some(why) = &r.masking_unchecked {
+            *by_reason.entry(why.reason.name().to_string()).or_insert(0) += 1;
+        }
+    }
+    by_reason
 }
 
 /// Rounds that ran code after a round that raised, and those of them

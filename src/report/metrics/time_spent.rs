@@ -74,7 +74,12 @@ impl TimeSpent {
                 evaluated,
                 timed.iter().map(|t| t.generated_tokens).sum::<u64>(),
             ),
-            |(p, g), r| (p + r.tokens.prompt_tokens, g + r.tokens.completion_tokens),
+            |(p, g), r| {
+                (
+                    p.saturating_add(r.tokens.prompt()),
+                    g.saturating_add(r.tokens.completion()),
+                )
+            },
         );
         let model_floor_ms = idle_speeds(config)
             .map(|(p_tps, g_tps)| 1e3 * (prompt as f64 / p_tps + generated as f64 / g_tps));
@@ -133,8 +138,8 @@ mod tests {
             r.timings_ms.exec = 30.0;
             r.timings_ms.install = None;
             r.timings_ms.total = 100.0;
-            r.tokens.prompt_tokens = 100;
-            r.tokens.completion_tokens = 10;
+            r.tokens.prompt_tokens = Some(100);
+            r.tokens.completion_tokens = Some(10);
             r.server_timings = None;
         }
         records[0].timings_ms.install = Some(10.0);

@@ -184,7 +184,7 @@ mod tests {
     fn no_chart_when_no_record_counted_tokens() {
         let (cfg, mut records) = two_arms();
         for r in &mut records {
-            r.tokens = crate::model::Usage::default();
+            r.tokens = crate::model::Usage::ZERO;
         }
         let s = summarize(&cfg, &records);
         assert!(Budget::tokens(&s).is_none());

@@ -73,6 +73,7 @@ fn verdict_color(v: Verdict) -> RGBColor {
         Verdict::KernelExit => RGBColor(140, 140, 140),
         Verdict::NetworkBlocked => RGBColor(90, 90, 160),
         Verdict::PolicyDenied => RGBColor(177, 89, 40),
+        Verdict::CodeTooLarge => RGBColor(110, 110, 40),
         Verdict::InternalError => RGBColor(200, 30, 40),
     }
 }

@@ -402,6 +402,26 @@ mod tests {
         }
     }
 
+    /// Text the kernel sent that was not valid Unicode arrives with U+FFFD
+    /// in its place (kernel/text.rs): a number with one written onto it
+    /// is not a numeral, so it is never read as the number it garbles.
+    #[test]
+    fn a_replacement_character_makes_a_number_unreadable() {
+        for answer in ["42\u{FFFD}", "\u{FFFD}42", "4\u{FFFD}2", "'42\u{FFFD}'"] {
+            let reading = read_number(answer);
+            assert!(
+                matches!(reading, Reading::Unparsed),
+                "{answer:?} read as {reading:?}"
+            );
+        }
+        // Beside a number it is text like any other.
+        let reading = read_number("The answer is 42 \u{FFFD}");
+        assert!(
+            matches!(&reading, Reading::Read { num, .. } if num.value == 42.0),
+            "{reading:?}"
+        );
+    }
+
     #[test]
     fn comparisons_and_arrows_are_no_equation() {
         assert_eq!(after_last_equals("a == 5"), None);

@@ -6,20 +6,33 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::scripted_http::{ok, respond, Act, Server};
+use common::scripted_http::{completion, ok, respond, Act, Server};
 
 use retrace::model::openai::{Backoff, OpenAiClient, OpenAiSettings};
-use retrace::model::{ChatRequest, Generation, Message, ModelClient, ModelError, Part, Role};
+use retrace::model::{
+    ChatRequest, Generation, Message, ModelClient, ModelError, Part, Role, Usage,
+    DEFAULT_MAX_REPLY_BYTES,
+};
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 
 fn client(base_url: String, max_retries: u32, vision: bool) -> OpenAiClient {
+    client_with(base_url, max_retries, vision, DEFAULT_MAX_REPLY_BYTES)
+}
+
+fn client_with(
+    base_url: String,
+    max_retries: u32,
+    vision: bool,
+    max_reply_bytes: u64,
+) -> OpenAiClient {
     let generation = Generation {
         temperature: 0.2,
         repair_temperature: None,
         max_tokens: 64,
         request_timeout: TIMEOUT,
         max_retries,
+        max_reply_bytes,
     };
     OpenAiClient::new(
         OpenAiSettings {
@@ -65,8 +78,8 @@ async fn rate_limited_then_success() {
         .unwrap();
     assert_eq!(reply.text, "```python\nanswer = 42\n```");
     assert_eq!(reply.attempts, 2);
-    assert_eq!(reply.usage.prompt_tokens, 11);
-    assert_eq!(reply.usage.completion_tokens, 7);
+    assert_eq!(reply.usage.prompt_tokens, Some(11));
+    assert_eq!(reply.usage.completion_tokens, Some(7));
     assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
     assert!(reply.latency_ms > 0.0);
 
@@ -301,7 +314,7 @@ async fn lenient_reply_without_usage() {
         .await
         .unwrap();
     assert_eq!(reply.text, "hi");
-    assert_eq!(reply.usage.prompt_tokens + reply.usage.completion_tokens, 0);
+    assert_eq!(reply.usage, Usage::UNKNOWN);
     assert_eq!(reply.finish_reason.as_deref(), Some("eos"));
     assert_eq!(reply.attempts, 1);
 }
@@ -335,4 +348,152 @@ async fn vision_sends_images_as_data_urls() {
         parts[1]["image_url"]["url"],
         "data:image/png;base64,iVBORw0KGgo="
     );
+}
+
+/// The failure of a request that must not have been retried.
+fn endpoint_failure(err: ModelError) -> String {
+    match err {
+        ModelError::Endpoint { attempts, message } => {
+            assert_eq!(attempts, 1, "{message}");
+            message
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_endless_chunked_body_is_cut_at_the_cap_and_not_retried() {
+    let server = Server::start_with_default(
+        vec![],
+        Act::Flood {
+            length: None,
+            chunk: 64 << 10,
+            every: Duration::ZERO,
+        },
+    )
+    .await;
+    let err = client_with(server.base_url(), 3, false, 1 << 20)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    let message = endpoint_failure(err);
+    assert!(
+        message.contains("went past the limit of 1048576 bytes (--max-reply-bytes)"),
+        "{message}"
+    );
+    assert!(message.contains("not retried"), "{message}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_huge_announced_body_is_refused_unread() {
+    let server = Server::start_with_default(
+        vec![],
+        Act::Flood {
+            length: Some(300 << 20),
+            chunk: 64 << 10,
+            every: Duration::ZERO,
+        },
+    )
+    .await;
+    let err = client_with(server.base_url(), 3, false, 1 << 20)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    let message = endpoint_failure(err);
+    assert!(
+        message.contains("announced a body of 314572800 bytes, over the limit of 1048576 bytes"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_body_exactly_at_the_cap_is_read_and_one_byte_more_is_not() {
+    let body = completion(&"z".repeat(5000));
+    let cap = body.len() as u64;
+    let server = Server::start_with_default(vec![], respond(200, &body)).await;
+    let reply = client_with(server.base_url(), 3, false, cap)
+        .chat(&request())
+        .await
+        .unwrap();
+    assert_eq!(reply.text.len(), 5000);
+    let err = client_with(server.base_url(), 3, false, cap - 1)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    let message = endpoint_failure(err);
+    assert!(message.contains("--max-reply-bytes"), "{message}");
+}
+
+#[tokio::test]
+async fn a_body_that_trickles_for_ever_ends_at_the_request_timeout() {
+    // Never past the cap: the request timeout covers the body's reading.
+    let server = Server::start_with_default(
+        vec![],
+        Act::Flood {
+            length: None,
+            chunk: 64,
+            every: Duration::from_millis(10),
+        },
+    )
+    .await;
+    let chat = client_with(server.base_url(), 0, false, 1 << 20);
+    // Far above the request timeout: reached only if the body is read for ever.
+    let watchdog = Duration::from_secs(120);
+    let err = tokio::time::timeout(watchdog, chat.chat(&request()))
+        .await
+        .expect("the body was read past the request timeout")
+        .unwrap_err();
+    match err {
+        ModelError::Endpoint { message, .. } => {
+            assert!(message.contains("request timeout"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_error_body_is_kept_as_a_short_excerpt_without_the_key() {
+    // A 4xx echoing the key in a body far over the excerpt.
+    let body = format!(
+        r#"{{"error": {{"message": "Incorrect API key provided: test-key. {}", "type": "invalid_request_error"}}}}"#,
+        "y".repeat(200_000)
+    );
+    let server = Server::start(vec![respond(401, &body)]).await;
+    let err = client(server.base_url(), 3, false)
+        .chat(&request())
+        .await
+        .unwrap_err();
+    let message = endpoint_failure(err);
+    assert!(message.contains("HTTP 401"), "{message}");
+    assert!(message.contains("[redacted]"), "{message}");
+    assert!(!message.contains("test-key"), "{message}");
+    assert!(message.chars().count() <= 2100, "{} chars", message.len());
+}
+
+#[tokio::test]
+async fn odd_usage_keeps_the_reply() {
+    let body = serde_json::json!({
+        "choices": [{"message": {"content": "kept"}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": "eleven",
+            "completion_tokens": -7,
+            "total_tokens": 1.5,
+            "prompt_tokens_details": {"cached_tokens": null}
+        }
+    })
+    .to_string();
+    // A count no number type holds makes the JSON itself unreadable to a
+    // strict parser.
+    let huge = body.replace("-7", "1e999");
+    let server = Server::start(vec![respond(200, &body), respond(200, &huge)]).await;
+    for _ in 0..2 {
+        let reply = client(server.base_url(), 0, false)
+            .chat(&request())
+            .await
+            .unwrap();
+        assert_eq!(reply.text, "kept");
+        assert_eq!(reply.usage, Usage::UNKNOWN);
+    }
 }

@@ -12,6 +12,7 @@
 //! `hostile-inputs-memory.tsv` under cargo's test temporary directory.
 //! One module per area; every case is a test named after its class.
 
+mod endpoint;
 mod names;
 
 use std::io::Write as _;
@@ -144,3 +145,5 @@ fn the_harness_peak_is_read_for_a_plain_run() {
     );
     assert!(!files_containing(&out, b"\"id\":\"plain\"").is_empty());
 }
+
+mod text;
