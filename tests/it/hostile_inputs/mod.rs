@@ -13,6 +13,7 @@
 //! One module per area; every case is a test named after its class.
 
 mod endpoint;
+mod names;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
