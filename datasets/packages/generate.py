@@ -4,7 +4,9 @@
 Standard library only and deterministic (one `random.Random(seed)` per file,
 fixed number formatting, "\\n" line endings): re-running reproduces
 byte-identical files in datasets/packages/data/. All names and values are
-invented. The packages suite also reuses ../tabular/data/*.csv.
+invented. The packages suite also uses copies of two of the tabular suite's
+tables (data/employees.csv, data/exams.csv): a task names only files in
+its own suite's folder.
 """
 
 import csv

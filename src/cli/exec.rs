@@ -10,6 +10,7 @@ use retrace::kernel::{
     Outcome,
 };
 use retrace::pyenv::{ImageName, ImageStore};
+use retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 use retrace::util::terminal;
 
 use super::executor::ExecutorArgs;
@@ -99,7 +100,7 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
             }
             // No image: a gateway's kernels run the gateway's own.
             gateway
-                .start(&[], options)
+                .start(&[], DEFAULT_MAX_TASK_FILE_BYTES, options)
                 .await
                 .map(Kernel::into_any)
                 .map_err(Failure::infra)?

@@ -20,6 +20,7 @@ use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
+use super::tasks::LoadArgs;
 use super::Failure;
 
 /// `retrace run`'s flags: one group per section of the run's spec, and
@@ -86,11 +87,8 @@ pub struct TaskArgs {
     pub sample_tagged: Option<TagQuota>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Leave out flawed dataset records (bad JSON, missing fields, bad
-    /// labels, duplicate ids) instead of refusing the suite; each is
-    /// printed with file:line and recorded in run.json and the report.
-    #[arg(long)]
-    pub skip_invalid: bool,
+    #[command(flatten)]
+    pub load: LoadArgs,
 }
 
 #[derive(Args)]
@@ -268,7 +266,8 @@ impl RunArgs {
                     sample_tagged,
                     seed: t.seed,
                 },
-                skip_invalid: t.skip_invalid,
+                skip_invalid: t.load.skip_invalid,
+                max_task_file_bytes: t.load.max_task_file_bytes,
             },
             policy: LoopPolicy {
                 rounds: p.rounds,

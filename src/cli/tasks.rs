@@ -3,16 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use retrace::harness::validate::validate;
 use retrace::harness::ArmKernels;
 use retrace::kernel::Executor;
 use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
-use retrace::task::load::{datasets_dir, load_suite_with, Skipped};
+use retrace::task::load::{datasets_dir, load_suite_with, LoadOptions, Skipped};
 use retrace::task::{Expected, Task};
 use retrace::util::terminal;
-use retrace::util::units::parse_duration;
+use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
@@ -25,10 +25,8 @@ pub enum TasksCommand {
         suite: String,
         #[arg(long)]
         json: bool,
-        /// Leave out flawed records (listed on stderr) instead of refusing
-        /// the suite.
-        #[arg(long)]
-        skip_invalid: bool,
+        #[command(flatten)]
+        load: LoadArgs,
     },
     /// Run every reference solution in a confined kernel; fails unless every
     /// answer checks correct.
@@ -43,10 +41,8 @@ pub enum TasksCommand {
         install_on: InstallOn,
         #[arg(long, default_value_t = 2)]
         jobs: usize,
-        /// Leave out flawed records (listed on stderr) instead of refusing
-        /// the suite.
-        #[arg(long)]
-        skip_invalid: bool,
+        #[command(flatten)]
+        load: LoadArgs,
         /// Wall time per reference solution.
         #[arg(long = "reference-timeout", default_value = "60s", value_parser = parse_duration)]
         reference_timeout: Duration,
@@ -55,6 +51,47 @@ pub enum TasksCommand {
         #[command(flatten)]
         executor: Box<ExecutorArgs>,
     },
+}
+
+/// How a suite is loaded: `retrace run`, `tasks list` and `tasks validate`.
+#[derive(Args, Clone, Debug)]
+pub struct LoadArgs {
+    /// Leave out flawed dataset records (bad JSON or UTF-8, missing
+    /// fields, bad labels, refused task files, duplicate ids) instead of
+    /// refusing the suite; each is printed with file:line (and a run
+    /// records it in run.json and the report).
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// The largest task file (a file a dataset line names to be copied
+    /// into its kernel); a larger one makes its record flawed. A run
+    /// records it, and `--resume` loads with the recorded value.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value = "64M",
+        value_parser = parse_task_file_bound
+    )]
+    pub max_task_file_bytes: u64,
+}
+
+impl LoadArgs {
+    pub fn options(&self) -> LoadOptions {
+        LoadOptions {
+            skip_invalid: self.skip_invalid,
+            max_task_file_bytes: self.max_task_file_bytes,
+        }
+    }
+}
+
+/// A size of at least one byte (`64M`, `1G`, `4096`).
+fn parse_task_file_bound(text: &str) -> Result<u64, String> {
+    match parse_bytes(text) {
+        Ok(0) => Err(format!(
+            "`{text}`: a task file bound must be at least 1 byte"
+        )),
+        Ok(bytes) => Ok(bytes),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn kind(e: &Expected) -> &'static str {
@@ -84,9 +121,9 @@ fn installed(steps: &[InstallStep]) -> String {
 }
 
 /// The suite's tasks; skipped records are printed on stderr.
-fn load(suite: &str, skip_invalid: bool) -> Result<Vec<Task>, Failure> {
+fn load(suite: &str, load: &LoadArgs) -> Result<Vec<Task>, Failure> {
     let datasets = datasets_dir(suite).map_err(Failure::infra)?;
-    let loaded = load_suite_with(suite, &datasets, skip_invalid).map_err(Failure::usage)?;
+    let loaded = load_suite_with(suite, &datasets, &load.options()).map_err(Failure::usage)?;
     print_skipped(&loaded.skipped);
     Ok(loaded.tasks)
 }
@@ -107,12 +144,8 @@ pub(super) fn print_skipped(skipped: &[Skipped]) {
 
 pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
     match cmd {
-        TasksCommand::List {
-            suite,
-            json,
-            skip_invalid,
-        } => {
-            let tasks = load(&suite, skip_invalid)?;
+        TasksCommand::List { suite, json, load } => {
+            let tasks = self::load(&suite, &load)?;
             if json {
                 println!(
                     "{}",
@@ -141,12 +174,12 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             strategy,
             install_on,
             jobs,
-            skip_invalid,
+            load,
             reference_timeout,
             limits,
             executor,
         } => {
-            let tasks = load(&suite, skip_invalid)?;
+            let tasks = self::load(&suite, &load)?;
             if strategy.installs() && executor.gateway(jobs)?.is_some() {
                 return Err(Failure::usage(anyhow::anyhow!(
                     Executor::LOCAL_ONLY_DYNAMIC
@@ -164,8 +197,12 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
                 eprintln!("{line}");
             }
             let threads = limits.limits().threads();
-            let arm = ArmKernels::new(strategy, image, threads, install_on, &sandbox)
+            let mut arm = ArmKernels::new(strategy, image, threads, install_on, &sandbox)
                 .map_err(Failure::infra)?;
+            arm.kernel = Arc::new(retrace::kernel::KernelSpec {
+                max_file_bytes: load.max_task_file_bytes,
+                ..(*arm.kernel).clone()
+            });
             let mut options = limits.kernel_options();
             options.cpu_time = options.cpu_time.map(|_| reference_timeout);
             let results = validate(
@@ -196,6 +233,24 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
                 results.len()
             );
             Ok(if failed == 0 { 0 } else { 1 })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
+
+    #[test]
+    fn the_task_file_bound_defaults_to_the_librarys_and_refuses_zero() {
+        assert_eq!(
+            parse_task_file_bound("64M"),
+            Ok(DEFAULT_MAX_TASK_FILE_BYTES)
+        );
+        assert_eq!(parse_task_file_bound("4096"), Ok(4096));
+        for bad in ["0", "0K", "lots", "-1"] {
+            assert!(parse_task_file_bound(bad).is_err(), "{bad}");
         }
     }
 }

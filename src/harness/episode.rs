@@ -117,6 +117,7 @@ impl<'a> Episode<'a> {
     fn start_kernel(&self) -> Starting {
         let spec = Arc::new(KernelSpec {
             files: self.task.files.clone(),
+            max_file_bytes: self.runner.config.spec.tasks.max_task_file_bytes,
             ..(*self.arm.kernels.kernel).clone()
         });
         let executor = self.runner.executor.clone();

@@ -289,7 +289,10 @@ fn provenance(
         out_dir: dir.to_path_buf(),
         skipped,
         task_ids: tasks.iter().map(|t| t.id.clone()).collect(),
-        task_hashes: tasks.iter().map(|t| (t.id.clone(), task_hash(t))).collect(),
+        task_hashes: tasks
+            .iter()
+            .map(|t| (t.id.clone(), task_hash(t, spec.tasks.max_task_file_bytes)))
+            .collect(),
         task_tags: tasks
             .iter()
             .map(|t| (t.id.clone(), t.tags.clone()))

@@ -13,6 +13,7 @@ use crate::task::load::{load_suite_with, select};
 use crate::task::Task;
 use crate::util::atomic_write::write_atomically;
 use crate::util::fault::Point;
+use crate::util::input_file::{open_task_file, ReadAs};
 use crate::util::IoContext;
 
 /// The configuration of the run in `dir` (its `run.json`, any schema).
@@ -47,7 +48,7 @@ pub(super) fn load_tasks(
     spec: &TaskSpec,
     datasets: &Path,
 ) -> Result<(Vec<Task>, Vec<crate::task::load::Skipped>), HarnessError> {
-    let loaded = load_suite_with(&spec.suite, datasets, spec.skip_invalid)?;
+    let loaded = load_suite_with(&spec.suite, datasets, &spec.load_options())?;
     let s = &spec.selection;
     Ok((
         select(
@@ -74,8 +75,11 @@ pub(super) fn refuse_existing_run(dir: &Path) -> Result<(), HarnessError> {
 }
 
 /// A task's identity for resume: everything that shapes its rounds and
-/// its score, with files by content (not by where they are).
-pub(super) fn task_hash(task: &Task) -> String {
+/// its score, with files by content (not by where they are). Files are
+/// streamed through the hash (never held whole) and opened as every task
+/// file is, within `max_file_bytes`; one that cannot be read hashes as
+/// unreadable.
+pub(super) fn task_hash(task: &Task, max_file_bytes: u64) -> String {
     let mut h = Sha256::new();
     let mut plain = task.clone();
     plain.files = Vec::new();
@@ -87,8 +91,12 @@ pub(super) fn task_hash(task: &Task) -> String {
                 .unwrap_or_default(),
         );
         h.update([0]);
-        match std::fs::read(f) {
-            Ok(bytes) => h.update(Sha256::digest(bytes)),
+        let mut content = Sha256::new();
+        let streamed = open_task_file(f, max_file_bytes, ReadAs::Harness)
+            .map_err(std::io::Error::other)
+            .and_then(|mut file| std::io::copy(&mut file, &mut content));
+        match streamed {
+            Ok(_) => h.update(content.finalize()),
             Err(_) => h.update(b"unreadable"),
         }
     }
@@ -105,7 +113,10 @@ pub(super) fn same_tasks(config: &RunConfig, tasks: &[Task]) -> Result<(), Harne
     let added: Vec<&str> = now.difference(&then).copied().collect();
     let hashes: BTreeMap<&str, String> = tasks
         .iter()
-        .map(|t| (t.id.as_str(), task_hash(t)))
+        .map(|t| {
+            let max = config.spec.tasks.max_task_file_bytes;
+            (t.id.as_str(), task_hash(t, max))
+        })
         .collect();
     let changed: Vec<&str> = provenance
         .task_hashes

@@ -13,6 +13,15 @@ pub enum KernelError {
     /// (`/`, `..`) or none the kernel can use.
     #[error("task file {} has no usable file name", .0.display())]
     TaskFileName(PathBuf),
+    /// A task file was refused on its way into the kernel (a link planted
+    /// after the load, not a regular file, over the bound, not readable by
+    /// the kernel's user).
+    #[error("task file {}: {source}", file.display())]
+    TaskFile {
+        file: PathBuf,
+        #[source]
+        source: crate::util::input_file::InputFileError,
+    },
     #[error("the kernel process exited before it could be watched")]
     NotWatched,
     /// retrace's own data could not be encoded as JSON.

@@ -77,7 +77,7 @@ impl Executor {
                 .await
                 .map(Kernel::into_any),
             Executor::Gateway(gateway) => gateway
-                .start(&spec.files, options)
+                .start(&spec.files, spec.max_file_bytes, options)
                 .await
                 .map(Kernel::into_any),
         }

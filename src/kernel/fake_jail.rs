@@ -43,4 +43,7 @@ impl Jail for FakeJail {
     fn uid(&self) -> Option<u32> {
         None
     }
+    fn gid(&self) -> Option<u32> {
+        None
+    }
 }

@@ -1,6 +1,7 @@
 //! A kernel's directories (runtime, working directory, HOME): created,
-//! seeded with the task files and the probe, renewed for a restart, locked
-//! once the kernel has bound its sockets, removed.
+//! seeded with the probe and, once the kernel's jail (and so its user) is
+//! known, the task files; renewed for a restart, locked once the kernel has
+//! bound its sockets, removed.
 
 use std::fs;
 use std::io::Write;
@@ -13,7 +14,8 @@ use super::claim::{claim, release};
 use super::probe::{PROBE_FILE, PROBE_SOURCE};
 use super::spec::KernelSpec;
 use super::KernelError;
-use crate::sandbox::KernelLayout;
+use crate::sandbox::{Jail, KernelLayout};
+use crate::util::input_file::{open_task_file, ReadAs};
 use crate::util::{nofollow, IoContext};
 
 fn mkdir_private(path: &Path) -> Result<(), KernelError> {
@@ -26,7 +28,8 @@ fn mkdir_private(path: &Path) -> Result<(), KernelError> {
     Ok(())
 }
 
-/// Creates the directories of one kernel.
+/// Creates the directories of one kernel, HOME seeded; the task files
+/// follow once the jail exists ([`copy_task_files`]).
 pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, KernelError> {
     let base = claim(&spec.root, id).at("claiming a directory in", &spec.root)?;
     let layout = KernelLayout {
@@ -39,7 +42,7 @@ pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, Kernel
     for dir in [&layout.runtime_dir, &layout.work_dir, &layout.home_dir] {
         mkdir_private(dir)?;
     }
-    seed(spec, &layout)?;
+    seed_home(spec, &layout)?;
     Ok(layout)
 }
 
@@ -51,7 +54,11 @@ pub fn create_layout(spec: &KernelSpec, id: &str) -> Result<KernelLayout, Kernel
 /// Nothing a planted symlink points to is touched. A confined kernel never
 /// wrote the host's working directory or HOME (it had private copies), an
 /// unconfined one did.
-pub fn renew_layout(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
+pub fn renew_layout(
+    spec: &KernelSpec,
+    layout: &KernelLayout,
+    jail: &dyn Jail,
+) -> Result<(), KernelError> {
     let rt = &layout.runtime_dir;
     match fs::symlink_metadata(rt) {
         Ok(meta) if meta.is_dir() => nofollow::empty_dir(rt).at("emptying", rt)?,
@@ -65,7 +72,8 @@ pub fn renew_layout(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), Kern
         nofollow::remove_entry(dir).at("removing", dir)?;
         mkdir_private(dir)?;
     }
-    seed(spec, layout)
+    seed_home(spec, layout)?;
+    copy_task_files(spec, layout, jail)
 }
 
 /// Once the kernel has bound its sockets, its runtime directory becomes the
@@ -81,28 +89,47 @@ pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
     Ok(())
 }
 
-/// Copies the task files into the working directory, the image's
-/// matplotlib cache and retrace's probe into HOME.
-fn seed(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
+/// Writes retrace's probe and the image's matplotlib cache into HOME.
+fn seed_home(spec: &KernelSpec, layout: &KernelLayout) -> Result<(), KernelError> {
     let probe = layout.home_dir.join(PROBE_FILE);
     nofollow::create_new(&probe, 0o644)
         .and_then(|mut f| f.write_all(PROBE_SOURCE.as_bytes()))
         .at("writing", &probe)?;
+    if let Some(cache) = spec.image.mpl_cache() {
+        copy_dir(&cache, &layout.home_dir.join(".mplconfig"))?;
+    }
+    Ok(())
+}
+
+/// Copies the task files into the working directory. Each is opened the
+/// one way task files are (`input_file::open_task_file`: no link followed,
+/// a regular file within `--max-task-file-bytes`) and, for a confined
+/// kernel, with its user's rights rather than root's: a file the kernel
+/// could not read itself is refused. The copy is a new file that nothing
+/// else holds.
+pub fn copy_task_files(
+    spec: &KernelSpec,
+    layout: &KernelLayout,
+    jail: &dyn Jail,
+) -> Result<(), KernelError> {
+    let read_as = match (jail.uid(), jail.gid()) {
+        (Some(uid), Some(gid)) => ReadAs::User { uid, gid },
+        _ => ReadAs::Harness,
+    };
     for file in &spec.files {
         let name = file
             .file_name()
             .ok_or_else(|| KernelError::TaskFileName(file.clone()))?;
-        // The task file itself may be a link (it is the user's input); the
-        // copy is a new file that nothing else holds.
+        let mut from = open_task_file(file, spec.max_file_bytes, read_as).map_err(|source| {
+            KernelError::TaskFile {
+                file: file.clone(),
+                source,
+            }
+        })?;
         let dest = layout.work_dir.join(name);
-        let copied = fs::File::open(file).and_then(|mut from| {
-            let mut to = nofollow::create_new(&dest, 0o644)?;
-            std::io::copy(&mut from, &mut to)
-        });
-        copied.at("copying task file", file)?;
-    }
-    if let Some(cache) = spec.image.mpl_cache() {
-        copy_dir(&cache, &layout.home_dir.join(".mplconfig"))?;
+        nofollow::create_new(&dest, 0o644)
+            .and_then(|mut to| std::io::copy(&mut from, &mut to))
+            .at("copying task file", file)?;
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use jupyter_protocol::{
 
 use super::backend::{Backend, Baseline, Drain, Ending, Failure, Stopped};
 use super::client::{parent_id, Channels};
-use super::layout::{create_layout, remove_layout, renew_layout};
+use super::layout::{copy_task_files, create_layout, remove_layout, renew_layout};
 use super::lock_watch::LockWatch;
 use super::options::KernelStart;
 use super::options::{KernelBanner, KernelOptions};
@@ -87,6 +87,12 @@ impl LocalBackend {
                 return Err(KernelError::Sandbox(e));
             }
         };
+        // With the kernel's user known: its task files, read with its rights.
+        if let Err(e) = copy_task_files(&spec, &layout, jail.as_ref()) {
+            let _ = jail.release();
+            remove_layout(&spec, &layout);
+            return Err(e);
+        }
         let started = Instant::now();
         let confined = sandbox.info().confined;
         let (zygote, refused) = match options.start {
@@ -522,7 +528,7 @@ impl Backend for LocalBackend {
         // A kill by the watchdog (that the old kernel died of) ends before
         // the fresh kernel joins the group.
         drop(self.lock_watch.as_ref().map(LockWatch::hold));
-        renew_layout(&self.spec, &self.layout)?;
+        renew_layout(&self.spec, &self.layout, self.jail.as_ref())?;
         let (process, channels, banner, path) = launch(
             &self.spec,
             &self.layout,

@@ -1052,3 +1052,29 @@ try:
     _install_lenient_packer()
 except Exception:  # noqa: BLE001 (such messages are then lost, as before)
     pass
+
+
+def _working_directory_importable():
+    """The kernel has started with its working directory off the import
+    path (`PYTHONSAFEPATH`, `ignore_cwd`: src/pyenv/mod.rs), so no task
+    file named like a module it imports on the way (`types.py`,
+    `ipykernel_launcher.py`) ran in its place. From here on the directory
+    is importable as in any notebook (a task's own `helpers.py`), where
+    IPython puts it: after the standard library, before site-packages. And
+    the Pythons the task's code starts (`!python x.py`) get their usual
+    path."""
+    import os
+
+    os.environ.pop("PYTHONSAFEPATH", None)
+    path = _sys_mod.path
+    if "" in path:
+        return
+    at = 0
+    for i, entry in _enumerate(path):
+        if os.path.basename(entry) in ("site-packages", "dist-packages"):
+            at = i
+            break
+    path.insert(at, "")
+
+
+_working_directory_importable()

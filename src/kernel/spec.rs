@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::pyenv::Image;
 use crate::sandbox::{KernelLayout, LaunchCommand};
+use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 
 /// Everything needed to start kernels of one image.
 #[derive(Debug, Clone)]
@@ -17,6 +18,8 @@ pub struct KernelSpec {
     pub threads: u32,
     /// Files copied into each kernel's working directory.
     pub files: Vec<PathBuf>,
+    /// `--max-task-file-bytes`: a larger task file is refused.
+    pub max_file_bytes: u64,
     /// Directories the kernel may read besides its image (the package
     /// store of the `dynamic` strategy).
     pub ro_binds: Vec<PathBuf>,
@@ -29,6 +32,7 @@ impl KernelSpec {
             root,
             threads: 1,
             files: Vec::new(),
+            max_file_bytes: DEFAULT_MAX_TASK_FILE_BYTES,
             ro_binds: Vec::new(),
         }
     }

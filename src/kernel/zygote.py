@@ -540,8 +540,10 @@ def _run_prepared(argv):
         self.init_crash_handler()
 
     sys.argv = [importlib.util.find_spec("ipykernel_launcher").origin] + argv[3:]
-    # What ipykernel_launcher does; InteractiveShellApp.init_path puts the
-    # working directory back.
+    # As `python -m ipykernel_launcher` with PYTHONSAFEPATH: nothing of the
+    # working directory (the task's files) on the path while the kernel
+    # starts; nor does InteractiveShellApp.init_path add it (safe_path,
+    # ignore_cwd). retrace's probe makes it importable once started.
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]
     sys.stdin = open(0, "r", closefd=False)
@@ -574,9 +576,13 @@ def _run(argv):
     if len(args) < 2 or args[0] != "-m":
         raise ValueError(f"cannot run {argv!r} in the zygote")
     sys.argv = [args[1]] + args[2:]
-    # What `python -m` puts first on the path.
+    # What `python -m` puts first on the path: the working directory, unless
+    # PYTHONSAFEPATH (every kernel's) says nothing.
     if sys.path and sys.path[0] == "":
-        sys.path[0] = os.getcwd()
+        if sys.flags.safe_path:
+            del sys.path[0]
+        else:
+            sys.path[0] = os.getcwd()
     sys.stdin = open(0, "r", closefd=False)
     runpy.run_module(args[1], run_name="__main__", alter_sys=True)
     return 0

@@ -225,6 +225,7 @@ mod tests {
                 "-f",
                 "{connection_file}",
                 "--config=/nonexistent/images/fat-0123456789abcdef/kernel_config.py",
+                "--IPKernelApp.ignore_cwd=True",
             ]
         );
         let env = |k: &str| spec.env.get(k).map(String::as_str);
@@ -240,6 +241,7 @@ mod tests {
             assert_eq!(env(var), Some("2"), "{var}");
         }
         assert_eq!(env("PYTHONNOUSERSITE"), Some("1"));
+        assert_eq!(env("PYTHONSAFEPATH"), Some("1"));
         assert_eq!(env("LANG"), Some("C.UTF-8"));
         assert_eq!(env("LC_ALL"), Some("C.UTF-8"));
         // Per-kernel paths stay the gateway's business.

@@ -153,7 +153,9 @@ impl Image {
     /// What follows `python()` on a kernel's command line: ipykernel
     /// reading `connection_file`, configured by the image's kernel config.
     /// retrace's launcher passes a path, a kernelspec jupyter's
-    /// `{connection_file}` placeholder.
+    /// `{connection_file}` placeholder. IPython is told not to put the
+    /// working directory on the import path while the kernel starts (see
+    /// `PYTHONSAFEPATH` in [`Image::kernel_env`]).
     pub fn kernel_args(&self, connection_file: &OsStr) -> Vec<OsString> {
         vec![
             "-m".into(),
@@ -161,12 +163,21 @@ impl Image {
             "-f".into(),
             connection_file.to_owned(),
             format!("--config={}", self.kernel_config().display()).into(),
+            "--IPKernelApp.ignore_cwd=True".into(),
         ]
     }
 
     /// The environment of every kernel of this image, wherever it runs, with
     /// BLAS/OpenMP pools of `threads` threads (at least one). retrace's
     /// launcher adds the per-kernel HOME, IPYTHONDIR and MPLCONFIGDIR.
+    ///
+    /// `PYTHONSAFEPATH` keeps the working directory, which holds the
+    /// task's files, off the import path while the kernel starts: `python
+    /// -m ipykernel_launcher` would put it first, and a task file named
+    /// `types.py`, `enum.py` or `ipykernel_launcher.py` would run instead of
+    /// the kernel's own module. Once the kernel has started, retrace's probe
+    /// makes the working directory importable again, as in any notebook,
+    /// and drops the variable (probe.py, at its end).
     pub fn kernel_env(&self, threads: u32) -> Vec<(String, String)> {
         let python = self.python();
         let venv_bin = python.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -184,6 +195,7 @@ impl Image {
             ("LANG", "C.UTF-8".into()),
             ("LC_ALL", "C.UTF-8".into()),
             ("PYTHONNOUSERSITE", "1".into()),
+            ("PYTHONSAFEPATH", "1".into()),
             ("PYTHONDONTWRITEBYTECODE", "1".into()),
             ("PYDEVD_DISABLE_FILE_VALIDATION", "1".into()),
         ]

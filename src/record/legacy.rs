@@ -20,6 +20,7 @@ use crate::pyenv::Strategy;
 use crate::repair::FeedbackMode;
 use crate::sandbox::{SandboxInfo, SandboxLimits};
 use crate::task::load::Skipped;
+use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct RunConfigV2 {
@@ -109,6 +110,7 @@ impl RunConfigV2 {
                 suite: self.suite,
                 selection: self.selection,
                 skip_invalid: self.skip_invalid,
+                max_task_file_bytes: DEFAULT_MAX_TASK_FILE_BYTES,
             },
             policy: LoopPolicy {
                 rounds: self.rounds,

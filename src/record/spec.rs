@@ -22,7 +22,8 @@ use crate::model::Generation;
 use crate::pyenv::Strategy;
 use crate::repair::FeedbackMode;
 use crate::sandbox::SandboxLimits;
-use crate::task::load::TagQuota;
+use crate::task::load::{LoadOptions, TagQuota};
+use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
@@ -99,6 +100,25 @@ pub struct TaskSpec {
     /// again on resume) instead of refusing the suite.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_invalid: bool,
+    /// `--max-task-file-bytes`: the largest task file loaded, hashed and
+    /// copied into a kernel. Recorded, so a resumed run loads alike; runs
+    /// written before it existed read the default.
+    #[serde(default = "default_max_task_file_bytes")]
+    pub max_task_file_bytes: u64,
+}
+
+fn default_max_task_file_bytes() -> u64 {
+    DEFAULT_MAX_TASK_FILE_BYTES
+}
+
+impl TaskSpec {
+    /// How the loader reads this suite.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            skip_invalid: self.skip_invalid,
+            max_task_file_bytes: self.max_task_file_bytes,
+        }
+    }
 }
 
 /// Which tasks of the suite.

@@ -531,4 +531,8 @@ impl Jail for ConfinedJail {
     fn uid(&self) -> Option<u32> {
         Some(self.uid)
     }
+
+    fn gid(&self) -> Option<u32> {
+        Some(self.gid)
+    }
 }

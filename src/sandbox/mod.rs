@@ -157,6 +157,8 @@ pub trait Jail: Send + Sync {
     fn release(&self) -> Result<(), SandboxError>;
     /// The uid the kernel runs as (`None` unconfined).
     fn uid(&self) -> Option<u32>;
+    /// The gid the kernel runs as (`None` unconfined).
+    fn gid(&self) -> Option<u32>;
 }
 
 /// The sandbox; fails closed: without `unconfined` it is confinement or an

@@ -85,4 +85,8 @@ impl Jail for UnconfinedJail {
     fn uid(&self) -> Option<u32> {
         None
     }
+
+    fn gid(&self) -> Option<u32> {
+        None
+    }
 }

@@ -8,6 +8,7 @@ pub mod fault;
 pub mod file_name;
 pub mod heap;
 pub mod home;
+pub mod input_file;
 pub mod io_error;
 pub mod nofollow;
 pub mod proc;

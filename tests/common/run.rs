@@ -47,6 +47,7 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
             suite: suite.into(),
             selection: Selection::default(),
             skip_invalid: false,
+            max_task_file_bytes: retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES,
         },
         policy: LoopPolicy {
             rounds: 2,

@@ -7,7 +7,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use retrace::pyenv::{ImageName, ImageStore};
@@ -64,7 +64,8 @@ impl Installed {
 /// The files of `datasets/` a binary must carry, by path under it: every
 /// hostile case, every suite's task files and every file their tasks name.
 fn required() -> BTreeMap<String, Vec<u8>> {
-    let root = repo_datasets();
+    // Canonical, as the loader makes task files.
+    let root = repo_datasets().canonicalize().unwrap();
     let mut paths: Vec<PathBuf> = Vec::new();
     for entry in fs::read_dir(root.join("hostile")).unwrap() {
         let path = entry.unwrap().path();
@@ -85,26 +86,10 @@ fn required() -> BTreeMap<String, Vec<u8>> {
     paths
         .into_iter()
         .map(|p| {
-            // A suite may name another's data (`../tabular/data/x.csv`).
-            let p = lexical(&p);
             let rel = p.strip_prefix(&root).unwrap().to_str().unwrap().to_string();
             (rel, fs::read(&p).unwrap())
         })
         .collect()
-}
-
-/// `path` with its `..` components resolved without the file system.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// Every file under `dir`, by path under it.

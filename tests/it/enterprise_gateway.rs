@@ -19,6 +19,7 @@ use retrace::kernel::gateway::{Gateway, GatewayConfig, REQUEST_TIMEOUT};
 use retrace::kernel::{AnyKernel, ExecOptions, KernelOptions};
 use retrace::pyenv::ImageName;
 use retrace::sandbox::{SandboxLimits, Verdict};
+use retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 
 /// The kernelspec name the tests serve.
 const KERNEL: &str = "retrace-fat";
@@ -120,7 +121,7 @@ async fn kernel(gateway: &std::sync::Arc<Gateway>, memory: u64) -> AnyKernel {
     };
     let options = KernelOptions::enforcing(&limits, false);
     gateway
-        .start(&[], options)
+        .start(&[], DEFAULT_MAX_TASK_FILE_BYTES, options)
         .await
         .map(AnyKernel::from)
         .expect("a kernel starts on a host")

@@ -15,6 +15,7 @@ use common::enterprise_gateway::{EnterpriseGateway, Options};
 use retrace::kernel::gateway::{Gateway, GatewayConfig, REQUEST_TIMEOUT};
 use retrace::kernel::{ExecOptions, KernelOptions};
 use retrace::sandbox::{SandboxLimits, Verdict};
+use retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 
 /// The kernelspec name the tests serve.
 const KERNEL: &str = "eg-stock";
@@ -141,7 +142,7 @@ async fn a_kernel_on_a_host_runs_cells_through_retraces_gateway_client() {
     .expect("retrace accepts the gateway and its kernelspec");
     let options = KernelOptions::enforcing(&SandboxLimits::default(), false);
     let mut kernel = gateway
-        .start(&[], options)
+        .start(&[], DEFAULT_MAX_TASK_FILE_BYTES, options)
         .await
         .expect("a kernel starts on a host");
     let host = host_of(&eg, kernel.id());

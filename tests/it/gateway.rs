@@ -18,6 +18,7 @@ use retrace::kernel::{ExecOptions, ExecutorInfo, KernelOptions, Outcome};
 use retrace::model::Generation;
 use retrace::record::{ExecutorSpec, GatewaySpec, RecordKind};
 use retrace::sandbox::{SandboxLimits, Verdict};
+use retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 
 fn config(gw: &TestGateway) -> GatewayConfig {
     GatewayConfig {
@@ -35,7 +36,7 @@ async fn kernel(gw: &TestGateway, limits: &SandboxLimits) -> GatewayKernel {
         .expect("gateway accepted");
     let options = KernelOptions::enforcing(limits, false);
     gateway
-        .start(&[], options)
+        .start(&[], DEFAULT_MAX_TASK_FILE_BYTES, options)
         .await
         .expect("gateway kernel starts")
 }
@@ -514,7 +515,10 @@ async fn a_dropped_websocket_is_reopened_and_a_lost_one_is_an_infra_error() {
     };
     let gateway = Gateway::connect(via_proxy).await.unwrap();
     let options = KernelOptions::enforcing(&SandboxLimits::default(), false);
-    let mut k = gateway.start(&[], options).await.unwrap();
+    let mut k = gateway
+        .start(&[], DEFAULT_MAX_TASK_FILE_BYTES, options)
+        .await
+        .unwrap();
     let opts = exec(Duration::from_secs(30), None);
     k.execute("kept = 3", &opts).await;
 

@@ -49,3 +49,4 @@ mod run_arms;
 mod run_library;
 mod run_loop;
 mod sandbox_corpus;
+mod task_files;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::OwnedSemaphorePermit;
@@ -26,14 +25,12 @@ use super::super::requests::{handshake, install_probe, silent_ok};
 use super::super::KernelError;
 use super::evidence::EvidenceLog;
 use super::socket;
+use super::workdir::{upload, workdir_cell, CLEANUP_CELL};
 use super::Gateway;
 use crate::sandbox::{Counters, Evidence, ExitInfo, Flag, Verdict};
-use crate::util::IoContext;
 
-/// Bytes of a task file per setup request (base64 in the cell).
-const FILE_CHUNK: usize = 512 * 1024;
 /// How long each setup step may take (a chunk of a file, the probe).
-const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Attempts to reopen a dropped websocket, and the first wait between them.
 const RECONNECTS: u32 = 3;
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(500);
@@ -56,27 +53,6 @@ const RATE_LIMITED: &str = "IOPub data rate exceeded.";
 /// (`quit()`); Jupyter's restarter polls every 3 s.
 const QUIT_SETTLE: Duration = Duration::from_secs(10);
 
-/// The cell that gives each kernel a private working directory: a
-/// gateway's kernels share the gateway's, and tasks' files must not meet.
-/// Named after the kernel, so the process that replaces a dead one (same
-/// id) removes what its predecessor could not. A link planted under the
-/// name is not followed: `rmtree` refuses it and `mkdir` then fails.
-fn workdir_cell(kernel_id: &str) -> String {
-    let name: String = kernel_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
-    format!(
-        "(lambda os, s, d: (s.rmtree(d, True), os.mkdir(d, 0o700), os.chdir(d)))\
-         (__import__('os'), __import__('shutil'), \
-         __import__('os').path.join(__import__('tempfile').gettempdir(), 'retrace-{name}'))"
-    )
-}
-/// Removes that directory when the kernel goes.
-const CLEANUP_CELL: &str =
-    "(lambda os, s: (lambda d: (os.chdir('/'), s.rmtree(d, True)))(os.getcwd()))\
-     (__import__('os'), __import__('shutil'))";
-
 pub struct GatewayBackend {
     gateway: Arc<Gateway>,
     /// The gateway's id of the kernel.
@@ -88,6 +64,8 @@ pub struct GatewayBackend {
     banner: KernelBanner,
     options: KernelOptions,
     files: Vec<PathBuf>,
+    /// `--max-task-file-bytes`.
+    max_file_bytes: u64,
     restarts: u32,
     /// The kernel's process was replaced (it died, it was restarted):
     /// retrace's setup must run in the new one before the next cell.
@@ -103,6 +81,7 @@ impl GatewayBackend {
     pub(super) async fn start(
         gateway: Arc<Gateway>,
         files: &[PathBuf],
+        max_file_bytes: u64,
         options: KernelOptions,
     ) -> Result<GatewayBackend, KernelError> {
         let slot = gateway
@@ -161,6 +140,7 @@ impl GatewayBackend {
             banner,
             options,
             files: files.to_vec(),
+            max_file_bytes,
             restarts: 0,
             needs_setup: true,
             host,
@@ -191,7 +171,7 @@ impl GatewayBackend {
         )
         .await?;
         for file in &self.files {
-            upload(channels, file).await?;
+            upload(channels, file, self.max_file_bytes).await?;
         }
         install_probe(channels, &probe_inline()).await?;
         self.needs_setup = false;
@@ -702,32 +682,6 @@ async fn delete(gateway: &Gateway, id: &str) {
     {
         tracing::warn!(kernel = %id, error = %e, "could not delete the kernel on the gateway");
     }
-}
-
-/// Writes `file` into the kernel's working directory under its own name,
-/// in chunks a cell can carry.
-async fn upload(channels: &mut Channels, file: &std::path::Path) -> Result<(), KernelError> {
-    let name = file
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| KernelError::TaskFileName(file.to_path_buf()))?;
-    let bytes = std::fs::read(file).at("reading task file", file)?;
-    let name = serde_json::to_string(name).unwrap_or_default();
-    let what = format!("copying {} to the kernel", file.display());
-    if bytes.is_empty() {
-        let cell = format!("open({name}, 'wb').close()");
-        return silent_ok(channels, &cell, SETUP_TIMEOUT, &what).await;
-    }
-    for (i, chunk) in bytes.chunks(FILE_CHUNK).enumerate() {
-        let mode = if i == 0 { "wb" } else { "ab" };
-        let data = base64::engine::general_purpose::STANDARD.encode(chunk);
-        let cell = format!(
-            "(lambda b: (lambda f: (f.write(b.b64decode('{data}')), f.close()))(open({name}, '{mode}')))\
-             (__import__('base64'))"
-        );
-        silent_ok(channels, &cell, SETUP_TIMEOUT, &what).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod evidence;
 mod kernel;
 mod rest;
 mod socket;
+mod workdir;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -199,9 +200,10 @@ impl Gateway {
     pub async fn start(
         self: &Arc<Self>,
         files: &[PathBuf],
+        max_file_bytes: u64,
         options: KernelOptions,
     ) -> Result<GatewayKernel, KernelError> {
-        GatewayBackend::start(self.clone(), files, options)
+        GatewayBackend::start(self.clone(), files, max_file_bytes, options)
             .await
             .map(Kernel::new)
     }

@@ -11,8 +11,10 @@ use super::fields::{
     dataset_number, id_value, json_number_expected, json_object, kind, numeral_expected, req_str,
     string_list,
 };
+use super::files::resolve_file;
+use super::lines::json_lines;
 use super::skipped::{line_id, Skipped};
-use super::{json_lines, read_text, resolve_file, Ctx, LineError, LineResult};
+use super::{Ctx, LineError, LineResult};
 use crate::task::{Expected, Task, TaskError};
 
 /// Labels by task id: the answer pairs and where they were read.
@@ -177,17 +179,25 @@ fn read_labels(
 ) -> Result<LabelsById, TaskError> {
     let mut out: LabelsById = HashMap::new();
     for path in labels_paths(file) {
-        if !path.is_file() {
+        // Missing is fine; anything else there is read or refused.
+        if !path.exists() {
             continue;
         }
-        let text = read_text(&path)?;
-        for (line, trimmed) in json_lines(&text) {
+        for read in json_lines(&path)? {
+            let (line, trimmed) = match (read, skipped.as_deref_mut()) {
+                (Ok(read), _) => read,
+                (Err(e), Some(list)) => {
+                    list.push(Skipped::from_error(e, None)?);
+                    continue;
+                }
+                (Err(e), None) => return Err(e),
+            };
             let err = |message: String| TaskError::Parse {
                 file: path.clone(),
                 line,
                 message,
             };
-            let entry = json_object(trimmed).map_err(err).and_then(|obj| {
+            let entry = json_object(&trimmed).map_err(err).and_then(|obj| {
                 let id = obj
                     .get("id")
                     .ok_or_else(|| err("missing field `id`".into()))
@@ -209,7 +219,7 @@ fn read_labels(
                 (Ok((id, pairs)), _) => {
                     out.insert(id, (pairs, path.clone(), line));
                 }
-                (Err(e), Some(list)) => list.push(Skipped::from_error(e, line_id(trimmed))?),
+                (Err(e), Some(list)) => list.push(Skipped::from_error(e, line_id(&trimmed))?),
                 (Err(e), None) => return Err(e),
             }
         }

@@ -2,8 +2,10 @@
 //!
 //! - **native**: the [`Task`] serde shape (`id`, `question`, `expected`,
 //!   optional `files`, `reference`, `packages`, `tags`). `files` are relative
-//!   to the JSONL file's directory and become absolute; a missing file is an
-//!   error. A numeric `id` is accepted and turned into text.
+//!   to the JSONL file's directory and become absolute; a missing file, or
+//!   one the dataset may not name (see `files.rs`: outside the dataset's
+//!   folder, not a regular file, over `--max-task-file-bytes`, two of one
+//!   name), is an error. A numeric `id` is accepted and turned into text.
 //! - **GSM8K-style**: `{"question": .., "answer": "...\n#### 72"}` (optional
 //!   `id`, else `<file stem>-<line>`): a number with abs_tol 1e-3.
 //!   PAL/GSM-Hard `{"input": .., "target": 72}` is read the same way.
@@ -15,13 +17,19 @@
 //!   (abs_tol 1e-6) and texts.
 //!
 //! Blank lines and lines starting with `//` or `#` are skipped. Every error
-//! names the dataset file and the 1-based line. A flawed record stops the
-//! load unless invalid records are skipped ([`load_suite_with`]); then each
-//! one is listed as a [`Skipped`] with its file, line and reason.
+//! names the dataset file and the 1-based line. A flawed record (a line
+//! that is not UTF-8 included) stops the load unless invalid records are
+//! skipped ([`load_suite_with`]); then each one is listed as a [`Skipped`]
+//! with its file, line and reason. Suite files are untrusted input too
+//! (`lines.rs`): only regular files of at most
+//! [`MAX_SUITE_FILE_BYTES`](crate::util::input_file::MAX_SUITE_FILE_BYTES)
+//! are read, a line at a time.
 
 mod dabench;
 mod fields;
+mod files;
 mod gsm;
+mod lines;
 mod native;
 mod sample;
 mod skipped;
@@ -31,8 +39,8 @@ mod fixtures;
 #[cfg(test)]
 mod props;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -41,9 +49,11 @@ use walkdir::WalkDir;
 use super::{Task, TaskError};
 use crate::util::builtin;
 use crate::util::home::retrace_home;
+use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 use dabench::{dabench_task, is_labels_file};
 use fields::{field_list, json_object};
 use gsm::{gsm, pal};
+use lines::json_lines;
 use native::native;
 
 pub use dabench::DABENCH_ABS_TOL;
@@ -54,9 +64,28 @@ pub use skipped::Skipped;
 /// The suites that live under the datasets directory.
 pub const SUITES: [&str; 3] = ["math", "tabular", "packages"];
 
+/// How a suite is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// `--skip-invalid`: a flawed record is listed in [`Loaded::skipped`]
+    /// instead of stopping the load.
+    pub skip_invalid: bool,
+    /// `--max-task-file-bytes`: a task file larger than this is refused.
+    pub max_task_file_bytes: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            skip_invalid: false,
+            max_task_file_bytes: DEFAULT_MAX_TASK_FILE_BYTES,
+        }
+    }
+}
+
 /// Loads every task of one JSONL file.
 pub fn load_file(path: &Path) -> Result<Vec<Task>, TaskError> {
-    let (located, _) = load_located(path, false)?;
+    let (located, _) = load_located(path, &LoadOptions::default())?;
     Ok(located.into_iter().map(|l| l.task).collect())
 }
 
@@ -64,7 +93,7 @@ pub fn load_file(path: &Path) -> Result<Vec<Task>, TaskError> {
 /// under `<datasets_dir>/<name>/`, sorted, labels files skipped), a JSONL
 /// file, or a directory of them. Task ids must be unique in the suite.
 pub fn load_suite(name_or_path: &str, datasets_dir: &Path) -> Result<Vec<Task>, TaskError> {
-    Ok(load_suite_with(name_or_path, datasets_dir, false)?.tasks)
+    Ok(load_suite_with(name_or_path, datasets_dir, &LoadOptions::default())?.tasks)
 }
 
 /// A suite's valid tasks and the invalid records left out.
@@ -75,20 +104,22 @@ pub struct Loaded {
     pub skipped: Vec<Skipped>,
 }
 
-/// [`load_suite`], or with `skip_invalid` every valid record of it: a
-/// flawed line (bad JSON, missing or bad fields, bad labels, a duplicate
-/// id) is listed in [`Loaded::skipped`] instead of stopping the load.
-/// Unreadable files still stop it, and so does a suite with no valid task.
+/// [`load_suite`] with `options`; with `skip_invalid` every valid record
+/// of it: a flawed line (bad JSON, not UTF-8, missing or bad fields, a
+/// refused task file, bad labels, a duplicate id) is listed in
+/// [`Loaded::skipped`] instead of stopping the load. Unreadable or refused
+/// suite files still stop it, and so does a suite with no valid task.
 pub fn load_suite_with(
     name_or_path: &str,
     datasets_dir: &Path,
-    skip_invalid: bool,
+    options: &LoadOptions,
 ) -> Result<Loaded, TaskError> {
+    let skip_invalid = options.skip_invalid;
     let (root, files) = suite_files(name_or_path, datasets_dir)?;
     let mut seen: HashMap<String, (PathBuf, usize)> = HashMap::new();
     let mut out = Loaded::default();
     for file in files {
-        let (located, skipped) = load_located(&file, skip_invalid)?;
+        let (located, skipped) = load_located(&file, options)?;
         out.skipped.extend(skipped);
         for loc in located {
             if let Some((first_file, first_line)) = seen.get(&loc.task.id) {
@@ -163,12 +194,13 @@ fn suite_files(
         return Ok((dir, files));
     }
     let path = PathBuf::from(name_or_path);
-    if path.is_file() {
-        return Ok((path.clone(), vec![path]));
-    }
     if path.is_dir() {
         let files = jsonl_under(&path)?;
         return Ok((path, files));
+    }
+    // Whatever else is there (a FIFO, a link to a device) is refused when read.
+    if path.exists() {
+        return Ok((path.clone(), vec![path]));
     }
     let looks_like_path = name_or_path.contains(['/', '\\'])
         || name_or_path.starts_with('.')
@@ -183,14 +215,32 @@ fn suite_files(
 }
 
 /// Every `*.jsonl` under `dir` (recursively, sorted, hidden entries and
-/// labels files skipped); an error if there are none.
+/// labels files skipped); an error if there are none, or if a link in the
+/// folder leads out of it (a downloaded dataset must not make the load
+/// read the host's files, or walk its whole tree).
 fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
-    let hidden =
-        |e: &walkdir::DirEntry| e.depth() > 0 && e.file_name().as_encoded_bytes().starts_with(b".");
+    let root = std::fs::canonicalize(dir).map_err(|e| TaskError::File {
+        file: dir.to_path_buf(),
+        message: format!("cannot read: {e}"),
+    })?;
+    let outside: RefCell<Option<PathBuf>> = RefCell::new(None);
+    let keep = |e: &walkdir::DirEntry| {
+        if e.depth() > 0 && e.file_name().as_encoded_bytes().starts_with(b".") {
+            return false;
+        }
+        let out = e.path_is_symlink()
+            && std::fs::canonicalize(e.path()).is_ok_and(|real| !real.starts_with(&root));
+        if out {
+            outside
+                .borrow_mut()
+                .get_or_insert_with(|| e.path().to_path_buf());
+        }
+        !out
+    };
     let mut out = Vec::new();
-    // Symlinks are followed, as `is_dir` did before (walkdir also stops at loops).
+    // Links inside the folder are followed (walkdir also stops at loops).
     let walk = WalkDir::new(dir).follow_links(true).sort_by_file_name();
-    for entry in walk.into_iter().filter_entry(|e| !hidden(e)) {
+    for entry in walk.into_iter().filter_entry(keep) {
         let path = match entry {
             Ok(entry) if entry.file_type().is_dir() => continue,
             Ok(entry) => entry.into_path(),
@@ -209,6 +259,15 @@ fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
         if path.extension().is_some_and(|x| x == "jsonl") && !is_labels_file(&path) {
             out.push(path);
         }
+    }
+    if let Some(link) = outside.into_inner() {
+        return Err(TaskError::File {
+            file: link,
+            message: format!(
+                "refused: a link that leads out of the suite's folder `{}`",
+                root.display()
+            ),
+        });
     }
     if out.is_empty() {
         return Err(TaskError::File {
@@ -231,8 +290,11 @@ struct Located {
 /// Per-file reading context.
 struct Ctx<'a> {
     file: &'a Path,
-    /// The JSONL file's directory, absolute.
+    /// The dataset's folder: the JSONL file's directory, canonical. Task
+    /// files must resolve inside it.
     dir: PathBuf,
+    /// `--max-task-file-bytes`.
+    max_file_bytes: u64,
     stem: String,
     /// DABench labels by id, read on first need.
     labels: Option<HashMap<String, (Value, PathBuf, usize)>>,
@@ -246,34 +308,23 @@ struct Ctx<'a> {
 /// A failure on one line, before file and line are attached.
 type LineResult<T> = Result<T, String>;
 
-/// Reads a dataset or labels file.
-fn read_text(path: &Path) -> Result<String, TaskError> {
-    fs::read_to_string(path).map_err(|e| TaskError::File {
-        file: path.to_path_buf(),
-        message: format!("cannot read: {e}"),
-    })
-}
-
-/// The lines of a dataset or labels file that hold JSON, with their 1-based
-/// numbers: blank lines and `//` or `#` comments are skipped, a BOM dropped.
-fn json_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines().enumerate().filter_map(|(i, raw)| {
-        let trimmed = raw.trim_start_matches('\u{feff}').trim();
-        let skip = trimmed.is_empty() || trimmed.starts_with("//") || trimmed.starts_with('#');
-        (!skip).then_some((i + 1, trimmed))
-    })
-}
-
 /// The tasks of one file and, with `skip_invalid`, the records skipped.
 fn load_located(
     path: &Path,
-    skip_invalid: bool,
+    options: &LoadOptions,
 ) -> Result<(Vec<Located>, Vec<Skipped>), TaskError> {
-    let text = read_text(path)?;
+    let skip_invalid = options.skip_invalid;
+    let lines = json_lines(path)?;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let parent = abs.parent().unwrap_or(Path::new("/"));
+    let dir = std::fs::canonicalize(parent).map_err(|e| TaskError::File {
+        file: path.to_path_buf(),
+        message: format!("cannot resolve its folder: {e}"),
+    })?;
     let mut ctx = Ctx {
         file: path,
-        dir: abs.parent().map(Path::to_path_buf).unwrap_or_default(),
+        dir,
+        max_file_bytes: options.max_task_file_bytes,
         stem: path
             .file_stem()
             .and_then(|s| s.to_str())
@@ -286,8 +337,16 @@ fn load_located(
     let mut out: Vec<Located> = Vec::new();
     let mut skipped: Vec<Skipped> = Vec::new();
     let mut first: HashMap<String, usize> = HashMap::new();
-    for (line, trimmed) in json_lines(&text) {
-        let parsed = parse_line(&mut ctx, trimmed, line)
+    for read in lines {
+        let (line, trimmed) = match read {
+            Ok(read) => read,
+            Err(err) if skip_invalid => {
+                skipped.push(Skipped::from_error(err, None)?);
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        let parsed = parse_line(&mut ctx, &trimmed, line)
             .map_err(|e| match e {
                 LineError::Here(message) => TaskError::Parse {
                     file: path.to_path_buf(),
@@ -311,7 +370,7 @@ fn load_located(
         let task = match parsed {
             Ok(task) => task,
             Err(err) if skip_invalid => {
-                skipped.push(Skipped::from_error(err, skipped::line_id(trimmed))?);
+                skipped.push(Skipped::from_error(err, skipped::line_id(&trimmed))?);
                 continue;
             }
             Err(err) => return Err(err),
@@ -366,35 +425,6 @@ fn parse_line(ctx: &mut Ctx, text: &str, line: usize) -> Result<Task, LineError>
         field_list(&obj)
     )
     .into())
-}
-
-/// Resolves an input file against the dataset's directory (and, for
-/// DABench layouts, a few table folders); errors name every place tried.
-fn resolve_file(ctx: &Ctx, name: &Path, subdirs: &[&str]) -> LineResult<PathBuf> {
-    if name.is_absolute() {
-        return if name.is_file() {
-            Ok(name.to_path_buf())
-        } else {
-            Err(format!("input file `{}` not found", name.display()))
-        };
-    }
-    let mut tried = Vec::new();
-    for sub in std::iter::once("").chain(subdirs.iter().copied()) {
-        let candidate = if sub.is_empty() {
-            ctx.dir.join(name)
-        } else {
-            ctx.dir.join(sub).join(name)
-        };
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-        tried.push(candidate.display().to_string());
-    }
-    Err(format!(
-        "input file `{}` not found (looked for {})",
-        name.display(),
-        tried.join(", ")
-    ))
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 use serde_json::{json, Map, Value};
 
 use super::fields::{dataset_number, id_value, kind, req_str};
-use super::{resolve_file, Ctx, LineResult};
+use super::files::task_files;
+use super::{Ctx, LineResult};
 use crate::task::check::F64_EXACT_INT;
 use crate::task::Task;
 
@@ -21,11 +22,7 @@ pub(super) fn native(ctx: &Ctx, mut obj: Map<String, Value>) -> LineResult<Task>
         prepare_expected(expected, "expected")?;
     }
     let mut task: Task = serde_json::from_value(Value::Object(obj)).map_err(|e| e.to_string())?;
-    task.files = task
-        .files
-        .iter()
-        .map(|f| resolve_file(ctx, f, &[]))
-        .collect::<LineResult<_>>()?;
+    task.files = task_files(ctx, &task.files)?;
     Ok(task)
 }
 

@@ -107,7 +107,11 @@ proptest! {
             }
         }
         // Skipping invalid records keeps the good one and lists the bad one.
-        let loaded = load_suite_with(path.to_str().unwrap(), dir.path(), true).unwrap();
+        let skipping = LoadOptions {
+            skip_invalid: true,
+            ..LoadOptions::default()
+        };
+        let loaded = load_suite_with(path.to_str().unwrap(), dir.path(), &skipping).unwrap();
         prop_assert_eq!(&loaded.tasks[0].id, "a");
         for s in &loaded.skipped {
             prop_assert!(s.line >= 1 && s.file.starts_with(dir.path()), "{s:?}");

@@ -8,13 +8,23 @@ use std::path::Path;
 
 use crate::common;
 use retrace::model::spec::ModelSpec;
-use retrace::task::load::{datasets_dir, load_file, load_suite, load_suite_with, select};
+use retrace::task::load::{
+    datasets_dir, load_file, load_suite, load_suite_with, select, LoadOptions,
+};
 use retrace::task::{Expected, Task, TaskError};
 
 fn write(root: &Path, name: &str, content: &str) {
     let path = root.join(name);
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, content).unwrap();
+}
+
+/// `--skip-invalid`, the other options as their defaults.
+fn skipping() -> LoadOptions {
+    LoadOptions {
+        skip_invalid: true,
+        ..LoadOptions::default()
+    }
 }
 
 fn ids(tasks: &[Task]) -> Vec<&str> {
@@ -315,7 +325,7 @@ fn official_releases_are_refused_at_their_first_flaw() {
 fn skip_invalid_loads_the_rest_and_lists_each_skipped_record() {
     let dir = releases();
     let da = dir.path().join("dabench");
-    let loaded = load_suite_with(path_str(&da), Path::new("/nonexistent"), true).unwrap();
+    let loaded = load_suite_with(path_str(&da), Path::new("/nonexistent"), &skipping()).unwrap();
     assert_eq!(ids(&loaded.tasks), vec!["0", "7"]);
     // Labels and tables found as the release names them.
     assert_eq!(
@@ -345,14 +355,19 @@ fn skip_invalid_loads_the_rest_and_lists_each_skipped_record() {
     assert!(shown.contains("da-dev-labels.jsonl:2: `5`: "), "{shown}");
 
     let gsm = dir.path().join("gsm8k/test.jsonl");
-    let loaded = load_suite_with(path_str(&gsm), Path::new("/nonexistent"), true).unwrap();
+    let loaded = load_suite_with(path_str(&gsm), Path::new("/nonexistent"), &skipping()).unwrap();
     assert_eq!(ids(&loaded.tasks), vec!["test-1", "test-4"]);
     let lines: Vec<usize> = loaded.skipped.iter().map(|s| s.line).collect();
     assert_eq!(lines, vec![2, 3]);
     assert!(loaded.skipped.iter().all(|s| s.file == gsm));
 
     // Without the flag the same call refuses, as `load_suite` does.
-    assert!(load_suite_with(path_str(&gsm), Path::new("/nonexistent"), false).is_err());
+    assert!(load_suite_with(
+        path_str(&gsm),
+        Path::new("/nonexistent"),
+        &LoadOptions::default()
+    )
+    .is_err());
 }
 
 #[test]
@@ -360,7 +375,7 @@ fn skip_invalid_with_nothing_valid_is_still_an_error() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "bad.jsonl", "{\"question\": \"q\"\n[1]\n");
     let path = dir.path().join("bad.jsonl");
-    let err = load_suite_with(path_str(&path), Path::new("/nonexistent"), true).unwrap_err();
+    let err = load_suite_with(path_str(&path), Path::new("/nonexistent"), &skipping()).unwrap_err();
     assert!(
         err.to_string()
             .contains("no valid tasks found (2 invalid records skipped)"),
