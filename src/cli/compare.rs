@@ -12,6 +12,8 @@ use retrace::report::compare::{
     self, pair_arms, regressions, Comparison, Judged, Side, Thresholds, Vary,
 };
 use retrace::report::metrics::arm_names;
+use retrace::util::file_name::file_name;
+use retrace::util::terminal;
 
 use super::Failure;
 
@@ -115,14 +117,15 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
                 name.push_str(&format!("-{b}-{n}"));
             }
         }
-        new.dir.join(name)
+        // Run ids and arm names come from the runs' files.
+        new.dir.join(file_name(&name))
     });
     let files = compare::write(&out, &judged).map_err(Failure::infra)?;
     for j in &judged {
         print(j);
     }
     for f in &files {
-        eprintln!("wrote {}", f.display());
+        eprintln!("wrote {}", terminal::line(&f.display().to_string()));
     }
     let worse = judged.iter().any(|j| !j.regressions.is_empty());
     println!(
@@ -139,14 +142,27 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
 /// The fingerprint fields that differ, each marked declared or not.
 fn print_protocol(c: &Comparison) {
     if c.protocol_differences.is_empty() {
-        println!("{} -> {}: identical protocols", c.base, c.new);
+        println!(
+            "{} -> {}: identical protocols",
+            terminal::line(&c.base),
+            terminal::line(&c.new)
+        );
         return;
     }
-    println!("{} -> {}: protocols differ in", c.base, c.new);
+    println!(
+        "{} -> {}: protocols differ in",
+        terminal::line(&c.base),
+        terminal::line(&c.new)
+    );
     for d in &c.protocol_differences {
         let undeclared = c.undeclared_differences.iter().any(|u| u.name == d.name);
         let note = if undeclared { "  (NOT DECLARED)" } else { "" };
-        println!("  {}: {} -> {}{note}", d.name, d.left, d.right);
+        println!(
+            "  {}: {} -> {}{note}",
+            terminal::line(&d.name),
+            terminal::line(&d.left),
+            terminal::line(&d.right)
+        );
     }
 }
 
@@ -155,8 +171,8 @@ fn print(j: &Judged) {
     let last = c.last();
     println!(
         "{} -> {} on {} shared tasks: Acc@{} {:.1}% -> {:.1}% ({:+.1} points, 95% CI [{:+.1}, {:+.1}]), McNemar b={} c={} p={:.4}",
-        c.base,
-        c.new,
+        terminal::line(&c.base),
+        terminal::line(&c.new),
         c.shared_tasks.len(),
         last.round,
         100.0 * last.base.value,
@@ -184,13 +200,19 @@ fn print(j: &Judged) {
         )
     );
     if !c.now_wrong.is_empty() {
-        println!("right in BASE, wrong in NEW: {}", c.now_wrong.join(", "));
+        println!(
+            "right in BASE, wrong in NEW: {}",
+            terminal::line(&c.now_wrong.join(", "))
+        );
     }
     if !c.now_right.is_empty() {
-        println!("wrong in BASE, right in NEW: {}", c.now_right.join(", "));
+        println!(
+            "wrong in BASE, right in NEW: {}",
+            terminal::line(&c.now_right.join(", "))
+        );
     }
     for r in &j.regressions {
-        println!("regression: {r}");
+        println!("regression: {}", terminal::line(&r.to_string()));
     }
 }
 

@@ -11,6 +11,7 @@ use retrace::kernel::{
 };
 use retrace::pyenv::{ImageName, ImageStore};
 use retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
+use retrace::util::terminal;
 
 use super::executor::ExecutorArgs;
 use super::limits::LimitArgs;
@@ -164,7 +165,7 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
     // Kernel output is the code's: shown with its control characters made
     // visible, so it cannot drive the user's terminal (the record keeps it).
     if !o.stdout.is_empty() {
-        let stdout = for_terminal(&o.stdout);
+        let stdout = terminal::text(&o.stdout);
         print!("{stdout}");
         if !stdout.ends_with('\n') {
             println!();
@@ -172,26 +173,30 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
     }
     if !o.stderr.is_empty() {
         for line in o.stderr.lines() {
-            println!("stderr: {}", for_terminal(line));
+            println!("stderr: {}", terminal::text(line));
         }
     }
     for result in &o.results {
         if let Some(text) = result.text() {
-            println!("=> {}", for_terminal(text));
+            println!("=> {}", terminal::text(text));
         }
     }
     if let Some(e) = &o.error {
         if e.traceback.is_empty() {
-            println!("{}: {}", for_terminal(&e.ename), for_terminal(&e.evalue));
+            println!(
+                "{}: {}",
+                terminal::text(&e.ename),
+                terminal::text(&e.evalue)
+            );
         } else {
-            println!("{}", for_terminal(&e.traceback.join("\n")));
+            println!("{}", terminal::text(&e.traceback.join("\n")));
         }
     }
     for a in &o.artifacts {
         println!(
             "artifact: {} ({})",
-            for_terminal(&artifact_dir.join(&a.path).display().to_string()),
-            for_terminal(&a.mime)
+            terminal::text(&artifact_dir.join(&a.path).display().to_string()),
+            terminal::text(&a.mime)
         );
     }
     if !o.flags.is_empty() {
@@ -224,33 +229,13 @@ fn print_outcome(n: usize, o: &Outcome, artifact_dir: &std::path::Path) {
     }
     if let Some(a) = &o.answer {
         match &a.unsupported {
-            Some(u) => println!("answer: {} ({:?})", for_terminal(&u.message()), a.rule),
-            None => println!("answer: {} ({:?})", for_terminal(&a.value), a.rule),
+            Some(u) => println!("answer: {} ({:?})", terminal::text(&u.message()), a.rule),
+            None => println!("answer: {} ({:?})", terminal::text(&a.value), a.rule),
         }
     }
     if o.state_lost {
         println!("the kernel was restarted; its variables are gone");
     }
-}
-
-/// Text from a kernel made safe for a terminal: every C0 control but `\n`
-/// and `\t`, DEL and every C1 control (ESC, CSI, OSC, BEL, `\r`, …) is
-/// written as a visible `\u{..}` escape, so nothing the code printed is
-/// interpreted by the terminal.
-pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if unsafe_char(c) {
-            out.push_str(&c.escape_unicode().to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -266,19 +251,5 @@ mod tests {
         );
         assert_eq!(split_cells("x = 1"), vec!["x = 1"]);
         assert!(split_cells("# %%\n").is_empty());
-    }
-
-    #[test]
-    fn terminal_text_has_no_control_characters() {
-        let hostile =
-            "a\u{1b}]52;c;aGk=\u{7}b\u{1b}[2J\u{1b}]0;title\u{1b}\\\r\u{9b}31m\u{7f}\u{0}c";
-        let shown = for_terminal(hostile);
-        assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
-        assert!(shown.starts_with("a\\u{1b}]52;c;aGk=\\u{7}b"), "{shown}");
-        assert_eq!(for_terminal("x\ty\n"), "x\ty\n");
-        assert!(matches!(
-            for_terminal("plain"),
-            std::borrow::Cow::Borrowed(_)
-        ));
     }
 }

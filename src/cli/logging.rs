@@ -2,7 +2,7 @@
 //! and restarts, image builds and pip steps, model retries. stdout stays for
 //! results, which some commands print for machines (`--json`).
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use anyhow::Context;
 use retrace::util::redact;
@@ -42,10 +42,16 @@ pub fn init(verbose: u8) {
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        // Log lines quote endpoints' errors: the configured secrets go
-        // (from the whole event, before it is cut).
-        .with_writer(|| redact::Writer(Bounded(std::io::stderr())))
-        .with_ansi(std::io::stderr().is_terminal())
+        // Log lines quote endpoints' errors, ids and replies: the
+        // configured secrets go (from the whole event, before it is cut),
+        // controls are shown as escapes, never acted on, and no colour (an
+        // ESC sequence) is written.
+        .with_writer(|| {
+            redact::Writer(retrace::util::terminal::Writer::new(Bounded(
+                std::io::stderr(),
+            )))
+        })
+        .with_ansi(false)
         .try_init();
 }
 

@@ -131,8 +131,10 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(failure) => {
+            // Errors quote ids, file names and replies from outside.
             let error = describe(&failure.error);
-            eprintln!("error: {}", retrace::util::redact::text(&error));
+            let error = retrace::util::redact::text(&error);
+            eprintln!("error: {}", retrace::util::terminal::text(&error));
             failure.code
         }
     }

@@ -11,6 +11,7 @@ use retrace::report::rescore::RescoreChanges;
 use retrace::report::task_cases::{JunitExporter, JunitView};
 use retrace::report::Summary;
 use retrace::task::load::datasets_dir;
+use retrace::util::terminal;
 
 use super::Failure;
 
@@ -78,14 +79,22 @@ pub(super) fn run_datasets(dir: &Path) -> Result<PathBuf, Failure> {
 
 fn print_changes(c: &RescoreChanges) {
     for id in &c.missing_tasks {
-        println!("not in the suite any more, left as recorded: {id}");
+        println!(
+            "not in the suite any more, left as recorded: {}",
+            terminal::line(id)
+        );
     }
     println!("re-scored: {} record(s) changed", c.records_changed);
     for r in &c.by_round {
         if r.correct_before != r.correct_after {
             println!(
                 "[{}] Acc@{}: {}/{} -> {}/{}",
-                r.strategy, r.round, r.correct_before, r.tasks, r.correct_after, r.tasks
+                terminal::line(&r.strategy),
+                r.round,
+                r.correct_before,
+                r.tasks,
+                r.correct_after,
+                r.tasks
             );
         }
     }
@@ -98,7 +107,11 @@ fn print_changes(c: &RescoreChanges) {
         } else {
             "right -> wrong"
         };
-        println!("[{}] {}: {how}", f.strategy, f.task_id);
+        println!(
+            "[{}] {}: {how}",
+            terminal::line(&f.strategy),
+            terminal::line(&f.task_id)
+        );
     }
 }
 
@@ -106,7 +119,7 @@ fn print_accuracy(s: &Summary) {
     for arm in s.each_arm() {
         println!(
             "[{}] {} tasks: {}",
-            arm.header.strategy,
+            terminal::line(&arm.header.strategy),
             arm.header.tasks,
             arm.accuracy_line()
         );

@@ -15,6 +15,7 @@ use retrace::record::{
 };
 use retrace::report;
 use retrace::task::load::{datasets_dir, TagQuota};
+use retrace::util::terminal;
 use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::executor::ExecutorArgs;
@@ -360,10 +361,10 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     let spec = &config.spec;
     eprintln!(
         "run {}: {} tasks ({todo} to do, {done} done), strategy {}, model {}, rounds 0..={}, stop on {}, feedback {}, after failure {}",
-        config.provenance.run_id,
+        terminal::line(&config.provenance.run_id),
         config.provenance.task_ids.len(),
         Strategy::join(&spec.packages.strategies),
-        config.provenance.model,
+        terminal::line(&config.provenance.model),
         spec.policy.rounds,
         spec.policy.stop_on.name(),
         spec.policy.feedback.name(),
@@ -371,7 +372,10 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     );
     let arms = config.arm_names();
     if arms.len() > 1 {
-        eprintln!("arms: {} (the first is the baseline)", arms.join(", "));
+        eprintln!(
+            "arms: {} (the first is the baseline)",
+            terminal::line(&arms.join(", "))
+        );
     }
     eprintln!(
         "{}",
@@ -470,7 +474,7 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
         print_arm(s);
     }
     for arm in &s.arms {
-        print!("[{}] ", arm.header.strategy);
+        print!("[{}] ", terminal::line(&arm.header.strategy));
         print_arm(arm);
     }
     if let Some(c) = &s.comparison {
@@ -486,8 +490,8 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
                 .unwrap_or_default();
             println!(
                 "{} vs {} on {} shared tasks: McNemar b={} c={} p={:.3}{power}",
-                arm.strategy,
-                c.baseline,
+                terminal::line(&arm.strategy),
+                terminal::line(&c.baseline),
                 arm.shared_tasks,
                 arm.mcnemar.b,
                 arm.mcnemar.c,

@@ -15,6 +15,7 @@ use retrace::util::atomic_write::write_atomically;
 use retrace::util::builtin;
 use retrace::util::fault::Point;
 use retrace::util::home::retrace_home;
+use retrace::util::terminal;
 use retrace::util::IoError;
 
 use super::executor::ExecutorArgs;
@@ -127,7 +128,7 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
         config.jobs
     );
     let progress: Arc<dyn Fn(&check::CaseResult) + Send + Sync> = Arc::new(move |r| {
-        eprintln!("{}", check::row(r, width));
+        eprintln!("{}", terminal::text(&check::row(r, width)));
     });
     let report = match check::run(&cases, &config, progress).await {
         Ok(r) => r,
@@ -140,10 +141,14 @@ async fn check(args: CheckArgs) -> Result<i32, Failure> {
             report.not_applicable.len()
         );
         for n in &report.not_applicable {
-            println!("  {:<width$}  {}", n.id, n.reason);
+            println!(
+                "  {:<width$}  {}",
+                terminal::line(&n.id),
+                terminal::line(&n.reason)
+            );
         }
     }
-    print!("{}", check::table(&report.results));
+    print!("{}", terminal::text(&check::table(&report.results)));
     println!("{}", check::summary_line(&report));
 
     if let Some(path) = &args.json {

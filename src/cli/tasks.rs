@@ -11,6 +11,7 @@ use retrace::pyenv::{ImageStore, Strategy};
 use retrace::record::{InstallOn, InstallStep};
 use retrace::task::load::{datasets_dir, load_suite_with, LoadOptions, Skipped};
 use retrace::task::{Expected, Task};
+use retrace::util::terminal;
 use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::executor::ExecutorArgs;
@@ -128,9 +129,10 @@ fn load(suite: &str, load: &LoadArgs) -> Result<Vec<Task>, Failure> {
 }
 
 /// One stderr line per record `--skip-invalid` left out, then the count.
+/// A record's id and flaw come from the dataset: shown, never acted on.
 pub(super) fn print_skipped(skipped: &[Skipped]) {
     for s in skipped {
-        eprintln!("skipped {s}");
+        eprintln!("skipped {}", terminal::line(&s.to_string()));
     }
     if !skipped.is_empty() {
         eprintln!(
@@ -158,10 +160,10 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
                 }
                 println!(
                     "{:<24} {:<6} {:<24} {}",
-                    t.id,
+                    terminal::line(&t.id),
                     kind(&t.expected),
-                    t.packages.join(","),
-                    question.replace('\n', " ")
+                    terminal::line(&t.packages.join(",")),
+                    terminal::line(&question.replace('\n', " "))
                 );
             }
             println!("{} tasks", tasks.len());
@@ -218,10 +220,10 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
                 println!(
                     "{:<4} {:<24} {:>8.0} ms  {}{}",
                     mark,
-                    v.task_id,
+                    terminal::line(&v.task_id),
                     v.ms,
-                    installed(&v.installs),
-                    v.problem.as_deref().unwrap_or("")
+                    terminal::line(&installed(&v.installs)),
+                    terminal::line(v.problem.as_deref().unwrap_or(""))
                 );
                 failed += usize::from(!v.correct);
             }

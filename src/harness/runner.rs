@@ -10,7 +10,7 @@ use super::journal::Journal;
 use super::progress::Progress;
 use crate::kernel::{Executor, KernelOptions};
 use crate::model::ModelClient;
-use crate::record::{AttemptRecord, RunConfig};
+use crate::record::{artifacts, AttemptRecord, RunConfig};
 use crate::repair::prompt::Templates;
 use crate::sandbox::Sandbox;
 
@@ -41,27 +41,7 @@ impl Runner {
 
     /// Where a task's plots go (per arm when the run has several).
     pub(super) fn artifact_dir(&self, arm: &Arm, task_id: &str) -> PathBuf {
-        let dir = self.out_dir.join("artifacts");
-        let dir = if self.arms.len() > 1 {
-            dir.join(&arm.name)
-        } else {
-            dir
-        };
-        dir.join(sanitize(task_id))
+        let arm = (self.arms.len() > 1).then_some(arm.name.as_str());
+        self.out_dir.join(artifacts::dir(arm, task_id))
     }
-}
-
-/// A task id as a directory name.
-pub fn sanitize(id: &str) -> PathBuf {
-    PathBuf::from(
-        id.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect::<String>(),
-    )
 }

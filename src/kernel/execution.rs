@@ -378,7 +378,8 @@ impl Run {
         let mut text_replacements = self.replaced_text;
         let answer = if status == ExecStatus::Ok {
             let report = self.probe.take().and_then(|t| ProbeReport::parse(&t));
-            text_replacements += report.as_ref().map_or(0, ProbeReport::replaced);
+            let read = report.as_ref().map_or(0, ProbeReport::replaced);
+            text_replacements = text_replacements.saturating_add(read);
             choose_answer(report, &self.results, &stdout)
         } else {
             None

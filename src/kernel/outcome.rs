@@ -452,13 +452,11 @@ impl ProbeReport {
     /// Invalid text sequences replaced in the envelope and by the reader
     /// in the values it read.
     pub(crate) fn replaced(&self) -> u64 {
-        let values = [&self.variable, &self.result];
-        self.replaced
-            + values
-                .iter()
-                .flat_map(|v| v.as_ref())
-                .map(|v| v.replaced)
-                .sum::<u64>()
+        // Counts the kernel reports: a forged envelope can claim any.
+        [&self.variable, &self.result]
+            .iter()
+            .flat_map(|v| v.as_ref())
+            .fold(self.replaced, |n, v| n.saturating_add(v.replaced))
     }
 }
 
@@ -551,6 +549,30 @@ mod tests {
             "unsupported answer: pandas.DataFrame (not a plain value)"
         );
         assert!(ProbeReport::parse("{\"armed\":true}").is_none(), "not ours");
+    }
+
+    #[test]
+    fn an_envelope_with_a_lone_surrogate_is_read_with_a_replacement() {
+        // A type name the reader wrote as an escape of a lone surrogate made
+        // the whole report unreadable: the answer was lost with no reason.
+        let body = r#"retrace:{"armed":true,"variable":{"ok":true,"type":"X\ud800","text":"'a\ufffd'","json":"a\ufffd","replaced":1}}"#;
+        let report = ProbeReport::parse(body).expect("read");
+        assert_eq!(
+            report.replaced(),
+            2,
+            "one in the envelope, one by the reader"
+        );
+        let a = choose_answer(Some(report), &[], "7\n").unwrap();
+        assert_eq!(a.rule, AnswerRule::AnswerVariable);
+        assert_eq!(a.type_name.as_deref(), Some("X\u{FFFD}"));
+        assert_eq!(a.value, "'a\u{FFFD}'");
+        // Counts are the kernel's word: a forged one cannot overflow.
+        let forged = format!(
+            r#"retrace:{{"armed":true,"variable":{{"ok":true,"type":"\udc00","text":"1","json":1,"replaced":{}}},"result":{{"ok":true,"type":"int","text":"1","json":1,"replaced":{}}}}}"#,
+            u64::MAX,
+            u64::MAX
+        );
+        assert_eq!(ProbeReport::parse(&forged).unwrap().replaced(), u64::MAX);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! record per round (`results.jsonl`). The harness writes these; reports,
 //! re-scoring and comparisons read them, and nothing else.
 
+pub mod artifacts;
 mod attempt;
 mod fingerprint;
 mod install;

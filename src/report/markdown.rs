@@ -7,6 +7,7 @@ use super::error::RenderError;
 use super::export::Exporter;
 use super::installs::InstallMetrics;
 use super::labels::{labels, percent};
+use super::markup::{md_cell, md_code, md_text};
 use super::metrics::Summary;
 use super::repair_tables;
 use super::strategies::StrategyComparison;
@@ -236,13 +237,13 @@ fn executions(w: &mut String, run: &RunView) {
         percent(s.execution.kill_rate.total.as_ref())
     );
     for (reason, count) in &s.execution.kill_rate.counts {
-        let _ = writeln!(w, "  - {reason}: {count}");
+        let _ = writeln!(w, "  - {}: {count}", md_text(reason));
     }
     let verdicts: Vec<String> = s
         .execution
         .verdicts
         .iter()
-        .map(|(k, v)| format!("{k} {v}"))
+        .map(|(k, v)| format!("{} {v}", md_text(k)))
         .collect();
     let _ = writeln!(w, "- verdicts: {}", verdicts.join(", "));
     let _ = writeln!(
@@ -306,30 +307,20 @@ fn plots(w: &mut String, run: &RunView) {
     }
 }
 
-/// Text as an inline code span nothing in it can end or break: a fence
-/// longer than any run of backticks inside, line breaks as spaces (a line
-/// break would let the text start a heading or a table row).
-fn code(text: &impl std::fmt::Display) -> String {
-    let text = text.to_string().replace(['\n', '\r'], " ");
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{fence}{pad}{text}{pad}{fence}")
-}
-
-/// Text as a table cell: pipes escaped, line breaks as spaces.
-fn cell(text: &str) -> String {
-    text.replace(['\n', '\r'], " ").replace('|', "\\|")
-}
-
-/// A table row's cells, each made safe.
+/// Plain text cells (the writer's or from outside) as one table row.
 fn cells(texts: &[String]) -> String {
     let safe: Vec<String> = texts.iter().map(|t| cell(t)).collect();
     safe.join(" | ")
+}
+
+/// Plain text as a table cell.
+fn cell(text: &str) -> String {
+    md_cell(&md_text(text))
+}
+
+/// Text as an inline code span.
+fn code(text: &impl std::fmt::Display) -> String {
+    md_code(&text.to_string())
 }
 
 /// The side-by-side table of every arm and the paired tests.
@@ -340,9 +331,9 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
         .iter()
         .map(|a| {
             if a.header.strategy == c.baseline {
-                format!("{} (baseline)", cell(&code(&a.header.strategy)))
+                format!("{} (baseline)", md_cell(&code(&a.header.strategy)))
             } else {
-                cell(&code(&a.header.strategy))
+                md_cell(&code(&a.header.strategy))
             }
         })
         .collect();
@@ -369,7 +360,7 @@ fn strategies(w: &mut String, s: &Summary, c: &StrategyComparison) {
             a.mcnemar.b,
             a.mcnemar.c,
             a.mcnemar.p_value,
-            a.paired_line()
+            md_text(&a.paired_line())
         );
     }
     for a in &s.arms {
@@ -396,7 +387,15 @@ fn skipped(w: &mut String, skipped: &[crate::task::load::Skipped]) {
         skipped.len()
     );
     for s in skipped {
-        let _ = writeln!(w, "- {}", s.to_string().replace(['\n', '\r'], " "));
+        let id = s.id.as_ref().map(|id| format!("{}: ", code(id)));
+        let _ = writeln!(
+            w,
+            "- {}:{}: {}{}",
+            md_text(&s.file.display().to_string()),
+            s.line,
+            id.unwrap_or_default(),
+            md_text(&s.reason)
+        );
     }
     let _ = writeln!(w);
 }
@@ -442,7 +441,7 @@ fn installs(w: &mut String, m: &InstallMetrics) {
         p50_p95(&m.latency_ms_download)
     );
     let _ = writeln!(w, "- failures: {}", m.failures);
-    let _ = writeln!(w, "- denials: {}", denials(m));
+    let _ = writeln!(w, "- denials: {}", md_text(&denials(m)));
     let _ = writeln!(w, "- package store used: {}", size(m.store_bytes));
 }
 
@@ -517,7 +516,7 @@ mod tests {
             "| budget (round r) | tokens | fat | dynamic |",
             "| 0 | 120 | 50.0% | 50.0% |",
             "| 1 | 160 | 66.7% | 72.2% |",
-            "| arm | k | pass@k | Acc@(k−1) | tasks with < k attempts |",
+            "| arm | k | pass@k | Acc@(k−1) | tasks with &lt; k attempts |",
             "| dynamic | 2 | 83.3% | 83.3% | 3 |",
             "| arm | rounds | C→C | C→I | I→C | I→I |",
             "| fat | 0 → 1 | 3 | 0 | 1 | 2 |",
@@ -584,7 +583,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("- da-dev-labels.jsonl:2: `5`: labels for `5`: answer `max_fare`"),
+            md.contains("- da-dev-labels.jsonl:2: `5`: labels for \\`5\\`: answer \\`max_fare\\`"),
             "{md}"
         );
     }

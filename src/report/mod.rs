@@ -11,7 +11,7 @@
 //! - `repair_tables` lays out the self-repair views (budget, pass@k,
 //!   transitions, failure classes) as the tables both documents show.
 //! - `plots/` draws the charts the documents embed; `markup` escapes text
-//!   for HTML and XML; `labels` holds the phrases every output shares.
+//!   for Markdown, HTML and XML; `labels` holds the phrases every output shares.
 
 mod cells;
 pub mod compare;
@@ -19,6 +19,8 @@ mod csv;
 pub mod environment;
 mod error;
 pub mod export;
+#[cfg(test)]
+mod hostile;
 mod html;
 pub mod installs;
 mod json;
@@ -42,7 +44,9 @@ mod view;
 
 use std::path::{Path, PathBuf};
 
-use crate::record::{AttemptRecord, RunConfig};
+use crate::record::{artifacts, AttemptRecord, RunConfig};
+use crate::util::atomic_write::write_atomically;
+use crate::util::fault::Point;
 
 pub use error::{RenderError, ReportError};
 pub use export::Exporter;
@@ -83,5 +87,31 @@ pub fn write_all(
         plots: &plots,
     };
     written.extend(export::write_each(&exporters(), &view, dir)?);
+    written.extend(write_artifact_index(config, records, dir)?);
     Ok((summary, written))
+}
+
+/// `artifacts/index.json`, which task and arm each image directory holds
+/// (see [`crate::record::artifacts`]), when the run saved any image.
+fn write_artifact_index(
+    config: &RunConfig,
+    records: &[AttemptRecord],
+    dir: &Path,
+) -> Result<Option<PathBuf>, ReportError> {
+    let index = artifacts::index(records, config.arm_names().len() > 1);
+    if index.is_empty() {
+        return Ok(None);
+    }
+    let path = dir.join(artifacts::INDEX);
+    let mut text = serde_json::to_string_pretty(&index).expect("the index serialises");
+    text.push('\n');
+    let write = || {
+        std::fs::create_dir_all(path.parent().unwrap_or(dir))?;
+        write_atomically(&path, text.as_bytes(), Point::DuringSummary)
+    };
+    write().map_err(|source| ReportError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(Some(path))
 }

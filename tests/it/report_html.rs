@@ -64,8 +64,8 @@ fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// What headless Chromium saw of a page.
-struct Load {
-    dom: String,
+pub(crate) struct Load {
+    pub(crate) dom: String,
     /// Console messages (`…:CONSOLE…] "message", source: …`).
     console: Vec<String>,
 }
@@ -73,7 +73,7 @@ struct Load {
 impl Load {
     /// The DOM without the script element (whose source names the same
     /// markup it builds).
-    fn markup(&self) -> String {
+    pub(crate) fn markup(&self) -> String {
         let start = self.dom.find("<script>").expect("the script element");
         let end = start + self.dom[start..].find("</script>").expect("its end");
         format!("{}{}", &self.dom[..start], &self.dom[end..])
@@ -84,16 +84,16 @@ impl Load {
     }
 
     /// Task rows in the DOM (rows not matching the filter are not built).
-    fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.count("<details class=\"task-row\"")
     }
 
     /// Rounds shown (built when a task is opened).
-    fn rounds(&self) -> usize {
+    pub(crate) fn rounds(&self) -> usize {
         self.count("<div class=\"round ")
     }
 
-    fn assert_clean(&self) {
+    pub(crate) fn assert_clean(&self) {
         assert!(
             self.console.is_empty(),
             "console messages: {:#?}",
@@ -124,7 +124,7 @@ fn chromium_cmd(profile: &Path) -> Command {
 }
 
 /// Loads `page` with `hash` and returns the DOM after its script ran.
-fn load(page: &Path, hash: &str) -> Load {
+pub(crate) fn load(page: &Path, hash: &str) -> Load {
     let profile = tempfile::tempdir().unwrap();
     let out = chromium_cmd(profile.path())
         .arg("--dump-dom")

@@ -1,4 +1,5 @@
-//! `compare.md`: tables, flipped tasks, the decision, links to the chart.
+//! `compare.md`: tables, flipped tasks, the decision, links to the chart;
+//! every name and value read from the runs escaped (`markup`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -7,6 +8,7 @@ use super::cells::{
     executors, ids, metric_rows, p50_p95, power, protocol_rows, round_cells, undeclared_banner,
 };
 use super::decision::Judged;
+use crate::report::markup::{md_cell, md_code, md_text};
 use crate::report::plots::Plot;
 use crate::report::stats::Percentiles;
 
@@ -15,7 +17,7 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
     let mut w = String::new();
     let _ = writeln!(w, "# retrace compare\n");
     if let Some(banner) = undeclared_banner(judged) {
-        let _ = writeln!(w, "> **{banner}**\n");
+        let _ = writeln!(w, "> **{}**\n", md_text(&banner));
     }
     for p in plots {
         for f in p
@@ -29,17 +31,17 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
     }
     for j in judged {
         let c = &j.comparison;
-        let _ = writeln!(w, "## {} → {}\n", c.base, c.new);
+        let _ = writeln!(w, "## {} → {}\n", md_text(&c.base), md_text(&c.new));
         let _ = writeln!(
             w,
-            "Models `{}` → `{}`; {} shared tasks ({} unpaired).\n",
-            c.base_model,
-            c.new_model,
+            "Models {} → {}; {} shared tasks ({} unpaired).\n",
+            md_code(&c.base_model),
+            md_code(&c.new_model),
             c.shared_tasks.len(),
             c.unpaired_tasks
         );
         if let Some(line) = executors(c) {
-            let _ = writeln!(w, "{line}\n");
+            let _ = writeln!(w, "{}\n", md_text(&line));
         }
         protocol(&mut w, c);
         match j.regressions.as_slice() {
@@ -52,7 +54,7 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
             why => {
                 let _ = writeln!(w, "**Verdict: FAIL**\n");
                 for r in why {
-                    let _ = writeln!(w, "- {r}");
+                    let _ = writeln!(w, "- {}", md_text(&r.to_string()));
                 }
                 let _ = writeln!(w);
             }
@@ -68,7 +70,7 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
         let _ = writeln!(w, "\n{}", power(c));
         let _ = writeln!(w, "\n| metric | BASE | NEW |\n|---|---|---|");
         for (m, b, n) in metric_rows(c) {
-            let _ = writeln!(w, "| {m} | {b} | {n} |");
+            let _ = writeln!(w, "| {} | {b} | {n} |", md_cell(&md_text(&m)));
         }
         let _ = writeln!(
             w,
@@ -94,8 +96,16 @@ pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
                 f(&l.new_exec)
             );
         }
-        let _ = writeln!(w, "\nRight in BASE, wrong in NEW: {}\n", ids(&c.now_wrong));
-        let _ = writeln!(w, "Wrong in BASE, right in NEW: {}\n", ids(&c.now_right));
+        let _ = writeln!(
+            w,
+            "\nRight in BASE, wrong in NEW: {}\n",
+            md_text(&ids(&c.now_wrong))
+        );
+        let _ = writeln!(
+            w,
+            "Wrong in BASE, right in NEW: {}\n",
+            md_text(&ids(&c.now_right))
+        );
     }
     w
 }
@@ -112,7 +122,8 @@ fn protocol(w: &mut String, c: &super::Comparison) {
         "Protocols differ in:\n\n| field | BASE | NEW | declared |\n|---|---|---|---|"
     );
     for r in rows {
-        let _ = writeln!(w, "| {} |", r.join(" | "));
+        let cells: Vec<String> = r.iter().map(|c| md_cell(&md_text(c))).collect();
+        let _ = writeln!(w, "| {} |", cells.join(" | "));
     }
     let _ = writeln!(w);
 }

@@ -4,14 +4,14 @@
 //! images the code produced are embedded as `data:` URIs within a budget.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use serde::Serialize;
 
 use super::super::view::RunView;
 use crate::kernel::Outcome;
-use crate::record::{AttemptRecord, RecordKind};
+use crate::record::{artifacts, AttemptRecord, RecordKind};
 use crate::repair::traceback::{cut_middle, parse, render};
 
 /// Characters kept of one text field (reply, code, stdout, ...).
@@ -213,7 +213,7 @@ pub fn collect(run: &RunView) -> Data {
                     false
                 }
             });
-            let artifact_dir = artifact_dir(several.then_some(arm.as_str()), id);
+            let artifact_dir = artifacts::dir(several.then_some(arm.as_str()), id);
             let tags = run
                 .config
                 .provenance
@@ -422,27 +422,15 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Where a task's images are, relative to the run directory: the
-/// harness's layout (`artifacts/[<strategy>/]<task>/`), with the task id
-/// made a directory name by the same rule (`harness::runner::sanitize`;
-/// the report does not depend on the harness).
-pub(super) fn artifact_dir(arm: Option<&str>, task_id: &str) -> PathBuf {
-    let mut dir = PathBuf::from("artifacts");
-    if let Some(arm) = arm {
-        dir.push(arm);
-    }
-    let safe: String = task_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    dir.push(safe);
-    dir
+/// An image's bytes, at most one more than [`IMAGE_MAX`]; a link, a FIFO
+/// or a device is refused.
+fn read_image(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    crate::util::nofollow::open_regular(path)?
+        .take(IMAGE_MAX + 1)
+        .read_to_end(&mut data)?;
+    Ok(data)
 }
 
 /// Prompt texts stored once.
@@ -488,7 +476,19 @@ impl Images<'_> {
                 IMAGES_TOTAL >> 20
             ));
         }
-        match std::fs::read(self.dir.join(&rel)) {
+        // The record names a file in the task's directory; a record that
+        // names any other path, or a link, is not followed out of it.
+        if !crate::util::file_name::is_plain(file) {
+            return missing("not embedded: not a file name of the run".into());
+        }
+        match read_image(&self.dir.join(&rel)) {
+            Ok(data) if data.len() as u64 > IMAGE_MAX.min(IMAGES_TOTAL - self.spent) => {
+                missing(format!(
+                    "not embedded ({} bytes or more; the report keeps its images under {} MiB)",
+                    data.len(),
+                    IMAGES_TOTAL >> 20
+                ))
+            }
             Ok(data) => {
                 self.spent += data.len() as u64;
                 let b64 = base64::engine::general_purpose::STANDARD.encode(&data);

@@ -65,33 +65,29 @@ fn unit(c: char) -> String {
         return plain;
     }
     let mut forms = vec![plain];
-    // Characters URL encoding leaves alone are never percent-encoded, and
-    // have no entity or JSON escape in practice.
-    if !matches!(c, '-' | '_' | '.' | '~') {
-        let mut utf8 = [0; 4];
-        forms.push(
-            c.encode_utf8(&mut utf8)
-                .bytes()
-                .map(|b| format!("%(?i:{b:02x})"))
-                .collect(),
-        );
-        forms.push(
-            c.encode_utf16(&mut [0; 2])
-                .iter()
-                .map(|u| format!(r"\\u(?i:{u:04x})"))
-                .collect(),
-        );
-        let code = c as u32;
-        forms.push(format!("&#0*{code};"));
-        forms.push(format!("&#[xX]0*(?i:{code:x});"));
-        if let Some(name) = entity(c) {
-            forms.push(format!("&{name};"));
-        }
-        match c {
-            '"' => forms.push("\"\"".into()), // CSV doubles quotes
-            ' ' => forms.push(r"\+".into()),  // form encoding
-            _ => {}
-        }
+    let mut utf8 = [0; 4];
+    forms.push(
+        c.encode_utf8(&mut utf8)
+            .bytes()
+            .map(|b| format!("%(?i:{b:02x})"))
+            .collect(),
+    );
+    forms.push(
+        c.encode_utf16(&mut [0; 2])
+            .iter()
+            .map(|u| format!(r"\\u(?i:{u:04x})"))
+            .collect(),
+    );
+    let code = c as u32;
+    forms.push(format!("&#0*{code};"));
+    forms.push(format!("&#[xX]0*(?i:{code:x});"));
+    if let Some(name) = entity(c) {
+        forms.push(format!("&{name};"));
+    }
+    match c {
+        '"' => forms.push("\"\"".into()), // CSV doubles quotes
+        ' ' => forms.push(r"\+".into()),  // form encoding
+        _ => {}
     }
     if c.is_ascii_punctuation() {
         // JSON, Markdown and nested JSON put backslashes before punctuation.

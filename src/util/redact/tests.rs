@@ -58,6 +58,7 @@ fn the_key_goes_in_every_common_form() {
         html,
         markdown,
         KEY.replace('"', "\"\""),
+        KEY.replace('_', "&#95;").replace('-', "%2d"),
         format!("Basic {}", b64.encode(format!("user:{KEY}"))),
         format!("x{}y", b64.encode(KEY)),
         format!("x{}y", url.encode(format!("ab{KEY}"))),

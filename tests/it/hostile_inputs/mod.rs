@@ -14,6 +14,7 @@
 
 mod dataset;
 mod endpoint;
+mod names;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
