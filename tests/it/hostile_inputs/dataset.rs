@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use retrace::pyenv::ImageName;
 use serde_json::{json, Value};
 
-use super::{files_containing, run_case, write_suite};
+use super::{files_containing, records, run_case, write_suite};
 use crate::common::{self, Ran};
 
 /// What the host file holds.
@@ -102,15 +102,6 @@ fn reads(id: &str, files: &[&str], name: &str) -> Value {
         "expected": {"type": "text", "value": "nothing"},
         "reference": format!("answer = open({name:?}).read()\n"),
     })
-}
-
-/// The run's records, one per task.
-fn records(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// The run went on with the good task alone and listed `id` as skipped

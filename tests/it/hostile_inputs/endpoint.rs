@@ -12,7 +12,7 @@ use base64::Engine;
 use retrace::pyenv::ImageName;
 use serde_json::{json, Value};
 
-use super::{files_containing, files_under, run_case, write_suite};
+use super::{files_containing, files_under, records, run_case, write_suite};
 use crate::common::scripted_http::{completion, Act, Server};
 use crate::common::{retrace, Ran};
 
@@ -71,15 +71,6 @@ async fn run_against(
     .await
     .unwrap();
     (ran, out)
-}
-
-/// The journal's records.
-fn records(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("results.jsonl"))
-        .expect("a journal")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
-        .collect()
 }
 
 /// No file of the run and nothing on stderr holds the key, as is or as

@@ -96,6 +96,15 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The records of a run directory's journal, one JSON value per line.
+pub fn records(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("results.jsonl"))
+        .expect("a journal")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect()
+}
+
 /// Writes `lines` (one JSON value each) as `<dir>/<name>` and returns its path.
 pub fn write_suite(dir: &Path, name: &str, lines: &[serde_json::Value]) -> PathBuf {
     let path = dir.join(name);

@@ -4,12 +4,12 @@
 //! `retrace run` whose model replays the given code (`replay:`), checked
 //! in the run directory's `results.jsonl`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use retrace::pyenv::ImageName;
 use serde_json::{json, Value};
 
-use super::{run_case, write_suite};
+use super::{records, run_case, write_suite};
 use crate::common;
 
 /// A one-task suite asking for 42, whose model replies `codes` (one per
@@ -56,14 +56,6 @@ fn replayed(case: &str, codes: &[&str]) -> (Vec<Value>, PathBuf, tempfile::TempD
     );
     assert!(ran.success(), "{ran}");
     (records(&out), out, dir)
-}
-
-fn records(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]
