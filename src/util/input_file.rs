@@ -235,9 +235,10 @@ fn reopen(handle: &OwnedFd) -> Result<File, InputFileError> {
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
         .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))?;
     // The handle was a regular file; so is what it reopened.
-    if !file.metadata()?.file_type().is_file() {
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
         return Err(InputFileError::NotRegular {
-            kind: "something other",
+            kind: kind_name(&kind),
         });
     }
     Ok(file)
