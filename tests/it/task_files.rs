@@ -14,7 +14,7 @@ use retrace::kernel::{Kernel, KernelError, KernelOptions, KernelSpec, KernelStar
 use retrace::pyenv::ImageName;
 use retrace::sandbox::{Unconfined, Verdict};
 use retrace::task::load::{load_suite, SUITES};
-use retrace::util::input_file::InputFileError;
+use retrace::util::input_file::{open_task_file, InputFileError, ReadAs};
 
 use common::exec_opts as opts;
 
@@ -42,6 +42,43 @@ fn private_dir() -> tempfile::TempDir {
 async fn started(spec: Arc<KernelSpec>) -> Result<Kernel, KernelError> {
     let sandbox = common::sandbox();
     Kernel::start(spec, sandbox.as_ref(), KernelOptions::default()).await
+}
+
+#[test]
+fn task_files_open_with_the_kernel_users_rights_only() {
+    if common::lacks_root() {
+        return;
+    }
+    // Under a private folder (as root's home is), which the kernel's user
+    // could not walk: only the file's own permissions count.
+    let dir = private_dir();
+    let readable = dir.path().join("open.csv");
+    let private = dir.path().join("private.csv");
+    let group = dir.path().join("group.csv");
+    write(&readable, "x", 0o644);
+    write(&private, "secret", 0o600);
+    // Root's group may read it; the kernel has no supplementary groups.
+    write(&group, "secret", 0o640);
+    let user = ReadAs::User {
+        uid: 1_900_999_999,
+        gid: 1_900_999_999,
+    };
+    let read = |path: &Path, read_as| -> Result<String, InputFileError> {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut open_task_file(path, 10, read_as)?, &mut text)?;
+        Ok(text)
+    };
+    assert_eq!(read(&readable, user).unwrap(), "x");
+    for path in [&private, &group] {
+        match read(path, user) {
+            Err(InputFileError::NotForKernel {
+                uid: 1_900_999_999, ..
+            }) => {}
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+    // The calling thread's rights are untouched.
+    assert_eq!(read(&private, ReadAs::Harness).unwrap(), "secret");
 }
 
 #[tokio::test(flavor = "multi_thread")]
