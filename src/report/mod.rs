@@ -17,6 +17,7 @@ mod cells;
 pub mod compare;
 mod csv;
 pub mod environment;
+pub mod episode;
 mod error;
 pub mod export;
 #[cfg(test)]

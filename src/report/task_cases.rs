@@ -2,16 +2,12 @@
 //! task (per arm when the run has several), failing with why the task
 //! ended wrong: the final round's error or kill, or the wrong answer.
 
-use std::collections::HashMap;
-
+use super::episode::episodes;
 use super::error::RenderError;
 use super::export::Exporter;
 use super::junit::{self, TestCase};
-use super::metrics::arm_names;
 use crate::record::{AttemptRecord, RunConfig};
-use crate::repair::traceback::kill_message;
-use crate::sandbox::Verdict;
-use crate::task::{Expected, Task};
+use crate::task::Task;
 
 /// What a run's JUnit document is made from: the run and its journal,
 /// with the suite's tasks for the expected answers named in failures (a
@@ -47,134 +43,50 @@ pub fn render(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> 
 
 /// One case per task of `config.provenance.task_ids`, arm by arm.
 pub fn cases(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> Vec<TestCase> {
-    let expected: HashMap<&str, &Expected> =
-        tasks.iter().map(|t| (t.id.as_str(), &t.expected)).collect();
-    let arms = arm_names(config);
-    let mut out = Vec::new();
-    for arm in &arms {
-        for id in &config.provenance.task_ids {
-            let mut mine: Vec<&AttemptRecord> = records
-                .iter()
-                .filter(|r| &r.task_id == id && (arms.len() == 1 || r.arm_name() == arm))
-                .collect();
-            mine.sort_by_key(|r| r.round);
-            let classname = if arms.len() == 1 {
+    let one_arm = config.arm_names().len() == 1;
+    episodes(config, records, tasks)
+        .into_iter()
+        .map(|episode| {
+            let classname = if one_arm {
                 config.spec.tasks.suite.clone()
             } else {
-                arm.clone()
+                episode.arm.clone()
             };
-            let time_secs = mine.iter().map(|r| r.timings_ms.total).sum::<f64>() / 1e3;
-            let failure =
-                failure(config, &mine, expected.get(id.as_str()).copied()).map(|message| {
-                    let details = match mine.last() {
-                        Some(r) => format!(
-                            "{message}\n(round {} of 0..={}, {})",
-                            r.round,
-                            config.spec.policy.rounds,
-                            r.check
-                                .as_ref()
-                                .map_or("no answer checked".into(), |c| format!(
-                                    "check rule {}",
-                                    c.rule
-                                ))
-                        ),
-                        None => message.clone(),
-                    };
-                    (message, details)
-                });
-            out.push(TestCase {
+            let failure = episode.why_wrong(config).map(|message| {
+                let details = match episode.last() {
+                    Some(r) => format!(
+                        "{message}\n(round {} of 0..={}, {})",
+                        r.round,
+                        config.spec.policy.rounds,
+                        episode
+                            .check_rule()
+                            .map_or("no answer checked".into(), |rule| format!(
+                                "check rule {rule}"
+                            ))
+                    ),
+                    None => message.clone(),
+                };
+                (message, details)
+            });
+            TestCase {
                 classname,
-                name: id.clone(),
-                time_secs,
+                name: episode.task_id.to_string(),
+                time_secs: episode.cost().total_ms / 1e3,
                 failure,
                 system_out: None,
-            });
-        }
-    }
-    out
-}
-
-/// Why the task ended wrong; `None` when it ended right.
-fn failure(
-    config: &RunConfig,
-    records: &[&AttemptRecord],
-    expected: Option<&Expected>,
-) -> Option<String> {
-    let Some(last) = records.last() else {
-        return Some("not run: the run was interrupted before this task started".into());
-    };
-    if !last.is_final() {
-        return Some("unfinished: the run was interrupted during this task".into());
-    }
-    if last.correct {
-        return None;
-    }
-    if let Some(why) = &last.infra_error {
-        return Some(format!("infrastructure error: {why}"));
-    }
-    let wrong = || {
-        let got = last
-            .check
-            .as_ref()
-            .and_then(|c| c.extracted.clone())
-            .unwrap_or_else(|| "nothing readable".into());
-        match expected {
-            Some(e) => format!("wrong answer: got {got}, expected {}", expected_text(e)),
-            None => format!("wrong answer: got {got}"),
-        }
-    };
-    let Some(outcome) = &last.outcome else {
-        return Some(if last.kept_answer {
-            wrong()
-        } else {
-            "no code in the final reply".into()
-        });
-    };
-    match outcome.verdict {
-        Verdict::Ok if last.check.is_some() => Some(wrong()),
-        Verdict::Ok => Some("the code ran but left no answer value".into()),
-        Verdict::Error => Some(match &outcome.error {
-            Some(e) if e.evalue.is_empty() => e.ename.clone(),
-            Some(e) => format!("{}: {}", e.ename, e.evalue),
-            None => "error".into(),
-        }),
-        other => Some(
-            kill_message(outcome, &config.spec.execution.limits)
-                .map(|m| format!("{other}: {m}"))
-                .unwrap_or_else(|| other.to_string()),
-        ),
-    }
-}
-
-/// The expected answer as people write it.
-pub fn expected_text(e: &Expected) -> String {
-    match e {
-        Expected::Number { exact: Some(x), .. } => x.clone(),
-        Expected::Number { value, .. } => format!("{value}"),
-        Expected::Text { value, .. } => format!("{value:?}"),
-        Expected::List {
-            values, ordered, ..
-        } => {
-            let list = serde_json::to_string(values).unwrap_or_default();
-            if *ordered {
-                list
-            } else {
-                format!("{list} (any order)")
             }
-        }
-        Expected::Multi { answers } => answers
-            .iter()
-            .map(|(name, e)| format!("@{name}[{}]", expected_text(e)))
-            .collect::<Vec<_>>()
-            .join(" "),
-    }
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::episode::expected_text;
     use super::super::testing::{config, number, task, two_arms, R};
     use super::*;
     use crate::record::StopOn;
+    use crate::sandbox::Verdict;
+    use crate::task::Expected;
 
     #[test]
     fn one_case_per_task_failing_with_the_final_rounds_story() {

@@ -96,6 +96,27 @@ impl TaskRounds<'_> {
     }
 }
 
+/// The records of each arm of the run, the arms in run order. With one
+/// arm every record is its own, whatever strategy it names (journals older
+/// than arm names).
+pub(super) fn by_arm<'a>(
+    config: &RunConfig,
+    records: &'a [AttemptRecord],
+) -> Vec<(String, Vec<&'a AttemptRecord>)> {
+    let names = config.arm_names();
+    let one_arm = names.len() == 1;
+    names
+        .into_iter()
+        .map(|name| {
+            let mine = records
+                .iter()
+                .filter(|r| one_arm || r.arm_name() == name)
+                .collect();
+            (name, mine)
+        })
+        .collect()
+}
+
 /// The run's tasks in `task_ids` order, each with its records among
 /// `records` (a task without any gets none); records of other tasks are
 /// left out.

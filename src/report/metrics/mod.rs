@@ -49,26 +49,24 @@ use arm::Arm;
 /// and the top level is the first arm's (the baseline), with every arm in
 /// `arms` and the paired comparison in `comparison`.
 pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
-    let names = arm_names(config);
-    if names.len() == 1 {
-        // One arm: every record is its own, whatever strategy it names.
-        let all: Vec<&AttemptRecord> = records.iter().collect();
-        let tasks = task_rounds::by_task(config, &all);
-        let baseline = summarize_arm(config, &names[0], &all, &tasks);
+    let by_arm = task_rounds::by_arm(config, records);
+    let names: Vec<String> = by_arm.iter().map(|(name, _)| name.clone()).collect();
+    if let [(name, all)] = by_arm.as_slice() {
+        let tasks = task_rounds::by_task(config, all);
+        let baseline = summarize_arm(config, name, all, &tasks);
         return Summary {
-            accuracy_at_budget: budget::comparable(&[(&names[0], &baseline)]),
+            accuracy_at_budget: budget::comparable(&[(name, &baseline)]),
             baseline,
             arms: Vec::new(),
             comparison: None,
             time: TimeSpent::of(config, records),
         };
     }
-    let mut arms = Vec::with_capacity(names.len());
-    let mut arm_tasks = Vec::with_capacity(names.len());
-    for name in &names {
-        let mine: Vec<&AttemptRecord> = records.iter().filter(|r| r.arm_name() == name).collect();
-        let tasks = task_rounds::by_task(config, &mine);
-        arms.push(summarize_arm(config, name, &mine, &tasks));
+    let mut arms = Vec::with_capacity(by_arm.len());
+    let mut arm_tasks = Vec::with_capacity(by_arm.len());
+    for (name, mine) in &by_arm {
+        let tasks = task_rounds::by_task(config, mine);
+        arms.push(summarize_arm(config, name, mine, &tasks));
         arm_tasks.push((name.clone(), tasks));
     }
     let comparison = strategies::compare(config.spec.policy.rounds as usize, &arm_tasks);
