@@ -6,6 +6,7 @@ mod compare;
 mod doctor;
 mod exec;
 mod executor;
+mod export;
 mod image;
 mod launch;
 mod limits;
@@ -63,6 +64,9 @@ enum Command {
     /// Compare two runs (or two arms) on their shared tasks; exit 1 when NEW
     /// is worse than BASE beyond the thresholds.
     Compare(compare::CompareArgs),
+    /// Write a run in the formats other tools read (Inspect eval logs).
+    #[command(subcommand)]
+    Export(export::ExportCommand),
     /// Start one confined kernel for Jupyter Enterprise Gateway and serve
     /// it until it ends (run on each host by the kernelspec of `retrace
     /// image kernelspec --enterprise-gateway`, not by hand).
@@ -124,6 +128,7 @@ pub fn main() -> i32 {
             Command::Model(cmd) => model::run(cmd).await,
             Command::Report(args) => report::run(args).await,
             Command::Compare(args) => compare::run(args).await,
+            Command::Export(cmd) => export::run(cmd).await,
             Command::Doctor(args) => doctor::run(args).await,
             Command::Launch(args) => launch::run(*args).await,
         }

@@ -11,6 +11,7 @@ use retrace::report::rescore::RescoreChanges;
 use retrace::report::task_cases::{JunitExporter, JunitView};
 use retrace::report::Summary;
 use retrace::task::load::datasets_dir;
+use retrace::task::Task;
 use retrace::util::terminal;
 
 use super::Failure;
@@ -55,12 +56,7 @@ pub fn write_junit(
     records: &[AttemptRecord],
     path: &Path,
 ) -> Result<(), Failure> {
-    // Expected answers name what a wrong task should have answered; a
-    // suite that cannot be read any more only loses that detail.
-    let tasks = datasets_dir(&config.spec.tasks.suite)
-        .ok()
-        .and_then(|datasets| run_tasks(config, &datasets).ok())
-        .unwrap_or_default();
+    let tasks = suite_tasks(config);
     let view = JunitView {
         config,
         records,
@@ -69,6 +65,16 @@ pub fn write_junit(
     export::write_one(&JunitExporter, &view, path).map_err(Failure::infra)?;
     eprintln!("wrote {}", path.display());
     Ok(())
+}
+
+/// The run's tasks as its suite has them now, for the expected answers
+/// the task-by-task files name: a suite that cannot be read any more only
+/// loses that detail.
+pub(super) fn suite_tasks(config: &RunConfig) -> Vec<Task> {
+    datasets_dir(&config.spec.tasks.suite)
+        .ok()
+        .and_then(|datasets| run_tasks(config, &datasets).ok())
+        .unwrap_or_default()
 }
 
 /// Where the suite of the run in `dir` is found (its `run.json` names it).

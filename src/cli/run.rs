@@ -63,6 +63,11 @@ pub struct RunArgs {
     /// per arm with several strategies), for CI dashboards.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write Inspect eval logs (one per arm) when the run ends, into
+    /// DIR [default: RUN_DIR/inspect]; `retrace export inspect` writes
+    /// them for any run later.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    pub inspect_log: Option<PathBuf>,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -385,6 +390,19 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
     print_summary(&result.summary, &result.dir);
     if let Some(path) = &args.junit {
         super::report::write_junit(&result.config, &result.records, path)?;
+    }
+    if let Some(dir) = &args.inspect_log {
+        let dir = match dir.as_os_str().is_empty() {
+            true => result.dir.join("inspect"),
+            false => dir.clone(),
+        };
+        super::export::write_inspect(
+            &result.config,
+            &result.records,
+            &result.summary,
+            &dir,
+            Default::default(),
+        )?;
     }
     for f in &result.files {
         eprintln!("wrote {}", f.display());

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use super::task_rounds::{self, TaskRounds};
-use crate::model::Role;
+use crate::model::{Part, Role};
 use crate::record::{AttemptRecord, RunConfig};
 use crate::repair::traceback::kill_message;
 use crate::sandbox::Verdict;
@@ -31,6 +31,8 @@ pub struct Turn<'a> {
     pub round: u32,
     pub role: Role,
     pub text: String,
+    /// Base64 PNGs sent with it (vision models shown a plot).
+    pub images: Vec<&'a str>,
     /// The record it comes from.
     pub record: &'a AttemptRecord,
 }
@@ -106,10 +108,19 @@ impl<'a> Episode<'a> {
         let mut turns = Vec::new();
         for r in &self.records {
             for m in &r.prompt {
+                let images = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ImagePng { base64 } => Some(base64.as_str()),
+                        Part::Text { .. } => None,
+                    })
+                    .collect();
                 turns.push(Turn {
                     round: r.round,
                     role: m.role,
                     text: m.joined_text(),
+                    images,
                     record: r,
                 });
             }
@@ -118,6 +129,7 @@ impl<'a> Episode<'a> {
                     round: r.round,
                     role: Role::Assistant,
                     text: reply.clone(),
+                    images: Vec::new(),
                     record: r,
                 });
             }

@@ -23,6 +23,7 @@ pub mod export;
 #[cfg(test)]
 mod hostile;
 mod html;
+pub mod inspect;
 pub mod installs;
 mod json;
 pub mod junit;

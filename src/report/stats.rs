@@ -33,6 +33,17 @@ impl Rate {
             n,
         })
     }
+
+    /// The standard error of the mean of the 0/1 outcomes (sample standard
+    /// deviation, n − 1 in its denominator, over √n): the `stderr` other
+    /// harnesses print beside an accuracy; 0 with one outcome.
+    pub fn stderr(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        let p = self.value;
+        (p * (1.0 - p) / (self.n - 1) as f64).sqrt()
+    }
 }
 
 /// The normal quantile of a two-sided α = 0.05 (z of 0.975).

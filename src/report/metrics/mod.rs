@@ -15,6 +15,7 @@ mod budget;
 mod execution;
 mod failure_classes;
 mod header;
+mod headline;
 mod list;
 mod pass_at_k;
 mod repairs;
@@ -30,6 +31,7 @@ pub use budget::{accuracy_at, tokens_recorded, ArmAccuracy, BudgetPoint, BudgetR
 pub use execution::{Cost, Executions, KillRate, Latency, Tokens};
 pub use failure_classes::{ClassRow, CORRECT, NOT_RECORDED};
 pub use header::Header;
+pub use headline::{headline, Headline};
 pub use list::{values, MetricValue, Value};
 pub use pass_at_k::{pass_at_k, PassAtK};
 pub use repairs::{Repairs, Reviews};

@@ -1,0 +1,74 @@
+//! `retrace export inspect|eee RUN_DIR`: a run in the formats other tools
+//! read, written from its journal (a resumed or re-scored run exports what
+//! its journal now says).
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use retrace::harness::{journal, read_config};
+use retrace::record::{AttemptRecord, RunConfig};
+use retrace::report::inspect::{self, InspectView, LogFormat};
+use retrace::report::{summarize, Summary};
+
+use super::report::suite_tasks;
+use super::Failure;
+
+#[derive(Subcommand)]
+pub enum ExportCommand {
+    /// Inspect eval logs, one per arm: open them with `inspect view
+    /// --log-dir DIR` or read them with `inspect_ai.log.read_eval_log`.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The run directory (holds run.json and results.jsonl).
+    pub dir: PathBuf,
+    /// Where to write the logs [default: RUN_DIR/inspect].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// `eval` (Inspect's default, a zip) or `json`.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: LogFormat,
+}
+
+pub async fn run(cmd: ExportCommand) -> Result<i32, Failure> {
+    match cmd {
+        ExportCommand::Inspect(args) => {
+            let (config, records) = read_run(&args.dir)?;
+            let out = args.out.unwrap_or_else(|| args.dir.join("inspect"));
+            let summary = summarize(&config, &records);
+            write_inspect(&config, &records, &summary, &out, args.format)?;
+        }
+    }
+    Ok(0)
+}
+
+/// A finished (or interrupted) run's config and journal.
+fn read_run(dir: &Path) -> Result<(RunConfig, Vec<AttemptRecord>), Failure> {
+    let config = read_config(dir).map_err(Failure::infra)?;
+    let records = journal::read(&dir.join("results.jsonl")).map_err(Failure::infra)?;
+    Ok((config, records))
+}
+
+/// Writes the run's Inspect logs into `out` and names each file.
+pub(super) fn write_inspect(
+    config: &RunConfig,
+    records: &[AttemptRecord],
+    summary: &Summary,
+    out: &Path,
+    format: LogFormat,
+) -> Result<(), Failure> {
+    let tasks = suite_tasks(config);
+    let view = InspectView {
+        config,
+        records,
+        tasks: &tasks,
+        summary,
+    };
+    let files = inspect::write_logs(&view, out, format).map_err(Failure::infra)?;
+    for f in &files {
+        eprintln!("wrote {}", f.display());
+    }
+    Ok(())
+}
