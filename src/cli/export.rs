@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use retrace::harness::{journal, read_config};
 use retrace::record::{AttemptRecord, RunConfig};
+use retrace::report::eee::{self, EeeView, Source};
 use retrace::report::inspect::{self, InspectView, LogFormat};
 use retrace::report::{summarize, Summary};
 
@@ -18,6 +19,35 @@ pub enum ExportCommand {
     /// Inspect eval logs, one per arm: open them with `inspect view
     /// --log-dir DIR` or read them with `inspect_ai.log.read_eval_log`.
     Inspect(InspectArgs),
+    /// Every Eval Ever records (schema 0.3.0): per model, the aggregate
+    /// record and its instance-level sidecar, laid out as EEE's datastore
+    /// (`data/<suite>/<developer>/<model>/`).
+    Eee(EeeArgs),
+}
+
+#[derive(Args)]
+pub struct EeeArgs {
+    /// The run directory (holds run.json and results.jsonl).
+    pub dir: PathBuf,
+    /// Where to write the records [default: RUN_DIR/eee].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The organisation publishing the records (EEE's
+    /// `source_organization_name`).
+    #[arg(long, value_name = "NAME", default_value = "unknown")]
+    pub organization: String,
+    /// How the evaluator relates to the model's developer.
+    #[arg(long, value_enum, default_value_t = Relationship::ThirdParty)]
+    pub relationship: Relationship,
+}
+
+/// EEE's `evaluator_relationship`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Relationship {
+    FirstParty,
+    ThirdParty,
+    Collaborative,
+    Other,
 }
 
 #[derive(Args)]
@@ -39,6 +69,38 @@ pub async fn run(cmd: ExportCommand) -> Result<i32, Failure> {
             let out = args.out.unwrap_or_else(|| args.dir.join("inspect"));
             let summary = summarize(&config, &records);
             write_inspect(&config, &records, &summary, &out, args.format)?;
+        }
+        ExportCommand::Eee(args) => {
+            let (config, records) = read_run(&args.dir)?;
+            let out = args.out.unwrap_or_else(|| args.dir.join("eee"));
+            if args.organization.trim().is_empty() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--organization needs a name (or leave it out: `unknown`)"
+                )));
+            }
+            let summary = summarize(&config, &records);
+            let tasks = suite_tasks(&config);
+            let source = Source {
+                organization: args.organization,
+                relationship: match args.relationship {
+                    Relationship::FirstParty => "first_party",
+                    Relationship::ThirdParty => "third_party",
+                    Relationship::Collaborative => "collaborative",
+                    Relationship::Other => "other",
+                }
+                .into(),
+            };
+            let view = EeeView {
+                config: &config,
+                records: &records,
+                tasks: &tasks,
+                summary: &summary,
+                source: &source,
+            };
+            let files = eee::write_records(&view, &out).map_err(Failure::infra)?;
+            for f in &files {
+                eprintln!("wrote {}", f.display());
+            }
         }
     }
     Ok(0)

@@ -64,7 +64,8 @@ enum Command {
     /// Compare two runs (or two arms) on their shared tasks; exit 1 when NEW
     /// is worse than BASE beyond the thresholds.
     Compare(compare::CompareArgs),
-    /// Write a run in the formats other tools read (Inspect eval logs).
+    /// Write a run in the formats other tools read (Inspect eval logs, Every
+    /// Eval Ever records).
     #[command(subcommand)]
     Export(export::ExportCommand),
     /// Start one confined kernel for Jupyter Enterprise Gateway and serve

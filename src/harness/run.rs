@@ -285,6 +285,7 @@ fn provenance(
     Provenance {
         run_id,
         retrace_version: env!("CARGO_PKG_VERSION").into(),
+        retrace_commit: Some(env!("RETRACE_COMMIT").into()),
         created: String::new(),
         out_dir: dir.to_path_buf(),
         skipped,

@@ -144,6 +144,7 @@ impl RunConfigV2 {
             Provenance {
                 run_id: self.run_id,
                 retrace_version: self.retrace_version,
+                retrace_commit: None,
                 created: self.created,
                 out_dir: self.out_dir,
                 skipped: self.skipped,

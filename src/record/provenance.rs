@@ -17,6 +17,10 @@ use crate::task::load::Skipped;
 pub struct Provenance {
     pub run_id: String,
     pub retrace_version: String,
+    /// The commit the binary was built from (`retrace --version`'s, with
+    /// `-dirty` when its tree differed); absent in runs older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrace_commit: Option<String>,
     pub created: String,
     /// Where the run was created; a resumed run uses the directory it is
     /// given, whatever this says.
@@ -61,6 +65,30 @@ pub struct Provenance {
     /// own), in ms; 0 until a session ends.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wall_ms: f64,
+}
+
+impl Provenance {
+    /// retrace's version as `retrace --version` printed it for this run:
+    /// `0.1.0 (1a2b3c4d5e6f)` (the version alone in runs older than the
+    /// recorded commit).
+    pub fn version_line(&self) -> String {
+        match &self.retrace_commit {
+            Some(commit) => format!("{} ({commit})", self.retrace_version),
+            None => self.retrace_version.clone(),
+        }
+    }
+
+    /// The commit the run's binary was built from and whether its tree
+    /// differed; `None` when unrecorded or `unknown` (built outside git).
+    pub fn commit(&self) -> Option<(&str, bool)> {
+        let recorded = self.retrace_commit.as_deref()?;
+        let (commit, dirty) = match recorded.strip_suffix("-dirty") {
+            Some(c) => (c, true),
+            None => (recorded, false),
+        };
+        let hex = !commit.is_empty() && commit.chars().all(|c| c.is_ascii_hexdigit());
+        hex.then_some((commit, dirty))
+    }
 }
 
 fn is_zero(v: &f64) -> bool {

@@ -16,6 +16,7 @@
 mod cells;
 pub mod compare;
 mod csv;
+pub mod eee;
 pub mod environment;
 pub mod episode;
 mod error;
@@ -31,6 +32,7 @@ mod labels;
 mod markdown;
 pub mod markup;
 pub mod metrics;
+pub mod model_identity;
 pub mod plots;
 #[cfg(test)]
 mod props;

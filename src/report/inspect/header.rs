@@ -4,10 +4,10 @@
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::model::spec::ModelSpec;
 use crate::record::{ArmSpec, RunConfig};
 use crate::report::episode::Episode;
 use crate::report::metrics::{headline, ArmSummary};
+use crate::report::model_identity::ModelIdentity;
 use crate::util::file_name::file_name;
 
 /// Inspect's log schema version.
@@ -39,7 +39,7 @@ impl<'a> ArmContext<'a> {
             arm,
             summary,
             arms,
-            model: inspect_model(&arm.spec.model.spec),
+            model: ModelIdentity::of(&arm.spec.model.spec).inspect_name(),
         }
     }
 
@@ -104,19 +104,6 @@ pub(super) fn utc(text: &str) -> String {
         .unwrap_or_else(|_| text.to_string())
 }
 
-/// A retrace model as Inspect names models (`provider/model`): remote
-/// models by their API, the local model by its server, synthetic models
-/// as retrace's own.
-pub(super) fn inspect_model(spec: &ModelSpec) -> String {
-    match spec {
-        ModelSpec::OpenAi(model) => format!("openai/{model}"),
-        ModelSpec::Local(None) => "llama-cpp/local".into(),
-        ModelSpec::Local(Some(name)) => format!("llama-cpp/{name}"),
-        ModelSpec::Oracle(_) => format!("retrace/{spec}"),
-        ModelSpec::Replay(_) => "retrace/replay".into(),
-    }
-}
-
 /// The header of one arm's log.
 pub(super) fn header(c: &ArmContext, episodes: &[&Episode]) -> Value {
     let finished = episodes.iter().all(|e| e.finished());
@@ -164,11 +151,13 @@ fn eval_spec(c: &ArmContext, episodes: &[&Episode]) -> Value {
             "max_tokens": g.max_tokens,
         },
         "config": { "epochs": 1 },
-        "packages": { "retrace": p.retrace_version },
+        "packages": { "retrace": p.version_line() },
         "metadata": { "retrace": retrace_metadata(c) },
     });
-    if let Some(commit) = commit_of(&p.retrace_version) {
-        spec["revision"] = json!({ "type": "git", "origin": "retrace", "commit": commit });
+    if let Some((commit, dirty)) = p.commit() {
+        spec["revision"] = json!({
+            "type": "git", "origin": "retrace", "commit": commit, "dirty": dirty,
+        });
     }
     spec
 }
@@ -219,12 +208,6 @@ fn suite_version(config: &RunConfig) -> String {
         h.update([0]);
     }
     hex::encode(&h.finalize()[..6])
-}
-
-/// The commit in `0.1.0 (1a2b3c4d5e6f)`.
-fn commit_of(version: &str) -> Option<&str> {
-    let inner = version.split_once('(')?.1.strip_suffix(')')?;
-    (!inner.is_empty() && inner.chars().all(|c| c.is_ascii_hexdigit())).then_some(inner)
 }
 
 fn plan(c: &ArmContext) -> Value {

@@ -1,0 +1,216 @@
+//! A run as Every Eval Ever records (schema 0.3.0, `retrace export eee`):
+//! per model of the run, one aggregate record (one `evaluation_results`
+//! entry per headline metric per arm) and its instance-level sidecar (one
+//! `multi_turn` record per task and arm, one `answer_attribution` per
+//! round), laid out as EEE's datastore lays them out:
+//! `data/<suite>/<developer>/<model>/<uuid>.json` and `<uuid>_samples.jsonl`.
+//!
+//! Records are deterministic: the ids and the file uuid derive from the
+//! run, and the timestamps are the run's, so exporting a run again gives
+//! the same bytes (EEE refuses a second record of one evaluation).
+//! docs/outputs.md maps each field.
+
+mod aggregate;
+mod instance;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::episode::episodes;
+use super::error::ReportError;
+use super::metrics::Summary;
+use super::model_identity::ModelIdentity;
+use crate::record::{ArmSpec, AttemptRecord, RunConfig};
+use crate::task::Task;
+use crate::util::atomic_write::write_atomically;
+use crate::util::fault::Point;
+
+/// The schema version the records follow.
+pub const SCHEMA_VERSION: &str = "0.3.0";
+
+/// Who publishes the records: EEE's `source_metadata` asks for the
+/// organisation and its relationship to the model, which only the user knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub organization: String,
+    /// `first_party`, `third_party`, `collaborative` or `other`.
+    pub relationship: String,
+}
+
+/// What the records are made from.
+pub struct EeeView<'a> {
+    pub config: &'a RunConfig,
+    pub records: &'a [AttemptRecord],
+    pub tasks: &'a [Task],
+    pub summary: &'a Summary,
+    pub source: &'a Source,
+}
+
+/// The arms of one model, with what both record kinds need of them.
+pub(super) struct ModelGroup<'a> {
+    pub identity: ModelIdentity,
+    pub arms: Vec<(&'a ArmSpec, &'a super::metrics::ArmSummary)>,
+    pub evaluation_id: String,
+    pub file_uuid: String,
+}
+
+impl ModelGroup<'_> {
+    /// `data/<suite>/<developer>/<model>`: where EEE's datastore keeps the
+    /// model's records of the suite.
+    pub fn dir(&self, suite: &str) -> String {
+        let (developer, name) = self.identity.developer_and_name();
+        format!(
+            "data/{}/{}/{}",
+            path_part(suite),
+            path_part(&developer),
+            path_part(&name)
+        )
+    }
+}
+
+/// Writes every model's aggregate record and instance sidecar under
+/// `dir`; returns the paths.
+pub fn write_records(view: &EeeView, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let arms = view.config.spec.arms();
+    let summaries = view.summary.each_arm();
+    let all = episodes(view.config, view.records, view.tasks);
+    let suite = suite_name(view.config);
+    let mut paths = Vec::new();
+    for group in groups(view.config, &arms, &summaries) {
+        let rel = group.dir(&suite);
+        let folder = dir.join(&rel);
+        std::fs::create_dir_all(&folder).map_err(|source| ReportError::Write {
+            path: folder.clone(),
+            source,
+        })?;
+        let lines: Vec<String> = all
+            .iter()
+            .filter(|e| group.arms.iter().any(|(a, _)| a.name == e.arm))
+            .map(|e| instance::record(view, &group, e).to_string())
+            .collect();
+        let mut samples = lines.join("\n");
+        if !samples.is_empty() {
+            samples.push('\n');
+        }
+        let samples_name = format!("{}_samples.jsonl", group.file_uuid);
+        let detailed = aggregate::Detailed {
+            file_path: format!("{rel}/{samples_name}"),
+            checksum: hex::encode(Sha256::digest(samples.as_bytes())),
+            rows: lines.len(),
+        };
+        let record = aggregate::record(view, &group, &detailed);
+        for (name, bytes) in [
+            (samples_name, samples.into_bytes()),
+            (
+                format!("{}.json", group.file_uuid),
+                pretty(&record).into_bytes(),
+            ),
+        ] {
+            let path = folder.join(name);
+            write_atomically(&path, &bytes, Point::DuringSummary).map_err(|source| {
+                ReportError::Write {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            paths.push(path);
+        }
+    }
+    Ok(paths)
+}
+
+/// The run's arms grouped by model, in run order.
+fn groups<'a>(
+    config: &RunConfig,
+    arms: &'a [ArmSpec],
+    summaries: &[&'a super::metrics::ArmSummary],
+) -> Vec<ModelGroup<'a>> {
+    let mut out: Vec<ModelGroup> = Vec::new();
+    for (arm, summary) in arms.iter().zip(summaries.iter().copied()) {
+        let identity = ModelIdentity::of(&arm.spec.model.spec);
+        match out.iter_mut().find(|g| g.identity == identity) {
+            Some(g) => g.arms.push((arm, summary)),
+            None => {
+                let evaluation_id = format!(
+                    "{}/{}/{}",
+                    suite_name(config),
+                    identity.hub_id(),
+                    epoch_seconds(&config.provenance.created)
+                );
+                out.push(ModelGroup {
+                    file_uuid: uuid_v4_of(&format!(
+                        "{}\0{}",
+                        config.provenance.run_id, evaluation_id
+                    )),
+                    evaluation_id,
+                    identity,
+                    arms: vec![(arm, summary)],
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The suite as EEE's collection: a suite given by path is named by its
+/// file or folder.
+pub(super) fn suite_name(config: &RunConfig) -> String {
+    let suite = &config.spec.tasks.suite;
+    Path::new(suite)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| suite.clone())
+}
+
+/// An RFC 3339 time as Unix epoch seconds (EEE's timestamps); the text
+/// as recorded when it does not parse.
+pub(super) fn epoch_seconds(text: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(text) {
+        Ok(t) => {
+            let ms = t.timestamp_millis();
+            format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
+        }
+        Err(_) => text.to_string(),
+    }
+}
+
+/// A UUID of version 4's form, derived from `seed` (EEE's datastore
+/// accepts only canonical v4 file names; deriving it keeps exports
+/// idempotent).
+fn uuid_v4_of(seed: &str) -> String {
+    let d = Sha256::digest(seed.as_bytes());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    uuid::Builder::from_random_bytes(b).into_uuid().to_string()
+}
+
+/// One component of a datastore path: the name itself when it is a
+/// plain file name, else its coded form (no separators, nothing hidden).
+fn path_part(text: &str) -> String {
+    crate::util::file_name::file_name(text)
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).expect("a JSON value always serialises") + "\n"
+}
+
+/// A map of strings (EEE's `additional_details` and instance `metadata`
+/// accept strings only): text as is, anything else as compact JSON;
+/// nulls left out.
+pub(super) fn strings(pairs: Vec<(&str, Value)>) -> Value {
+    let map = pairs
+        .into_iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (k.to_string(), Value::String(text))
+        })
+        .collect();
+    Value::Object(map)
+}
