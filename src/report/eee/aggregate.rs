@@ -47,12 +47,17 @@ pub(super) fn record(view: &EeeView, group: &ModelGroup, detailed: &Detailed) ->
             "source_type": "evaluation_run",
             "source_organization_name": view.source.organization,
             "evaluator_relationship": view.source.relationship,
-            "additional_details": strings(vec![
-                ("undefined_metrics", json!(undefined.join("; "))),
-                ("undefined_because", json!(
-                    "an empty denominator (no task wrong at round 0 to recover, none right to regress, no execution to kill)"
-                )),
-            ]),
+            "additional_details": strings(if undefined.is_empty() {
+                Vec::new()
+            } else {
+                vec![
+                    ("undefined_metrics", json!(undefined.join("; "))),
+                    ("undefined_because", json!(
+                        "an empty denominator (no task wrong at round 0 to recover, \
+                         none right at round 0 to regress, no execution to kill)"
+                    )),
+                ]
+            }),
         },
         "eval_library": {
             "name": "retrace",

@@ -214,3 +214,134 @@ pub(super) fn strings(pairs: Vec<(&str, Value)>) -> Value {
         .collect();
     Value::Object(map)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::report::testing::two_arms;
+
+    fn exported() -> (tempfile::TempDir, Vec<PathBuf>, Summary) {
+        let (cfg, records) = two_arms();
+        exported_from(&cfg, &records)
+    }
+
+    fn exported_from(
+        cfg: &RunConfig,
+        records: &[AttemptRecord],
+    ) -> (tempfile::TempDir, Vec<PathBuf>, Summary) {
+        let summary = crate::report::summarize(cfg, records);
+        let dir = tempfile::tempdir().unwrap();
+        let source = Source {
+            organization: "lab".into(),
+            relationship: "third_party".into(),
+        };
+        let view = EeeView {
+            config: cfg,
+            records,
+            tasks: &[],
+            summary: &summary,
+            source: &source,
+        };
+        let paths = write_records(&view, dir.path()).unwrap();
+        (dir, paths, summary)
+    }
+
+    #[test]
+    fn one_aggregate_and_one_sidecar_per_model_with_every_arms_headline() {
+        let (dir, paths, summary) = exported();
+        assert_eq!(paths.len(), 2, "one model: one sidecar, one aggregate");
+        let sidecar = std::fs::read_to_string(&paths[0]).unwrap();
+        let record: Value =
+            serde_json::from_str(&std::fs::read_to_string(&paths[1]).unwrap()).unwrap();
+        let detailed = &record["detailed_evaluation_results"];
+        // The datastore path, relative to the output folder, and a checksum
+        // of the sidecar's exact bytes.
+        let rel = detailed["file_path"].as_str().unwrap();
+        assert_eq!(dir.path().join(rel), paths[0]);
+        assert!(rel.starts_with("data/s/"), "{rel}");
+        assert_eq!(
+            detailed["checksum"],
+            hex::encode(Sha256::digest(sidecar.as_bytes()))
+        );
+        assert_eq!(detailed["total_rows"], 12);
+        let results = record["evaluation_results"].as_array().unwrap();
+        for (arm, s) in ["fat", "dynamic"].iter().zip(summary.each_arm()) {
+            for (r, acc) in s.answers.accuracy_by_round.iter().enumerate() {
+                let id = format!("{arm}/acc@{r}");
+                let found = results
+                    .iter()
+                    .find(|x| x["evaluation_result_id"] == id.as_str())
+                    .unwrap_or_else(|| panic!("no {id}"));
+                assert_eq!(found["score_details"]["score"], acc.value);
+                let ci = &found["score_details"]["uncertainty"]["confidence_interval"];
+                assert_eq!(ci["lower"], acc.ci_low);
+            }
+        }
+        assert!(record["source_metadata"]["additional_details"]
+            .get("undefined_metrics")
+            .is_none());
+    }
+
+    #[test]
+    fn a_rate_without_a_denominator_is_named_not_dropped() {
+        use crate::report::testing::{config, task, R};
+        let s = crate::record::StopOn::Clean;
+        let cfg = config(&["a"], 1, s);
+        let (_dir, paths, _) = exported_from(&cfg, &task("a", &[R::Right], s, 1));
+        let record: Value =
+            serde_json::from_str(&std::fs::read_to_string(&paths[1]).unwrap()).unwrap();
+        let undefined = &record["source_metadata"]["additional_details"]["undefined_metrics"];
+        // Right at round 0: nothing to recover (regression is 0 of 1).
+        assert_eq!(undefined, "fat: recovery_rate");
+    }
+
+    #[test]
+    fn an_instance_is_one_task_of_one_arm_round_by_round() {
+        let (_dir, paths, _) = exported();
+        let sidecar = std::fs::read_to_string(&paths[0]).unwrap();
+        let lines: Vec<Value> = sidecar
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let e = lines
+            .iter()
+            .find(|l| l["sample_id"] == "e" && l["metadata"]["arm"] == "dynamic")
+            .unwrap();
+        assert_eq!(e["interaction_type"], "multi_turn");
+        assert_eq!(e["evaluation_result_id"], "dynamic/acc@1");
+        assert_eq!(e["evaluation"]["is_correct"], true);
+        assert_eq!(e["evaluation"]["num_turns"], 2);
+        let attribution = e["answer_attribution"].as_array().unwrap();
+        let terminal: Vec<bool> = attribution
+            .iter()
+            .map(|a| a["is_terminal"].as_bool().unwrap())
+            .collect();
+        assert_eq!(terminal, [false, true]);
+        assert_eq!(attribution[1]["turn_idx"], 1);
+        assert_eq!(attribution[1]["extraction_method"], "retrace:number");
+        assert_eq!(e["metadata"]["verdicts"], "error:ImportError,ok");
+        assert_eq!(e["token_usage"]["total_tokens"], 240);
+        // Metadata holds strings only (the schema's rule).
+        assert!(lines.iter().all(|l| l["metadata"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(Value::is_string)));
+    }
+
+    #[test]
+    fn exports_are_deterministic_with_a_version_4_file_uuid() {
+        let (_d1, first, _) = exported();
+        let (_d2, second, _) = exported();
+        assert_eq!(first[1].file_name(), second[1].file_name());
+        assert_eq!(
+            std::fs::read(&first[1]).unwrap(),
+            std::fs::read(&second[1]).unwrap()
+        );
+        let name = first[1].file_stem().unwrap().to_string_lossy().to_string();
+        let uuid = uuid::Uuid::parse_str(&name).unwrap();
+        assert_eq!(uuid.get_version_num(), 4);
+    }
+}

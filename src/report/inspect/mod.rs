@@ -157,3 +157,167 @@ fn arm_logs(view: &InspectView) -> Vec<ArmLog> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::model::{Message, Role};
+    use crate::report::testing::{number, two_arms};
+
+    fn entries(path: &Path) -> Vec<(String, Value)> {
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+        (0..zip.len())
+            .map(|i| {
+                let mut f = zip.by_index(i).unwrap();
+                let mut text = String::new();
+                f.read_to_string(&mut text).unwrap();
+                (
+                    f.name().unwrap().to_string(),
+                    serde_json::from_str(&text).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn exported(format: LogFormat) -> (tempfile::TempDir, Vec<PathBuf>, Summary) {
+        let (cfg, mut records) = two_arms();
+        // Task d of the baseline: the conversation as the model saw it.
+        for r in records
+            .iter_mut()
+            .filter(|r| r.task_id == "d" && r.arm_name() == "fat")
+        {
+            r.prompt = match r.round {
+                0 => vec![
+                    Message::text(Role::System, "sys"),
+                    Message::text(Role::User, "task d"),
+                ],
+                _ => vec![Message::text(Role::User, "KeyError: fix it")],
+            };
+            r.reply = Some(format!("reply {}", r.round));
+        }
+        let summary = crate::report::summarize(&cfg, &records);
+        let tasks = [number("d", 1.0)];
+        let dir = tempfile::tempdir().unwrap();
+        let view = InspectView {
+            config: &cfg,
+            records: &records,
+            tasks: &tasks,
+            summary: &summary,
+        };
+        let paths = write_logs(&view, dir.path(), format).unwrap();
+        (dir, paths, summary)
+    }
+
+    #[test]
+    fn one_eval_log_per_arm_laid_out_as_inspect_writes_it() {
+        let (_dir, paths, summary) = exported(LogFormat::Eval);
+        assert_eq!(paths.len(), 2);
+        assert!(
+            paths[0].to_string_lossy().ends_with("_s_fat.eval"),
+            "{paths:?}"
+        );
+        let fat = entries(&paths[0]);
+        let names: Vec<&str> = fat.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.first(), Some(&"_journal/start.json"));
+        assert_eq!(&names[names.len() - 2..], ["summaries.json", "header.json"]);
+        assert_eq!(
+            names.iter().filter(|n| n.starts_with("samples/")).count(),
+            6
+        );
+        let header = &fat.last().unwrap().1;
+        assert_eq!(header["version"], 2);
+        assert_eq!(header["status"], "success");
+        assert_eq!(header["eval"]["task"], "s");
+        assert_eq!(header["eval"]["dataset"]["samples"], 6);
+        let metrics = &header["results"]["scores"][0]["metrics"];
+        let fat_summary = summary.each_arm()[0];
+        for (r, acc) in fat_summary.answers.accuracy_by_round.iter().enumerate() {
+            assert_eq!(metrics[format!("Acc@{r}")]["value"], acc.value);
+        }
+        assert_eq!(
+            metrics["accuracy"]["value"],
+            fat_summary.answers.accuracy_by_round[1].value
+        );
+        // The dynamic arm's task f was interrupted: a cancelled eval.
+        let dynamic = entries(&paths[1]);
+        assert_eq!(dynamic.last().unwrap().1["status"], "cancelled");
+    }
+
+    #[test]
+    fn a_sample_is_the_conversation_score_and_rounds_of_its_task() {
+        let (_dir, paths, _) = exported(LogFormat::Eval);
+        let fat = entries(&paths[0]);
+        let d = &fat
+            .iter()
+            .find(|(n, _)| n == "samples/d_epoch_1.json")
+            .unwrap()
+            .1;
+        let roles: Vec<&str> = d["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
+        assert_eq!(d["messages"][3]["content"], "KeyError: fix it");
+        assert_eq!(d["input"].as_array().unwrap().len(), 2);
+        assert_eq!(d["target"], "1");
+        assert_eq!(d["scores"]["retrace_check"]["value"], "C");
+        assert_eq!(
+            d["scores"]["retrace_check"]["metadata"]["first_correct_round"],
+            1
+        );
+        let rounds = d["metadata"]["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 2);
+        assert_eq!(rounds[0]["exception"], "KeyError");
+        let usage = d["model_usage"].as_object().unwrap();
+        assert_eq!(usage.len(), 1, "{usage:?}");
+        let usage = usage.values().next().unwrap();
+        assert_eq!(usage["input_tokens"], 200);
+        assert_eq!(usage["total_tokens"], 240);
+        // Two model calls, one execution each, a record each, the score.
+        let kinds: Vec<&str> = d["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["model", "sandbox", "info", "model", "sandbox", "info", "score"]
+        );
+        // The second call was given the whole conversation before its reply.
+        assert_eq!(d["events"][3]["input"].as_array().unwrap().len(), 4);
+        // A task the suite no longer has: no target, and the sample says so.
+        let a = &fat
+            .iter()
+            .find(|(n, _)| n == "samples/a_epoch_1.json")
+            .unwrap()
+            .1;
+        assert_eq!(a["target"], "");
+        assert!(a["metadata"]["target_unknown"].is_string());
+    }
+
+    #[test]
+    fn exports_are_deterministic_and_json_logs_start_with_their_version() {
+        let (_d1, first, _) = exported(LogFormat::Eval);
+        let (_d2, second, _) = exported(LogFormat::Eval);
+        assert_eq!(
+            std::fs::read(&first[0]).unwrap(),
+            std::fs::read(&second[0]).unwrap()
+        );
+        let (_d3, json, _) = exported(LogFormat::Json);
+        let text = std::fs::read_to_string(&json[0]).unwrap();
+        assert!(
+            text.starts_with("{\"version\": 2, \"status\""),
+            "{}",
+            &text[..40]
+        );
+        let whole: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(whole["samples"].as_array().unwrap().len(), 6);
+    }
+}
