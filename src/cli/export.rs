@@ -11,7 +11,7 @@ use retrace::report::eee::{self, EeeView, Source};
 use retrace::report::inspect::{self, InspectView, LogFormat};
 use retrace::report::{summarize, Summary};
 
-use super::report::suite_tasks;
+use super::report::{failure, suite_tasks};
 use super::Failure;
 
 #[derive(Subcommand)]
@@ -108,8 +108,8 @@ pub async fn run(cmd: ExportCommand) -> Result<i32, Failure> {
 
 /// A finished (or interrupted) run's config and journal.
 fn read_run(dir: &Path) -> Result<(RunConfig, Vec<AttemptRecord>), Failure> {
-    let config = read_config(dir).map_err(Failure::infra)?;
-    let records = journal::read(&dir.join("results.jsonl")).map_err(Failure::infra)?;
+    let config = read_config(dir).map_err(failure)?;
+    let records = journal::read(&dir.join("results.jsonl")).map_err(failure)?;
     Ok((config, records))
 }
 

@@ -132,7 +132,7 @@ fn print_accuracy(s: &Summary) {
     }
 }
 
-fn failure(e: HarnessError) -> Failure {
+pub(super) fn failure(e: HarnessError) -> Failure {
     if e.is_usage() {
         Failure::usage(e)
     } else {
