@@ -71,13 +71,13 @@ pub async fn run(cmd: ExportCommand) -> Result<i32, Failure> {
             write_inspect(&config, &records, &summary, &out, args.format)?;
         }
         ExportCommand::Eee(args) => {
-            let (config, records) = read_run(&args.dir)?;
-            let out = args.out.unwrap_or_else(|| args.dir.join("eee"));
             if args.organization.trim().is_empty() {
                 return Err(Failure::usage(anyhow::anyhow!(
                     "--organization needs a name (or leave it out: `unknown`)"
                 )));
             }
+            let (config, records) = read_run(&args.dir)?;
+            let out = args.out.unwrap_or_else(|| args.dir.join("eee"));
             let summary = summarize(&config, &records);
             let tasks = suite_tasks(&config);
             let source = Source {
