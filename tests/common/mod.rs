@@ -1,6 +1,8 @@
 //! Shared setup for integration tests: real images, real kernels.
 #![allow(dead_code)]
 
+pub mod apt;
+pub mod chromium;
 pub mod cli;
 pub mod confinement;
 pub mod enterprise_gateway;
