@@ -14,6 +14,7 @@ pub mod http;
 pub mod run;
 pub mod scripted_http;
 pub mod sshd;
+pub mod static_http;
 pub mod venv;
 
 // Not every test binary that includes this module runs the CLI.
