@@ -32,7 +32,7 @@ use nix::unistd::Pid;
 use super::footprint::{Footprint, Process};
 use super::hosts::Hosts;
 use super::http::{free_port, request as http, wait_until_serving, Response};
-use super::venv::{tail, PinnedVenv};
+use super::venv::{tail, Install, PinnedVenv};
 
 /// The gateway release the tests run against (the newest 3.x).
 pub const EG_VERSION: &str = "3.3.0";
@@ -412,7 +412,7 @@ fn venv() -> &'static Path {
             // The stock launcher runs ipykernel from this venv; the
             // gateway itself does not depend on it. 6.29.5 is the newest
             // that takes the gateway's jupyter_client 6.
-            with: &[IPYKERNEL],
+            install: Install::Resolve(&[IPYKERNEL]),
             // The launcher needs pycryptodomex and ipykernel beside the
             // gateway; the launcher files must be there too.
             probe: "import os, sys, Cryptodome, ipykernel, enterprise_gateway\n\

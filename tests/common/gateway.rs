@@ -28,7 +28,7 @@ use retrace::pyenv::ImageName;
 
 pub use super::http::Response;
 use super::http::{free_port, request as http, wait_until_serving};
-use super::venv::PinnedVenv;
+use super::venv::{Install, PinnedVenv};
 
 /// The gateway release the tests run against.
 const KG_VERSION: &str = "3.0.1";
@@ -274,7 +274,7 @@ fn venv() -> &'static Path {
             name: "kg",
             package: "jupyter-kernel-gateway",
             version: KG_VERSION,
-            with: &[],
+            install: Install::Resolve(&[]),
             probe: "import kernel_gateway; print(kernel_gateway.__version__)",
             after: |_| Vec::new(),
         }

@@ -1,17 +1,22 @@
 //! Shared setup for integration tests: real images, real kernels.
 #![allow(dead_code)]
 
+pub mod apt;
+pub mod chromium;
 pub mod cli;
 pub mod confinement;
+pub mod eee;
 pub mod enterprise_gateway;
 pub mod footprint;
 pub mod gateway;
 pub mod host;
 pub mod hosts;
 pub mod http;
+pub mod inspect;
 pub mod run;
 pub mod scripted_http;
 pub mod sshd;
+pub mod static_http;
 pub mod venv;
 
 // Not every test binary that includes this module runs the CLI.

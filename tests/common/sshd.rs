@@ -17,79 +17,14 @@ use std::time::{Duration, Instant};
 pub const SSHD: &str = "/usr/sbin/sshd";
 /// The daemon refuses to start without its privilege separation directory.
 const PRIVSEP_DIR: &str = "/run/sshd";
-/// Debian's hook that `invoke-rc.d` asks before starting a service.
-const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";
 /// How long a daemon may take to greet on its port.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Installs `openssh-server` with apt-get when `/usr/sbin/sshd` is missing
-/// (once per process, under a file lock across processes: dpkg allows one
-/// install at a time). Panics with the reason and the install log's tail.
+/// (once per process; see `common::apt`).
 pub fn ensure_installed() {
     static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        if Path::new(SSHD).exists() {
-            return;
-        }
-        let root = super::venv::root();
-        let lock_path = root.join("openssh-server.lock");
-        let lock = File::create(&lock_path)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", lock_path.display()));
-        lock.lock()
-            .unwrap_or_else(|e| panic!("locking {}: {e}", lock_path.display()));
-        if Path::new(SSHD).exists() {
-            return;
-        }
-        // The package's postinst would start a system sshd listening on
-        // every address of the machine; a policy that refuses (101) stops
-        // that. An existing policy is the machine's and stays as it is.
-        let own_policy = !Path::new(POLICY_RC_D).exists();
-        if own_policy {
-            fs::write(
-                POLICY_RC_D,
-                "#!/bin/sh\n# retrace tests: no service starts\nexit 101\n",
-            )
-            .and_then(|()| {
-                use std::os::unix::fs::PermissionsExt;
-                fs::set_permissions(POLICY_RC_D, fs::Permissions::from_mode(0o755))
-            })
-            .unwrap_or_else(|e| panic!("writing {POLICY_RC_D}: {e}"));
-        }
-        let mut update = Command::new("apt-get");
-        update.args(["update", "-q"]);
-        let mut install = Command::new("apt-get");
-        install
-            .args([
-                "install",
-                "-y",
-                "-q",
-                "--no-install-recommends",
-                "openssh-server",
-            ])
-            .env("DEBIAN_FRONTEND", "noninteractive");
-        let log = root.join("openssh-server-install.log");
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            super::venv::run_logged(
-                vec![
-                    ("refresh the package lists (apt-get update)", update),
-                    ("apt-get install openssh-server", install),
-                ],
-                &log,
-                Path::new(SSHD),
-            )
-        }));
-        if own_policy {
-            let _ = fs::remove_file(POLICY_RC_D);
-        }
-        if let Err(panic) = result {
-            std::panic::resume_unwind(panic);
-        }
-        assert!(
-            Path::new(SSHD).exists(),
-            "apt-get installed openssh-server but {SSHD} is missing (log {})",
-            log.display()
-        );
-    });
+    DONE.get_or_init(|| super::apt::ensure("openssh-server", Path::new(SSHD)));
 }
 
 /// Generates an ed25519 key pair without passphrase at `path` (and

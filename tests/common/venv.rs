@@ -1,7 +1,9 @@
-//! A pinned Python venv a test fixture runs a server from (a Jupyter Kernel
-//! Gateway, an Enterprise Gateway), built once per machine under
-//! `$RETRACE_HOME/test-gateway/<name>-<version>/` beside the images and
-//! reused by every test and run after.
+//! A pinned Python venv a test fixture runs a tool from (a Jupyter Kernel
+//! Gateway, an Enterprise Gateway, Inspect AI, Every Eval Ever), built once
+//! per machine under `$RETRACE_HOME/test-gateway/<name>-<version>/` beside
+//! the images and reused by every test and run after. A venv installed from
+//! a lock file has a short hash of the lock in its name
+//! (`<name>-<version>-<hash>`), so editing the lock builds a new one.
 //!
 //! A file lock keeps concurrent test binaries to one build; the marker
 //! file is written last, so a build cut short is redone; a venv whose probe
@@ -11,6 +13,8 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use sha2::{Digest, Sha256};
 
 use retrace::pyenv::Interpreter;
 
@@ -25,8 +29,8 @@ pub struct PinnedVenv {
     pub package: &'static str,
     /// The version `probe` must print.
     pub version: &'static str,
-    /// Other pinned requirements installed with it (in the same resolve).
-    pub with: &'static [&'static str],
+    /// How the packages are chosen.
+    pub install: Install,
     /// Python code run by the venv's interpreter that prints the installed
     /// version, and fails when the venv is not usable.
     pub probe: &'static str,
@@ -35,12 +39,46 @@ pub struct PinnedVenv {
     pub after: fn(&Path) -> Vec<(&'static str, Command)>,
 }
 
+/// How a venv's packages are chosen.
+pub enum Install {
+    /// `package==version` and these other pinned requirements, resolved by
+    /// pip in one go.
+    Resolve(&'static [&'static str]),
+    /// Exactly what a fully resolved lock file (`name==version` lines, one
+    /// of them `package==version`) lists: `pip install --only-binary :all:
+    /// --no-deps -r LOCK`, then `pip check`.
+    Lock {
+        /// The lock's path, e.g. `concat!(env!("CARGO_MANIFEST_DIR"),
+        /// "/tests/tools/inspect.lock")`.
+        path: &'static str,
+        /// More flags of that `pip install` (`--ignore-requires-python`
+        /// for a package that declares a newer Python than it needs).
+        pip_args: &'static [&'static str],
+    },
+}
+
 impl PinnedVenv {
     /// The venv's directory, built first if it is missing or broken.
     /// Panics with the failed step and the install log's tail.
     pub fn ensure(&self) -> PathBuf {
         let root = root();
-        let id = format!("{}-{}", self.name, self.version);
+        let requirement = format!("{}=={}", self.package, self.version);
+        let (id, pins) = match &self.install {
+            Install::Resolve(with) => {
+                let pins: Vec<&str> = std::iter::once(requirement.as_str())
+                    .chain(with.iter().copied())
+                    .collect();
+                (
+                    format!("{}-{}", self.name, self.version),
+                    pins.join("\n") + "\n",
+                )
+            }
+            Install::Lock { path, .. } => {
+                let text = read_lock(Path::new(path), self.package, self.version);
+                let hash = hex::encode(&Sha256::digest(text.as_bytes())[..4]);
+                (format!("{}-{}-{hash}", self.name, self.version), text)
+            }
+        };
         let venv = root.join(&id);
         let lock_path = root.join(format!("{id}.lock"));
         let lock = File::create(&lock_path)
@@ -61,20 +99,29 @@ impl PinnedVenv {
             .unwrap_or_else(|e| panic!("no Python for the venv {}: {e}", venv.display()))
             .path;
         let venv_python = venv.join("bin").join("python");
-        let requirement = format!("{}=={}", self.package, self.version);
-        let mut steps: Vec<(&str, Command)> = vec![
-            ("create the venv", {
-                let mut c = Command::new(&python);
-                c.args(["-m", "venv"]).arg(&venv);
-                c
-            }),
-            ("pip install the package", {
-                let mut c = Command::new(&venv_python);
-                c.args(["-m", "pip", "install", "--no-input", &requirement])
-                    .args(self.with);
-                c
-            }),
-        ];
+        let pip = |args: &[&str]| {
+            let mut c = Command::new(&venv_python);
+            c.args(["-m", "pip"]).args(args);
+            c
+        };
+        let mut steps: Vec<(&str, Command)> = vec![("create the venv", {
+            let mut c = Command::new(&python);
+            c.args(["-m", "venv"]).arg(&venv);
+            c
+        })];
+        match &self.install {
+            Install::Resolve(with) => {
+                let mut install = pip(&["install", "--no-input", &requirement]);
+                install.args(*with);
+                steps.push(("pip install the package", install));
+            }
+            Install::Lock { path, pip_args } => {
+                let mut install = pip(&["install", "--no-input", "--only-binary", ":all:"]);
+                install.args(["--no-deps", "-r", path]).args(*pip_args);
+                steps.push(("pip install the lock file", install));
+                steps.push(("pip check the lock's packages", pip(&["check"])));
+            }
+        }
         steps.extend((self.after)(&venv));
         run_logged(steps, &log_path, &venv);
         let version = self.installed_version(&venv);
@@ -86,11 +133,7 @@ impl PinnedVenv {
             self.version,
             log_path.display()
         );
-        let pins: Vec<&str> = std::iter::once(requirement.as_str())
-            .chain(self.with.iter().copied())
-            .collect();
-        fs::write(&marker, pins.join("\n") + "\n")
-            .unwrap_or_else(|e| panic!("writing {}: {e}", marker.display()));
+        fs::write(&marker, pins).unwrap_or_else(|e| panic!("writing {}: {e}", marker.display()));
         venv
     }
 
@@ -106,6 +149,29 @@ impl PinnedVenv {
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
+}
+
+/// The text of the lock file at `path`; panics unless it pins `package` at
+/// `version` (names compared as pip does: case and `-_.` runs aside).
+fn read_lock(path: &Path, package: &str, version: &str) -> String {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let normal = |name: &str| {
+        name.to_ascii_lowercase()
+            .split(['-', '_', '.'])
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join("-")
+    };
+    let pinned = text
+        .lines()
+        .filter_map(|line| line.split('#').next()?.trim().split_once("=="))
+        .any(|(name, v)| normal(name.trim()) == normal(package) && v.trim() == version);
+    assert!(
+        pinned,
+        "{} does not pin {package}=={version}: update the lock with the package",
+        path.display()
+    );
+    text
 }
 
 /// `$RETRACE_HOME/test-gateway`, created.

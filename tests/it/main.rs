@@ -36,6 +36,7 @@ mod golden_run;
 mod home_full;
 mod hostile_endpoint;
 mod hostile_inputs;
+mod inspect_tools;
 mod kernel_answer;
 mod kernel_launcher;
 mod kernel_restart;

@@ -7,61 +7,14 @@
 use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use serde_json::json;
 
 use retrace::pyenv::ImageName;
 use retrace::record::{AttemptRecord, RunConfig, SCHEMA_VERSION};
 use retrace::sandbox::SandboxLimits;
-
-/// Debian's `chromium`, installed with apt when missing (as root, like the
-/// images the other tests build); the install is serialised across test
-/// processes with a lock file.
-fn chromium() -> &'static Path {
-    static CHROMIUM: OnceLock<PathBuf> = OnceLock::new();
-    CHROMIUM.get_or_init(|| {
-        if let Some(path) = on_path("chromium") {
-            return path;
-        }
-        let lock_path = std::env::temp_dir().join("retrace-test-chromium.lock");
-        let lock = std::fs::File::create(&lock_path).unwrap();
-        lock.lock().expect("locking the chromium install");
-        if let Some(path) = on_path("chromium") {
-            return path;
-        }
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "these tests need Debian's `chromium` package; it is not installed and \
-             installing it needs root: run `apt-get install -y chromium`"
-        );
-        for args in [
-            &["update", "-qq"][..],
-            &["install", "-y", "-qq", "chromium"][..],
-        ] {
-            let out = Command::new("apt-get")
-                .args(args)
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .output()
-                .expect("running apt-get");
-            assert!(
-                out.status.success(),
-                "`apt-get {}` failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        on_path("chromium").expect("`chromium` on PATH after `apt-get install chromium`")
-    })
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
 
 /// What headless Chromium saw of a page.
 pub(crate) struct Load {
@@ -107,7 +60,7 @@ impl Load {
 }
 
 fn chromium_cmd(profile: &Path) -> Command {
-    let mut cmd = Command::new(chromium());
+    let mut cmd = Command::new(common::chromium::path());
     cmd.args([
         "--headless",
         "--no-sandbox",
