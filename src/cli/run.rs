@@ -66,8 +66,8 @@ pub struct RunArgs {
     /// Also write Inspect eval logs (one per arm) when the run ends, into
     /// DIR [default: RUN_DIR/inspect]; `retrace export inspect` writes
     /// them for any run later.
-    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
-    pub inspect_log: Option<PathBuf>,
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    pub inspect_log: Option<Option<PathBuf>>,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -392,10 +392,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
         super::report::write_junit(&result.config, &result.records, path)?;
     }
     if let Some(dir) = &args.inspect_log {
-        let dir = match dir.as_os_str().is_empty() {
-            true => result.dir.join("inspect"),
-            false => dir.clone(),
-        };
+        let dir = dir.clone().unwrap_or_else(|| result.dir.join("inspect"));
         super::export::write_inspect(
             &result.config,
             &result.records,

@@ -252,6 +252,8 @@ fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     );
     assert!(info["n_ctx"].as_u64().unwrap() >= 4096, "{info}");
     assert!(info["threads"].as_u64().unwrap() >= 1, "{info}");
+    // A real model's run, in the formats other tools read.
+    crate::export_formats::assert_exports_read(&dir);
 
     let left = new_servers_after(&before, &p.model.path, 10);
     assert!(left.is_empty(), "llama servers left running: {left:?}");

@@ -30,6 +30,7 @@ mod dynamic_scan;
 mod dynamic_strategy;
 mod enterprise_gateway;
 mod enterprise_gateway_fixture;
+mod export_formats;
 mod gateway;
 mod gateway_fixture;
 mod golden_run;

@@ -264,7 +264,8 @@ mod tests {
             .collect();
         assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
         assert_eq!(d["messages"][3]["content"], "KeyError: fix it");
-        assert_eq!(d["input"].as_array().unwrap().len(), 2);
+        assert_eq!(d["input"].as_array().unwrap().len(), 1);
+        assert_eq!(d["input"][0]["content"], "task d");
         assert_eq!(d["target"], "1");
         assert_eq!(d["scores"]["retrace_check"]["value"], "C");
         assert_eq!(

@@ -47,7 +47,9 @@ pub(super) fn sample(c: &ArmContext, e: &Episode) -> Value {
     let mut sample = json!({
         "id": e.task_id,
         "epoch": 1,
-        "input": messages(&e.opening()),
+        // The task as the model was given it (the system prompt opens
+        // `messages`), so the viewer's input column shows the task.
+        "input": messages(e.opening().iter().filter(|t| t.role == Role::User)),
         "target": e.target().unwrap_or_default(),
         "messages": messages(&turns),
         "output": output(c, e),
