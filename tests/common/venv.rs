@@ -1,7 +1,7 @@
-//! A pinned Python venv a test fixture runs a server from (a Jupyter Kernel
-//! Gateway, an Enterprise Gateway), built once per machine under
-//! `$RETRACE_HOME/test-gateway/<name>-<version>/` beside the images and
-//! reused by every test and run after.
+//! A pinned Python venv a test fixture runs a server or a tool from (a
+//! Jupyter Kernel Gateway, an Enterprise Gateway, maturin), built once per
+//! machine under `$RETRACE_HOME/test-gateway/<name>-<version>/` beside the
+//! images and reused by every test and run after.
 //!
 //! A file lock keeps concurrent test binaries to one build; the marker
 //! file is written last, so a build cut short is redone; a venv whose probe
