@@ -52,8 +52,9 @@ const KILLER_NICE: libc::c_int = -10;
 // setpriority(2)/getpriority(2) have no safe wrapper in nix; each block says why it is sound.
 #[allow(unsafe_code)]
 fn with_killer_priority<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: gettid has no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() } as libc::id_t;
+    // nix's gettid is the raw syscall: glibc's own wrapper needs glibc 2.30,
+    // the released binary runs on 2.17 (docs/install.md).
+    let tid = nix::unistd::gettid().as_raw() as libc::id_t;
     // SAFETY: plain syscalls with integer arguments; -1 from getpriority is
     // a valid nice value, so errno is cleared first and checked after.
     let old = unsafe {

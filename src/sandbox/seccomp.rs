@@ -15,9 +15,11 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(target_arch = "x86_64")]
+use seccompiler::sock_filter;
 use seccompiler::{
-    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-    SeccompFilter, SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
 };
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -208,6 +210,7 @@ pub fn programs() -> Result<Vec<BpfProgram>, FilterError> {
     let clone3 = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
     let enosys = compile(clone3, SeccompAction::Errno(libc::ENOSYS as u32))?;
 
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut programs = vec![eperm, enosys];
     #[cfg(target_arch = "x86_64")]
     programs.push(x32_block());

@@ -1,5 +1,5 @@
 //! A pinned Python venv a test fixture runs a tool from (a Jupyter Kernel
-//! Gateway, an Enterprise Gateway, Inspect AI, Every Eval Ever), built once
+//! Gateway, an Enterprise Gateway, Inspect AI, Every Eval Ever, maturin), built once
 //! per machine under `$RETRACE_HOME/test-gateway/<name>-<version>/` beside
 //! the images and reused by every test and run after. A venv installed from
 //! a lock file has a short hash of the lock in its name

@@ -52,3 +52,4 @@ mod run_library;
 mod run_loop;
 mod sandbox_corpus;
 mod task_files;
+mod wheel;
