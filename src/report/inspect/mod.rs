@@ -184,7 +184,18 @@ mod tests {
     }
 
     fn exported(format: LogFormat) -> (tempfile::TempDir, Vec<PathBuf>, Summary) {
-        let (cfg, mut records) = two_arms();
+        exported_with(format, &[])
+    }
+
+    /// `two_arms` with `unreached` tasks the run never started.
+    fn exported_with(
+        format: LogFormat,
+        unreached: &[&str],
+    ) -> (tempfile::TempDir, Vec<PathBuf>, Summary) {
+        let (mut cfg, mut records) = two_arms();
+        for id in unreached {
+            cfg.provenance.task_ids.push(id.to_string());
+        }
         // Task d of the baseline: the conversation as the model saw it.
         for r in records
             .iter_mut()
@@ -233,6 +244,7 @@ mod tests {
         assert_eq!(header["status"], "success");
         assert_eq!(header["eval"]["task"], "s");
         assert_eq!(header["eval"]["dataset"]["samples"], 6);
+
         let metrics = &header["results"]["scores"][0]["metrics"];
         let fat_summary = summary.each_arm()[0];
         for (r, acc) in fat_summary.answers.accuracy_by_round.iter().enumerate() {
@@ -301,6 +313,28 @@ mod tests {
             .1;
         assert_eq!(a["target"], "");
         assert!(a["metadata"]["target_unknown"].is_string());
+    }
+
+    #[test]
+    fn a_task_the_run_never_reached_is_an_unscored_sample_of_a_cancelled_eval() {
+        let (_dir, paths, _) = exported_with(LogFormat::Eval, &["never"]);
+        let fat = entries(&paths[0]);
+        let header = &fat.last().unwrap().1;
+        assert_eq!(header["status"], "cancelled");
+        assert_eq!(header["eval"]["dataset"]["samples"], 7);
+        assert_eq!(header["results"]["completed_samples"], 6);
+        let never = &fat
+            .iter()
+            .find(|(n, _)| n == "samples/never_epoch_1.json")
+            .unwrap()
+            .1;
+        assert_eq!(never["input"], "");
+        assert_eq!(never["messages"], serde_json::json!([]));
+        assert_eq!(never["scores"]["retrace_check"]["value"], "I");
+        let why = never["scores"]["retrace_check"]["explanation"]
+            .as_str()
+            .unwrap();
+        assert!(why.starts_with("not run"), "{why}");
     }
 
     #[test]

@@ -49,7 +49,11 @@ pub(super) fn sample(c: &ArmContext, e: &Episode) -> Value {
         "epoch": 1,
         // The task as the model was given it (the system prompt opens
         // `messages`), so the viewer's input column shows the task.
-        "input": messages(e.opening().iter().filter(|t| t.role == Role::User)),
+        // A task the run never reached has no messages: its input is empty text.
+        "input": match messages(e.opening().iter().filter(|t| t.role == Role::User)) {
+            task if task.is_empty() => json!(""),
+            task => json!(task),
+        },
         "target": e.target().unwrap_or_default(),
         "messages": messages(&turns),
         "output": output(c, e),
