@@ -77,7 +77,7 @@ pub struct RunArgs {
 /// Which tasks (the spec's `tasks`).
 #[derive(Args)]
 pub struct TaskArgs {
-    /// Suite: `math`, `tabular`, `packages`, or a path to a .jsonl file or directory.
+    /// Suite: `math`, `tabular`, `packages`, or a path to a .jsonl or .parquet file or a directory.
     #[arg(long, default_value = "math")]
     pub suite: String,
     /// Keep only the first N tasks (after sampling).

@@ -93,7 +93,7 @@ impl AfterFailure {
 /// Which tasks, reproducibly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskSpec {
-    /// `math`, `tabular`, `packages`, or a path to a .jsonl file or directory.
+    /// `math`, `tabular`, `packages`, or a path to a .jsonl or .parquet file or a directory.
     pub suite: String,
     pub selection: Selection,
     /// `--skip-invalid`: flawed dataset records are left out (and left out

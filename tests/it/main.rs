@@ -52,4 +52,5 @@ mod run_library;
 mod run_loop;
 mod sandbox_corpus;
 mod task_files;
+mod task_parquet;
 mod wheel;

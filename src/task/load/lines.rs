@@ -25,6 +25,10 @@ pub(super) struct JsonLines {
     failed: bool,
 }
 
+/// One record of a suite file: its 1-based number (line or row) and its
+/// JSON object's text, or the error of that record.
+pub(super) type Numbered = Result<(usize, String), TaskError>;
+
 /// Opens a suite file for [`JsonLines`]; the error names the file.
 pub(super) fn json_lines(path: &Path) -> Result<JsonLines, TaskError> {
     let file = open_suite_file(path).map_err(|e| {
@@ -46,7 +50,7 @@ pub(super) fn json_lines(path: &Path) -> Result<JsonLines, TaskError> {
 }
 
 impl Iterator for JsonLines {
-    type Item = Result<(usize, String), TaskError>;
+    type Item = Numbered;
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.failed {

@@ -31,6 +31,7 @@ mod files;
 mod gsm;
 mod lines;
 mod native;
+mod parquet_rows;
 mod sample;
 mod skipped;
 
@@ -53,8 +54,9 @@ use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 use dabench::{dabench_task, is_labels_file};
 use fields::{field_list, json_object};
 use gsm::{gsm, pal};
-use lines::json_lines;
+use lines::{json_lines, Numbered};
 use native::native;
+use parquet_rows::{is_parquet, parquet_rows};
 
 pub use dabench::DABENCH_ABS_TOL;
 pub use gsm::GSM_ABS_TOL;
@@ -204,7 +206,8 @@ fn suite_files(
     }
     let looks_like_path = name_or_path.contains(['/', '\\'])
         || name_or_path.starts_with('.')
-        || name_or_path.ends_with(".jsonl");
+        || name_or_path.ends_with(".jsonl")
+        || name_or_path.ends_with(".parquet");
     if looks_like_path {
         return Err(TaskError::File {
             file: path,
@@ -214,8 +217,8 @@ fn suite_files(
     Err(TaskError::UnknownSuite(name_or_path.to_string()))
 }
 
-/// Every `*.jsonl` under `dir` (recursively, sorted, hidden entries and
-/// labels files skipped); an error if there are none, or if a link in the
+/// Every `*.jsonl` and `*.parquet` under `dir` (recursively, sorted, hidden
+/// entries and labels files skipped); an error if there are none, or if a link in the
 /// folder leads out of it (a downloaded dataset must not make the load
 /// read the host's files, or walk its whole tree).
 fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
@@ -256,7 +259,8 @@ fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
                 })
             }
         };
-        if path.extension().is_some_and(|x| x == "jsonl") && !is_labels_file(&path) {
+        let dataset = path.extension().is_some_and(|x| x == "jsonl") || is_parquet(&path);
+        if dataset && !is_labels_file(&path) {
             out.push(path);
         }
     }
@@ -272,7 +276,7 @@ fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
     if out.is_empty() {
         return Err(TaskError::File {
             file: dir.to_path_buf(),
-            message: "no .jsonl files in this directory".into(),
+            message: "no .jsonl or .parquet files in this directory".into(),
         });
     }
     Ok(out)
@@ -314,7 +318,12 @@ fn load_located(
     options: &LoadOptions,
 ) -> Result<(Vec<Located>, Vec<Skipped>), TaskError> {
     let skip_invalid = options.skip_invalid;
-    let lines = json_lines(path)?;
+    // A Parquet file's rows are read as the lines of its JSONL twin.
+    let lines: Box<dyn Iterator<Item = Numbered>> = if is_parquet(path) {
+        Box::new(parquet_rows(path)?.into_iter())
+    } else {
+        Box::new(json_lines(path)?)
+    };
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let parent = abs.parent().unwrap_or(Path::new("/"));
     let dir = std::fs::canonicalize(parent).map_err(|e| TaskError::File {
@@ -418,10 +427,15 @@ fn parse_line(ctx: &mut Ctx, text: &str, line: usize) -> Result<Task, LineError>
     if obj.contains_key("input") && obj.contains_key("target") {
         return Ok(pal(ctx, &obj, line)?);
     }
+    // A Parquet row's fields are its columns.
+    let (record, field) = match is_parquet(ctx.file) {
+        true => ("row", "column"),
+        false => ("line", "field"),
+    };
     Err(format!(
-        "missing field `expected` (a line is a native task with `id`, `question`, `expected`; \
+        "missing {field} `expected` (a {record} is a native task with `id`, `question`, `expected`; \
          GSM8K-style with `question` and an `answer` ending in `#### <number>`; or DABench-style \
-         with `id`, `question`, `format`, `file_name`); found fields: {}",
+         with `id`, `question`, `format`, `file_name`); found {field}s: {}",
         field_list(&obj)
     )
     .into())
