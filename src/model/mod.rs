@@ -40,6 +40,17 @@ pub enum Role {
     Assistant,
 }
 
+impl Role {
+    /// Its name in chat formats (`system`, `user`, `assistant`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,

@@ -78,6 +78,16 @@ impl Provenance {
         }
     }
 
+    /// When the run ended: its start plus its wall time (`None` when the
+    /// recorded start does not parse).
+    pub fn ended(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let started = chrono::DateTime::parse_from_rfc3339(&self.created).ok()?;
+        let ms = chrono::Duration::milliseconds(self.wall_ms.max(0.0) as i64);
+        started
+            .checked_add_signed(ms)
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
+
     /// The commit the run's binary was built from and whether its tree
     /// differed; `None` when unrecorded or `unknown` (built outside git).
     pub fn commit(&self) -> Option<(&str, bool)> {

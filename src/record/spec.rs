@@ -119,6 +119,16 @@ impl TaskSpec {
             max_task_file_bytes: self.max_task_file_bytes,
         }
     }
+
+    /// The suite as a name: a suite given by path is named by its file or
+    /// folder (`data/test.jsonl` → `test`).
+    pub fn suite_name(&self) -> String {
+        std::path::Path::new(&self.suite)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| self.suite.clone())
+    }
 }
 
 /// Which tasks of the suite.

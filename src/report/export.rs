@@ -21,15 +21,27 @@ pub fn write_one<V>(exporter: &dyn Exporter<V>, view: &V, path: &Path) -> Result
     let text = exporter
         .render(view)
         .map_err(|source| ReportError::Render { file, source })?;
-    // Atomically: a crash while writing leaves the old report or the new
-    // one, never half of one.
+    write_file(path, text.as_bytes())
+}
+
+/// Writes an output file atomically: a crash while writing leaves the old
+/// file or the new one, never half of one.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     crate::util::atomic_write::write_atomically(
         path,
-        text.as_bytes(),
+        bytes,
         crate::util::fault::Point::DuringSummary,
     )
     .map_err(|source| ReportError::Write {
         path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Creates an output directory and its parents.
+pub fn create_dir(dir: &Path) -> Result<(), ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+        path: dir.to_path_buf(),
         source,
     })
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{epoch_seconds, strings, suite_name, EeeView, ModelGroup, SCHEMA_VERSION};
+use super::{epoch_seconds, strings, EeeView, ModelGroup, SCHEMA_VERSION};
 use crate::record::ArmSpec;
 use crate::report::limits_line;
 use crate::report::metrics::{headline, ArmSummary, Headline};
@@ -80,11 +80,7 @@ pub(super) fn record(view: &EeeView, group: &ModelGroup, detailed: &Detailed) ->
 /// the record is the run's, whenever it is exported.
 fn ended(view: &EeeView) -> String {
     let p = &view.config.provenance;
-    chrono::DateTime::parse_from_rfc3339(&p.created)
-        .ok()
-        .and_then(|t| {
-            t.checked_add_signed(chrono::Duration::milliseconds(p.wall_ms.max(0.0) as i64))
-        })
+    p.ended()
         .map(|t| epoch_seconds(&t.to_rfc3339()))
         .unwrap_or_else(|| epoch_seconds(&p.created))
 }
@@ -134,7 +130,7 @@ fn result(
         "evaluation_result_id": result_id(arm, &h.id),
         "evaluation_name": evaluation_name(view, group, arm),
         "source_data": {
-            "dataset_name": suite_name(view.config),
+            "dataset_name": view.config.spec.tasks.suite_name(),
             "source_type": "other",
             "additional_details": strings(vec![
                 ("suite", json!(view.config.spec.tasks.suite)),
@@ -199,7 +195,7 @@ pub(super) fn result_id(arm: &ArmSpec, metric: &str) -> String {
 
 /// The suite, and the arm when the model has several.
 pub(super) fn evaluation_name(view: &EeeView, group: &ModelGroup, arm: &ArmSpec) -> String {
-    let suite = suite_name(view.config);
+    let suite = view.config.spec.tasks.suite_name();
     if group.arms.len() > 1 {
         format!("{suite} ({})", arm.name)
     } else {

@@ -33,7 +33,7 @@ pub(super) fn record(view: &EeeView, group: &ModelGroup, e: &Episode) -> Value {
         .join("\n\n");
     let formatted = opening
         .iter()
-        .map(|t| format!("{}: {}", role(t.role), t.text))
+        .map(|t| format!("{}: {}", t.role.name(), t.text))
         .collect::<Vec<_>>()
         .join("\n\n");
     let reference: Vec<String> = e.target().into_iter().collect();
@@ -63,7 +63,7 @@ pub(super) fn record(view: &EeeView, group: &ModelGroup, e: &Episode) -> Value {
         "output": null,
         "messages": turns.iter().map(|t| json!({
             "turn_idx": t.round,
-            "role": role(t.role),
+            "role": t.role.name(),
             "content": t.text,
         })).collect::<Vec<_>>(),
         "answer_attribution": attribution(e),
@@ -84,14 +84,6 @@ pub(super) fn record(view: &EeeView, group: &ModelGroup, e: &Episode) -> Value {
         "error": e.last().and_then(|r| r.infra_error.clone()),
         "metadata": metadata(view, e),
     })
-}
-
-fn role(r: Role) -> &'static str {
-    match r {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-    }
 }
 
 /// One entry per round: the answer the round left (carried from an

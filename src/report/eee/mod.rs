@@ -20,12 +20,11 @@ use sha2::{Digest, Sha256};
 
 use super::episode::episodes;
 use super::error::ReportError;
+use super::export::{create_dir, write_file};
 use super::metrics::Summary;
 use super::model_identity::ModelIdentity;
 use crate::record::{ArmSpec, AttemptRecord, RunConfig};
 use crate::task::Task;
-use crate::util::atomic_write::write_atomically;
-use crate::util::fault::Point;
 
 /// The schema version the records follow.
 pub const SCHEMA_VERSION: &str = "0.3.0";
@@ -76,15 +75,12 @@ pub fn write_records(view: &EeeView, dir: &Path) -> Result<Vec<PathBuf>, ReportE
     let arms = view.config.spec.arms();
     let summaries = view.summary.each_arm();
     let all = episodes(view.config, view.records, view.tasks);
-    let suite = suite_name(view.config);
+    let suite = view.config.spec.tasks.suite_name();
     let mut paths = Vec::new();
     for group in groups(view.config, &arms, &summaries) {
         let rel = group.dir(&suite);
         let folder = dir.join(&rel);
-        std::fs::create_dir_all(&folder).map_err(|source| ReportError::Write {
-            path: folder.clone(),
-            source,
-        })?;
+        create_dir(&folder)?;
         let lines: Vec<String> = all
             .iter()
             .filter(|e| group.arms.iter().any(|(a, _)| a.name == e.arm))
@@ -109,12 +105,7 @@ pub fn write_records(view: &EeeView, dir: &Path) -> Result<Vec<PathBuf>, ReportE
             ),
         ] {
             let path = folder.join(name);
-            write_atomically(&path, &bytes, Point::DuringSummary).map_err(|source| {
-                ReportError::Write {
-                    path: path.clone(),
-                    source,
-                }
-            })?;
+            write_file(&path, &bytes)?;
             paths.push(path);
         }
     }
@@ -135,7 +126,7 @@ fn groups<'a>(
             None => {
                 let evaluation_id = format!(
                     "{}/{}/{}",
-                    suite_name(config),
+                    config.spec.tasks.suite_name(),
                     identity.hub_id(),
                     epoch_seconds(&config.provenance.created)
                 );
@@ -152,17 +143,6 @@ fn groups<'a>(
         }
     }
     out
-}
-
-/// The suite as EEE's collection: a suite given by path is named by its
-/// file or folder.
-pub(super) fn suite_name(config: &RunConfig) -> String {
-    let suite = &config.spec.tasks.suite;
-    Path::new(suite)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| suite.clone())
 }
 
 /// An RFC 3339 time as Unix epoch seconds (EEE's timestamps); the text

@@ -43,15 +43,9 @@ impl<'a> ArmContext<'a> {
         }
     }
 
-    /// The suite as a task name: a suite given by path is named by its
-    /// file or folder.
+    /// The suite as Inspect's task name.
     pub fn task_name(&self) -> String {
-        let suite = &self.config.spec.tasks.suite;
-        std::path::Path::new(suite)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| suite.clone())
+        self.config.spec.tasks.suite_name()
     }
 
     /// A stable id of this log (the run and the arm): the same run exported
@@ -291,13 +285,7 @@ fn metric(name: &str, value: f64, rate: &crate::report::stats::Rate) -> Value {
 
 fn stats(c: &ArmContext, episodes: &[&Episode]) -> Value {
     let p = &c.config.provenance;
-    let completed = chrono::DateTime::parse_from_rfc3339(&p.created)
-        .ok()
-        .and_then(|t| {
-            let ms = p.wall_ms.max(0.0) as i64;
-            t.checked_add_signed(chrono::Duration::milliseconds(ms))
-        })
-        .map(|t| t.with_timezone(&chrono::Utc).to_rfc3339());
+    let completed = p.ended().map(|t| t.to_rfc3339());
     let mut usage = Map::new();
     if let Some(u) = super::sample::usage_of(episodes.iter().copied()) {
         usage.insert(c.model.clone(), u);

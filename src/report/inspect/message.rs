@@ -11,11 +11,7 @@ use crate::report::episode::Turn;
 /// One turn as Inspect's `ChatMessage`; `source` says whether it was
 /// given (`input`) or generated.
 pub(super) fn message(turn: &Turn) -> Value {
-    let role = match turn.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-    };
+    let role = turn.role.name();
     let source = match turn.role {
         Role::Assistant => "generate",
         _ => "input",

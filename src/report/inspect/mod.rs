@@ -26,11 +26,10 @@ use serde_json::Value;
 
 use super::episode::{episodes, Episode};
 use super::error::ReportError;
+use super::export::{create_dir, write_file};
 use super::metrics::Summary;
 use crate::record::{AttemptRecord, RunConfig};
 use crate::task::Task;
-use crate::util::atomic_write::write_atomically;
-use crate::util::fault::Point;
 
 /// Inspect's log formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -67,33 +66,25 @@ pub fn write_logs(
     dir: &Path,
     format: LogFormat,
 ) -> Result<Vec<PathBuf>, ReportError> {
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create_dir(dir)?;
     let mut paths = Vec::new();
     for log in arm_logs(view) {
         let (path, bytes) = match format {
-            LogFormat::Eval => (
-                dir.join(format!("{}.eval", log.file_stem)),
-                archive::eval_zip(&log.header, &log.samples, &log.summaries).map_err(|source| {
-                    ReportError::Write {
-                        path: dir.join(format!("{}.eval", log.file_stem)),
-                        source,
-                    }
-                })?,
-            ),
+            LogFormat::Eval => {
+                let path = dir.join(format!("{}.eval", log.file_stem));
+                let zip = archive::eval_zip(&log.header, &log.samples, &log.summaries);
+                let bytes = zip.map_err(|source| ReportError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+                (path, bytes)
+            }
             LogFormat::Json => (
                 dir.join(format!("{}.json", log.file_stem)),
                 json_log(&log.header, log.samples),
             ),
         };
-        write_atomically(&path, &bytes, Point::DuringSummary).map_err(|source| {
-            ReportError::Write {
-                path: path.clone(),
-                source,
-            }
-        })?;
+        write_file(&path, &bytes)?;
         paths.push(path);
     }
     Ok(paths)
