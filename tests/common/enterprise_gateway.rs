@@ -185,6 +185,25 @@ impl EnterpriseGateway {
             .collect()
     }
 
+    /// How many of the gateway's kernels have processes on host `i` now.
+    pub fn kernels_on(&self, i: usize) -> usize {
+        let needle = b"KERNEL_ID=";
+        let mut ids: Vec<Vec<u8>> = self
+            .hosts
+            .processes(i)
+            .into_iter()
+            .filter_map(|pid| fs::read(format!("/proc/{pid}/environ")).ok())
+            .filter_map(|env| {
+                env.split(|b| *b == 0)
+                    .find(|var| var.starts_with(needle))
+                    .map(<[u8]>::to_vec)
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids.len()
+    }
+
     /// The host kernel `id` runs on, if its processes are found on exactly
     /// one host.
     pub fn host_of_kernel(&self, id: &str) -> Option<usize> {

@@ -173,7 +173,7 @@ impl Hosts {
     }
 
     /// Host `i` dies: its sshd and every process in its namespace are
-    /// killed (SIGKILL). Its address stays up and refuses connections, as a
+    /// stopped together, then killed (SIGKILL). Its address stays up and refuses connections, as a
     /// rebooting host's would. Panics when something survives.
     pub fn kill_host(&mut self, i: usize) {
         let left = self.kill_all(i);
@@ -192,6 +192,22 @@ impl Hosts {
             let _ = daemon.child.wait();
         }
         let deadline = Instant::now() + KILL_TIMEOUT;
+        // Every process stopped first, so none sees another die (a
+        // launcher reporting its kernel's end): the host goes at once.
+        loop {
+            let running: Vec<i32> = self
+                .processes(i)
+                .into_iter()
+                .filter(|pid| running(*pid))
+                .collect();
+            if running.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            for pid in running {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         loop {
             let left = self.processes(i);
             if left.is_empty() || Instant::now() > deadline {
@@ -251,6 +267,16 @@ impl Drop for Hosts {
             try_ip(&["link", "del", &bridge]);
         }
     }
+}
+
+/// Whether `pid` can still run: not stopped, traced or dead (its state
+/// in `/proc/PID/stat`, after the parenthesised name).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| !matches!(state, "T" | "t" | "Z" | "X" | "x"))
+    })
 }
 
 /// The name of a slot's bridge.
