@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Subcommand;
 use retrace::pyenv::{ImageName, ImageStore, Kernelspec};
+use strum::IntoEnumIterator;
 
 use super::Failure;
 
@@ -54,7 +55,7 @@ pub async fn run(cmd: ImageCommand) -> Result<i32, Failure> {
     match cmd {
         ImageCommand::Build { which } => {
             let names: Vec<ImageName> = match which.as_str() {
-                "all" => vec![ImageName::Slim, ImageName::Fat],
+                "all" => ImageName::iter().collect(),
                 other => vec![other
                     .parse()
                     .map_err(|e: String| Failure::usage(anyhow::anyhow!(e)))?],

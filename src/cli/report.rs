@@ -29,7 +29,9 @@ pub struct ReportArgs {
 
 pub async fn run(args: ReportArgs) -> Result<i32, Failure> {
     let (summary, files) = if args.rescore {
-        let done = rescore_run(&args.dir, &run_datasets(&args.dir)?).map_err(failure)?;
+        let done = rescore_run(&args.dir, &run_datasets(&args.dir)?)
+            .await
+            .map_err(failure)?;
         if done.config.spec.policy.stop_on == StopOn::Correct {
             eprintln!(
                 "note: this run stopped on correct answers (--stop-on correct); \

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use retrace::harness::math_checker::MathChecker;
 use retrace::harness::validate::validate;
 use retrace::harness::ArmKernels;
 use retrace::kernel::Executor;
@@ -100,6 +101,7 @@ fn kind(e: &Expected) -> &'static str {
         Expected::Text { .. } => "text",
         Expected::List { .. } => "list",
         Expected::Multi { .. } => "multi",
+        Expected::Math { .. } => "math",
     }
 }
 
@@ -205,15 +207,22 @@ pub async fn run(cmd: TasksCommand) -> Result<i32, Failure> {
             });
             let mut options = limits.kernel_options();
             options.cpu_time = options.cpu_time.map(|_| reference_timeout);
+            let math = MathChecker::for_tasks(&tasks, &sandbox)
+                .await
+                .map_err(Failure::infra)?;
             let results = validate(
                 tasks,
                 Arc::new(arm),
+                math.clone(),
                 executor,
                 options,
                 reference_timeout,
                 jobs,
             )
             .await;
+            if let Some(math) = math {
+                math.close().await;
+            }
             let mut failed = 0;
             for v in &results {
                 let mark = if v.correct { "ok" } else { "FAIL" };

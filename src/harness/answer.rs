@@ -1,6 +1,24 @@
 //! The answer one round produced, as the stop rule and the checker see it.
 
+use super::math_checker::MathChecker;
 use crate::kernel::Outcome;
+use crate::task::check::math::MathVerdict;
+use crate::task::{Expected, Task};
+
+/// The symbolic checker's verdicts on `answer` when `task` expects LaTeX
+/// (`None` for other tasks, no answer, or no checker).
+pub async fn symbolic(
+    checker: Option<&MathChecker>,
+    task: &Task,
+    answer: Option<&str>,
+) -> Option<MathVerdict> {
+    match (&task.expected, checker, answer) {
+        (Expected::Math { latex }, Some(checker), Some(answer)) => {
+            Some(checker.check(latex, Some(answer)).await)
+        }
+        _ => None,
+    }
+}
 
 /// What a round's code left as its answer.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::error::HarnessError;
+use super::math_checker::MathChecker;
 use super::packages::Packages;
 use crate::kernel::{default_kernel_root, KernelSpec};
 use crate::model::ModelClient;
@@ -26,6 +27,9 @@ pub struct Arm {
     /// Compares a repair with the code it repairs, in a jail with the
     /// arm's own image.
     pub masking: Arc<MaskCheck>,
+    /// Decides LaTeX answers: the run's one symbolic checker, when its
+    /// suite has such tasks.
+    pub math: Option<Arc<MathChecker>>,
 }
 
 impl Arm {
@@ -35,6 +39,7 @@ impl Arm {
         image: Image,
         model: Arc<dyn ModelClient>,
         sandbox: &Arc<dyn Sandbox>,
+        math: Option<Arc<MathChecker>>,
     ) -> Result<Arm, HarnessError> {
         let round0_key = arm.round0_key();
         let masking = Arc::new(MaskCheck::new(
@@ -57,6 +62,7 @@ impl Arm {
             kernels,
             round0_key,
             masking,
+            math,
         })
     }
 }

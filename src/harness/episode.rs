@@ -18,11 +18,12 @@ use crate::repair::feedback::state_query;
 use crate::repair::masking::{MaskCheck, MaskError, MaskFlag, RepairPair, Unchecked};
 use crate::repair::message::{next_message, opening, FeedbackPolicy, PackageOffer, RoundContext};
 use crate::sandbox::Verdict;
+use crate::task::check::math::MathVerdict;
 use crate::task::check::Check;
 use crate::task::score::score;
 use crate::task::{Expected, Task};
 
-use super::answer::RoundAnswer;
+use super::answer::{symbolic, RoundAnswer};
 use super::arm::Arm;
 use super::error::HarnessError;
 use super::packages::Activated;
@@ -195,10 +196,21 @@ impl<'a> Episode<'a> {
             Some(pair) => Some(mask_flags(&self.arm.masking, &self.task.id, &pair).await),
             None => None,
         };
-        let (answer, scored, decision) = self.decide(round, &solved, &executed, masking);
+        let symbolic = Self::symbolic(self.arm, self.task, &executed).await;
+        let (answer, scored, decision) =
+            self.decide(round, &solved, &executed, masking, symbolic.as_ref());
         self.follow_up(&decision, round, &solved, &executed, &answer)
             .await?;
         Ok(head.attempt(prompt, solved, executed, scored, decision, elapsed()))
+    }
+
+    /// The symbolic checker's verdicts on the round's answer value, for a
+    /// task whose answer is LaTeX.
+    async fn symbolic(arm: &Arm, task: &Task, executed: &Executed) -> Option<MathVerdict> {
+        let RoundAnswer::Value { text } = executed.answer() else {
+            return None;
+        };
+        symbolic(arm.math.as_deref(), task, Some(&text)).await
     }
 
     /// Scores the round and lets the stop rule decide.
@@ -208,8 +220,9 @@ impl<'a> Episode<'a> {
         solved: &Solved,
         executed: &Executed,
         masking: Option<Masking>,
+        symbolic: Option<&MathVerdict>,
     ) -> (RoundAnswer, Scored, Decision) {
-        let (answer, scored) = self.score(executed, masking);
+        let (answer, scored) = self.score(executed, masking, symbolic);
         let turn = Turn {
             round,
             kept_answer: solved.kept_answer,
@@ -282,7 +295,9 @@ impl<'a> Episode<'a> {
         let reply = solved.reply.text.clone();
         self.conversation
             .push(Message::text(Role::Assistant, reply));
-        let (answer, scored, decision) = self.decide(0, &solved, &executed, None);
+        let symbolic = Self::symbolic(self.arm, self.task, &executed).await;
+        let (answer, scored, decision) =
+            self.decide(0, &solved, &executed, None, symbolic.as_ref());
         let kernel_lived = executed
             .outcome
             .as_ref()
@@ -379,7 +394,12 @@ impl<'a> Episode<'a> {
     /// question asks for is no answer, and the check in force stays: a
     /// multi-answer task's value that carries none of its named parts, or
     /// a masking repair's value the checker cannot read (its error message).
-    fn score(&mut self, executed: &Executed, masking: Option<Masking>) -> (RoundAnswer, Scored) {
+    fn score(
+        &mut self,
+        executed: &Executed,
+        masking: Option<Masking>,
+        symbolic: Option<&MathVerdict>,
+    ) -> (RoundAnswer, Scored) {
         let (masking, masking_unchecked) = match masking {
             Some(Ok(flags)) => (Some(flags), None),
             Some(Err(why)) => (None, Some(why)),
@@ -388,7 +408,7 @@ impl<'a> Episode<'a> {
         let mut answer = executed.answer();
         let stdout = executed.outcome.as_ref().map_or("", |o| o.stdout.as_str());
         if let RoundAnswer::Value { text } = &answer {
-            let check = score(&self.task.expected, None, Some(text), stdout);
+            let check = score(self.task, None, Some(text), stdout, symbolic);
             let multi = matches!(self.task.expected, Expected::Multi { .. });
             let unread = !check.as_ref().is_some_and(|c| c.parsed);
             let masked = masking.as_ref().is_some_and(|m| !m.is_empty());

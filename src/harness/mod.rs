@@ -8,6 +8,7 @@ mod arm;
 mod episode;
 mod error;
 pub mod journal;
+pub mod math_checker;
 pub mod packages;
 mod prepare;
 pub mod progress;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::arm::Arm;
 use super::error::{HarnessError, UsageError};
+use super::math_checker::MathChecker;
 use crate::kernel::gateway::{Gateway, GatewayConfig};
 use crate::kernel::{zygote, Executor, KernelStart};
 use crate::model::spec::Endpoint;
@@ -93,6 +94,7 @@ pub(super) async fn prepare(
     )
     .await?;
     let sandbox = executor.local_sandbox(ctx.init_binary.clone())?;
+    let math = MathChecker::for_tasks(tasks, &sandbox).await?;
     let arms = arm_specs
         .into_iter()
         .map(|arm| {
@@ -100,7 +102,7 @@ pub(super) async fn prepare(
             let image = images[at.expect("an arm's strategy is the run's")].clone();
             let key = arm.spec.model.spec.to_string();
             let (_, model) = models.iter().find(|(k, _)| *k == key).expect("built above");
-            Arm::new(arm, image, model.clone(), &sandbox)
+            Arm::new(arm, image, model.clone(), &sandbox, math.clone())
         })
         .collect::<Result<Vec<Arm>, HarnessError>>()?;
     let start = ctx.kernel_start.unwrap_or(spec.execution.kernel_start);

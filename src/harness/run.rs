@@ -210,6 +210,10 @@ impl Run {
         let started = std::time::Instant::now();
         let outcome = schedule::run_all(runner.clone(), todo, cancel).await;
         progress.finish();
+        // The arms share one symbolic checker.
+        if let Some(math) = runner.arms.iter().find_map(|a| a.math.as_ref()) {
+            math.close().await;
+        }
         let interrupted = match outcome {
             Ok(()) => false,
             Err(HarnessError::Interrupted) => true,

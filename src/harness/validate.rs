@@ -6,14 +6,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::answer::symbolic;
 use super::arm::ArmKernels;
+use super::math_checker::MathChecker;
 use super::packages::Activated;
 use crate::kernel::{ExecOptions, Executor, KernelOptions, KernelSpec};
 use crate::record::InstallStep;
 use crate::sandbox::Verdict;
 use crate::task::check::Check;
 use crate::task::score::score;
-use crate::task::Task;
+use crate::task::{Expected, Task};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Validation {
@@ -31,10 +33,14 @@ pub struct Validation {
 }
 
 /// Validates tasks in `arm`'s kernels (a `dynamic` arm installs what the
-/// references need), `jobs` at a time; results are in task order.
+/// references need), `jobs` at a time; results are in task order. A task
+/// whose answer is LaTeX is checked by `math` (the symbolic checker): its
+/// expected answer must be equivalent to itself before its reference's
+/// answer is checked.
 pub async fn validate(
     tasks: Vec<Task>,
     arm: Arc<ArmKernels>,
+    math: Option<Arc<MathChecker>>,
     executor: Executor,
     options: KernelOptions,
     timeout: Duration,
@@ -44,18 +50,22 @@ pub async fn validate(
     let mut running = tokio::task::JoinSet::new();
     let ids: Vec<String> = tasks.iter().map(|t| t.id.clone()).collect();
     for (i, task) in tasks.into_iter().enumerate() {
-        let (arm, executor, options, slots) = (
+        let (arm, executor, options, slots, math) = (
             arm.clone(),
             executor.clone(),
             options.clone(),
             slots.clone(),
+            math.clone(),
         );
         running.spawn(async move {
             let _permit = slots.acquire_owned().await;
-            (
-                i,
-                validate_one(task, &arm, &executor, options, timeout).await,
-            )
+            let v = match self_equivalent(math.as_deref(), &task).await {
+                Some(problem) => Validation::failed(&task.id, problem),
+                None => {
+                    validate_one(task, &arm, math.as_deref(), &executor, options, timeout).await
+                }
+            };
+            (i, v)
         });
     }
     let mut results: Vec<Option<Validation>> = vec![None; ids.len()];
@@ -70,22 +80,54 @@ pub async fn validate(
         .into_iter()
         .zip(ids)
         .map(|(slot, task_id)| {
-            slot.unwrap_or_else(|| Validation {
-                task_id,
-                correct: false,
-                verdict: None,
-                check: None,
-                problem: Some("the validation itself panicked on this task".into()),
-                ms: 0.0,
-                installs: Vec::new(),
+            slot.unwrap_or_else(|| {
+                Validation::failed(
+                    &task_id,
+                    "the validation itself panicked on this task".into(),
+                )
             })
         })
         .collect()
 }
 
+impl Validation {
+    fn failed(task_id: &str, problem: String) -> Validation {
+        Validation {
+            task_id: task_id.to_string(),
+            correct: false,
+            verdict: None,
+            check: None,
+            problem: Some(problem),
+            ms: 0.0,
+            installs: Vec::new(),
+        }
+    }
+}
+
+/// Why a LaTeX task's expected answer is not equivalent to itself under
+/// the checker (given as the string a model would leave), if it is not:
+/// a dataset answer the checker cannot read would score every model wrong.
+async fn self_equivalent(math: Option<&MathChecker>, task: &Task) -> Option<String> {
+    let Expected::Math { latex } = &task.expected else {
+        return None;
+    };
+    let Some(math) = math else {
+        return Some("no symbolic checker for a LaTeX answer".into());
+    };
+    let as_string = serde_json::to_string(latex).unwrap_or_default();
+    let verdict = math.check(latex, Some(&as_string)).await;
+    (!verdict.expected_parsed || !verdict.retrace.correct).then(|| {
+        format!(
+            "the expected answer `{latex}` is not equivalent to itself under the checker ({})",
+            verdict.retrace.rule
+        )
+    })
+}
+
 async fn validate_one(
     task: Task,
     arm: &ArmKernels,
+    math: Option<&MathChecker>,
     executor: &Executor,
     options: KernelOptions,
     timeout: Duration,
@@ -142,7 +184,8 @@ async fn validate_one(
         // Scored as a live round is: an answer retrace does not read (a
         // DataFrame, say) is no answer, whatever stdout holds.
         let answer = outcome.answer.as_ref().and_then(|a| a.checkable());
-        match score(&task.expected, None, answer, &outcome.stdout) {
+        let symbolic = symbolic(math, &task, answer).await;
+        match score(&task, None, answer, &outcome.stdout, symbolic.as_ref()) {
             Some(c) => {
                 v.correct = c.correct;
                 if !c.correct {

@@ -167,6 +167,7 @@ mod tests {
             reference: None,
             packages: vec![],
             tags: vec![],
+            published: None,
         }
     }
 

@@ -178,6 +178,7 @@ mod tests {
             reference: Some(reference.into()),
             packages: vec![],
             tags: vec![],
+            published: None,
         }
     }
 

@@ -157,6 +157,7 @@ fn approx_size(name: ImageName) -> u64 {
     match name {
         ImageName::Slim => 130_000_000,
         ImageName::Fat => 800_000_000,
+        ImageName::Checker => 220_000_000,
     }
 }
 

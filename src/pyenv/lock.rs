@@ -7,6 +7,7 @@ use super::PyenvError;
 
 pub(crate) const SLIM_LOCK: &str = include_str!("../../images/slim.lock");
 pub(crate) const FAT_LOCK: &str = include_str!("../../images/fat.lock");
+pub(crate) const CHECKER_LOCK: &str = include_str!("../../images/checker.lock");
 
 /// One pinned distribution, spelled as in the lock file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

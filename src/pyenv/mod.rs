@@ -88,6 +88,8 @@ pub const FAT_PACKAGES: [&str; 9] = [
 pub enum ImageName {
     Slim,
     Fat,
+    /// The symbolic answer checker's (never runs task code).
+    Checker,
 }
 
 impl ImageName {
@@ -100,6 +102,7 @@ impl ImageName {
         match self {
             ImageName::Slim => lock::SLIM_LOCK,
             ImageName::Fat => lock::FAT_LOCK,
+            ImageName::Checker => lock::CHECKER_LOCK,
         }
     }
 }
@@ -111,7 +114,7 @@ impl FromStr for ImageName {
         let wanted = s.trim().to_ascii_lowercase();
         ImageName::iter()
             .find(|n| n.as_str() == wanted)
-            .ok_or_else(|| format!("unknown image `{s}`; expected `slim` or `fat`"))
+            .ok_or_else(|| format!("unknown image `{s}`; expected `slim`, `fat` or `checker`"))
     }
 }
 
@@ -291,7 +294,7 @@ mod tests {
         }
         assert_eq!("FAT".parse::<ImageName>().unwrap(), ImageName::Fat);
         let err = "big".parse::<ImageName>().unwrap_err();
-        assert!(err.contains("`slim` or `fat`"), "{err}");
+        assert!(err.contains("`slim`, `fat` or `checker`"), "{err}");
     }
 
     #[test]

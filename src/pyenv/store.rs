@@ -291,13 +291,14 @@ mod tests {
     }
 
     #[test]
-    fn list_on_empty_home_shows_both_unbuilt() {
+    fn list_on_empty_home_shows_every_image_unbuilt() {
         let home = tempfile::tempdir().unwrap();
         let store = store(&home.path().join("does-not-exist-yet"));
         let list = store.list();
-        assert_eq!(list.len(), 2);
+        assert_eq!(list.len(), 3);
         assert_eq!(list[0].name, ImageName::Slim);
         assert_eq!(list[1].name, ImageName::Fat);
+        assert_eq!(list[2].name, ImageName::Checker);
         for info in &list {
             assert!(!info.built);
             assert_eq!(info.size_bytes, None);
@@ -357,10 +358,10 @@ mod tests {
         let store = store(home.path());
         fs::create_dir_all(store.images_dir().join("fat-notahash")).unwrap();
         let list = store.list();
-        assert_eq!(list.len(), 3, "{list:#?}");
-        assert_eq!(list[2].path, old_dir);
-        assert!(list[2].built);
-        assert_eq!(list[2].python_version.as_deref(), Some("3.10.1"));
+        assert_eq!(list.len(), 4, "{list:#?}");
+        assert_eq!(list[3].path, old_dir);
+        assert!(list[3].built);
+        assert_eq!(list[3].python_version.as_deref(), Some("3.10.1"));
     }
 
     #[test]

@@ -235,6 +235,7 @@ pub fn expected_text(e: &Expected) -> String {
         Expected::Number { exact: Some(x), .. } => x.clone(),
         Expected::Number { value, .. } => format!("{value}"),
         Expected::Text { value, .. } => format!("{value:?}"),
+        Expected::Math { latex } => latex.clone(),
         Expected::List {
             values, ordered, ..
         } => {

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::metrics::summarize;
 use crate::record::{AttemptRecord, RunConfig};
 use crate::task::check::Check;
-use crate::task::score::score;
-use crate::task::Task;
+use crate::task::score::{score, Symbolic};
+use crate::task::{Expected, Task};
 
 /// The journal re-scored, and what changed.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,11 +48,37 @@ pub struct Flip {
     pub now_correct: bool,
 }
 
+/// The (expected LaTeX, answer) pairs a re-score of `records` against
+/// `tasks` asks the symbolic checker, each once.
+pub fn symbolic_pairs(records: &[AttemptRecord], tasks: &[Task]) -> Vec<(String, String)> {
+    let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
+    let mut pairs: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| r.answered)
+        .filter_map(|r| {
+            let answer = r.outcome.as_ref()?.answer.as_ref()?;
+            match &by_id.get(r.task_id.as_str())?.expected {
+                Expected::Math { latex } => Some((latex.clone(), answer.value.clone())),
+                _ => None,
+            }
+        })
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
 /// Checks every round's answer again against `tasks` with the episode's
 /// own scorer ([`score`]): a round whose code produced an answer value gets
 /// a new check of that value (and its stdout); a round without one carries
-/// the check in force before it.
-pub fn rescore(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) -> Rescored {
+/// the check in force before it. LaTeX answers take the symbolic checker's
+/// verdicts from `symbolic` (asked beforehand, [`to_check`]).
+pub fn rescore(
+    config: &RunConfig,
+    records: &[AttemptRecord],
+    tasks: &[Task],
+    symbolic: &Symbolic,
+) -> Rescored {
     let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let mut out = records.to_vec();
     // Each arm's task, its records' indices in round order.
@@ -83,7 +109,11 @@ pub fn rescore(config: &RunConfig, records: &[AttemptRecord], tasks: &[Task]) ->
             carried = match (rec.answered, value) {
                 (true, Some(a)) => {
                     let stdout = rec.outcome.as_ref().map_or("", |o| o.stdout.as_str());
-                    score(&task.expected, carried.as_ref(), Some(&a.value), stdout)
+                    let verdict = match &task.expected {
+                        Expected::Math { latex } => symbolic.get(&(latex.clone(), a.value.clone())),
+                        _ => None,
+                    };
+                    score(task, carried.as_ref(), Some(&a.value), stdout, verdict)
                 }
                 // An answered round always records its value; should one
                 // not, its old check is the best there is.
@@ -176,7 +206,7 @@ mod tests {
         let mut records = a;
         records.extend(b);
         let tasks = [number("a", 1.0), number("b", 3.0)];
-        let out = rescore(&cfg, &records, &tasks);
+        let out = rescore(&cfg, &records, &tasks, &Symbolic::new());
         let correct: Vec<(&str, u32, bool, bool)> = out
             .records
             .iter()
@@ -324,7 +354,7 @@ mod tests {
             records.extend(rs);
             tasks.push(number(id, expected));
         }
-        let out = rescore(&config(&ids, 0, s), &records, &tasks);
+        let out = rescore(&config(&ids, 0, s), &records, &tasks, &Symbolic::new());
         for ((id, value, _, _, _, rule), r) in answers.iter().zip(&out.records) {
             assert_eq!(r.task_id, *id);
             assert_eq!(r.check.as_ref().unwrap().rule, *rule, "{value}");
@@ -364,11 +394,22 @@ mod tests {
         let mut records = answering(task("a", &[R::Raised("E"), R::Right], s, k), "1");
         // The journal's checks as the checker would give them.
         let tasks = [number("a", 1.0)];
-        records = rescore(&config(&["a", "gone"], k, s), &records, &tasks).records;
+        records = rescore(
+            &config(&["a", "gone"], k, s),
+            &records,
+            &tasks,
+            &Symbolic::new(),
+        )
+        .records;
         let mut gone = answering(task("gone", &[R::Right], s, k), "7");
         gone[0].check.as_mut().unwrap().rule = "old".into();
         records.extend(gone.clone());
-        let out = rescore(&config(&["a", "gone"], k, s), &records, &tasks);
+        let out = rescore(
+            &config(&["a", "gone"], k, s),
+            &records,
+            &tasks,
+            &Symbolic::new(),
+        );
         assert_eq!(out.records, records);
         assert_eq!(out.changes.records_changed, 0);
         assert!(out.changes.flipped.is_empty());
@@ -385,7 +426,7 @@ mod tests {
             .iter()
             .map(|id| number(id, if *id == "c" { 5.0 } else { 0.0 }))
             .collect();
-        let out = rescore(&cfg, &records, &tasks);
+        let out = rescore(&cfg, &records, &tasks, &Symbolic::new());
         // Only c's answers are right now, in both arms.
         for r in &out.records {
             assert_eq!(r.correct, r.task_id == "c" && r.answered, "{r:?}");

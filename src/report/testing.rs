@@ -73,6 +73,7 @@ pub fn checked(correct: bool) -> Check {
         rule: "number:abs_tol".into(),
         tolerance: Some(1e-6),
         parts: Vec::new(),
+        published: Default::default(),
     }
 }
 
@@ -272,5 +273,6 @@ pub fn number(id: &str, value: f64) -> crate::task::Task {
         reference: None,
         packages: Vec::new(),
         tags: Vec::new(),
+        published: None,
     }
 }

@@ -30,6 +30,26 @@ pub struct Task {
     pub packages: Vec<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The scoring rule the dataset's publishers ship, applied beside
+    /// retrace's own (`None`: the dataset has none, or it is implied by
+    /// the answer's type, as MATH's checkers are by [`Expected::Math`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<Published>,
+}
+
+/// A dataset's own published scoring rule (docs/math-checking.md,
+/// "Published rules").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum Published {
+    /// GSM8K as lm-evaluation-harness scores it: the reference's `#### n`
+    /// text and the answer, with `,`, `$` and a final `.` removed, equal as
+    /// strings.
+    Gsm8k { answer: String },
+    /// InfiAgent-DABench's closed-form evaluation: every `@name[value]`
+    /// part tagged in the answer or output, each equal as a string or
+    /// within 1e-6 as numbers.
+    Dabench,
 }
 
 /// The expected answer and how to compare with it.
@@ -67,6 +87,10 @@ pub enum Expected {
     /// Several named answers, written `@name[value]` (DABench style),
     /// scored per sub-answer and as all-correct.
     Multi { answers: BTreeMap<String, Expected> },
+    /// A competition-math answer in LaTeX (`\frac{14}{3}`, `3\sqrt{13}`,
+    /// `\left( 3, \frac{\pi}{2} \right)`), decided by the symbolic
+    /// checker in a kernel of its own (docs/math-checking.md).
+    Math { latex: String },
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -38,9 +38,11 @@ use retrace::sandbox::{Confined, Sandbox};
 pub fn image(name: ImageName) -> Image {
     static FAT: OnceLock<Image> = OnceLock::new();
     static SLIM: OnceLock<Image> = OnceLock::new();
+    static CHECKER: OnceLock<Image> = OnceLock::new();
     let cell = match name {
         ImageName::Fat => &FAT,
         ImageName::Slim => &SLIM,
+        ImageName::Checker => &CHECKER,
     };
     cell.get_or_init(|| {
         ImageStore::from_env()

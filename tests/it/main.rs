@@ -44,6 +44,7 @@ mod kernel_restart;
 mod kernel_session;
 mod kernel_text;
 mod local_model;
+mod math_checker;
 mod pyenv_image;
 mod repair_masking;
 mod report_html;

@@ -43,6 +43,7 @@ fn task(id: &str, question: &str, reference: Option<&str>, expected: Expected) -
         reference: reference.map(str::to_string),
         packages: vec![],
         tags: vec![],
+        published: None,
     }
 }
 

@@ -85,7 +85,7 @@ fn wrong_single(expected: &Expected) -> Option<Spelled> {
         Expected::List {
             values, ordered, ..
         } => lists(values, *ordered),
-        Expected::Multi { .. } => return None,
+        Expected::Multi { .. } | Expected::Math { .. } => return None,
     };
     candidates.into_iter().find(|c| {
         let verdict = check(expected, Some(&c.python), "");

@@ -183,6 +183,7 @@ pub(super) fn check_multi(
         rule: format!("multi:{n_correct}/{}", parts.len()),
         tolerance: None,
         parts,
+        published: Default::default(),
     }
 }
 

@@ -15,7 +15,7 @@ use super::files::resolve_file;
 use super::lines::json_lines;
 use super::skipped::{line_id, Skipped};
 use super::{Ctx, LineError, LineResult};
-use crate::task::{Expected, Task, TaskError};
+use crate::task::{Expected, Published, Task, TaskError};
 
 /// Labels by task id: the answer pairs and where they were read.
 type LabelsById = HashMap<String, (Value, PathBuf, usize)>;
@@ -77,6 +77,7 @@ pub(super) fn dabench_task(ctx: &mut Ctx, obj: &Map<String, Value>) -> Result<Ta
             })?
         }
     };
+    let multi = matches!(expected, Expected::Multi { .. });
 
     let mut tags = string_list(obj, "concepts")?;
     if let Some(level) = obj.get("level").and_then(Value::as_str) {
@@ -91,6 +92,7 @@ pub(super) fn dabench_task(ctx: &mut Ctx, obj: &Map<String, Value>) -> Result<Ta
         reference: None,
         packages: string_list(obj, "packages")?,
         tags,
+        published: multi.then_some(Published::Dabench),
     })
 }
 

@@ -7,7 +7,7 @@ use super::fields::{
     dataset_number, json_number_expected, kind, numeral_expected, opt_id, req_str, string_list,
 };
 use super::{Ctx, LineResult};
-use crate::task::Task;
+use crate::task::{Published, Task};
 
 /// Tolerance for GSM8K-style answers.
 pub const GSM_ABS_TOL: f64 = 1e-3;
@@ -15,6 +15,7 @@ pub const GSM_ABS_TOL: f64 = 1e-3;
 /// GSM8K: `{"question": .., "answer": "...\n#### 72"}`.
 pub(super) fn gsm(ctx: &Ctx, obj: &Map<String, Value>, line: usize) -> LineResult<Task> {
     let question = req_str(obj, "question")?;
+    let mut published = None;
     let expected = match obj.get("answer") {
         Some(Value::String(answer)) => {
             let last = answer
@@ -25,6 +26,9 @@ pub(super) fn gsm(ctx: &Ctx, obj: &Map<String, Value>, line: usize) -> LineResul
                 .ok_or("answer has no `#### <number>` line")?
                 .trim();
             let n = dataset_number(last).ok_or_else(|| format!("`#### {last}` is not a number"))?;
+            published = Some(Published::Gsm8k {
+                answer: last.to_string(),
+            });
             numeral_expected(&n, GSM_ABS_TOL)?
         }
         Some(Value::Number(n)) => json_number_expected(n, GSM_ABS_TOL)?,
@@ -44,6 +48,7 @@ pub(super) fn gsm(ctx: &Ctx, obj: &Map<String, Value>, line: usize) -> LineResul
         reference: None,
         packages: string_list(obj, "packages")?,
         tags: string_list(obj, "tags")?,
+        published,
     })
 }
 
@@ -72,6 +77,7 @@ pub(super) fn pal(ctx: &Ctx, obj: &Map<String, Value>, line: usize) -> LineResul
         reference: obj.get("code").and_then(Value::as_str).map(str::to_string),
         packages: Vec::new(),
         tags: string_list(obj, "tags")?,
+        published: None,
     })
 }
 

@@ -257,3 +257,44 @@ mod suite_tests {
         );
     }
 }
+
+/// Whether `path` names a JSON suite file: one record (the original MATH
+/// release's one problem per file) or an array of records.
+pub(super) fn is_json(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == "json")
+}
+
+/// The records of a `.json` suite file: the object it holds as record 1,
+/// or each element of the array it holds, numbered from 1. Opened and
+/// bounded as any suite file.
+pub(super) fn json_records(path: &Path) -> Result<Vec<Numbered>, TaskError> {
+    use std::io::Read;
+    let file_error = |message: String| TaskError::File {
+        file: path.to_path_buf(),
+        message,
+    };
+    let mut file = open_suite_file(path).map_err(|e| {
+        file_error(match e {
+            InputFileError::Io(e) => format!("cannot read: {e}"),
+            refused => format!("refused: {refused}"),
+        })
+    })?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| file_error(format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        file_error(format!(
+            "invalid UTF-8 at byte {}",
+            e.utf8_error().valid_up_to() + 1
+        ))
+    })?;
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Array(items)) => Ok(items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| Ok((i + 1, item.to_string())))
+            .collect()),
+        // An object, or JSON the line loader names the fault of.
+        _ => Ok(vec![Ok((1, text))]),
+    }
+}

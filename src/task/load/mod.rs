@@ -30,6 +30,7 @@ mod fields;
 mod files;
 mod gsm;
 mod lines;
+mod math;
 mod native;
 mod parquet_rows;
 mod sample;
@@ -54,7 +55,8 @@ use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 use dabench::{dabench_task, is_labels_file};
 use fields::{field_list, json_object};
 use gsm::{gsm, pal};
-use lines::{json_lines, Numbered};
+use lines::{is_json, json_lines, json_records, Numbered};
+use math::{is_math, math_task};
 use native::native;
 use parquet_rows::{is_parquet, parquet_rows};
 
@@ -207,6 +209,7 @@ fn suite_files(
     let looks_like_path = name_or_path.contains(['/', '\\'])
         || name_or_path.starts_with('.')
         || name_or_path.ends_with(".jsonl")
+        || name_or_path.ends_with(".json")
         || name_or_path.ends_with(".parquet");
     if looks_like_path {
         return Err(TaskError::File {
@@ -240,7 +243,7 @@ fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
         }
         !out
     };
-    let mut out = Vec::new();
+    let (mut out, mut json) = (Vec::new(), Vec::new());
     // Links inside the folder are followed (walkdir also stops at loops).
     let walk = WalkDir::new(dir).follow_links(true).sort_by_file_name();
     for entry in walk.into_iter().filter_entry(keep) {
@@ -262,7 +265,15 @@ fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
         let dataset = path.extension().is_some_and(|x| x == "jsonl") || is_parquet(&path);
         if dataset && !is_labels_file(&path) {
             out.push(path);
+        } else if is_json(&path) {
+            json.push(path);
         }
+    }
+    // `.json` files are the suite only in a folder of nothing else (the
+    // original MATH release: one problem per file); beside JSONL or
+    // Parquet they are task data.
+    if out.is_empty() {
+        out = json;
     }
     if let Some(link) = outside.into_inner() {
         return Err(TaskError::File {
@@ -276,7 +287,7 @@ fn jsonl_under(dir: &Path) -> Result<Vec<PathBuf>, TaskError> {
     if out.is_empty() {
         return Err(TaskError::File {
             file: dir.to_path_buf(),
-            message: "no .jsonl or .parquet files in this directory".into(),
+            message: "no .jsonl, .parquet or .json files in this directory".into(),
         });
     }
     Ok(out)
@@ -321,6 +332,8 @@ fn load_located(
     // A Parquet file's rows are read as the lines of its JSONL twin.
     let lines: Box<dyn Iterator<Item = Numbered>> = if is_parquet(path) {
         Box::new(parquet_rows(path)?.into_iter())
+    } else if is_json(path) {
+        Box::new(json_records(path)?.into_iter())
     } else {
         Box::new(json_lines(path)?)
     };
@@ -421,6 +434,9 @@ fn parse_line(ctx: &mut Ctx, text: &str, line: usize) -> Result<Task, LineError>
     if dabench {
         return dabench_task(ctx, &obj);
     }
+    if is_math(&obj) {
+        return Ok(math_task(ctx, &obj, line)?);
+    }
     if obj.contains_key("answer") {
         return Ok(gsm(ctx, &obj, line)?);
     }
@@ -434,8 +450,9 @@ fn parse_line(ctx: &mut Ctx, text: &str, line: usize) -> Result<Task, LineError>
     };
     Err(format!(
         "missing {field} `expected` (a {record} is a native task with `id`, `question`, `expected`; \
-         GSM8K-style with `question` and an `answer` ending in `#### <number>`; or DABench-style \
-         with `id`, `question`, `format`, `file_name`); found {field}s: {}",
+         GSM8K-style with `question` and an `answer` ending in `#### <number>`; MATH-style with \
+         `problem` and `answer` or `solution`; or DABench-style with `id`, `question`, `format`, \
+         `file_name`); found {field}s: {}",
         field_list(&obj)
     )
     .into())

@@ -102,6 +102,7 @@ mod tests {
                 } else {
                     Vec::new()
                 },
+                published: None,
             })
             .collect()
     }
