@@ -559,3 +559,274 @@ async fn state_inspection_times_out_behind_a_busy_kernel() {
     assert_eq!(o.stdout, "alive\n");
     k.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sympy_expressions_are_read_as_their_srepr() {
+    if common::lacks_root() {
+        return;
+    }
+    let mut k = kernel().await;
+    let o = k
+        .execute(
+            "import sympy as sp\nfrom sympy import *\nx = sp.Symbol('x')",
+            &opts(60),
+        )
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    // Text only: a tree has no JSON value.
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "answer = 3*sqrt(13)",
+            "Mul(Integer(3), Pow(Integer(13), Rational(1, 2)))",
+            "sympy.core.mul.Mul",
+        ),
+        ("answer = pi/2", "Mul(Rational(1, 2), pi)", "sympy.core.mul.Mul"),
+        (
+            "answer = -Rational(14, 3)*pi",
+            "Mul(Integer(-1), Rational(14, 3), pi)",
+            "sympy.core.mul.Mul",
+        ),
+        ("answer = x", "Symbol('x')", "sympy.core.symbol.Symbol"),
+        (
+            "answer = Symbol('n', positive=True)",
+            "Symbol('n', positive=True)",
+            "sympy.core.symbol.Symbol",
+        ),
+        (
+            "answer = Interval(0, 1, True, False)",
+            "Interval(Integer(0), Integer(1), true, false)",
+            "sympy.sets.sets.Interval",
+        ),
+        (
+            "answer = FiniteSet(1, 2)",
+            "FiniteSet(Integer(1), Integer(2))",
+            "sympy.sets.sets.FiniteSet",
+        ),
+        (
+            "answer = Eq(x, 5)",
+            "Equality(Symbol('x'), Integer(5))",
+            "sympy.core.relational.Equality",
+        ),
+        (
+            "answer = Tuple(3, pi/2)",
+            "Tuple(Integer(3), Mul(Rational(1, 2), pi))",
+            "sympy.core.containers.Tuple",
+        ),
+        (
+            "answer = ImmutableMatrix([[1, 2], [3, 4]])",
+            "ImmutableDenseMatrix([[Integer(1), Integer(2)], [Integer(3), Integer(4)]])",
+            "sympy.matrices.immutable.ImmutableDenseMatrix",
+        ),
+        (
+            "answer = Matrix([[1, 2], [3, 4]])",
+            "MutableDenseMatrix([[Integer(1), Integer(2)], [Integer(3), Integer(4)]])",
+            "sympy.matrices.dense.MutableDenseMatrix",
+        ),
+        (
+            "answer = Matrix([[Rational(1, 2), sqrt(2)], [x, 2.5]])",
+            "MutableDenseMatrix([[Rational(1, 2), Pow(Integer(2), Rational(1, 2))], [Symbol('x'), Float('2.5', precision=53)]])",
+            "sympy.matrices.dense.MutableDenseMatrix",
+        ),
+        // The terms of an Add in the order sympy keeps them (`args`).
+        (
+            "answer = sqrt(2) + I",
+            "Add(I, Pow(Integer(2), Rational(1, 2)))",
+            "sympy.core.add.Add",
+        ),
+        ("answer = oo", "oo", "sympy.core.numbers.Infinity"),
+        ("answer = S.EmptySet", "EmptySet", "sympy.sets.sets.EmptySet"),
+    ];
+    for (code, text, type_name) in cases {
+        let a = answer_of(&mut k, code).await;
+        assert_eq!(a.unsupported, None, "{code}: {a:?}");
+        assert_eq!(a.value, *text, "{code}");
+        assert_eq!(a.json, Some(json!(null)), "{code}");
+        assert_eq!(a.type_name.as_deref(), Some(*type_name), "{code}");
+        assert_eq!(a.rule, AnswerRule::AnswerVariable);
+    }
+    // Inside plain containers, through the usual recursion.
+    let a = answer_of(&mut k, "answer = (3, pi/2)").await;
+    assert_eq!(a.value, "(3, Mul(Rational(1, 2), pi))");
+    assert_eq!(a.json, Some(json!([3, null])));
+    let a = answer_of(&mut k, "answer = {'r': sqrt(2), 'n': Integer(4)}").await;
+    assert_eq!(a.value, "{'r': Pow(Integer(2), Rational(1, 2)), 'n': 4}");
+    // A number alone stays a plain number, singletons included.
+    for (code, text, value) in [
+        ("answer = Rational(14, 3)", "14/3", json!(14.0 / 3.0)),
+        ("answer = Rational(1, 2)", "1/2", json!(0.5)),
+        ("answer = Integer(1)", "1", json!(1)),
+        ("answer = Integer(0)", "0", json!(0)),
+        ("answer = Integer(-1)", "-1", json!(-1)),
+    ] {
+        let a = answer_of(&mut k, code).await;
+        assert_eq!(
+            (a.value.as_str(), a.json.as_ref()),
+            (text, Some(&value)),
+            "{code}"
+        );
+    }
+    // The last expression's value is read the same way.
+    let o = k.execute("sqrt(8)", &opts(10)).await;
+    let a = o.answer.unwrap();
+    assert_eq!(a.rule, AnswerRule::LastResult);
+    assert_eq!(a.value, "Mul(Integer(2), Pow(Integer(2), Rational(1, 2)))");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sympy_trees_match_sympys_own_srepr() {
+    if common::lacks_root() {
+        return;
+    }
+    let mut k = kernel().await;
+    let exprs = [
+        "3*sqrt(13)",
+        "-3*sqrt(2)/2",
+        "pi/2",
+        "2*pi/3",
+        "Rational(5, 2)*x**2",
+        "exp(2)",
+        "log(3)/2",
+        "Interval.Ropen(0, oo)",
+        "Union(Interval(0, 1), Interval(2, 3))",
+        "FiniteSet(-1, Rational(1, 2), 3)",
+        "Eq(x, 5)",
+        "Ne(x, 1)",
+        "And(x > 1, x < 2)",
+        "Tuple(3, pi/2)",
+        "ImmutableMatrix([[1, 2], [3, 4]])",
+        "Matrix([[1, x], [sqrt(3), -2]])",
+        "Matrix(0, 3, [])",
+        "Float(2.5)*x",
+        "Float(-0.1)*x",
+        "Float('0.1', 30)*x",
+        "Float(1e300)*x",
+        "Abs(x) + 1",
+        "sin(x)",
+        "Lambda(x, x**2)",
+        "Piecewise((x, x > 0), (0, True))",
+        "Integral(x, (x, 0, 1))",
+        "ImageSet(Lambda(x, x**2), S.Integers)",
+        "-oo*x",
+        "S.Reals",
+        "zoo",
+        "E + EulerGamma",
+    ];
+    let o = k
+        .execute(
+            &format!(
+                "import sympy as sp\nfrom sympy import *\nx = sp.Symbol('x')\nexprs = [{}]\n\
+                 ns = dict(sp.__dict__, ExprCondPair=sp.functions.elementary.piecewise.ExprCondPair)",
+                exprs.join(", ")
+            ),
+            &opts(60),
+        )
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    let mut same = 0;
+    for (i, e) in exprs.iter().enumerate() {
+        let a = answer_of(&mut k, &format!("answer = exprs[{i}]")).await;
+        assert_eq!(a.unsupported, None, "{e}: {a:?}");
+        let o = k
+            .execute(
+                &format!(
+                    "text = {:?}\nprint(sp.srepr(exprs[{i}]) == text, eval(text, ns) == exprs[{i}], sp.srepr(exprs[{i}]))",
+                    a.value
+                ),
+                &opts(20),
+            )
+            .await;
+        // Every text is sympy code for the same expression...
+        assert!(
+            o.stdout.contains(" True "),
+            "{e}: {} vs {}",
+            a.value,
+            o.stdout
+        );
+        if o.stdout.starts_with("True ") {
+            same += 1;
+        } else {
+            // ... and where srepr differs, only in the order it prints an
+            // Add's terms in.
+            assert!(a.value.contains("Add("), "{e}: {} vs {}", a.value, o.stdout);
+        }
+    }
+    assert!(same >= exprs.len() - 2, "{same} of {}", exprs.len());
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_sympy_values_are_unsupported_without_running_their_code() {
+    if common::lacks_root() {
+        return;
+    }
+    let mut k = kernel().await;
+    let o = k
+        .execute(
+            "import sympy as sp\nx = sp.Symbol('x')\n\
+             class Hostile(sp.Expr):\n    def __repr__(self):\n        print('RAN')\n        while True: pass\n    __str__ = __repr__\n    def _sympyrepr(self, p):\n        print('RAN')\n        while True: pass\n\
+             class Disguised(sp.Symbol):\n    def __new__(cls):\n        return sp.Symbol.__new__(cls, 'y')\n    def __repr__(self):\n        print('RAN')\n        while True: pass",
+            &opts(60),
+        )
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    let started = std::time::Instant::now();
+    for (code, type_name) in [
+        ("answer = Hostile()", "__main__.Hostile"),
+        (
+            "answer = sp.Add(x, Hostile(), evaluate=False)",
+            "__main__.Hostile",
+        ),
+        ("answer = (1, sp.pi, Hostile())", "__main__.Hostile"),
+        ("answer = Disguised()", "__main__.Disguised"),
+        ("answer = sp.Tuple(1, Disguised())", "__main__.Disguised"),
+    ] {
+        let o = k.execute(code, &opts(10)).await;
+        assert_eq!(o.verdict, Verdict::Ok, "{code}: {o:?}");
+        assert!(!o.stdout.contains("RAN"), "{code}: {o:?}");
+        let a = o.answer.unwrap();
+        let (t, reason) = unsupported(&a);
+        assert_eq!(t, type_name, "{code}");
+        assert!(reason.contains("not a plain value"), "{code}: {reason}");
+    }
+    // An `_args` replaced by something that is not a tuple is not read.
+    let o = k
+        .execute(
+            "e = x + 1\nsaved = sp.Basic.__dict__['_args']\n\
+             sp.Basic._args = property(lambda self: print('RAN') or ())\nanswer = e",
+            &opts(10),
+        )
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    assert!(!o.stdout.contains("RAN"), "{o:?}");
+    let a = o.answer.unwrap();
+    assert_eq!(unsupported(&a).0, "sympy.core.add.Add");
+    let a = answer_of(&mut k, "sp.Basic._args = saved\nanswer = e").await;
+    assert_eq!(a.value, "Add(Integer(1), Symbol('x'))");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    // A huge tree (2**20 nodes, shared) and a deep one are refused promptly.
+    let o = k
+        .execute(
+            "e = x\nfor _ in range(20):\n    e = sp.Add(e, e, evaluate=False)\nhuge = e\n\
+             e = x\nfor _ in range(100000):\n    e = sp.Pow(e, 2, evaluate=False)\ndeep = e",
+            &opts(60),
+        )
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    let started = std::time::Instant::now();
+    let a = answer_of(&mut k, "answer = huge").await;
+    assert!(unsupported(&a).1.starts_with("too large"), "{a:?}");
+    let a = answer_of(&mut k, "answer = deep").await;
+    assert!(unsupported(&a).1.contains("nested deeper"), "{a:?}");
+    let a = answer_of(&mut k, "answer = [deep]").await;
+    assert!(unsupported(&a).1.contains("nested deeper"), "{a:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let a = answer_of(&mut k, "answer = sp.sqrt(2)").await;
+    assert_eq!(a.value, "Pow(Integer(2), Rational(1, 2))");
+    k.shutdown().await;
+}

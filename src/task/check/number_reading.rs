@@ -82,7 +82,27 @@ pub(super) fn read_number(answer: &str) -> Reading {
         }
         _ => {}
     }
+    if holds_sympy_numbers(&s) {
+        // A sympy expression as the kernel reads it (srepr text: `Mul(
+        // Integer(3), Pow(Integer(13), Rational(1, 2)))`): its leaves are
+        // parts of an expression, never the answer's number.
+        return Reading::Unparsed;
+    }
     read_text(&s)
+}
+
+/// Whether `text` holds a sympy number in srepr form (`Integer(3)`,
+/// `Rational(1, 2)`, `Float('2.5', precision=53)`) that is not the whole
+/// text.
+fn holds_sympy_numbers(text: &str) -> bool {
+    ["Integer(", "Rational(", "Float("].iter().any(|call| {
+        text.match_indices(call).any(|(at, _)| {
+            !text[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+        })
+    })
 }
 
 fn read(text: String, num: Num, found: Found) -> Reading {
@@ -381,6 +401,7 @@ mod tests {
             ("= 14 apples and 2 pears", None, "number:ambiguous"),
             ("2**10", None, "number:unparsed"),
             ("sqrt(2)", None, "number:unparsed"),
+            ("Mul(Rational(1, 2), pi)", None, "number:unparsed"),
             ("dtype: float64", None, "number:unparsed"),
             ("seven", None, "number:unparsed"),
             ("1,23", None, "number:unparsed"),
