@@ -15,7 +15,7 @@ use std::process::Command;
 
 /// The suites the binary carries: their task files and data, not the
 /// scripts that generated them.
-const SUITES: [&str; 3] = ["math", "tabular", "packages"];
+const SUITES: [&str; 4] = ["math", "tabular", "packages", "competition"];
 /// The hostile corpus: its case files only.
 const CORPUS: &str = "hostile";
 

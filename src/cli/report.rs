@@ -131,6 +131,9 @@ fn print_accuracy(s: &Summary) {
             arm.header.tasks,
             arm.accuracy_line()
         );
+        for line in arm.published_lines() {
+            println!("[{}] {line}", terminal::line(&arm.header.strategy));
+        }
     }
 }
 

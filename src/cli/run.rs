@@ -518,6 +518,9 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
 
 fn print_arm(s: &report::ArmSummary) {
     println!("{} tasks: {}", s.header.tasks, s.accuracy_line());
+    for line in s.published_lines() {
+        println!("{line}");
+    }
     println!(
         "recovery {}  regression {}  kill rate {}  infra errors {}",
         report::percent(s.answers.recovery_rate.as_ref()),

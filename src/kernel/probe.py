@@ -864,6 +864,22 @@ def _encode(x, depth, b, path):
         else:
             text = "[" + body + "]"
         return (text, "[" + _str_join(",", jsons) + "]")
+    if t is _set or t is _frozenset:
+        # Unordered: the elements' texts sorted, so one set reads one way.
+        if depth >= MAX_DEPTH:
+            raise _Unsupported(type_name(t), "nested deeper than %d levels" % MAX_DEPTH)
+        if _len(x) > MAX_ITEMS:
+            raise _Unsupported(type_name(t), "too large: more than %d elements" % MAX_ITEMS)
+        _tick(b, 2, path, t)
+        pairs = []
+        for item in x:
+            _list_append(pairs, _encode(item, depth + 1, b, path + "{}"))
+        pairs = _sorted(pairs)
+        texts = [a for a, _ in pairs]
+        jsons = [j for _, j in pairs]
+        if not texts:
+            return ("set()", "[]")
+        return ("{" + _str_join(", ", texts) + "}", "[" + _str_join(",", jsons) + "]")
     if t is _dict:
         if depth >= MAX_DEPTH:
             raise _Unsupported("dict", "nested deeper than %d levels" % MAX_DEPTH)

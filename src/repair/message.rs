@@ -9,7 +9,8 @@ use crate::kernel::{Outcome, StateView};
 use crate::model::{Message, Part, Role};
 use crate::pyenv::{Strategy, FAT_PACKAGES};
 use crate::sandbox::SandboxLimits;
-use crate::task::Task;
+use crate::task::check::math;
+use crate::task::{Expected, Task};
 
 use super::feedback::{error_feedback, FeedbackKind, FeedbackMode};
 use super::prompt::{
@@ -75,10 +76,14 @@ pub fn opening(
     offer: PackageOffer,
 ) -> Result<[Message; 2], PromptError> {
     let system = templates.render(TemplateName::System, &[("packages_policy", offer.policy())])?;
+    let question = match task.expected {
+        Expected::Math { .. } => format!("{}\n\n{}", task.question, math::ANSWER_FORM),
+        _ => task.question.clone(),
+    };
     let user = templates.render(
         TemplateName::Task,
         &[
-            ("question", task.question.as_str()),
+            ("question", question.as_str()),
             ("files", describe_task_files(task).as_str()),
             ("packages", offer.list().as_str()),
         ],

@@ -27,10 +27,121 @@ pub(super) fn tables(s: &Summary) -> Vec<Table> {
         transitions(&arms),
         failure_classes(&arms, s.header.rounds),
         repeated(&arms),
+        published(&arms),
+        differing(&arms),
+        by_tag(&arms),
     ]
     .into_iter()
     .filter(|t| !t.rows.is_empty())
     .collect()
+}
+
+/// Acc@0 and Acc@K of the tasks with each tag.
+fn by_tag(arms: &[&ArmSummary]) -> Table {
+    let mut rows = Vec::new();
+    for a in arms {
+        for (tag, g) in &a.answers.accuracy_by_tag {
+            let p = |r: Option<&crate::report::stats::Rate>| {
+                r.map_or_else(|| "-".into(), |x| pct(x.value))
+            };
+            rows.push(vec![
+                name(a),
+                tag.clone(),
+                g.tasks.to_string(),
+                p(g.round0.as_ref()),
+                p(g.final_round.as_ref()),
+            ]);
+        }
+    }
+    Table {
+        title: "Accuracy by tag".into(),
+        note: "Over the tasks with each tag (a MATH task's subject and level, a DABench concept).",
+        head: ["arm", "tag", "tasks", "Acc@0", "Acc@K"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    }
+}
+
+/// Acc@0 and Acc@K under each dataset's published rule beside retrace's
+/// on the same tasks.
+fn published(arms: &[&ArmSummary]) -> Table {
+    let mut rows = Vec::new();
+    for a in arms {
+        for (rule, p) in &a.answers.published_rules {
+            let at = |v: &[crate::report::stats::Rate], r: usize| {
+                v.get(r).map_or_else(|| "-".into(), |x| pct(x.value))
+            };
+            let k = p.accuracy_by_round.len().saturating_sub(1);
+            rows.push(vec![
+                name(a),
+                rule.clone(),
+                p.tasks.to_string(),
+                at(&p.retrace_by_round, 0),
+                at(&p.accuracy_by_round, 0),
+                at(&p.retrace_by_round, k),
+                at(&p.accuracy_by_round, k),
+                p.differing.len().to_string(),
+            ]);
+        }
+    }
+    Table {
+        title: "Accuracy under the datasets' published rules".into(),
+        note: "The same answers scored by each dataset's own published rule (GSM8K's exact \
+               match, DABench's tagged closed form, Math-Verify, Minerva) beside retrace's \
+               rule, over the tasks each applies to; docs/math-checking.md.",
+        head: [
+            "arm",
+            "rule",
+            "tasks",
+            "Acc@0 retrace",
+            "Acc@0 rule",
+            "Acc@K retrace",
+            "Acc@K rule",
+            "tasks differing",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
+}
+
+/// The tasks whose final verdict differs between retrace and a published
+/// rule.
+fn differing(arms: &[&ArmSummary]) -> Table {
+    let mut rows = Vec::new();
+    for a in arms {
+        for (rule, p) in &a.answers.published_rules {
+            for d in &p.differing {
+                let verdict = |v: bool| if v { "correct" } else { "wrong" }.to_string();
+                rows.push(vec![
+                    name(a),
+                    rule.clone(),
+                    d.task_id.clone(),
+                    verdict(d.retrace),
+                    verdict(!d.retrace),
+                    d.answer.clone().unwrap_or_default(),
+                    d.rule.clone().unwrap_or_default(),
+                ]);
+            }
+        }
+    }
+    Table {
+        title: "Tasks where retrace and a published rule differ".into(),
+        note: "At round K: the final answer, how retrace read it, and both verdicts.",
+        head: [
+            "arm",
+            "rule",
+            "task",
+            "retrace",
+            "published rule",
+            "answer",
+            "read as",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
 }
 
 fn pct(v: f64) -> String {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::arm::Arm;
+use super::published::{published, PublishedAccuracy};
 use crate::report::stats::Rate;
 use crate::report::task_rounds::TaskRounds;
 use crate::sandbox::Verdict;
@@ -44,6 +45,14 @@ pub struct Answers {
     /// `Check::reading`): how lenient the reading behind the accuracy was.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub final_answers_read: BTreeMap<String, ReadCount>,
+    /// Accuracy under each published rule that judged the arm's answers
+    /// (`gsm8k`, `dabench`, `math_verify`, `minerva`), beside retrace's on
+    /// the same tasks, with the tasks where they differ.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub published_rules: BTreeMap<String, PublishedAccuracy>,
+    /// Accuracy by task tag (a MATH task's `subject:…` and `level:…`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accuracy_by_tag: BTreeMap<String, FaultAccuracy>,
 }
 
 /// Final answers read one way.
@@ -65,7 +74,8 @@ pub struct FailureFate {
     pub ran_clean_later: u64,
 }
 
-/// Accuracy of the tasks that got one injected fault kind (`oracle:faults`).
+/// Accuracy of a group of tasks: those that got one injected fault kind
+/// (`oracle:faults`), or those with one tag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultAccuracy {
     pub tasks: u64,
@@ -109,6 +119,8 @@ impl Answers {
             accuracy_by_fault: accuracy_by_fault(arm),
             multi_part_accuracy_by_round: multi_parts(arm),
             final_answers_read: final_answers_read(arm),
+            published_rules: published(arm),
+            accuracy_by_tag: accuracy_by_tag(arm),
         }
     }
 }
@@ -155,7 +167,31 @@ fn accuracy_by_fault(arm: &Arm) -> BTreeMap<String, FaultAccuracy> {
             faults.entry(f).or_default().push(t);
         }
     }
-    faults
+    group_accuracy(arm, faults)
+}
+
+/// Accuracy of the tasks with each tag (`subject:Algebra`, `level:5`, a
+/// DABench concept), as the suite tagged them.
+fn accuracy_by_tag(arm: &Arm) -> BTreeMap<String, FaultAccuracy> {
+    let tags = &arm.config.provenance.task_tags;
+    let mut groups: BTreeMap<String, Vec<&TaskRounds>> = BTreeMap::new();
+    for t in arm.tasks {
+        let Some(first) = t.records.first() else {
+            continue;
+        };
+        for tag in tags.get(&first.task_id).into_iter().flatten() {
+            groups.entry(tag.clone()).or_default().push(t);
+        }
+    }
+    group_accuracy(arm, groups)
+}
+
+/// Acc@0 and Acc@K of each group of tasks.
+fn group_accuracy(
+    arm: &Arm,
+    groups: BTreeMap<String, Vec<&TaskRounds>>,
+) -> BTreeMap<String, FaultAccuracy> {
+    groups
         .into_iter()
         .map(|(fault, ts)| {
             let m = ts.len() as u64;

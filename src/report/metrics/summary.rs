@@ -48,6 +48,26 @@ impl ArmSummary {
             .collect();
         accs.join("  ")
     }
+
+    /// `Acc@K under math_verify 40.0% (retrace 46.7%, 2 tasks differ)`,
+    /// one line per published rule that judged the arm's answers.
+    pub fn published_lines(&self) -> Vec<String> {
+        self.answers
+            .published_rules
+            .iter()
+            .map(|(rule, p)| {
+                let last =
+                    |v: &[crate::report::stats::Rate]| v.last().map_or(0.0, |r| 100.0 * r.value);
+                format!(
+                    "Acc@K under {rule} {:.1}% (retrace {:.1}% on its {} tasks, {} differ)",
+                    last(&p.accuracy_by_round),
+                    last(&p.retrace_by_round),
+                    p.tasks,
+                    p.differing.len()
+                )
+            })
+            .collect()
+    }
 }
 
 /// The summary of a run: the baseline arm's (the only arm of a

@@ -11,6 +11,15 @@ use serde::{Deserialize, Serialize};
 use super::published::{MATH_VERIFY, MINERVA};
 use super::Check;
 
+/// What the model is told after a LaTeX task's question: the answer forms
+/// the checker reads (docs/math-checking.md).
+pub const ANSWER_FORM: &str = "Leave the exact answer in `answer`: a sympy \
+expression (`3*sqrt(13)`, `Rational(14, 3)`, `pi/2`), an integer, or a LaTeX string \
+(`'\\frac{14}{3}'`). A float counts only within a relative 1e-6 of the exact value. \
+Several values in order: a tuple `(3, pi/2)`; all solutions: a set `{2, -3}`; an \
+interval: `sympy.Interval(-2, 7, False, True)` or LaTeX `'[-2, 7)'`; a matrix: \
+`sympy.Matrix(...)`; a word or name: a string.";
+
 /// The checker's verdicts on one answer (the JSON after `RETRACE-MATH `).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MathVerdict {

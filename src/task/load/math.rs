@@ -143,7 +143,76 @@ pub fn last_boxed(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::{dir_with, load_err, parse_line_of};
+    use super::super::{load_file, load_suite};
     use super::*;
+
+    /// Two lines as MATH-500's `test.jsonl` has them.
+    const MATH500: &str = r#"{"problem": "Convert the point $(0,3)$ in rectangular coordinates to polar coordinates.", "solution": "We have that $r = 3$ ... $\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}.$", "answer": "\\left( 3, \\frac{\\pi}{2} \\right)", "subject": "Precalculus", "level": 2, "unique_id": "test/precalculus/807.json"}
+{"problem": "What is $1+1$?", "solution": "It is $\\boxed{2}$.", "answer": "2", "subject": "Prealgebra", "level": 1, "unique_id": "test/prealgebra/1.json"}
+"#;
+
+    #[test]
+    fn math500_lines_are_latex_tasks_tagged_by_subject_and_level() {
+        let dir = dir_with(&[("test.jsonl", MATH500)]);
+        let tasks = load_file(&dir.path().join("test.jsonl")).unwrap();
+        assert_eq!(tasks.len(), 2);
+        assert_eq!(tasks[0].id, "test/precalculus/807.json");
+        assert_eq!(
+            tasks[0].expected,
+            Expected::Math {
+                latex: "\\left( 3, \\frac{\\pi}{2} \\right)".into()
+            }
+        );
+        assert_eq!(tasks[0].tags, ["subject:Precalculus", "level:2"]);
+        assert_eq!(tasks[1].tags, ["subject:Prealgebra", "level:1"]);
+        assert!(tasks[0].question.starts_with("Convert the point"));
+    }
+
+    #[test]
+    fn the_original_release_is_a_folder_of_one_problem_files() {
+        let algebra = r#"{
+    "problem": "Solve $3x = 14$.",
+    "level": "Level 3",
+    "type": "Algebra",
+    "solution": "Divide: $x = \\boxed{\\frac{14}{3}}$."
+}"#;
+        let geometry = r#"{"problem": "Area?", "level": "Level ?", "type": "Geometry", "solution": "$\\boxed{25\\pi}$"}"#;
+        let dir = dir_with(&[("test/algebra/1.json", algebra), ("test/geometry/1.json", geometry)]);
+        let tasks = load_suite(dir.path().join("test").to_str().unwrap(), dir.path()).unwrap();
+        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["algebra/1", "geometry/1"]);
+        assert_eq!(tasks[0].expected, Expected::Math { latex: "\\frac{14}{3}".into() });
+        assert_eq!(tasks[0].tags, ["subject:Algebra", "level:3"]);
+        assert_eq!(tasks[1].tags, ["subject:Geometry", "level:?"]);
+    }
+
+    #[test]
+    fn json_files_beside_jsonl_are_task_data_not_tasks() {
+        let native = r#"{"id": "a", "question": "q", "expected": {"type": "number", "value": 1}}"#;
+        let dir = dir_with(&[("suite/tasks.jsonl", native), ("suite/data/config.json", "{}")]);
+        let tasks = load_suite(dir.path().join("suite").to_str().unwrap(), dir.path()).unwrap();
+        assert_eq!(tasks.len(), 1);
+    }
+
+    #[test]
+    fn bad_records_name_their_file_and_line() {
+        let good = r#"{"problem": "p", "answer": "1"}"#;
+        for (line, says) in [
+            (r#"{"problem": "p", "solution": "no box here"}"#, "no complete `\\boxed{...}`"),
+            (r#"{"problem": "p", "solution": "$\\boxed{\\frac{1}{2}$"}"#, "no complete"),
+            (r#"{"problem": "p", "answer": ""}"#, "`answer` is empty"),
+            (r#"{"problem": "p", "answer": [1]}"#, "must be LaTeX text"),
+            (r#"{"problem": "p", "answer": "1", "level": [5]}"#, "`level` must be"),
+            (r#"{"problem": 3, "answer": "1"}"#, "problem"),
+        ] {
+            let text = format!("{good}\n{line}\n");
+            let (shown, err) = load_err(&[("m.jsonl", &text)], "m.jsonl");
+            let (file, at, message) = parse_line_of(&err);
+            assert_eq!((file.as_str(), at), ("m.jsonl", 2), "{shown}");
+            assert!(message.contains(says), "{line}: {message}");
+        }
+    }
 
     #[test]
     fn the_last_boxed_answer_is_read_with_nested_braces() {

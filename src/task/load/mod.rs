@@ -66,7 +66,8 @@ pub use sample::{select, TagQuota};
 pub use skipped::Skipped;
 
 /// The suites that live under the datasets directory.
-pub const SUITES: [&str; 3] = ["math", "tabular", "packages"];
+/// `competition`: MATH-style problems with LaTeX answers, written here.
+pub const SUITES: [&str; 4] = ["math", "tabular", "packages", "competition"];
 
 /// How a suite is loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
