@@ -179,3 +179,196 @@ fn equivalent_forms_of_random_rationals_and_radicals_agree() {
     });
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Writes `tasks` (JSONL lines) and the replay model's `replies` (task id,
+/// round, Python code) under `dir`; returns the suite and model arguments.
+fn suite_and_replies(
+    dir: &std::path::Path,
+    tasks: &[serde_json::Value],
+    replies: &[(&str, u32, &str)],
+) -> (String, String) {
+    let lines: Vec<String> = tasks.iter().map(|t| t.to_string()).collect();
+    let suite = dir.join("test.jsonl");
+    std::fs::write(&suite, lines.join("\n") + "\n").unwrap();
+    let replies: Vec<String> = replies
+        .iter()
+        .map(|(id, round, code)| {
+            let reply = format!("```python\n{code}\n```");
+            serde_json::json!({"task_id": id, "round": round, "reply": reply}).to_string()
+        })
+        .collect();
+    let model = dir.join("replies.jsonl");
+    std::fs::write(&model, replies.join("\n") + "\n").unwrap();
+    (
+        suite.display().to_string(),
+        format!("replay:{}", model.display()),
+    )
+}
+
+fn json_file(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A MATH-500-format file (exactly its fields) runs end to end: answers
+/// left as sympy trees, floats, LaTeX strings and tuples are checked in
+/// the checker's jail, a wrong one is repaired, and the summary and
+/// report show Acc@r, accuracy per subject and level, and Math-Verify's
+/// and Minerva's verdicts beside retrace's.
+#[test]
+fn a_math500_file_runs_end_to_end() {
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let task = |id: &str, answer: &str, subject: &str, level: u32| {
+        serde_json::json!({
+            "problem": format!("Problem {id}."),
+            "solution": format!("Hence $\\boxed{{{answer}}}$."),
+            "answer": answer, "subject": subject, "level": level,
+            "unique_id": format!("test/{}/{id}.json", subject.to_lowercase()),
+        })
+    };
+    let tasks = [
+        task("1", r"3\sqrt{13}", "Geometry", 3),
+        task("2", r"\frac{14}{3}", "Algebra", 2),
+        task("3", r"\left( 3, \frac{\pi}{2} \right)", "Precalculus", 2),
+        task("4", r"90^\circ", "Geometry", 1),
+    ];
+    let id = |t: &serde_json::Value| t["unique_id"].as_str().unwrap().to_string();
+    let ids: Vec<String> = tasks.iter().map(id).collect();
+    let (suite, model) = suite_and_replies(
+        dir.path(),
+        &tasks,
+        &[
+            (&ids[0], 0, "from sympy import sqrt\nanswer = sqrt(117)"),
+            (&ids[1], 0, "answer = 14 / 3"),
+            (&ids[2], 0, "answer = (3, 1.5)"),
+            (&ids[2], 1, "from sympy import pi\nanswer = (3, pi / 2)"),
+            (&ids[3], 0, "answer = '90^\\\\circ'"),
+        ],
+    );
+    let out = dir.path().join("run");
+    let ran = common::retrace([
+        "run",
+        "--suite",
+        &suite,
+        "--model",
+        &model,
+        "--rounds",
+        "1",
+        "--stop-on",
+        "correct",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .run();
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let summary = json_file(&out.join("summary.json"));
+    assert_eq!(summary["tasks"], 4);
+    assert_eq!(
+        summary["accuracy_by_round"][0]["successes"], 3,
+        "{summary:#}"
+    );
+    assert_eq!(
+        summary["accuracy_by_round"][1]["successes"], 4,
+        "{summary:#}"
+    );
+    let tags = &summary["accuracy_by_tag"];
+    assert_eq!(tags["subject:Geometry"]["tasks"], 2, "{tags:#}");
+    assert_eq!(tags["level:2"]["tasks"], 2, "{tags:#}");
+    let rules = &summary["published_rules"];
+    for rule in ["math_verify", "minerva"] {
+        assert_eq!(rules[rule]["tasks"], 4, "{rules:#}");
+    }
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rule_of = |id: &str, round: u64| {
+        records
+            .iter()
+            .find(|r| r["task_id"] == id && r["round"] == round)
+            .map(|r| r["check"]["rule"].as_str().unwrap_or_default().to_string())
+            .unwrap()
+    };
+    assert_eq!(rule_of(&ids[0], 0), "math:exact");
+    assert_eq!(rule_of(&ids[1], 0), "math:numeric");
+    assert_eq!(rule_of(&ids[2], 1), "math:tuple");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for needle in [
+        "Accuracy by tag",
+        "subject:Precalculus",
+        "Accuracy under the datasets' published rules",
+        "math_verify",
+    ] {
+        assert!(report.contains(needle), "no `{needle}` in report.md");
+    }
+}
+
+/// DABench's official evaluation requires the tagged `@name[value]`
+/// form; retrace reads a plain value as a one-part task's part. The
+/// report shows Acc@K under both and lists the task where they differ.
+#[test]
+fn a_dabench_run_reports_the_official_rule_beside_retraces() {
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("shop.csv"), "price\n12.35\n").unwrap();
+    let task = |id: u32, name: &str, value: &str| {
+        serde_json::json!({
+            "id": id, "question": "What is the mean price?", "concepts": ["Summary Statistics"],
+            "format": format!("@{name}[value]"), "file_name": "shop.csv",
+            "common_answers": [[name, value]],
+        })
+    };
+    let tasks = [
+        task(0, "mean_price", "12.35"),
+        task(1, "max_price", "12.35"),
+    ];
+    let (suite, model) = suite_and_replies(
+        dir.path(),
+        &tasks,
+        &[
+            ("0", 0, "answer = 12.35"),
+            (
+                "1",
+                0,
+                "print('@max_price[12.35]')\nanswer = '@max_price[12.35]'",
+            ),
+        ],
+    );
+    let out = dir.path().join("run");
+    let ran = common::retrace([
+        "run",
+        "--suite",
+        &suite,
+        "--model",
+        &model,
+        "--rounds",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .run();
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let summary = json_file(&out.join("summary.json"));
+    assert_eq!(
+        summary["accuracy_by_round"][0]["successes"], 2,
+        "{summary:#}"
+    );
+    let official = &summary["published_rules"]["dabench"];
+    assert_eq!(
+        official["accuracy_by_round"][0]["successes"], 1,
+        "{official:#}"
+    );
+    assert_eq!(official["differing"][0]["task_id"], "0", "{official:#}");
+    assert!(
+        ran.stdout.contains("Acc@K under dabench 50.0%"),
+        "{}",
+        ran.stdout
+    );
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(report.contains("Tasks where retrace and a published rule differ"));
+}

@@ -192,3 +192,39 @@ fn a_missing_column_or_a_file_that_is_not_parquet_is_named() {
         "{text}"
     );
 }
+
+/// MATH-500 rows as published (`problem`, `solution`, `answer`,
+/// `subject`, `level` as an integer, `unique_id`): LaTeX tasks, tagged.
+#[test]
+fn math500_rows_in_parquet_are_the_tasks_of_their_jsonl_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        (r"\left( 3, \frac{\pi}{2} \right)", "Precalculus", 2),
+        (r"\frac{14}{3}", "Algebra", 3),
+        (r"p - q", "Intermediate Algebra", 5),
+        (r"\text{Evelyn}", "Algebra", 2),
+    ];
+    let lines: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (answer, subject, level))| {
+            serde_json::json!({
+                "problem": format!("Problem {i}: find it."),
+                "solution": format!("So it is $\\boxed{{{answer}}}$."),
+                "answer": answer,
+                "subject": subject,
+                "level": level,
+                "unique_id": format!("test/{}/{i}.json", subject.to_lowercase()),
+            })
+            .to_string()
+        })
+        .collect();
+    let jsonl = dir.path().join("test.jsonl");
+    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+    let twin = load_file(&jsonl).unwrap();
+    assert_eq!(twin.len(), 4);
+    assert_eq!(twin[0].tags, ["subject:Precalculus", "level:2"]);
+    let parquet = dir.path().join("test-00000-of-00001.parquet");
+    write_parquet(&jsonl, &parquet, "snappy");
+    assert_eq!(load_file(&parquet).unwrap(), twin);
+}

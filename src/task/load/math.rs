@@ -178,11 +178,19 @@ mod tests {
     "solution": "Divide: $x = \\boxed{\\frac{14}{3}}$."
 }"#;
         let geometry = r#"{"problem": "Area?", "level": "Level ?", "type": "Geometry", "solution": "$\\boxed{25\\pi}$"}"#;
-        let dir = dir_with(&[("test/algebra/1.json", algebra), ("test/geometry/1.json", geometry)]);
+        let dir = dir_with(&[
+            ("test/algebra/1.json", algebra),
+            ("test/geometry/1.json", geometry),
+        ]);
         let tasks = load_suite(dir.path().join("test").to_str().unwrap(), dir.path()).unwrap();
         let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["algebra/1", "geometry/1"]);
-        assert_eq!(tasks[0].expected, Expected::Math { latex: "\\frac{14}{3}".into() });
+        assert_eq!(
+            tasks[0].expected,
+            Expected::Math {
+                latex: "\\frac{14}{3}".into()
+            }
+        );
         assert_eq!(tasks[0].tags, ["subject:Algebra", "level:3"]);
         assert_eq!(tasks[1].tags, ["subject:Geometry", "level:?"]);
     }
@@ -190,7 +198,10 @@ mod tests {
     #[test]
     fn json_files_beside_jsonl_are_task_data_not_tasks() {
         let native = r#"{"id": "a", "question": "q", "expected": {"type": "number", "value": 1}}"#;
-        let dir = dir_with(&[("suite/tasks.jsonl", native), ("suite/data/config.json", "{}")]);
+        let dir = dir_with(&[
+            ("suite/tasks.jsonl", native),
+            ("suite/data/config.json", "{}"),
+        ]);
         let tasks = load_suite(dir.path().join("suite").to_str().unwrap(), dir.path()).unwrap();
         assert_eq!(tasks.len(), 1);
     }
@@ -199,11 +210,20 @@ mod tests {
     fn bad_records_name_their_file_and_line() {
         let good = r#"{"problem": "p", "answer": "1"}"#;
         for (line, says) in [
-            (r#"{"problem": "p", "solution": "no box here"}"#, "no complete `\\boxed{...}`"),
-            (r#"{"problem": "p", "solution": "$\\boxed{\\frac{1}{2}$"}"#, "no complete"),
+            (
+                r#"{"problem": "p", "solution": "no box here"}"#,
+                "no complete `\\boxed{...}`",
+            ),
+            (
+                r#"{"problem": "p", "solution": "$\\boxed{\\frac{1}{2}$"}"#,
+                "no complete",
+            ),
             (r#"{"problem": "p", "answer": ""}"#, "`answer` is empty"),
             (r#"{"problem": "p", "answer": [1]}"#, "must be LaTeX text"),
-            (r#"{"problem": "p", "answer": "1", "level": [5]}"#, "`level` must be"),
+            (
+                r#"{"problem": "p", "answer": "1", "level": [5]}"#,
+                "`level` must be",
+            ),
             (r#"{"problem": 3, "answer": "1"}"#, "problem"),
         ] {
             let text = format!("{good}\n{line}\n");

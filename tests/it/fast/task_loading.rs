@@ -135,7 +135,8 @@ fn paths_and_unknown_names() {
     fs::create_dir(empty.path().join("math")).unwrap();
     let err = load_suite("math", empty.path()).unwrap_err();
     assert!(
-        err.to_string().contains("no .jsonl or .parquet files"),
+        err.to_string()
+            .contains("no .jsonl, .parquet or .json files"),
         "{err}"
     );
 }
