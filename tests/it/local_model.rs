@@ -815,3 +815,75 @@ fn a_repair_round_is_served_from_the_prompt_cache() {
     );
     assert!(b.prompt_tokens < b.cached_tokens, "{b:?}");
 }
+
+/// A MATH-500-format file with the local model: every final answer is
+/// decided by the symbolic checker (a `math:` rule) with Math-Verify's
+/// and Minerva's verdicts beside it, and the report shows accuracy by
+/// subject and level, whatever the small model answers.
+#[test]
+fn a_math500_file_runs_with_the_local_model() {
+    if common::lacks_root() {
+        return;
+    }
+    let _serial = serial();
+    prepared();
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        ("What is $2 + 3$?", "5", "Prealgebra", 1),
+        (
+            "What is $\\frac{1}{2} + \\frac{1}{3}$? Express your answer as a common fraction.",
+            "\\frac{5}{6}",
+            "Algebra",
+            2,
+        ),
+    ];
+    let lines: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (problem, answer, subject, level))| {
+            serde_json::json!({
+                "problem": problem, "solution": format!("$\\boxed{{{answer}}}$"),
+                "answer": answer, "subject": subject, "level": level,
+                "unique_id": format!("test/{}/{i}.json", subject.to_lowercase()),
+            })
+            .to_string()
+        })
+        .collect();
+    let suite = dir.path().join("test.jsonl");
+    std::fs::write(&suite, lines.join("\n") + "\n").unwrap();
+    let out = dir.path().join("run");
+    let ran = common::retrace([
+        "run",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--model",
+        SMALL,
+        "--rounds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert_complete_run_n(&out, SMALL, rows.len(), &ran);
+    let summary = read_json(&out.join("summary.json"));
+    assert_eq!(
+        summary["accuracy_by_tag"]["subject:Algebra"]["tasks"], 1,
+        "{summary:#}"
+    );
+    let records = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    for line in records.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(rule) = r["check"]["rule"].as_str() {
+            assert!(rule.starts_with("math:"), "{r:#}");
+            let published = &r["check"]["published"];
+            assert!(published["math_verify"].is_boolean(), "{r:#}");
+            assert!(published["minerva"].is_boolean(), "{r:#}");
+        }
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("subject:Prealgebra"),
+        "no accuracy by tag in report.md"
+    );
+}

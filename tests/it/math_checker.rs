@@ -304,6 +304,19 @@ fn a_math500_file_runs_end_to_end() {
     ] {
         assert!(report.contains(needle), "no `{needle}` in report.md");
     }
+
+    // A re-score asks a checker of its own again: the same verdicts under
+    // all three rules, from the recorded answers alone.
+    let rescored = common::retrace(["report", out.to_str().unwrap(), "--rescore"]).run();
+    assert_eq!(rescored.code, 0, "{rescored:?}");
+    assert!(
+        rescored.stdout.contains("Acc@K under minerva"),
+        "{}",
+        rescored.stdout
+    );
+    let again = json_file(&out.join("summary.json"));
+    assert_eq!(again["accuracy_by_round"], summary["accuracy_by_round"]);
+    assert_eq!(again["published_rules"], summary["published_rules"]);
 }
 
 /// DABench's official evaluation requires the tagged `@name[value]`

@@ -68,7 +68,9 @@ pub(crate) use numeral::{parse_number_literal, Num};
 /// 3: one rule for reading a number from text (a number with unit words
 /// or the only number of a sentence is read; several different numbers
 /// are `number:ambiguous`; `56 / 4` is no longer a fraction).
-pub const CHECKER_VERSION: u32 = 3;
+/// 4: LaTeX answers decided by the symbolic checker; sets and sympy
+/// expressions are read as answers; published rules judged beside.
+pub const CHECKER_VERSION: u32 = 4;
 
 /// The verdict on one answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
