@@ -14,10 +14,11 @@ use base64::Engine as _;
 use tokio::sync::Mutex;
 
 use super::error::HarnessError;
+use super::prepare::ensure_image;
 use crate::kernel::{
     default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec, KernelStart,
 };
-use crate::pyenv::{Image, ImageName, ImageStore};
+use crate::pyenv::{Image, ImageName};
 use crate::sandbox::{Sandbox, SandboxLimits, Verdict};
 use crate::task::check::math::MathVerdict;
 use crate::task::{Expected, Task};
@@ -35,14 +36,15 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// passes as `math:numeric`.
 pub const REL_TOL: f64 = 1e-6;
 
-/// The checker's jail: enough for sympy, little else.
-pub fn limits() -> SandboxLimits {
+/// The checker's jail: enough for sympy, little else; `per_answer` of
+/// wall and CPU time for each answer.
+pub fn limits(per_answer: Duration) -> SandboxLimits {
     SandboxLimits {
         memory_bytes: 1 << 30,
         pids: 64,
         cpus: 1.0,
-        timeout: ANSWER_TIMEOUT,
-        cpu_time: ANSWER_TIMEOUT,
+        timeout: per_answer,
+        cpu_time: per_answer,
         output_cap_bytes: 1 << 20,
         output_cap_messages: 1_000,
         disk_bytes: 64 << 20,
@@ -53,6 +55,8 @@ pub fn limits() -> SandboxLimits {
 pub struct MathChecker {
     image: Image,
     sandbox: Arc<dyn Sandbox>,
+    /// Wall and CPU time of one answer's check ([`ANSWER_TIMEOUT`]).
+    per_answer: Duration,
     state: Mutex<State>,
 }
 
@@ -69,8 +73,14 @@ impl MathChecker {
         MathChecker {
             image,
             sandbox,
+            per_answer: ANSWER_TIMEOUT,
             state: Mutex::new(State::Idle),
         }
+    }
+
+    /// The same checker with another time limit per answer.
+    pub fn with_answer_timeout(self, per_answer: Duration) -> MathChecker {
+        MathChecker { per_answer, ..self }
     }
 
     /// The checker of a run or validation of `tasks`, when one's answer is
@@ -86,14 +96,7 @@ impl MathChecker {
         {
             return Ok(None);
         }
-        let name = ImageName::Checker;
-        let image = ImageStore::from_env()
-            .ensure_blocking(name, true)
-            .await
-            .map_err(|source| HarnessError::Image {
-                name: name.to_string(),
-                source: Box::new(source),
-            })?;
+        let image = ensure_image(ImageName::Checker).await?;
         Ok(Some(Arc::new(MathChecker::new(image, sandbox.clone()))))
     }
 
@@ -112,7 +115,7 @@ impl MathChecker {
         });
         let b64 = base64::engine::general_purpose::STANDARD.encode(request.to_string());
         let exec = ExecOptions {
-            timeout: ANSWER_TIMEOUT,
+            timeout: self.per_answer,
             artifact_dir: None,
             artifact_prefix: "check".into(),
         };
@@ -132,7 +135,7 @@ impl MathChecker {
             let (rule, why) = match outcome.verdict {
                 Verdict::TimeoutWall | Verdict::TimeoutCpu => (
                     "math:checker_timeout",
-                    format!("checker timed out after {ANSWER_TIMEOUT:?}"),
+                    format!("checker timed out after {:?}", self.per_answer),
                 ),
                 Verdict::OomKilled | Verdict::MemoryError => (
                     "math:checker_killed",
@@ -164,24 +167,11 @@ impl MathChecker {
             _ => self.start().await.map(Box::new),
         };
         let set_up = match kernel {
-            Ok(mut kernel) => {
-                let exec = ExecOptions {
-                    timeout: SETUP_TIMEOUT,
-                    artifact_dir: None,
-                    artifact_prefix: "setup".into(),
-                };
-                let outcome = kernel.execute(CHECKER_PY, &exec).await;
-                match outcome.verdict {
-                    Verdict::Ok => Ok(kernel),
-                    other => Err(format!(
-                        "the checker's setup ended {other}: {}",
-                        outcome
-                            .error
-                            .map(|e| format!("{}: {}", e.ename, e.evalue))
-                            .unwrap_or(outcome.stderr)
-                    )),
-                }
-            }
+            Ok(mut kernel) => kernel
+                .set_up(CHECKER_PY, SETUP_TIMEOUT, "the checker's setup")
+                .await
+                .map(|()| kernel)
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
         match set_up {
@@ -198,7 +188,7 @@ impl MathChecker {
     }
 
     async fn start(&self) -> Result<Kernel, String> {
-        let limits = limits();
+        let limits = limits(self.per_answer);
         let confined = self.sandbox.info().confined;
         let options = KernelOptions {
             start: KernelStart::Cold,

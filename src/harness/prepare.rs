@@ -12,7 +12,7 @@ use crate::kernel::gateway::{Gateway, GatewayConfig};
 use crate::kernel::{zygote, Executor, KernelStart};
 use crate::model::spec::Endpoint;
 use crate::model::ModelClient;
-use crate::pyenv::{Image, ImageStore, Strategy};
+use crate::pyenv::{Image, ImageName, ImageStore, Strategy};
 use crate::record::{ExecutorSpec, RunSpec};
 use crate::repair::prompt::Templates;
 use crate::sandbox::Sandbox;
@@ -143,17 +143,20 @@ fn start_zygotes(
 async fn ensure_images(strategies: &[Strategy]) -> Result<Vec<Image>, HarnessError> {
     let mut images = Vec::new();
     for strategy in strategies {
-        let name = strategy.image();
-        let image = ImageStore::from_env()
-            .ensure_blocking(name, true)
-            .await
-            .map_err(|source| HarnessError::Image {
-                name: name.to_string(),
-                source: Box::new(source),
-            })?;
-        images.push(image);
+        images.push(ensure_image(strategy.image()).await?);
     }
     Ok(images)
+}
+
+/// An image, built on first use with progress.
+pub(super) async fn ensure_image(name: ImageName) -> Result<Image, HarnessError> {
+    ImageStore::from_env()
+        .ensure_blocking(name, true)
+        .await
+        .map_err(|source| HarnessError::Image {
+            name: name.to_string(),
+            source: Box::new(source),
+        })
 }
 
 /// The executor of a run: the gateway when one is given (checked now, so a

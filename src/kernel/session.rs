@@ -576,6 +576,19 @@ impl<B: Backend + ?Sized> Kernel<B> {
         }
     }
 
+    /// Runs harness code that sets a kernel up (the symbolic checker's):
+    /// silent, as retrace's own requests are (no execution count, no
+    /// history, no output kept); an error or `timeout` is an error naming
+    /// `what`.
+    pub async fn set_up(
+        &mut self,
+        code: &str,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<(), KernelError> {
+        super::requests::silent_ok(self.backend.channels(), code, timeout, what).await
+    }
+
     /// Asks the kernel to interrupt the running execution.
     pub async fn interrupt(&mut self) -> Result<(), KernelError> {
         self.backend.interrupt().await

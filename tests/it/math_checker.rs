@@ -385,3 +385,26 @@ fn a_dabench_run_reports_the_official_rule_beside_retraces() {
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(report.contains("Tasks where retrace and a published rule differ"));
 }
+
+/// An answer within the checker's guards that still makes sympy work for
+/// long (a power it must expand) outlasts the checker's limit: the kernel
+/// is interrupted or killed, the answer is "not equivalent, checker timed
+/// out", and the next answer is checked in a checker set up again.
+#[test]
+fn an_answer_over_the_checkers_limit_is_a_timeout_and_the_next_is_checked() {
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    let checker = MathChecker::new(common::image(ImageName::Checker), sandbox)
+        .with_answer_timeout(std::time::Duration::from_secs(2));
+    runtime().block_on(async {
+        let slow =
+            "Pow(Add(Symbol('x'), Symbol('y'), Symbol('z'), Symbol('w'), Integer(1)), Integer(60))";
+        let v = checker.check("(x+y+z+1)^{40} - 1", Some(slow)).await;
+        assert_eq!(v.retrace.rule, "math:checker_timeout", "{v:?}");
+        assert!(!v.retrace.correct && !v.math_verify.correct && !v.minerva.correct);
+        let next = checker.check("3\\sqrt{13}", Some("sqrt(117)")).await;
+        assert!(next.retrace.correct, "{next:?}");
+        checker.close().await;
+    });
+}

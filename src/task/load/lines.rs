@@ -29,18 +29,34 @@ pub(super) struct JsonLines {
 /// JSON object's text, or the error of that record.
 pub(super) type Numbered = Result<(usize, String), TaskError>;
 
-/// Opens a suite file for [`JsonLines`]; the error names the file.
-pub(super) fn json_lines(path: &Path) -> Result<JsonLines, TaskError> {
-    let file = open_suite_file(path).map_err(|e| {
-        let message = match e {
+/// Opens a suite file as every suite file is opened (a regular file, at
+/// most [`MAX_SUITE_FILE_BYTES`](crate::util::input_file::MAX_SUITE_FILE_BYTES));
+/// the error names the file.
+pub(super) fn open_suite(path: &Path) -> Result<InputFile, TaskError> {
+    open_suite_file(path).map_err(|e| TaskError::File {
+        file: path.to_path_buf(),
+        message: match e {
             InputFileError::Io(e) => format!("cannot read: {e}"),
             refused => format!("refused: {refused}"),
-        };
-        TaskError::File {
-            file: path.to_path_buf(),
-            message,
-        }
+        },
+    })
+}
+
+/// A suite file's bytes, read whole ([`open_suite`]).
+pub(super) fn read_suite(path: &Path) -> Result<Vec<u8>, TaskError> {
+    use std::io::Read;
+    let mut file = open_suite(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
+    file.read_to_end(&mut bytes).map_err(|e| TaskError::File {
+        file: path.to_path_buf(),
+        message: format!("cannot read: {e}"),
     })?;
+    Ok(bytes)
+}
+
+/// Opens a suite file for [`JsonLines`]; the error names the file.
+pub(super) fn json_lines(path: &Path) -> Result<JsonLines, TaskError> {
+    let file = open_suite(path)?;
     Ok(JsonLines {
         reader: BufReader::new(file),
         file: path.to_path_buf(),
@@ -268,25 +284,9 @@ pub(super) fn is_json(path: &Path) -> bool {
 /// or each element of the array it holds, numbered from 1. Opened and
 /// bounded as any suite file.
 pub(super) fn json_records(path: &Path) -> Result<Vec<Numbered>, TaskError> {
-    use std::io::Read;
-    let file_error = |message: String| TaskError::File {
+    let text = String::from_utf8(read_suite(path)?).map_err(|e| TaskError::File {
         file: path.to_path_buf(),
-        message,
-    };
-    let mut file = open_suite_file(path).map_err(|e| {
-        file_error(match e {
-            InputFileError::Io(e) => format!("cannot read: {e}"),
-            refused => format!("refused: {refused}"),
-        })
-    })?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| file_error(format!("cannot read: {e}")))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        file_error(format!(
-            "invalid UTF-8 at byte {}",
-            e.utf8_error().valid_up_to() + 1
-        ))
+        message: format!("invalid UTF-8 at byte {}", e.utf8_error().valid_up_to() + 1),
     })?;
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(serde_json::Value::Array(items)) => Ok(items

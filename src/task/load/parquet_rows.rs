@@ -10,14 +10,13 @@
 //! bounded too ([`MAX_DECODED_BYTES`]): compressed pages can hold far more
 //! than their size.
 
-use std::io::Read;
 use std::path::Path;
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use super::lines::Numbered;
+use super::lines::{read_suite, Numbered};
 use crate::task::TaskError;
-use crate::util::input_file::{open_suite_file, InputFileError, MAX_SUITE_FILE_BYTES};
+use crate::util::input_file::MAX_SUITE_FILE_BYTES;
 
 /// The most text a Parquet suite's rows may decode to.
 pub const MAX_DECODED_BYTES: u64 = 4 * MAX_SUITE_FILE_BYTES;
@@ -35,15 +34,7 @@ pub(super) fn parquet_rows(path: &Path) -> Result<Vec<Numbered>, TaskError> {
         file: path.to_path_buf(),
         message,
     };
-    let mut file = open_suite_file(path).map_err(|e| {
-        file_error(match e {
-            InputFileError::Io(e) => format!("cannot read: {e}"),
-            refused => format!("refused: {refused}"),
-        })
-    })?;
-    let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
-    file.read_to_end(&mut bytes)
-        .map_err(|e| file_error(format!("cannot read: {e}")))?;
+    let bytes = read_suite(path)?;
     let reader = SerializedFileReader::new(bytes::Bytes::from(bytes))
         .map_err(|e| file_error(format!("not a Parquet file: {e}")))?;
     let rows = reader
