@@ -408,3 +408,38 @@ fn an_answer_over_the_checkers_limit_is_a_timeout_and_the_next_is_checked() {
         checker.close().await;
     });
 }
+
+/// The built-in competition suite with the oracle and injected faults:
+/// every task recovers, each LaTeX answer is decided by the checker, and
+/// the summary has Math-Verify's and Minerva's accuracy beside retrace's.
+#[test]
+fn the_competition_suite_runs_with_the_oracle() {
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let ran = common::retrace([
+        "run",
+        "--suite",
+        "competition",
+        "--model",
+        "oracle:faults",
+        "--rounds",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .run();
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let summary = json_file(&out.join("summary.json"));
+    assert_eq!(summary["tasks"], 20);
+    assert_eq!(
+        summary["accuracy_by_round"][2]["successes"], 20,
+        "{summary:#}"
+    );
+    let rules = &summary["published_rules"];
+    assert_eq!(rules["math_verify"]["tasks"], 20, "{rules:#}");
+    assert_eq!(rules["minerva"]["tasks"], 20, "{rules:#}");
+    assert!(summary["accuracy_by_tag"]["subject:Algebra"]["tasks"].as_u64() >= Some(3));
+}
