@@ -74,9 +74,145 @@ impl SandboxLimits {
     }
 }
 
+/// The smallest value a limit may take, and why: below it a kernel
+/// cannot start, or every cell would be killed at once. The one rule the
+/// limit flags, the launcher's environment overrides and the checker's
+/// own jail are held to (docs/sandbox.md, "Limits").
+#[derive(Debug, Clone, Copy)]
+pub struct Floor {
+    /// The flag that sets the limit.
+    pub flag: &'static str,
+    /// The smallest value, as a flag would be written.
+    pub minimum: &'static str,
+    pub why: &'static str,
+}
+
+pub const MEMORY_FLOOR: (u64, Floor) = (
+    128 << 20,
+    Floor {
+        flag: "--memory",
+        minimum: "128M",
+        why: "a cold fat kernel peaks at about 91 MiB while it starts",
+    },
+);
+pub const PIDS_FLOOR: (u64, Floor) = (
+    16,
+    Floor {
+        flag: "--pids",
+        minimum: "16",
+        why: "ipykernel runs about ten threads of its own",
+    },
+);
+pub const CPUS_FLOOR: (f64, Floor) = (
+    0.05,
+    Floor {
+        flag: "--cpus",
+        minimum: "0.05",
+        why: "below a twentieth of a core a kernel takes minutes to start",
+    },
+);
+pub const TIMEOUT_FLOOR: (Duration, Floor) = (
+    Duration::from_millis(100),
+    Floor {
+        flag: "--timeout",
+        minimum: "100ms",
+        why: "a cell's round trip alone takes milliseconds; 0 would kill every cell at once",
+    },
+);
+pub const CPU_TIME_FLOOR: (Duration, Floor) = (
+    Duration::from_millis(100),
+    Floor {
+        flag: "--cpu-time",
+        minimum: "100ms",
+        why: "0 would kill every cell at once",
+    },
+);
+pub const OUTPUT_FLOOR: (u64, Floor) = (
+    1 << 10,
+    Floor {
+        flag: "--output-cap",
+        minimum: "1K",
+        why: "a traceback alone takes hundreds of bytes",
+    },
+);
+pub const OUTPUT_MESSAGES_FLOOR: (u64, Floor) = (
+    10,
+    Floor {
+        flag: "--output-messages",
+        minimum: "10",
+        why: "a cell's status and reply messages count too",
+    },
+);
+pub const DISK_FLOOR: (u64, Floor) = (
+    16 << 20,
+    Floor {
+        flag: "--disk",
+        minimum: "16M",
+        why: "IPython writes its profile and history into the kernel's home",
+    },
+);
+
+impl Floor {
+    /// `value` if it is at least `floor`, else why not, naming the flag.
+    pub fn hold<T: PartialOrd>((floor, rule): (T, Floor), value: T, shown: &str) -> Result<T, String> {
+        // NaN is below every floor.
+        if value >= floor {
+            return Ok(value);
+        }
+        Err(format!(
+            "{shown} is below {}'s minimum {}: {}",
+            rule.flag, rule.minimum, rule.why
+        ))
+    }
+}
+
+impl SandboxLimits {
+    /// The first limit below its [`Floor`], said as the flag that sets it.
+    pub fn below_floor(&self) -> Option<String> {
+        use crate::util::units::format_bytes;
+        let bytes = |(floor, rule): (u64, Floor), v: u64| Floor::hold((floor, rule), v, &format_bytes(v)).err();
+        let secs = |(floor, rule): (Duration, Floor), v: Duration| Floor::hold((floor, rule), v, &format!("{v:?}")).err();
+        bytes(MEMORY_FLOOR, self.memory_bytes)
+            .or_else(|| Floor::hold(PIDS_FLOOR, self.pids, &self.pids.to_string()).err())
+            .or_else(|| Floor::hold(CPUS_FLOOR, self.cpus, &self.cpus.to_string()).err())
+            .or_else(|| secs(TIMEOUT_FLOOR, self.timeout))
+            .or_else(|| secs(CPU_TIME_FLOOR, self.cpu_time))
+            .or_else(|| bytes(OUTPUT_FLOOR, self.output_cap_bytes))
+            .or_else(|| {
+                let n = self.output_cap_messages;
+                Floor::hold(OUTPUT_MESSAGES_FLOOR, n, &n.to_string()).err()
+            })
+            .or_else(|| bytes(DISK_FLOOR, self.disk_bytes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_defaults_are_above_every_floor_and_zero_is_below_each() {
+        assert_eq!(SandboxLimits::default().below_floor(), None);
+        let zeroed = [
+            SandboxLimits { memory_bytes: 0, ..Default::default() },
+            SandboxLimits { pids: 0, ..Default::default() },
+            SandboxLimits { cpus: 0.0, ..Default::default() },
+            SandboxLimits { cpus: f64::NAN, ..Default::default() },
+            SandboxLimits { timeout: Duration::ZERO, ..Default::default() },
+            SandboxLimits { cpu_time: Duration::ZERO, ..Default::default() },
+            SandboxLimits { output_cap_bytes: 0, ..Default::default() },
+            SandboxLimits { output_cap_messages: 0, ..Default::default() },
+            SandboxLimits { disk_bytes: 0, ..Default::default() },
+        ];
+        let flags = [
+            "--memory", "--pids", "--cpus", "--cpus", "--timeout", "--cpu-time", "--output-cap",
+            "--output-messages", "--disk",
+        ];
+        for (limits, flag) in zeroed.iter().zip(flags) {
+            let why = limits.below_floor().expect("zero is below the floor");
+            assert!(why.contains(flag), "{why}");
+        }
+    }
 
     #[test]
     fn defaults_and_json() {

@@ -14,7 +14,7 @@ pub mod fork_plan;
 mod identity;
 pub mod init;
 mod isolate;
-mod limits;
+pub mod limits;
 pub mod locks;
 mod netns;
 pub mod seccomp;

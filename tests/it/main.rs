@@ -11,6 +11,7 @@
 mod common;
 
 mod fast {
+    mod cli_limits;
     mod cli_version;
     mod golden_reports;
     mod model_openai;
