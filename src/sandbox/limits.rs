@@ -154,7 +154,11 @@ pub const DISK_FLOOR: (u64, Floor) = (
 
 impl Floor {
     /// `value` if it is at least `floor`, else why not, naming the flag.
-    pub fn hold<T: PartialOrd>((floor, rule): (T, Floor), value: T, shown: &str) -> Result<T, String> {
+    pub fn hold<T: PartialOrd>(
+        (floor, rule): (T, Floor),
+        value: T,
+        shown: &str,
+    ) -> Result<T, String> {
         // NaN is below every floor.
         if value >= floor {
             return Ok(value);
@@ -170,8 +174,12 @@ impl SandboxLimits {
     /// The first limit below its [`Floor`], said as the flag that sets it.
     pub fn below_floor(&self) -> Option<String> {
         use crate::util::units::format_bytes;
-        let bytes = |(floor, rule): (u64, Floor), v: u64| Floor::hold((floor, rule), v, &format_bytes(v)).err();
-        let secs = |(floor, rule): (Duration, Floor), v: Duration| Floor::hold((floor, rule), v, &format!("{v:?}")).err();
+        let bytes = |(floor, rule): (u64, Floor), v: u64| {
+            Floor::hold((floor, rule), v, &format_bytes(v)).err()
+        };
+        let secs = |(floor, rule): (Duration, Floor), v: Duration| {
+            Floor::hold((floor, rule), v, &format!("{v:?}")).err()
+        };
         bytes(MEMORY_FLOOR, self.memory_bytes)
             .or_else(|| Floor::hold(PIDS_FLOOR, self.pids, &self.pids.to_string()).err())
             .or_else(|| Floor::hold(CPUS_FLOOR, self.cpus, &self.cpus.to_string()).err())
@@ -194,19 +202,53 @@ mod tests {
     fn the_defaults_are_above_every_floor_and_zero_is_below_each() {
         assert_eq!(SandboxLimits::default().below_floor(), None);
         let zeroed = [
-            SandboxLimits { memory_bytes: 0, ..Default::default() },
-            SandboxLimits { pids: 0, ..Default::default() },
-            SandboxLimits { cpus: 0.0, ..Default::default() },
-            SandboxLimits { cpus: f64::NAN, ..Default::default() },
-            SandboxLimits { timeout: Duration::ZERO, ..Default::default() },
-            SandboxLimits { cpu_time: Duration::ZERO, ..Default::default() },
-            SandboxLimits { output_cap_bytes: 0, ..Default::default() },
-            SandboxLimits { output_cap_messages: 0, ..Default::default() },
-            SandboxLimits { disk_bytes: 0, ..Default::default() },
+            SandboxLimits {
+                memory_bytes: 0,
+                ..Default::default()
+            },
+            SandboxLimits {
+                pids: 0,
+                ..Default::default()
+            },
+            SandboxLimits {
+                cpus: 0.0,
+                ..Default::default()
+            },
+            SandboxLimits {
+                cpus: f64::NAN,
+                ..Default::default()
+            },
+            SandboxLimits {
+                timeout: Duration::ZERO,
+                ..Default::default()
+            },
+            SandboxLimits {
+                cpu_time: Duration::ZERO,
+                ..Default::default()
+            },
+            SandboxLimits {
+                output_cap_bytes: 0,
+                ..Default::default()
+            },
+            SandboxLimits {
+                output_cap_messages: 0,
+                ..Default::default()
+            },
+            SandboxLimits {
+                disk_bytes: 0,
+                ..Default::default()
+            },
         ];
         let flags = [
-            "--memory", "--pids", "--cpus", "--cpus", "--timeout", "--cpu-time", "--output-cap",
-            "--output-messages", "--disk",
+            "--memory",
+            "--pids",
+            "--cpus",
+            "--cpus",
+            "--timeout",
+            "--cpu-time",
+            "--output-cap",
+            "--output-messages",
+            "--disk",
         ];
         for (limits, flag) in zeroed.iter().zip(flags) {
             let why = limits.below_floor().expect("zero is below the floor");

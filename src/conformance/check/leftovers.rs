@@ -212,7 +212,17 @@ mod tests {
         child.wait().unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("command line"), "{found:?}");
-        assert!(processes_of(&id, &ns).is_empty());
+        // As `leftovers` waits: a child the shell was forking when it was
+        // killed carries the shell's command line until it execs `sleep`.
+        let mut left = processes_of(&id, &ns);
+        for _ in 0..200 {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            left = processes_of(&id, &ns);
+        }
+        assert!(left.is_empty(), "{left:?}");
 
         let tree = tempfile::tempdir().unwrap();
         let deep = tree.path().join("retrace/123").join(&id);

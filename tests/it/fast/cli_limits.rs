@@ -23,7 +23,10 @@ const BELOW: [(&str, &str, &str); 12] = [
 fn retrace(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_retrace"))
         .args(args)
-        .env("RETRACE_HOME", std::env::temp_dir().join("retrace-cli-limits-unused"))
+        .env(
+            "RETRACE_HOME",
+            std::env::temp_dir().join("retrace-cli-limits-unused"),
+        )
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -45,7 +48,10 @@ fn a_limit_below_its_floor_is_a_usage_error_naming_the_flag() {
             let (code, stderr) = retrace(&args);
             assert_eq!(code, 2, "{args:?}: {stderr}");
             assert!(stderr.contains(flag), "{args:?}: {stderr}");
-            assert!(stderr.contains(&format!("minimum {minimum}")), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("minimum {minimum}")),
+                "{args:?}: {stderr}"
+            );
         }
     }
 }
@@ -54,8 +60,23 @@ fn a_limit_below_its_floor_is_a_usage_error_naming_the_flag() {
 fn a_limit_at_its_floor_is_accepted() {
     // `--help` after the flags: parsed, then nothing runs.
     let (code, stderr) = retrace(&[
-        "exec", "--memory", "128M", "--pids", "16", "--cpus", "0.05", "--timeout", "100ms",
-        "--cpu-time", "100ms", "--output-cap", "1K", "--output-messages", "10", "--disk", "16M",
+        "exec",
+        "--memory",
+        "128M",
+        "--pids",
+        "16",
+        "--cpus",
+        "0.05",
+        "--timeout",
+        "100ms",
+        "--cpu-time",
+        "100ms",
+        "--output-cap",
+        "1K",
+        "--output-messages",
+        "10",
+        "--disk",
+        "16M",
         "--help",
     ]);
     assert_eq!(code, 0, "{stderr}");
