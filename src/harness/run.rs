@@ -22,6 +22,7 @@ use crate::kernel::{Executor, ExecutorInfo, KernelOptions};
 use crate::pyenv::Image;
 use crate::record::{ArmImage, AttemptRecord, Provenance, RunConfig, RunSpec, RUN_SCHEMA_VERSION};
 use crate::report::{self, Summary};
+use crate::task::check::published::rules_of;
 use crate::task::Task;
 
 /// A run ready to execute: `run.json` written, journal open, model,
@@ -301,6 +302,12 @@ fn provenance(
         task_tags: tasks
             .iter()
             .map(|t| (t.id.clone(), t.tags.clone()))
+            .collect(),
+        task_rules: tasks
+            .iter()
+            .map(|t| (t.id.clone(), rules_of(t)))
+            .filter(|(_, rules)| !rules.is_empty())
+            .map(|(id, rules)| (id, rules.iter().map(|r| r.to_string()).collect()))
             .collect(),
         model: model.name(),
         synthetic_model: model.is_synthetic(),

@@ -151,6 +151,7 @@ impl RunConfigV2 {
                 task_ids: self.task_ids,
                 task_hashes: self.task_hashes,
                 task_tags: self.task_tags,
+                task_rules: BTreeMap::new(),
                 model: self.model,
                 synthetic_model: self.synthetic_model,
                 model_info: self.model_info,

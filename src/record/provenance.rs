@@ -36,6 +36,11 @@ pub struct Provenance {
     /// Each selected task's tags, so reports can filter by them.
     #[serde(default)]
     pub task_tags: BTreeMap<String, Vec<String>>,
+    /// The published scoring rules each task is judged by beside
+    /// retrace's (`gsm8k`, `dabench`, `math_verify`, `minerva`), so a task
+    /// never answered still counts, as wrong, in each rule's accuracy.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_rules: BTreeMap<String, Vec<String>>,
     /// The model as its client names itself (`local:<name>`, `openai:<model>`, ...).
     pub model: String,
     pub synthetic_model: bool,

@@ -175,11 +175,8 @@ fn accuracy_by_fault(arm: &Arm) -> BTreeMap<String, FaultAccuracy> {
 fn accuracy_by_tag(arm: &Arm) -> BTreeMap<String, FaultAccuracy> {
     let tags = &arm.config.provenance.task_tags;
     let mut groups: BTreeMap<String, Vec<&TaskRounds>> = BTreeMap::new();
-    for t in arm.tasks {
-        let Some(first) = t.records.first() else {
-            continue;
-        };
-        for tag in tags.get(&first.task_id).into_iter().flatten() {
+    for (t, id) in arm.tasks.iter().zip(&arm.config.provenance.task_ids) {
+        for tag in tags.get(id).into_iter().flatten() {
             groups.entry(tag.clone()).or_default().push(t);
         }
     }

@@ -38,20 +38,30 @@ pub struct Differing {
     pub rule: Option<String>,
 }
 
-/// Every published rule that judged some task of the arm.
+/// Every published rule that applies to some task of the arm: as the run
+/// recorded them per task (`provenance.task_rules`), so a task never
+/// answered counts as wrong under its rules; for runs from before that
+/// record, the rules that judged some answer.
 pub(super) fn published(arm: &Arm) -> BTreeMap<String, PublishedAccuracy> {
-    let mut rules: BTreeMap<String, Vec<&TaskRounds>> = BTreeMap::new();
-    for t in arm.tasks {
-        let names = t
-            .records
-            .iter()
-            .filter_map(|r| r.check.as_ref())
-            .flat_map(|c| c.published.keys());
+    let recorded = &arm.config.provenance.task_rules;
+    let mut rules: BTreeMap<String, Vec<(&str, &TaskRounds)>> = BTreeMap::new();
+    for (t, id) in arm.tasks.iter().zip(&arm.config.provenance.task_ids) {
+        let mut names: Vec<&String> = match recorded.is_empty() {
+            false => recorded.get(id).into_iter().flatten().collect(),
+            true => t
+                .records
+                .iter()
+                .filter_map(|r| r.check.as_ref())
+                .flat_map(|c| c.published.keys())
+                .collect(),
+        };
+        names.sort();
+        names.dedup();
         for name in names {
-            let tasks = rules.entry(name.clone()).or_default();
-            if !tasks.iter().any(|seen| std::ptr::eq(*seen, t)) {
-                tasks.push(t);
-            }
+            rules
+                .entry(name.clone())
+                .or_default()
+                .push((id.as_str(), t));
         }
     }
     let k = arm.k();
@@ -69,19 +79,18 @@ pub(super) fn published(arm: &Arm) -> BTreeMap<String, PublishedAccuracy> {
             let rate = |f: &dyn Fn(usize, &TaskRounds) -> bool| -> Vec<Rate> {
                 (0..=k)
                     .map(|r| {
-                        let hits = tasks.iter().filter(|t| f(r, t)).count() as u64;
+                        let hits = tasks.iter().filter(|(_, t)| f(r, t)).count() as u64;
                         Rate::new(hits, n).expect("a rule judged at least one task")
                     })
                     .collect()
             };
             let differing = tasks
                 .iter()
-                .filter(|t| under(k, t) != t.correct_at(k))
-                .map(|t| {
-                    let rec = t.at(k);
-                    let check = rec.and_then(|r| r.check.as_ref());
+                .filter(|(_, t)| under(k, t) != t.correct_at(k))
+                .map(|(id, t)| {
+                    let check = t.at(k).and_then(|r| r.check.as_ref());
                     Differing {
-                        task_id: rec.map(|r| r.task_id.clone()).unwrap_or_default(),
+                        task_id: id.to_string(),
                         retrace: t.correct_at(k),
                         answer: check.and_then(|c| c.extracted.clone()),
                         rule: check.map(|c| c.rule.clone()),
@@ -97,4 +106,40 @@ pub(super) fn published(arm: &Arm) -> BTreeMap<String, PublishedAccuracy> {
             (name, accuracy)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::record::StopOn;
+    use crate::report::metrics::summarize;
+    use crate::report::testing::{config, task, R};
+
+    /// Two GSM8K tasks: one right under both rules, one whose answer
+    /// only retrace reads, and one never answered (an endpoint failure):
+    /// it counts, as wrong, under the rule too.
+    #[test]
+    fn an_unanswered_task_counts_under_its_rules_and_differences_are_listed() {
+        let mut cfg = config(&["a", "b", "c"], 0, StopOn::Clean);
+        for id in ["a", "b", "c"] {
+            cfg.provenance
+                .task_rules
+                .insert(id.into(), vec!["gsm8k".into()]);
+        }
+        let mut records = task("a", &[R::Right], StopOn::Clean, 0);
+        records.extend(task("b", &[R::Right], StopOn::Clean, 0));
+        records.extend(task("c", &[R::Infra], StopOn::Clean, 0));
+        for r in &mut records {
+            if let Some(c) = &mut r.check {
+                c.published.insert("gsm8k".into(), r.task_id == "a");
+            }
+        }
+        let s = summarize(&cfg, &records);
+        let gsm = &s.answers.published_rules["gsm8k"];
+        assert_eq!(gsm.tasks, 3);
+        assert_eq!(gsm.accuracy_by_round[0].successes, 1);
+        assert_eq!(gsm.retrace_by_round[0].successes, 2);
+        let ids: Vec<&str> = gsm.differing.iter().map(|d| d.task_id.as_str()).collect();
+        assert_eq!(ids, ["b"]);
+        assert!(gsm.differing[0].retrace);
+    }
 }
