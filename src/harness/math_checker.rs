@@ -122,6 +122,13 @@ impl MathChecker {
         let outcome = kernel
             .execute(&format!("__retrace_math_check__({b64:?})"), &exec)
             .await;
+        if outcome.state_lost {
+            // Killed (or its state otherwise gone): the next answer gets a
+            // new kernel, set up before it runs.
+            if let State::Ready(kernel, _) = std::mem::replace(&mut *state, State::Idle) {
+                kernel.discard().await;
+            }
+        }
         let verdict = match outcome.verdict {
             Verdict::Ok => outcome
                 .stdout
@@ -154,8 +161,8 @@ impl MathChecker {
         })
     }
 
-    /// Starts and sets up the kernel if it is not, or was restarted after a
-    /// kill, since its setup.
+    /// Starts and sets up the kernel if it is not, or was restarted since
+    /// its setup.
     async fn ready(&self, state: &mut State) -> Result<(), String> {
         match state {
             State::Broken(why) => return Err(why.clone()),
