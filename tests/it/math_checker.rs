@@ -209,6 +209,23 @@ fn json_file(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// `retrace run --suite SUITE --model MODEL ARGS… --out OUT`, which must
+/// succeed; returns what it printed and its summary.json.
+fn run_ok(
+    suite: &str,
+    model: &str,
+    args: &[&str],
+    out: &std::path::Path,
+) -> (common::Ran, serde_json::Value) {
+    let mut all = vec!["run", "--suite", suite, "--model", model];
+    all.extend_from_slice(args);
+    all.extend(["--out", out.to_str().unwrap()]);
+    let ran = common::retrace(all).run();
+    assert_eq!(ran.code, 0, "{ran:?}");
+    let summary = json_file(&out.join("summary.json"));
+    (ran, summary)
+}
+
 /// A MATH-500-format file (exactly its fields) runs end to end: answers
 /// left as sympy trees, floats, LaTeX strings and tuples are checked in
 /// the checker's jail, a wrong one is repaired, and the summary and
@@ -248,22 +265,12 @@ fn a_math500_file_runs_end_to_end() {
         ],
     );
     let out = dir.path().join("run");
-    let ran = common::retrace([
-        "run",
-        "--suite",
+    let (_, summary) = run_ok(
         &suite,
-        "--model",
         &model,
-        "--rounds",
-        "1",
-        "--stop-on",
-        "correct",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .run();
-    assert_eq!(ran.code, 0, "{ran:?}");
-    let summary = json_file(&out.join("summary.json"));
+        &["--rounds", "1", "--stop-on", "correct"],
+        &out,
+    );
     assert_eq!(summary["tasks"], 4);
     assert_eq!(
         summary["accuracy_by_round"][0]["successes"], 3,
@@ -353,20 +360,7 @@ fn a_dabench_run_reports_the_official_rule_beside_retraces() {
         ],
     );
     let out = dir.path().join("run");
-    let ran = common::retrace([
-        "run",
-        "--suite",
-        &suite,
-        "--model",
-        &model,
-        "--rounds",
-        "0",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .run();
-    assert_eq!(ran.code, 0, "{ran:?}");
-    let summary = json_file(&out.join("summary.json"));
+    let (ran, summary) = run_ok(&suite, &model, &["--rounds", "0"], &out);
     assert_eq!(
         summary["accuracy_by_round"][0]["successes"], 2,
         "{summary:#}"
@@ -419,20 +413,7 @@ fn the_competition_suite_runs_with_the_oracle() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let ran = common::retrace([
-        "run",
-        "--suite",
-        "competition",
-        "--model",
-        "oracle:faults",
-        "--rounds",
-        "2",
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .run();
-    assert_eq!(ran.code, 0, "{ran:?}");
-    let summary = json_file(&out.join("summary.json"));
+    let (_, summary) = run_ok("competition", "oracle:faults", &["--rounds", "2"], &out);
     assert_eq!(summary["tasks"], 20);
     assert_eq!(
         summary["accuracy_by_round"][2]["successes"], 20,

@@ -1186,15 +1186,23 @@ def _retrace_math_setup():
             return ("latex", str(int(v)))
         return ("latex", sympy.latex(v))
 
-    def math_verify_rule(expected, answer):
+    def published_pred(answer):
+        # The answer as text for a published rule: (verdict so far, kind,
+        # text); kind None when the rule is not run (no answer, refused).
         out = {"correct": False, "note": None}
         if answer is None:
             out["note"] = "no answer"
-            return out
+            return out, None, None
         try:
             kind, t = pred_text_of(answer)
         except Refused as e:
             out["note"] = "refused: %s" % e
+            return out, None, None
+        return out, kind, t
+
+    def math_verify_rule(expected, answer):
+        out, kind, t = published_pred(answer)
+        if kind is None:
             return out
         if kind == "str":
             if not t.strip():
@@ -1440,14 +1448,8 @@ def _retrace_math_setup():
             return False
 
     def minerva_rule(expected, answer):
-        out = {"correct": False, "note": None}
-        if answer is None:
-            out["note"] = "no answer"
-            return out
-        try:
-            kind, t = pred_text_of(answer)
-        except Refused as e:
-            out["note"] = "refused: %s" % e
+        out, kind, t = published_pred(answer)
+        if kind is None:
             return out
         if kind == "str" and ("\\boxed" in t or "\\fbox" in t):
             boxed = last_boxed_only_string(t)
