@@ -822,6 +822,15 @@ def _slot(cls, name, x):
         return None
 
 
+def _container(x, t, depth, b, path):
+    # The bounds every list, tuple, set and dict is read under.
+    if depth >= MAX_DEPTH:
+        raise _Unsupported(type_name(t), "nested deeper than %d levels" % MAX_DEPTH)
+    if _len(x) > MAX_ITEMS:
+        raise _Unsupported(type_name(t), "too large: more than %d elements" % MAX_ITEMS)
+    _tick(b, 2, path, t)
+
+
 def _encode(x, depth, b, path):
     t = _type(x)
     if t is _bool:
@@ -845,11 +854,7 @@ def _encode(x, depth, b, path):
         x = _text(x, b)
         return (_str_repr(x), _json_str(x))
     if t is _list or t is _tuple:
-        if depth >= MAX_DEPTH:
-            raise _Unsupported(type_name(t), "nested deeper than %d levels" % MAX_DEPTH)
-        if _len(x) > MAX_ITEMS:
-            raise _Unsupported(type_name(t), "too large: more than %d elements" % MAX_ITEMS)
-        _tick(b, 2, path, t)
+        _container(x, t, depth, b, path)
         texts = []
         jsons = []
         i = 0
@@ -866,11 +871,7 @@ def _encode(x, depth, b, path):
         return (text, "[" + _str_join(",", jsons) + "]")
     if t is _set or t is _frozenset:
         # Unordered: the elements' texts sorted, so one set reads one way.
-        if depth >= MAX_DEPTH:
-            raise _Unsupported(type_name(t), "nested deeper than %d levels" % MAX_DEPTH)
-        if _len(x) > MAX_ITEMS:
-            raise _Unsupported(type_name(t), "too large: more than %d elements" % MAX_ITEMS)
-        _tick(b, 2, path, t)
+        _container(x, t, depth, b, path)
         pairs = []
         for item in x:
             _list_append(pairs, _encode(item, depth + 1, b, path + "{}"))
@@ -881,11 +882,7 @@ def _encode(x, depth, b, path):
             return ("set()", "[]")
         return ("{" + _str_join(", ", texts) + "}", "[" + _str_join(",", jsons) + "]")
     if t is _dict:
-        if depth >= MAX_DEPTH:
-            raise _Unsupported("dict", "nested deeper than %d levels" % MAX_DEPTH)
-        if _len(x) > MAX_ITEMS:
-            raise _Unsupported("dict", "too large: more than %d elements" % MAX_ITEMS)
-        _tick(b, 2, path, t)
+        _container(x, t, depth, b, path)
         texts = []
         jsons = []
         for k, v in _dict_items(x):

@@ -770,7 +770,6 @@ async fn hostile_sympy_values_are_unsupported_without_running_their_code() {
         )
         .await;
     assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
-    let started = std::time::Instant::now();
     for (code, type_name) in [
         ("answer = Hostile()", "__main__.Hostile"),
         (
@@ -803,7 +802,6 @@ async fn hostile_sympy_values_are_unsupported_without_running_their_code() {
     assert_eq!(unsupported(&a).0, "sympy.core.add.Add");
     let a = answer_of(&mut k, "sp.Basic._args = saved\nanswer = e").await;
     assert_eq!(a.value, "Add(Integer(1), Symbol('x'))");
-    assert!(started.elapsed() < Duration::from_secs(30));
 
     // A huge tree (2**20 nodes, shared) and a deep one are refused promptly.
     let o = k
@@ -814,18 +812,14 @@ async fn hostile_sympy_values_are_unsupported_without_running_their_code() {
         )
         .await;
     assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
-    let started = std::time::Instant::now();
+    // Each read is one cell under its time limit (`answer_of`): a reader
+    // that walked the whole tree would end as a timeout, not an answer.
     let a = answer_of(&mut k, "answer = huge").await;
     assert!(unsupported(&a).1.starts_with("too large"), "{a:?}");
     let a = answer_of(&mut k, "answer = deep").await;
     assert!(unsupported(&a).1.contains("nested deeper"), "{a:?}");
     let a = answer_of(&mut k, "answer = [deep]").await;
     assert!(unsupported(&a).1.contains("nested deeper"), "{a:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
     let a = answer_of(&mut k, "answer = sp.sqrt(2)").await;
     assert_eq!(a.value, "Pow(Integer(2), Rational(1, 2))");
     k.shutdown().await;
