@@ -5,15 +5,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
+use retrace::harness::packages::fixed_cell;
 use retrace::kernel::{
     default_kernel_root, ExecOptions, Executor, Kernel, KernelOptions, KernelSpec, KernelStart,
     Outcome,
 };
-use retrace::pyenv::{ImageName, ImageStore};
+use retrace::pyenv::dynamic::{CellScanner, PackageStore};
+use retrace::pyenv::{FixedImage, ImageName, ImageStore, Strategy};
 use retrace::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 use retrace::util::terminal;
 
 use super::executor::ExecutorArgs;
+use super::kernel_env::EnvArgs;
 use super::limits::LimitArgs;
 use super::Failure;
 
@@ -28,6 +31,8 @@ pub struct ExecArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub executor: ExecutorArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
     /// Directory where plots and other images are written.
     #[arg(long, default_value = "retrace-artifacts")]
     pub artifacts: PathBuf,
@@ -67,15 +72,28 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
     // asked.
     let options = KernelOptions {
         start: args.limits.kernel_start.unwrap_or(KernelStart::Cold),
+        env: args.env.env()?,
         ..args.limits.kernel_options()
     };
     let executor = args.executor.open(&args.limits, 1).await?;
+    // A local kernel's image is fixed: its install lines get a notice.
+    let mut fixed = None;
     let mut kernel = match &executor {
         Executor::Local(sandbox) => {
             let image = ImageStore::from_env()
                 .ensure_blocking(args.image, true)
                 .await
                 .map_err(Failure::infra)?;
+            let strategy = match args.image {
+                ImageName::Fat => Strategy::Fat,
+                _ => Strategy::Slim,
+            };
+            let scanner = CellScanner::new(
+                image.clone(),
+                sandbox.clone(),
+                PackageStore::from_env().work_dir(),
+            );
+            fixed = Some(FixedImage::new(scanner, strategy));
             let spec = Arc::new(KernelSpec {
                 threads: args.limits.limits().threads(),
                 ..KernelSpec::new(image, default_kernel_root())
@@ -114,7 +132,10 @@ pub async fn run(args: ExecArgs) -> Result<i32, Failure> {
             artifact_dir: Some(args.artifacts.clone()),
             artifact_prefix: format!("cell{}", i + 1),
         };
-        let outcome = kernel.execute(cell, &exec).await;
+        let outcome = match &fixed {
+            Some(fixed) => fixed_cell(fixed, &mut kernel, cell, &exec).await,
+            None => kernel.execute(cell, &exec).await,
+        };
         if !args.json {
             print_outcome(i + 1, &outcome, &args.artifacts);
         }

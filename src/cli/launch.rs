@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use retrace::kernel::env::GATEWAY_VAR;
 use retrace::kernel::launcher::{self, LaunchRequest, PortRange};
-use retrace::kernel::{default_kernel_root, Kernel, KernelSpec, KernelStart};
+use retrace::kernel::{default_kernel_root, Kernel, KernelEnv, KernelSpec, KernelStart};
 use retrace::pyenv::{ImageName, ImageStore};
 use retrace::util::units::{parse_bytes, parse_duration};
 
+use super::kernel_env::EnvArgs;
 use super::limits::LimitArgs;
 use super::Failure;
 
@@ -25,6 +27,8 @@ pub struct LaunchArgs {
     pub threads: u32,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
     /// EG's `{kernel_id}`.
     #[arg(long)]
     pub kernel_id: String,
@@ -69,6 +73,7 @@ pub async fn run(mut args: LaunchArgs) -> Result<i32, Failure> {
     });
     let options = retrace::kernel::KernelOptions {
         start: args.limits.kernel_start.unwrap_or(KernelStart::Cold),
+        env: args.env.with(client_env().map_err(Failure::usage)?)?,
         ..args.limits.kernel_options()
     };
     let kernel = Kernel::start(spec, sandbox.as_ref(), options.clone())
@@ -163,6 +168,16 @@ fn override_from_env(limits: &mut LimitArgs) -> anyhow::Result<()> {
         limits.output_messages = positive(name, &value, "messages")?;
     }
     Ok(())
+}
+
+/// The variables the client's start request gave the kernel
+/// ([`GATEWAY_VAR`]; EG passes `KERNEL_*` variables on to the launch).
+fn client_env() -> anyhow::Result<Vec<(String, String)>> {
+    let Ok(text) = std::env::var(GATEWAY_VAR) else {
+        return Ok(Vec::new());
+    };
+    let env = KernelEnv::from_gateway_var(&text)?;
+    Ok(env.pairs().map(|(k, v)| (k.into(), v.into())).collect())
 }
 
 /// A positive number of `what` from variable `name`.

@@ -8,6 +8,7 @@ mod exec;
 mod executor;
 mod export;
 mod image;
+mod kernel_env;
 mod launch;
 mod limits;
 mod logging;

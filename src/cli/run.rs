@@ -19,6 +19,7 @@ use retrace::util::terminal;
 use retrace::util::units::{parse_bytes, parse_duration};
 
 use super::executor::ExecutorArgs;
+use super::kernel_env::EnvArgs;
 use super::limits::LimitArgs;
 use super::tasks::LoadArgs;
 use super::Failure;
@@ -50,7 +51,8 @@ pub struct RunArgs {
     /// infrastructure error are redone too (its run.json decides
     /// everything that shapes the run; other flags are ignored except
     /// --base-url, --api-key, --model-slots, --model-threads,
-    /// --gateway-token, --kernel-start and --max-infra-errors).
+    /// --gateway-token, --kernel-start and --max-infra-errors; --env must
+    /// give the run's variables again, needed when one is secret).
     #[arg(long)]
     pub resume: Option<PathBuf>,
     #[command(flatten)]
@@ -72,6 +74,8 @@ pub struct RunArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub executor: ExecutorArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
 }
 
 /// Which tasks (the spec's `tasks`).
@@ -319,6 +323,7 @@ impl RunArgs {
                 stop_on: several(&p.stop_on),
                 product: p.arms_product,
             },
+            env: self.env.env()?,
         })
     }
 
@@ -337,6 +342,7 @@ impl RunArgs {
             },
             gateway_token: self.executor.gateway_token.clone(),
             kernel_start: None,
+            env: self.env.env()?,
         })
     }
 }

@@ -9,7 +9,7 @@ use super::packages::Packages;
 use crate::kernel::{default_kernel_root, KernelSpec};
 use crate::model::ModelClient;
 use crate::pyenv::dynamic::{Allowlist, CellScanner, Installer, PackageStore};
-use crate::pyenv::{Image, Strategy};
+use crate::pyenv::{FixedImage, Image, Strategy};
 use crate::record::{ArmSpec, InstallOn, RunSpec};
 use crate::repair::masking::MaskCheck;
 use crate::sandbox::Sandbox;
@@ -73,6 +73,9 @@ pub struct ArmKernels {
     pub kernel: Arc<KernelSpec>,
     /// The `dynamic` strategy's installs (`None` for the others).
     pub packages: Option<Arc<Packages>>,
+    /// The other strategies' install lines, answered with a notice
+    /// (`None` for `dynamic`).
+    pub fixed: Option<Arc<FixedImage>>,
 }
 
 /// How long one installer run may take (a cold download of a large
@@ -122,10 +125,16 @@ impl ArmKernels {
         } else {
             None
         };
+        let fixed = packages.is_none().then(|| {
+            let scanner =
+                CellScanner::new(image, sandbox.clone(), PackageStore::from_env().work_dir());
+            Arc::new(FixedImage::new(scanner, strategy))
+        });
         Ok(ArmKernels {
             strategy,
             kernel: Arc::new(kernel),
             packages,
+            fixed,
         })
     }
 }

@@ -26,7 +26,7 @@ use crate::task::{Expected, Task};
 use super::answer::{symbolic, RoundAnswer};
 use super::arm::Arm;
 use super::error::HarnessError;
-use super::packages::Activated;
+use super::packages::{fixed_cell, Activated};
 use super::round::{Decision, Executed, RoundHead, Scored, Solved};
 use super::runner::Runner;
 use super::stop::{decide, Turn};
@@ -375,7 +375,10 @@ impl<'a> Episode<'a> {
                 run.outcome
             }
             None => {
-                let o = kernel.execute(code, &exec).await;
+                let o = match &self.arm.kernels.fixed {
+                    Some(fixed) => fixed_cell(fixed, kernel, code, &exec).await,
+                    None => kernel.execute(code, &exec).await,
+                };
                 executed.exec_ms = o.timings_ms.total;
                 o
             }

@@ -120,6 +120,22 @@ pub enum UsageError {
     TasksChanged { suite: String, detail: String },
     #[error("{0}")]
     Gateway(&'static str),
+    #[error("--env: {0}")]
+    Env(#[from] crate::kernel::EnvError),
+    #[error(
+        "the run gives kernels the secret `{key}`, which run.json keeps redacted; \
+         give the run's variables again with --env KEY=VALUE when resuming"
+    )]
+    EnvSecretMissing { key: String },
+    #[error(
+        "--env: `{key}` differs from the run's ({then} then, {now} now); \
+         a resumed run must give its kernels the same variables"
+    )]
+    EnvChanged {
+        key: String,
+        then: String,
+        now: String,
+    },
 }
 
 impl HarnessError {

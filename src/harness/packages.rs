@@ -20,8 +20,10 @@ use std::time::Instant;
 
 use crate::kernel::{AnyKernel, ExecOptions, Outcome};
 use crate::pyenv::dynamic::{
-    missing_module, Allowlist, CellScanner, Decision, Installer, Pin, Request, RequestSource,
+    might_install, missing_module, Allowlist, CellScanner, Decision, Installer, Pin, Request,
+    RequestSource,
 };
+use crate::pyenv::FixedImage;
 use crate::record::{InstallOn, InstallStep, InstallTrigger, WheelRecord};
 use crate::sandbox::Verdict;
 
@@ -272,6 +274,34 @@ impl Packages {
     }
 }
 
+/// Runs `code` in a kernel of a fixed image (`fat`, `slim`): its install
+/// lines replaced by a notice that nothing can be installed, which a
+/// failing cell's feedback carries too.
+pub async fn fixed_cell(
+    fixed: &FixedImage,
+    kernel: &mut AnyKernel,
+    code: &str,
+    exec: &ExecOptions,
+) -> Outcome {
+    if let Some(outcome) = crate::kernel::code_refusal(code) {
+        return outcome;
+    }
+    match fixed.rewrite(code).await {
+        Ok(rewritten) => {
+            let mut outcome = kernel.execute(&rewritten.code, exec).await;
+            if !outcome.succeeded() && outcome.policy.is_none() {
+                outcome.policy = rewritten.notice;
+            }
+            outcome
+        }
+        Err(why) => Outcome::not_run(
+            Verdict::InternalError,
+            "HarnessError",
+            ScannerFailed::Scan(why).to_string(),
+        ),
+    }
+}
+
 /// A step that has installed nothing (yet).
 fn empty_step(trigger: InstallTrigger, decisions: Vec<Decision>) -> InstallStep {
     InstallStep {
@@ -287,12 +317,6 @@ fn empty_step(trigger: InstallTrigger, decisions: Vec<Decision>) -> InstallStep 
         rerun: false,
         failed_outcome: None,
     }
-}
-
-/// Only a cell that mentions `install` can hold an install line; the
-/// scanner (a Python start, ~0.3 s) decides for the others.
-fn might_install(code: &str) -> bool {
-    code.contains("install")
 }
 
 fn policy_denied(step: &InstallStep, allowlist: &Allowlist) -> Outcome {
@@ -344,13 +368,6 @@ fn failure_text(step: &InstallStep) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_cells_that_mention_install_are_scanned() {
-        assert!(might_install("%pip install scipy"));
-        assert!(might_install("!pip3 install -q sympy"));
-        assert!(!might_install("import scipy\nprint(scipy.__version__)"));
-    }
 
     #[test]
     fn denials_are_told_in_the_policys_words() {

@@ -35,6 +35,9 @@ pub struct RunContext {
     pub gateway_token: Option<String>,
     /// On resume: start kernels this way instead of as the run did.
     pub kernel_start: Option<KernelStart>,
+    /// On resume: the kernels' variables given again (`--env`), which
+    /// must be the run's; the values of secret ones are only here.
+    pub env: crate::kernel::KernelEnv,
 }
 
 pub(super) struct Prepared {

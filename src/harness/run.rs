@@ -14,7 +14,7 @@ use super::journal::{self, ArmTask, Journal};
 use super::prepare::{prepare, Prepared, RunContext};
 use super::progress::Progress;
 use super::run_dir::{
-    load_tasks, read_config, refuse_existing_run, same_tasks, task_hash, write_config,
+    load_tasks, read_config, refuse_existing_run, same_env, same_tasks, task_hash, write_config,
 };
 use super::runner::Runner;
 use super::schedule::{self, Job};
@@ -81,6 +81,8 @@ impl Run {
         {
             return Err(UsageError::DuplicateArm { name }.into());
         }
+        spec.env.check().map_err(UsageError::from)?;
+        spec.env.register_secrets();
         let (tasks, skipped) = load_tasks(&spec.tasks, &ctx.datasets)?;
         if tasks.is_empty() {
             return Err(UsageError::NoTasks {
@@ -118,6 +120,9 @@ impl Run {
         // The directory given wins over where the run was made: a moved run
         // continues where it is.
         config.provenance.out_dir = dir.to_path_buf();
+        ctx.env.check().map_err(UsageError::from)?;
+        ctx.env.register_secrets();
+        config.spec.env = same_env(&config, &ctx.env)?;
         let tasks = load_tasks(&config.spec.tasks, &ctx.datasets)?.0;
         same_tasks(&config, &tasks)?;
         let prepared = prepare(&config.spec, &tasks, &ctx).await?;
@@ -166,6 +171,7 @@ impl Run {
             arms,
             kernel_options: KernelOptions {
                 start: ctx.kernel_start.unwrap_or(execution.kernel_start),
+                env: config.spec.env.clone(),
                 ..KernelOptions::enforcing(&execution.limits, !execution.unconfined)
             },
             config: Arc::new(config),

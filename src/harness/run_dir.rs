@@ -8,6 +8,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::error::{HarnessError, UsageError};
+use crate::kernel::KernelEnv;
 use crate::record::{RunConfig, TaskSpec};
 use crate::task::load::{load_suite_with, select};
 use crate::task::Task;
@@ -101,6 +102,46 @@ pub(super) fn task_hash(task: &Task, max_file_bytes: u64) -> String {
         }
     }
     format!("{:x}", h.finalize())
+}
+
+/// The kernels' variables of a resumed run: those run.json records when
+/// none are given (none of them secret, whose values it keeps redacted),
+/// else those given, which must be the run's, value for value (secret
+/// ones compared by their fingerprint's hash, never in clear).
+pub(super) fn same_env(config: &RunConfig, given: &KernelEnv) -> Result<KernelEnv, UsageError> {
+    let recorded = &config.spec.env;
+    if given.is_empty() {
+        if let Some(key) = recorded.missing_secrets().first() {
+            return Err(UsageError::EnvSecretMissing {
+                key: key.to_string(),
+            });
+        }
+        return Ok(recorded.clone());
+    }
+    let then = config
+        .arm_names()
+        .first()
+        .and_then(|arm| config.fingerprint(arm))
+        .map_or_else(|| recorded.print(), |f| f.env);
+    let now = given.print();
+    let keys: BTreeSet<&String> = then.keys().chain(now.keys()).collect();
+    // A secret's hash says nothing to the reader: only that it differs.
+    let shown = |v: Option<&String>| match v {
+        None => "not set".to_string(),
+        Some(v) if v.starts_with("sha256:") => "a secret value".to_string(),
+        Some(v) => format!("`{v}`"),
+    };
+    for key in keys {
+        let (t, n) = (then.get(key), now.get(key));
+        if t != n {
+            return Err(UsageError::EnvChanged {
+                key: key.clone(),
+                then: shown(t),
+                now: shown(n),
+            });
+        }
+    }
+    Ok(given.clone())
 }
 
 /// The selection recomputed on resume must be the run's selection, task by

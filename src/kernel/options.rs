@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::capture::OutputCap;
+use super::env::KernelEnv;
 use crate::sandbox::SandboxLimits;
 
 /// Session-wide settings.
@@ -31,6 +32,8 @@ pub struct KernelOptions {
     pub limits: SandboxLimits,
     /// Cold (exec a new interpreter) or forked from the image's zygote.
     pub start: KernelStart,
+    /// The user's variables, added to the environment retrace makes.
+    pub env: KernelEnv,
 }
 
 impl KernelOptions {
@@ -59,6 +62,7 @@ impl Default for KernelOptions {
             verify_completion: true,
             limits: SandboxLimits::default(),
             start: KernelStart::default(),
+            env: KernelEnv::default(),
         }
     }
 }

@@ -145,7 +145,12 @@ pub(super) async fn launch(
         let _ = std::fs::remove_file(path);
     }
     let conn_file = write_connection_file(layout, &info)?;
-    let command = launch_command(spec, layout, &conn_file);
+    let mut command = launch_command(spec, layout, &conn_file);
+    // The user's variables, on every start of this kernel (cold, forked,
+    // restarted); never in the zygote's own environment.
+    command
+        .env
+        .extend(options.env.pairs().map(|(k, v)| (k.into(), v.into())));
     let (process, path) = start_process(jail, &command, layout, options, zygote).await?;
     let mut exit = process.exit.clone();
     let handshake = async {

@@ -18,6 +18,7 @@
 mod build;
 pub mod dynamic;
 mod file_lock;
+mod fixed_image;
 mod interpreter;
 mod kernelspec;
 pub mod llm;
@@ -38,6 +39,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
+pub use fixed_image::{FixedImage, Rewritten};
 pub(crate) use interpreter::resolve as find_program;
 pub use interpreter::{Interpreter, ProbeError};
 pub use kernelspec::{Kernelspec, KernelspecImage, KernelspecMetadata, RETRACE_LAUNCHER};

@@ -4,6 +4,7 @@
 //! two runs can say exactly how their protocols differ. `run.json` records
 //! one per arm when the run is created.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,10 @@ pub struct Fingerprint {
     pub seeds: SeedsPrint,
     pub generation: GenerationPrint,
     pub policy: PolicyPrint,
+    /// The kernels' variables (`--env`), each under `env.NAME`; a secret
+    /// one as a hash of its value (`KernelEnv::print`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 /// Every sandbox limit ([`SandboxLimits`]), under short names.
@@ -221,6 +226,7 @@ impl Fingerprint {
                 after_failure: spec.policy.after_failure.name().to_string(),
                 max_task_tokens: spec.policy.max_task_tokens,
             },
+            env: spec.env.print(),
         }
     }
 
@@ -245,13 +251,24 @@ impl Fingerprint {
             .collect()
     }
 
-    /// The fields whose values differ, as (name, this one's, `other`'s).
+    /// The fields whose values differ, as (name, this one's, `other`'s);
+    /// a field only one side has (an `env` variable) is `none` on the other.
     pub fn differences(&self, other: &Fingerprint) -> Vec<Difference> {
-        self.fields()
+        let left: BTreeMap<String, String> = self.fields().into_iter().collect();
+        let right: BTreeMap<String, String> = other.fields().into_iter().collect();
+        let names: std::collections::BTreeSet<&String> = left.keys().chain(right.keys()).collect();
+        let none = || "none".to_string();
+        names
             .into_iter()
-            .zip(other.fields())
-            .filter(|((_, l), (_, r))| l != r)
-            .map(|((name, left), (_, right))| Difference { name, left, right })
+            .filter_map(|name| {
+                let l = left.get(name).cloned().unwrap_or_else(none);
+                let r = right.get(name).cloned().unwrap_or_else(none);
+                (l != r).then(|| Difference {
+                    name: name.clone(),
+                    left: l,
+                    right: r,
+                })
+            })
             .collect()
     }
 }
@@ -300,6 +317,7 @@ fn decimal(x: f32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::KernelEnv;
     use crate::record::RunConfig;
 
     /// A one-arm run of schema 2 (the shortest run.json to write).
@@ -368,6 +386,30 @@ mod tests {
             ("0.0", "0.7")
         );
         assert_eq!(diffs[1].right, (1u64 << 30).to_string());
+    }
+
+    #[test]
+    fn kernel_variables_are_fields_and_a_secret_one_is_never_in_clear() {
+        let cfg = base();
+        let arm = &cfg.spec.arms()[0];
+        let left = Fingerprint::of(arm, &cfg.provenance);
+        let mut other = arm.clone();
+        other.spec.env = KernelEnv::from_pairs([
+            ("TZ".into(), "UTC".into()),
+            ("HF_TOKEN".into(), "hf_abcdef123456".into()),
+        ])
+        .unwrap();
+        let right = Fingerprint::of(&other, &cfg.provenance);
+        let diffs = left.differences(&right);
+        let names: Vec<&str> = diffs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["env.HF_TOKEN", "env.TZ"]);
+        assert_eq!(
+            (diffs[1].left.as_str(), diffs[1].right.as_str()),
+            ("none", "UTC")
+        );
+        let written = serde_json::to_string(&right).unwrap();
+        assert!(!written.contains("hf_abcdef123456"), "{written}");
+        assert!(serde_json::to_value(&left).unwrap().get("env").is_none());
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl RunConfigV2 {
                 executor,
             },
             arms: Default::default(),
+            env: Default::default(),
         };
         Ok((
             spec,

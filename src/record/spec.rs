@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::gateway::GatewayConfig;
-use crate::kernel::KernelStart;
+use crate::kernel::{KernelEnv, KernelStart};
 use crate::model::spec::ModelSpec;
 use crate::model::Generation;
 use crate::pyenv::Strategy;
@@ -36,6 +36,10 @@ pub struct RunSpec {
     /// arms are `packages.strategies`).
     #[serde(default, skip_serializing_if = "ArmAxes::is_empty")]
     pub arms: ArmAxes,
+    /// `--env KEY=VALUE`: the variables every kernel gets (secret values
+    /// are written redacted and given again on resume).
+    #[serde(default, skip_serializing_if = "KernelEnv::is_empty")]
+    pub env: KernelEnv,
 }
 
 /// The values each arm variable takes; the first of each is the

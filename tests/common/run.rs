@@ -34,6 +34,7 @@ pub fn context(suite: &str) -> RunContext {
         endpoint: Endpoint::default(),
         gateway_token: None,
         kernel_start: None,
+        env: Default::default(),
     }
 }
 
@@ -78,6 +79,7 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
             executor: ExecutorSpec::Local,
         },
         arms: Default::default(),
+        env: Default::default(),
     };
     TestRun {
         spec,

@@ -25,6 +25,7 @@ use super::super::requests::{handshake, install_probe, silent_ok};
 use super::super::KernelError;
 use super::evidence::EvidenceLog;
 use super::socket;
+use super::start_env::start_env;
 use super::workdir::{upload, workdir_cell, CLEANUP_CELL};
 use super::Gateway;
 use crate::sandbox::{Counters, Evidence, ExitInfo, Flag, Verdict};
@@ -624,7 +625,7 @@ fn max_message(options: &KernelOptions) -> usize {
 
 /// Asks the gateway for a new kernel of its kernelspec; its id.
 async fn create(gateway: &Gateway, options: &KernelOptions) -> Result<String, KernelError> {
-    let body = json!({ "name": gateway.info.kernel, "env": requested_limits(options) });
+    let body = json!({ "name": gateway.info.kernel, "env": start_env(options) });
     let answer = gateway
         .rest
         .call(Method::POST, "/api/kernels", Some(&body))
@@ -640,29 +641,6 @@ async fn create(gateway: &Gateway, options: &KernelOptions) -> Result<String, Ke
                 gateway.info.url, gateway.info.kernel, answer.body
             ))
         })
-}
-
-/// The run's CPU and memory limits as the `KERNEL_*` variables Enterprise
-/// Gateway's Kubernetes pod template makes the pod's requests and limits
-/// of (Kernel Gateway passes them into the kernel's environment, where
-/// nothing reads them); its process, disk, per-cell CPU time and output
-/// limits as retrace's launcher reads them (EG passes every `KERNEL_*`
-/// variable on to the launch; the launcher stops a cell past them on its
-/// host).
-fn requested_limits(options: &KernelOptions) -> Value {
-    let cpus = options.limits.cpus.to_string();
-    let memory = options.limits.memory_bytes.to_string();
-    json!({
-        "KERNEL_CPUS": cpus,
-        "KERNEL_CPUS_LIMIT": cpus,
-        "KERNEL_MEMORY": memory,
-        "KERNEL_MEMORY_LIMIT": memory,
-        "KERNEL_PIDS_LIMIT": options.limits.pids.to_string(),
-        "KERNEL_DISK_LIMIT": options.limits.disk_bytes.to_string(),
-        "KERNEL_CPU_TIME_LIMIT": format!("{}ms", options.limits.cpu_time.as_millis()),
-        "KERNEL_OUTPUT_LIMIT": options.output_cap.bytes.to_string(),
-        "KERNEL_OUTPUT_MESSAGES_LIMIT": options.output_cap.messages.to_string(),
-    })
 }
 
 /// The server's notice that it dropped output past its rate limit.
@@ -687,31 +665,6 @@ async fn delete(gateway: &Gateway, id: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::SandboxLimits;
-
-    #[test]
-    fn the_runs_limits_are_requested_as_enterprise_gateway_reads_them() {
-        let limits = SandboxLimits {
-            cpus: 0.5,
-            memory_bytes: 512 << 20,
-            ..SandboxLimits::default()
-        };
-        let env = requested_limits(&KernelOptions::enforcing(&limits, false));
-        assert_eq!(env["KERNEL_CPUS"], "0.5");
-        assert_eq!(env["KERNEL_CPUS_LIMIT"], "0.5");
-        assert_eq!(env["KERNEL_MEMORY"], "536870912");
-        assert_eq!(env["KERNEL_MEMORY_LIMIT"], "536870912");
-        assert_eq!(env["KERNEL_PIDS_LIMIT"], limits.pids.to_string());
-        assert_eq!(env["KERNEL_DISK_LIMIT"], limits.disk_bytes.to_string());
-        assert_eq!(
-            env["KERNEL_CPU_TIME_LIMIT"],
-            format!("{}ms", limits.cpu_time.as_millis())
-        );
-        assert_eq!(
-            env["KERNEL_OUTPUT_LIMIT"],
-            limits.output_cap_bytes.to_string()
-        );
-    }
 
     #[test]
     fn only_the_servers_rate_limit_notice_counts() {

@@ -16,6 +16,7 @@ mod evidence;
 mod kernel;
 mod rest;
 mod socket;
+mod start_env;
 mod workdir;
 
 use std::collections::BTreeMap;

@@ -26,7 +26,9 @@ pub use audit::{audit, Finding};
 pub use decision::{Decision, Denial, Request, RequestSource};
 pub use install::{IndexSource, InstallError, Installed, Installer, Placed};
 pub use oneshot::OneShotError;
-pub use scan::{missing_module, CellScan, CellScanner, Import, InstallLine, ScanError};
+pub use scan::{
+    might_install, missing_module, CellScan, CellScanner, Import, InstallLine, ScanError,
+};
 pub use store::{Entry, PackageStore};
 
 /// The allowlist, compiled in (regenerate with

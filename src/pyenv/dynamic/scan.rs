@@ -69,6 +69,12 @@ pub enum ScanError {
     Output(#[from] serde_json::Error),
 }
 
+/// Only a cell that mentions `install` can hold an install line; the
+/// scanner (a Python start, ~0.3 s) decides for the others.
+pub fn might_install(code: &str) -> bool {
+    code.contains("install")
+}
+
 /// Scans cells with the slim image's interpreter (it has IPython), each
 /// in a jail of its own.
 pub struct CellScanner {
@@ -191,6 +197,13 @@ pub fn missing_module(ename: &str, evalue: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_cells_that_mention_install_are_scanned() {
+        assert!(might_install("%pip install scipy"));
+        assert!(might_install("!pip3 install -q sympy"));
+        assert!(!might_install("import scipy\nprint(scipy.__version__)"));
+    }
 
     #[test]
     fn missing_modules_are_read_from_the_error() {

@@ -45,6 +45,30 @@ pub const PLACEHOLDERS: [&str; 11] = [
     "sk-xxx",
 ];
 
+/// Words that make a variable's *name* say its value is a secret
+/// (`OPENAI_API_KEY`, `HF_TOKEN`, `DB_PASSWORD`), matched without case
+/// anywhere in the name: such values are registered and never written in
+/// clear (a kernel's `--env`).
+pub const SECRET_NAME_WORDS: [&str; 10] = [
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "PRIVATE",
+];
+
+/// Whether a variable named `name` holds a secret by its name
+/// ([`SECRET_NAME_WORDS`]).
+pub fn secret_name(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    SECRET_NAME_WORDS.iter().any(|w| name.contains(w))
+}
+
 /// The regex engine's limits for the secrets' pattern: far above what
 /// keys of a few hundred characters need.
 const REGEX_SIZE: usize = 64 << 20;

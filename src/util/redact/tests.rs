@@ -223,3 +223,19 @@ fn registered_secrets_reach_every_sink_function() {
         REPLACEMENT.as_bytes()
     );
 }
+
+#[test]
+fn names_that_say_secret_are_secret_names() {
+    for name in [
+        "OPENAI_API_KEY",
+        "hf_token",
+        "DB_Password",
+        "AWS_SECRET_ACCESS_KEY",
+        "GIT_CREDENTIALS",
+    ] {
+        assert!(secret_name(name), "{name}");
+    }
+    for name in ["TZ", "MY_SETTING", "DATA_DIR", "SEED"] {
+        assert!(!secret_name(name), "{name}");
+    }
+}
