@@ -118,3 +118,27 @@ pub fn blocking(opts: TestRun) -> RunResult {
         .expect("a tokio runtime")
         .block_on(execute(opts))
 }
+
+/// A one-task suite (`a`: what is 6 times 7, answer 42) in `dir` and a
+/// `replay:` model that answers it with `replies` as (round, reply):
+/// the suite's path and the model, as `--suite` and `--model` take them.
+pub fn replayed_task(dir: &Path, replies: &[(u32, &str)]) -> (String, String) {
+    let suite = dir.join("tasks.jsonl");
+    let task = serde_json::json!({
+        "id": "a", "question": "What is 6 times 7?",
+        "expected": {"type": "number", "value": 42}, "reference": "answer = 6 * 7",
+    });
+    std::fs::write(&suite, task.to_string() + "\n").unwrap();
+    let replay = dir.join("replies.jsonl");
+    let lines: Vec<String> = replies
+        .iter()
+        .map(|(round, reply)| {
+            serde_json::json!({"task_id": "a", "round": round, "reply": reply}).to_string()
+        })
+        .collect();
+    std::fs::write(&replay, lines.join("\n") + "\n").unwrap();
+    (
+        suite.display().to_string(),
+        format!("replay:{}", replay.display()),
+    )
+}

@@ -164,6 +164,28 @@ async fn pip_install_lines_are_intercepted_and_never_run_in_the_kernel() {
 }
 
 #[tokio::test]
+async fn code_that_only_mentions_pip_runs_as_written() {
+    if common::lacks_root() {
+        return;
+    }
+    let arm = arm();
+    let packages = arm.packages.clone().unwrap();
+    let mut k = kernel(&arm).await;
+    let code = "%pip install -q sympy\n\
+                s = 'pip install requests'  # !pip install requests\n\
+                print(s)\n\
+                import sympy\n\
+                answer = int(sympy.Integer(6) * 7)";
+    let run = run(&packages, &mut k, code).await;
+    assert!(run.outcome.succeeded(), "{:?}", run.outcome.error);
+    assert_eq!(run.outcome.stdout, "pip install requests\n");
+    assert_eq!(answer(&run), "42");
+    assert_eq!(run.steps.len(), 1, "{:?}", run.steps);
+    assert_eq!(run.steps[0].decisions.len(), 1, "only line 1 asks");
+    k.shutdown().await;
+}
+
+#[tokio::test]
 async fn refused_requests_end_with_policy_denied_and_name_what_is_available() {
     if common::lacks_root() {
         return;

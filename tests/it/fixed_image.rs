@@ -71,35 +71,21 @@ fn a_fat_arms_repair_message_says_the_image_is_fixed() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let suite = dir.path().join("tasks.jsonl");
-    std::fs::write(
-        &suite,
-        serde_json::json!({
-            "id": "a", "question": "What is 6 times 7?",
-            "expected": {"type": "number", "value": 42}, "reference": "answer = 6 * 7",
-        })
-        .to_string()
-            + "\n",
-    )
-    .unwrap();
-    let replay = dir.path().join("replies.jsonl");
-    let replies = [
-        (
-            0,
-            "```python\n!pip install tabulate\nimport tabulate\nanswer = 42\n```",
-        ),
-        (1, "```python\nanswer = 6 * 7\n```"),
-    ]
-    .map(|(round, reply)| {
-        serde_json::json!({"task_id": "a", "round": round, "reply": reply}).to_string()
-    });
-    std::fs::write(&replay, replies.join("\n") + "\n").unwrap();
+    let (suite, model) = common::run::replayed_task(
+        dir.path(),
+        &[
+            (
+                0,
+                "```python\n!pip install tabulate\nimport tabulate\nanswer = 42\n```",
+            ),
+            (1, "```python\nanswer = 6 * 7\n```"),
+        ],
+    );
     let out = dir.path().join("run");
-    let model = format!("replay:{}", replay.display());
     let Ran { code, stderr, .. } = retrace([
         "run",
         "--suite",
-        &suite.display().to_string(),
+        &suite,
         "--model",
         &model,
         "--rounds",

@@ -99,32 +99,15 @@ fn a_run_records_its_variables_secrets_redacted_and_resumes_only_with_the_same()
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let suite = dir.path().join("tasks.jsonl");
-    std::fs::write(
-        &suite,
-        serde_json::json!({
-            "id": "a", "question": "What is 6 times 7?",
-            "expected": {"type": "number", "value": 42}, "reference": "answer = 6 * 7",
-        })
-        .to_string()
-            + "\n",
-    )
-    .unwrap();
     // The answer is right only when the kernel sees the variable; the
     // kernel prints the secret itself, which no record may keep.
     let reply = format!(
         "```python\n{SHOW}print('token', os.environ.get('HF_TOKEN'))\n\
          answer = 42 if os.environ.get('RT_COLOR') == 'blue' else 0\n```"
     );
-    let replay = dir.path().join("replies.jsonl");
-    std::fs::write(
-        &replay,
-        serde_json::json!({"task_id": "a", "round": 0, "reply": reply}).to_string() + "\n",
-    )
-    .unwrap();
+    let (suite, model) = common::run::replayed_task(dir.path(), &[(0, &reply)]);
     let out = dir.path().join("run");
-    let (suite, out_s) = (suite.display().to_string(), out.display().to_string());
-    let model = format!("replay:{}", replay.display());
+    let out_s = out.display().to_string();
     let token = format!("HF_TOKEN={SECRET}");
     let run = |extra: &[&str]| {
         let mut args = vec![
