@@ -120,9 +120,10 @@ impl Run {
         // The directory given wins over where the run was made: a moved run
         // continues where it is.
         config.provenance.out_dir = dir.to_path_buf();
-        ctx.env.check().map_err(UsageError::from)?;
         ctx.env.register_secrets();
         config.spec.env = same_env(&config, &ctx.env)?;
+        // A run.json edited by hand is held to the rules a flag is.
+        config.spec.env.check().map_err(UsageError::from)?;
         let tasks = load_tasks(&config.spec.tasks, &ctx.datasets)?.0;
         same_tasks(&config, &tasks)?;
         let prepared = prepare(&config.spec, &tasks, &ctx).await?;
