@@ -56,6 +56,10 @@ pub struct Gateway {
     child: Option<Child>,
 }
 
+/// The client variable the gateway passes on to its kernels (besides
+/// `KERNEL_*`).
+pub const ALLOWED_ENV: &str = "RT_GATEWAY_COLOR";
+
 impl Gateway {
     /// Installs the gateway (first use on this machine), builds the fat
     /// image (first use), writes its kernelspec and starts the gateway on a
@@ -187,6 +191,11 @@ impl Gateway {
             // GET /api/kernels answers 403 unless listing is on; tests use
             // it to see what the gateway still holds.
             .arg("--JupyterWebsocketPersonality.list_kernels=True")
+            // The one client variable (besides `KERNEL_*`) a start request
+            // may give its kernel; `--env` tests use it.
+            .arg(format!(
+                "--JupyterWebsocketPersonality.env_whitelist={ALLOWED_ENV}"
+            ))
             // Only retrace's kernelspec, not one for the gateway's own venv.
             .arg("--KernelSpecManager.ensure_native_kernel=False")
             // Not KG_AUTH_TOKEN: kernels inherit the gateway's environment.

@@ -366,6 +366,42 @@ async fn a_gateway_lost_mid_run_gives_infra_errors_and_the_run_resumes() {
     assert_eq!(second.summary.answers.accuracy_by_round[0].value, 1.0);
 }
 
+/// `--env` on a gateway: a variable the gateway allows reaches the kernel
+/// by name, one it does not is dropped by the gateway, and both travel
+/// together in `KERNEL_RETRACE_ENV` for retrace's launcher.
+#[test]
+fn the_users_variables_go_to_the_gateway_in_the_start_request() {
+    let gw = TestGateway::start();
+    let src = "import os, json\n\
+               print('allowed', os.environ.get('RT_GATEWAY_COLOR'))\n\
+               print('other', os.environ.get('RT_OTHER'))\n\
+               print('carried', sorted(json.loads(os.environ['KERNEL_RETRACE_ENV'])))\n";
+    let allowed = format!("{}=green", common::gateway::ALLOWED_ENV);
+    let out = common::retrace([
+        "exec",
+        "-",
+        "--executor",
+        "gateway",
+        "--env",
+        &allowed,
+        "--env",
+        "RT_OTHER=x",
+    ])
+    .env("JUPYTER_GATEWAY_URL", &gw.url)
+    .env("JUPYTER_GATEWAY_AUTH_TOKEN", &gw.token)
+    .stdin(src)
+    .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("allowed green"), "{}", out.stdout);
+    assert!(out.stdout.contains("other None"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("carried ['RT_GATEWAY_COLOR', 'RT_OTHER']"),
+        "{}",
+        out.stdout
+    );
+}
+
 /// `retrace exec` and `retrace sandbox check` on a gateway, from the
 /// command line, with the token from the environment as Jupyter has it.
 #[test]
