@@ -167,6 +167,21 @@ impl Capture {
         true
     }
 
+    /// Counts a collected file's message if it fits under the cap; one
+    /// that does not is dropped as an artifact. Unlike a display, it never
+    /// makes the execution exceed its output: the cell did not print it,
+    /// and it comes once the cell has ended.
+    pub fn admit_file(&mut self, size: usize) -> bool {
+        let fits = self.seen_messages < self.cap.messages
+            && self.seen_bytes.saturating_add(size as u64) <= self.cap.bytes;
+        if fits {
+            self.count(size);
+        } else {
+            self.drop_artifact();
+        }
+        fits
+    }
+
     fn stream(&mut self, which: Stream) -> &mut CappedStream {
         match which {
             Stream::Stdout => &mut self.stdout,
@@ -242,6 +257,21 @@ mod tests {
         assert!(c.exceeded());
         assert_eq!(c.truncation().dropped_messages, 2);
         assert!(!c.admit_display(10));
+    }
+
+    #[test]
+    fn a_file_past_the_cap_is_dropped_without_exceeding_it() {
+        let cap = OutputCap {
+            bytes: 100,
+            messages: 10,
+        };
+        let mut c = Capture::new(cap);
+        c.push_stream(Stream::Stdout, &"x".repeat(60));
+        assert!(c.admit_file(30));
+        assert!(!c.admit_file(30), "90 + 30 is past 100");
+        assert!(!c.exceeded());
+        let t = c.truncation();
+        assert_eq!((t.dropped_artifacts, t.truncated), (1, true));
     }
 
     #[test]

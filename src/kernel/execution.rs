@@ -19,7 +19,7 @@ use super::options::ExecOptions;
 use super::outcome::{
     choose_answer, Artifact, Bundle, ErrorInfo, ExecStatus, Outcome, ProbeReport, Timings,
 };
-use super::probe::{ANSWER_EXPRESSION, ANSWER_KEY};
+use super::probe::{answer_expression, ANSWER_KEY};
 use super::KernelError;
 use crate::sandbox::{Flag, HarnessReason, Verdict};
 
@@ -54,6 +54,7 @@ pub(super) async fn send_cell(
     channels: &mut Channels,
     code: &str,
     verify: bool,
+    cap: OutputCap,
 ) -> Result<Sent, KernelError> {
     let request = ExecuteRequest {
         code: code.to_string(),
@@ -61,7 +62,7 @@ pub(super) async fn send_cell(
         store_history: true,
         user_expressions: Some(HashMap::from([(
             ANSWER_KEY.into(),
-            ANSWER_EXPRESSION.into(),
+            answer_expression(cap.bytes),
         )])),
         allow_stdin: false,
         // One request at a time: nothing queued may be aborted after an error.
@@ -143,7 +144,8 @@ pub(super) struct Run {
     pub(super) execution_count: Option<u64>,
     pub(super) results: Vec<Bundle>,
     pub(super) displays: Vec<Bundle>,
-    pub(super) images: Vec<(String, String)>,
+    /// Images and files to save as artifacts, in the order they came.
+    pub(super) images: Vec<artifact::Pending>,
     pub(super) error: Option<ErrorInfo>,
     /// `text/plain` of the answer reader's envelope.
     pub(super) probe: Option<String>,
@@ -266,7 +268,9 @@ impl Run {
     /// A rich output (display, display update or execution result) if it
     /// fits under the cap: every kind of output shares one budget, and only
     /// admitted bundles give artifacts, so their count and bytes are bounded
-    /// by the cap too.
+    /// by the cap too. A file the cell wrote (`artifact::FILE_KEY`) is
+    /// counted the same way but, past the cap, only dropped (see
+    /// `Capture::admit_file`).
     fn admit(&mut self, data: &Media) -> Option<Bundle> {
         let map = media_map(data);
         // Payload bytes (base64 images included), without re-encoding.
@@ -274,29 +278,52 @@ impl Run {
             .iter()
             .map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len))
             .sum();
+        if map.contains_key(artifact::FILE_KEY) {
+            return self.capture.admit_file(size).then(|| self.take_images(map));
+        }
         self.capture
             .admit_display(size)
             .then(|| self.take_images(map))
     }
 
-    /// Moves image payloads out of a bundle into the artifact queue; the
-    /// bundle keeps a placeholder so the display is still visible. Past
-    /// [`artifact::MAX_PER_EXECUTION`] images are dropped and the output
-    /// counts as truncated.
+    /// Moves image and file payloads out of a bundle into the artifact
+    /// queue; the bundle keeps a placeholder so the display is still
+    /// visible. Past [`artifact::MAX_PER_EXECUTION`] they are dropped and
+    /// the output counts as truncated.
     fn take_images(&mut self, mut map: Map<String, Value>) -> Bundle {
         for (mime, _) in artifact::IMAGE_TYPES {
             if let Some(Value::String(payload)) = map.remove(mime) {
-                let placeholder = if self.images.len() < artifact::MAX_PER_EXECUTION {
-                    self.images.push((mime.to_string(), payload));
-                    "<artifact>"
-                } else {
-                    self.capture.drop_artifact();
-                    "<artifact dropped: too many images>"
+                let pending = artifact::Pending {
+                    mime: mime.to_string(),
+                    payload,
+                    name: None,
                 };
+                let placeholder = self.queue(pending);
                 map.insert(mime.to_string(), Value::String(placeholder.into()));
             }
         }
+        if let Some(mut entry) = map.remove(artifact::FILE_KEY) {
+            let placeholder = match artifact::Pending::file(&entry) {
+                Some(pending) => self.queue(pending),
+                None => "<not collected: not a kind of file retrace collects>",
+            };
+            if let Some(fields) = entry.as_object_mut() {
+                fields.insert("base64".into(), Value::String(placeholder.into()));
+            }
+            map.insert(artifact::FILE_KEY.into(), entry);
+        }
         Bundle { data: map }
+    }
+
+    /// Queues one artifact; the placeholder its payload leaves behind.
+    fn queue(&mut self, pending: artifact::Pending) -> &'static str {
+        if self.images.len() < artifact::MAX_PER_EXECUTION {
+            self.images.push(pending);
+            "<artifact>"
+        } else {
+            self.capture.drop_artifact();
+            "<artifact dropped: too many images>"
+        }
     }
 
     pub(super) fn on_shell(&mut self, msg: JupyterMessage) {
@@ -411,16 +438,17 @@ impl Run {
 
     fn save_artifacts(&mut self, exec: &ExecOptions, artifact_seq: &mut u32) -> Vec<Artifact> {
         let mut saved = Vec::new();
-        for (mime, payload) in self.images.drain(..) {
+        for pending in self.images.drain(..) {
             let stem = format!("{}-{:03}", exec.artifact_prefix, *artifact_seq);
             *artifact_seq += 1;
             let result = match &exec.artifact_dir {
-                Some(dir) => artifact::save(dir, &stem, &mime, &payload),
+                Some(dir) => artifact::save(dir, &stem, &pending),
                 None => Ok(Artifact {
                     path: String::new(),
-                    mime: mime.clone(),
-                    bytes: payload.len() as u64,
-                    base64: Some(payload),
+                    mime: pending.mime,
+                    bytes: pending.payload.len() as u64,
+                    base64: Some(pending.payload),
+                    name: pending.name,
                 }),
             };
             match result {

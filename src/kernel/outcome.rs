@@ -49,6 +49,10 @@ pub struct Artifact {
     /// Base64 payload, kept so vision models can be shown the image.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base64: Option<String>,
+    /// A file the cell wrote into its working directory: its name there
+    /// (made a safe file name); absent for a displayed image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// Which rule produced the answer value.

@@ -985,6 +985,7 @@ def _pre_run_cell(*_args):
     if old is not _MISSING:
         _dict_setitem(_builtins_dict, "answer", old)
     _state["in_cell"] = True
+    _files_before_cell()
 
 
 def _post_run_cell(result=None, *_args):
@@ -1014,7 +1015,12 @@ def _post_run_cell(result=None, *_args):
     _state["done"] = True
 
 
-def __retrace_answer__():
+def __retrace_answer__(files=0):
+    # The files this cell wrote go first, within `files` bytes (outputs.py).
+    try:
+        _files_after_cell(files)
+    except Exception:  # noqa: BLE001 (the answer is read all the same)
+        pass
     if _state["in_cell"]:
         # post_run_cell did not run: the cell removed or replaced the hooks.
         # Its namespace is put right, its answer is not read (what it printed
@@ -1315,9 +1321,20 @@ _ENTRY_POINTS = ("__retrace_answer__", "__retrace_inspect__")
 _user_expressions = _obj_getattribute(_shell, "user_expressions")
 
 
-# The harness's per-cell request (session.rs, ANSWER_KEY and ANSWER_EXPRESSION).
+# The harness's per-cell request (probe.rs, ANSWER_KEY and answer_expression):
+# `__retrace_answer__(N)`, N the bytes the cell's files may take.
 _ANSWER_KEY = "retrace"
-_ANSWER_EXPRESSION = "__retrace_answer__()"
+_ANSWER_CALL = "__retrace_answer__("
+
+
+def _answer_request(expression):
+    """N of the harness's `__retrace_answer__(N)` (0 for `()`), else None."""
+    if _type(expression) is not _str or not _str_startswith(expression, _ANSWER_CALL) or expression[-1:] != ")":
+        return None
+    digits = expression[_len(_ANSWER_CALL):-1]
+    if digits == "":
+        return 0
+    return _int(digits) if digits.isdigit() and _len(digits) <= 18 else None
 
 
 def _user_expressions_rearmed(expressions):
@@ -1329,10 +1346,10 @@ def _user_expressions_rearmed(expressions):
     # through every display formatter (about 0.2 ms a cell) to get the same
     # text/plain, which is the envelope's own text.
     if _type(expressions) is _dict and _len(expressions) == 1:
-        expression = _dict_get(expressions, _ANSWER_KEY)
-        if _type(expression) is _str and expression == _ANSWER_EXPRESSION:
+        files = _answer_request(_dict_get(expressions, _ANSWER_KEY))
+        if files is not None:
             try:
-                value = {"status": "ok", "data": {"text/plain": __retrace_answer__().text}, "metadata": {}}
+                value = {"status": "ok", "data": {"text/plain": __retrace_answer__(files).text}, "metadata": {}}
             except BaseException:  # as IPython's user_expressions does
                 value = _shell._user_obj_error()
             return {_ANSWER_KEY: value}

@@ -2,8 +2,15 @@
 //! kernel finds it, the cells that install it, and the expression that
 //! reads a cell's answer through it.
 
-/// retrace's code inside every kernel: answer reader and state inspector.
-pub(super) const PROBE_SOURCE: &str = include_str!("probe.py");
+/// retrace's code inside every kernel: answer reader and state inspector
+/// (`probe.py`), then what a cell produces beyond its output: chart data
+/// (`chart.py`), saved files, table schemas and `Image.show()`
+/// (`outputs.py`). One source, run in one namespace.
+pub(super) const PROBE_SOURCE: &str = concat!(
+    include_str!("probe.py"),
+    include_str!("chart.py"),
+    include_str!("outputs.py")
+);
 
 /// Where the kernel finds it in its HOME (the installing cell removes it).
 pub(super) const PROBE_FILE: &str = ".retrace-probe.py";
@@ -14,8 +21,12 @@ pub(super) const PROBE_MARKER: &str = "probe-installed";
 
 /// Reads this cell's answer after every cell with retrace's own serializer
 /// (`probe.py`, installed at kernel start): never a custom `__repr__`, never
-/// an `answer` left by an earlier cell.
-pub(super) const ANSWER_EXPRESSION: &str = "__retrace_answer__()";
+/// an `answer` left by an earlier cell. First it publishes the files the
+/// cell wrote (`outputs.py`), in at most `file_bytes` bytes: the output
+/// cap, so that no file's message is larger than the cap allows on the wire.
+pub(super) fn answer_expression(file_bytes: u64) -> String {
+    format!("__retrace_answer__({file_bytes})")
+}
 /// The key of that expression in `user_expressions`.
 pub(super) const ANSWER_KEY: &str = "retrace";
 

@@ -192,7 +192,8 @@ impl<B: Backend + ?Sized> Kernel<B> {
         };
         let before = self.backend.baseline();
         let verify = self.backend.options().verify_completion;
-        let mut sent = match send_cell(self.backend.channels(), code, verify).await {
+        let cap = self.backend.options().output_cap;
+        let mut sent = match send_cell(self.backend.channels(), code, verify, cap).await {
             Ok(sent) => sent,
             Err(e) => return self.backend.not_run(Failure::NotSent(e)),
         };

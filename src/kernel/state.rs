@@ -139,27 +139,7 @@ impl StateView {
         for name in &self.missing {
             lines.push(format!("{name}: not defined"));
         }
-        let total: usize = lines.iter().map(|l| l.len() + 1).sum();
-        if total <= max_chars {
-            return lines.iter().map(|l| format!("{l}\n")).collect();
-        }
-        // Not everything fits: keep whole lines and room for the marker.
-        const MARKER_ROOM: usize = 24;
-        let mut out = String::new();
-        let mut kept = 0;
-        for line in &lines {
-            if out.len() + line.len() + 1 + MARKER_ROOM > max_chars {
-                break;
-            }
-            out.push_str(line);
-            out.push('\n');
-            kept += 1;
-        }
-        let marker = format!("... ({} more lines)", lines.len() - kept);
-        if out.len() + marker.len() <= max_chars {
-            out.push_str(&marker);
-        }
-        out
+        crate::util::fitted_lines::fitted_lines(&lines, max_chars)
     }
 }
 

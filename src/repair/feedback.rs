@@ -19,7 +19,8 @@ pub enum FeedbackMode {
     Parsed,
     /// As `parsed`, plus a compact view of the live kernel's state around
     /// the failure (types and shapes of the names on the failing line,
-    /// DataFrame columns behind a KeyError, close matches of a misspelt name).
+    /// DataFrame columns behind a KeyError, close matches of a misspelt name)
+    /// and of what the cell's figures, tables and written files show.
     #[value(name = "parsed+state")]
     #[serde(rename = "parsed+state")]
     ParsedState,

@@ -13,6 +13,7 @@ use crate::task::check::math;
 use crate::task::{Expected, Task};
 
 use super::feedback::{error_feedback, FeedbackKind, FeedbackMode};
+use super::output_note::output_note;
 use super::prompt::{
     describe_files, describe_images, stdout_excerpt, PromptError, TemplateName, Templates,
     NO_OUTPUT,
@@ -219,6 +220,12 @@ fn repair_message(
         if let Some(view) = round.state.and_then(|v| state_note(v, policy.budget / 4)) {
             error.push_str("\n\n");
             error.push_str(&view);
+        }
+        if let Some(shown) = output_note(outcome, policy.budget / 4) {
+            error.push_str(
+                "\n\nWhat your code's figures, tables and files show (read by retrace):\n",
+            );
+            error.push_str(&shown);
         }
     }
     let vars = [

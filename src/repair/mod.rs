@@ -1,11 +1,12 @@
 //! From an execution back to the model: code extraction from replies,
-//! traceback parsing, the prompts that carry both, and the check of
-//! repairs that hide the error.
+//! traceback parsing, what a cell's figures and tables show, the prompts
+//! that carry them, and the check of repairs that hide the error.
 
 pub mod extract;
 pub mod feedback;
 pub mod masking;
 pub mod message;
+pub mod output_note;
 pub mod prompt;
 pub mod traceback;
 

@@ -682,6 +682,7 @@ mod tests {
             mime: m.into(),
             bytes: 1,
             base64: None,
+            name: None,
         };
         assert_eq!(describe_images(&[]), "no images");
         assert_eq!(

@@ -6,6 +6,7 @@ pub mod builtin;
 pub mod disk;
 pub mod fault;
 pub mod file_name;
+pub mod fitted_lines;
 pub mod heap;
 pub mod home;
 pub mod input_file;

@@ -20,6 +20,7 @@ mod fast {
 }
 
 mod builtin_datasets;
+mod cell_outputs;
 mod cgroup_real;
 mod cli_doctor;
 mod cli_exec;
