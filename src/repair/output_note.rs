@@ -130,12 +130,7 @@ fn points(chart: &Value, series: &[Value]) -> String {
             format!("{} ({n} points)", quoted(label))
         })
         .collect();
-    let s = if series.len() == 1 { "" } else { "s" };
-    out.push_str(&format!(
-        ", {} series{s}: {}",
-        series.len(),
-        named.join(", ")
-    ));
+    out.push_str(&format!(", {} series: {}", series.len(), named.join(", ")));
     out
 }
 
