@@ -113,24 +113,19 @@ fn points(chart: &Value, series: &[Value]) -> String {
             out.push_str(&format!(" {range}"));
         }
     }
-    let named: Vec<String> = series
-        .iter()
-        .take(NAMED)
-        .map(|s| {
-            let n = s
-                .get("points_total")
-                .and_then(Value::as_u64)
-                .or_else(|| {
-                    s.get("points")
-                        .and_then(Value::as_array)
-                        .map(|p| p.len() as u64)
-                })
-                .unwrap_or(0);
-            let label = text_of(s, "label").unwrap_or("?");
-            format!("{} ({n} points)", quoted(label))
-        })
-        .collect();
-    out.push_str(&format!(", {} series: {}", series.len(), named.join(", ")));
+    let list = named(series, "series", |s| {
+        let n = s
+            .get("points_total")
+            .and_then(Value::as_u64)
+            .or_else(|| {
+                s.get("points")
+                    .and_then(Value::as_array)
+                    .map(|p| p.len() as u64)
+            })
+            .unwrap_or(0);
+        format!("{} ({n} points)", label_of(s))
+    });
+    out.push_str(&format!(", {} series: {list}", series.len()));
     out
 }
 
@@ -148,72 +143,57 @@ fn range(values: &[&Value]) -> Option<String> {
 }
 
 fn bars(elements: &[Value]) -> String {
-    let groups: Vec<&str> =
-        elements
-            .iter()
-            .filter_map(|b| text_of(b, "group"))
-            .fold(Vec::new(), |mut seen, g| {
-                if !seen.contains(&g) {
-                    seen.push(g);
-                }
-                seen
-            });
-    let named: Vec<String> = elements
-        .iter()
-        .take(NAMED)
-        .map(|b| {
-            let group = match (groups.len() > 1, text_of(b, "group")) {
-                (true, Some(g)) => format!(" [{}]", clip(g)),
-                _ => String::new(),
-            };
-            let value = b.get("value").map(scalar).unwrap_or_else(|| "?".into());
-            format!(
-                "{}{group} {value}",
-                quoted(text_of(b, "label").unwrap_or("?"))
-            )
-        })
-        .collect();
-    format!(": {}{}", named.join(", "), more(elements.len(), "bars"))
+    let mut groups: Vec<&str> = Vec::new();
+    for g in elements.iter().filter_map(|b| text_of(b, "group")) {
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    let list = named(elements, "bars", |b| {
+        let group = match (groups.len() > 1, text_of(b, "group")) {
+            (true, Some(g)) => format!(" [{}]", clip(g)),
+            _ => String::new(),
+        };
+        let value = b.get("value").map(scalar).unwrap_or_else(|| "?".into());
+        format!("{}{group} {value}", label_of(b))
+    });
+    format!(": {list}")
 }
 
 fn wedges(elements: &[Value]) -> String {
-    let named: Vec<String> = elements
-        .iter()
-        .take(NAMED)
-        .map(|w| {
-            let share = w
-                .get("angle")
-                .and_then(Value::as_f64)
-                .map(|a| format!("{}%", number(a / 360.0 * 100.0)))
-                .unwrap_or_else(|| "?".into());
-            format!("{} {share}", quoted(text_of(w, "label").unwrap_or("?")))
-        })
-        .collect();
-    format!("{}{}", named.join(", "), more(elements.len(), "wedges"))
+    named(elements, "wedges", |w| {
+        let share = w
+            .get("angle")
+            .and_then(Value::as_f64)
+            .map(|a| format!("{}%", number(a / 360.0 * 100.0)))
+            .unwrap_or_else(|| "?".into());
+        format!("{} {share}", label_of(w))
+    })
 }
 
 fn boxes(elements: &[Value]) -> String {
     let field = |b: &Value, k: &str| b.get(k).map(scalar).unwrap_or_else(|| "?".into());
-    let named: Vec<String> = elements
-        .iter()
-        .take(NAMED)
-        .map(|b| {
-            let outliers = b
-                .get("outliers")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            format!(
-                "{} median {} (quartiles {}–{}, whiskers {}–{}, {outliers} outliers)",
-                quoted(text_of(b, "label").unwrap_or("?")),
-                field(b, "median"),
-                field(b, "first_quartile"),
-                field(b, "third_quartile"),
-                field(b, "min"),
-                field(b, "max"),
-            )
-        })
-        .collect();
-    format!(": {}{}", named.join(", "), more(elements.len(), "boxes"))
+    let list = named(elements, "boxes", |b| {
+        let outliers = b
+            .get("outliers")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        format!(
+            "{} median {} (quartiles {}–{}, whiskers {}–{}, {outliers} outliers)",
+            label_of(b),
+            field(b, "median"),
+            field(b, "first_quartile"),
+            field(b, "third_quartile"),
+            field(b, "min"),
+            field(b, "max"),
+        )
+    });
+    format!(": {list}")
+}
+
+/// An element's `label`, quoted.
+fn label_of(v: &Value) -> String {
+    quoted(text_of(v, "label").unwrap_or("?"))
 }
 
 /// `2 rows shown, columns 'a' (integer), 'b' (string); rows: {…}, {…}`
@@ -284,6 +264,13 @@ fn clip(s: &str) -> String {
 
 fn quoted(s: &str) -> String {
     format!("'{}'", clip(s))
+}
+
+/// The first [`NAMED`] elements as `describe` puts them, then how many
+/// there were when more.
+fn named(elements: &[Value], what: &str, describe: impl Fn(&Value) -> String) -> String {
+    let shown: Vec<String> = elements.iter().take(NAMED).map(describe).collect();
+    format!("{}{}", shown.join(", "), more(elements.len(), what))
 }
 
 /// ` (of N name)` when more were there than named.

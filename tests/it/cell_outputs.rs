@@ -39,13 +39,21 @@ fn chart(o: &Outcome) -> Value {
     charts[0].clone()
 }
 
+/// A confined fat kernel and the directory of its artifacts; `None` when
+/// the test is skipped for want of root.
+async fn start(options: KernelOptions) -> Option<(tempfile::TempDir, Kernel)> {
+    if common::lacks_root() {
+        return None;
+    }
+    let k = common::fat_kernel(options).await;
+    Some((tempfile::tempdir().unwrap(), k))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn files_a_cell_saves_become_artifacts_once() {
-    if common::lacks_root() {
+    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut k = common::fat_kernel(KernelOptions::default()).await;
+    };
     let o = run(
         &mut k,
         "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('p.png')\nplt.close('all')\n\
@@ -89,19 +97,17 @@ async fn files_a_cell_saves_become_artifacts_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn links_and_oversized_files_are_not_collected() {
-    if common::lacks_root() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
     let cap = OutputCap {
         bytes: 256 * 1024,
         messages: 10_000,
     };
-    let mut k = common::fat_kernel(KernelOptions {
+    let options = KernelOptions {
         output_cap: cap,
         ..Default::default()
-    })
-    .await;
+    };
+    let Some((dir, mut k)) = start(options).await else {
+        return;
+    };
     let o = run(
         &mut k,
         "import os\nopen('small.json', 'w').write('[1, 2]')\n\
@@ -125,11 +131,9 @@ async fn links_and_oversized_files_are_not_collected() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn image_show_displays_the_image() {
-    if common::lacks_root() {
+    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut k = common::fat_kernel(KernelOptions::default()).await;
+    };
     let o = run(
         &mut k,
         "from PIL import Image\nImage.new('RGB', (30, 20), 'red').show()",
@@ -150,11 +154,9 @@ async fn image_show_displays_the_image() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn figures_carry_their_chart_data() {
-    if common::lacks_root() {
+    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut k = common::fat_kernel(KernelOptions::default()).await;
+    };
     let line = run(
         &mut k,
         "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [4.5, 5, 9], label='north')\n\
@@ -225,11 +227,9 @@ async fn figures_carry_their_chart_data() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dataframe_result_carries_its_table_schema() {
-    if common::lacks_root() {
+    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut k = common::fat_kernel(KernelOptions::default()).await;
+    };
     let o = run(
         &mut k,
         "import pandas as pd\npd.DataFrame({'a': range(80), 0: ['x'] * 80})",
@@ -258,11 +258,9 @@ async fn a_dataframe_result_carries_its_table_schema() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_repair_prompt_says_what_the_chart_shows() {
-    if common::lacks_root() {
+    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mut k = common::fat_kernel(KernelOptions::default()).await;
+    };
     let code = "import matplotlib.pyplot as plt\nplt.plot(range(12), [3.1, 4, 5, 6, 7, 8, 9, 9.8, 9, 8, 7, 6])\n\
                 plt.title('Sales'); plt.xlabel('month'); plt.ylabel('units')\nplt.show()\n\
                 total = undefined_name";

@@ -103,6 +103,43 @@ async fn cells_keep_state_and_give_tracebacks_plots_and_answers() {
     k.shutdown().await;
 }
 
+/// What a cell produces comes from the kernel's side (`outputs.py`), so a
+/// gateway's kernel gives the same: saved files, chart data, `Image.show()`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saved_files_charts_and_shown_images_come_through_the_gateway() {
+    let gw = TestGateway::start();
+    let mut k = kernel(&gw, &SandboxLimits::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = exec(Duration::from_secs(30), Some(dir.path()));
+    let o = k
+        .execute(
+            "import matplotlib.pyplot as plt\nplt.bar(['a', 'b'], [3, 5])\nplt.savefig('p.png')\nplt.show()\n\
+             from PIL import Image\nImage.new('RGB', (4, 4)).show()",
+            &opts,
+        )
+        .await;
+    assert_eq!(o.verdict, Verdict::Ok, "{:?}", o.error);
+    let names: Vec<_> = o.artifacts.iter().map(|a| a.name.as_deref()).collect();
+    assert_eq!(names, [None, None, Some("p.png")], "{:?}", o.displays);
+    let png = std::fs::read(dir.path().join(&o.artifacts[2].path)).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "the saved file is a PNG");
+    let chart = o
+        .displays
+        .iter()
+        .find_map(|b| b.data.get("e2b/chart"))
+        .expect("the figure's chart data");
+    assert_eq!(
+        chart["elements"],
+        serde_json::json!([
+            {"label": "a", "group": "Group 0", "value": 3.0},
+            {"label": "b", "group": "Group 0", "value": 5.0}
+        ])
+    );
+    let again = k.execute("x = 1", &opts).await;
+    assert!(again.artifacts.is_empty(), "{:?}", again.artifacts);
+    k.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_interrupts_through_the_gateway_and_the_state_survives() {
     let gw = TestGateway::start();
