@@ -122,7 +122,8 @@ pub struct PolicyArgs {
     #[arg(long, value_enum, default_value = "clean", value_delimiter = ',')]
     pub stop_on: Vec<StopOn>,
     /// What repair messages say after a failure: `parsed`, `parsed+state`
-    /// (adds the live kernel's state around the failure), `raw`,
+    /// (adds the live kernel's state around the failure and what its
+    /// figures, tables and files show), `raw`,
     /// `minimal` or `none`. Several comma-separated (`parsed,none`) make
     /// one arm each, sharing round 0.
     #[arg(long, value_enum, default_value = "parsed", value_delimiter = ',')]
