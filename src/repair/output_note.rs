@@ -59,11 +59,7 @@ pub fn describe_chart(chart: &Value) -> String {
     let title = text_of(chart, "title")
         .map(|t| format!(" {}", quoted(t)))
         .unwrap_or_default();
-    let elements = chart
-        .get("elements")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let elements = array_at(chart, "/elements");
     match kind {
         "line" | "scatter" => format!("{kind} chart{title}{}", points(chart, elements)),
         "bar" => format!("bar chart{title}{}{}", axes(chart), bars(elements)),
@@ -198,11 +194,7 @@ fn label_of(v: &Value) -> String {
 
 /// `2 rows shown, columns 'a' (integer), 'b' (string); rows: {…}, {…}`
 pub fn describe_table(table: &Value) -> String {
-    let fields = table
-        .pointer("/schema/fields")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let fields = array_at(table, "/schema/fields");
     let index: Vec<&str> = table
         .pointer("/schema/primaryKey")
         .and_then(Value::as_array)
@@ -213,11 +205,7 @@ pub fn describe_table(table: &Value) -> String {
         .filter_map(|f| Some((text_of(f, "name")?, text_of(f, "type").unwrap_or("any"))))
         .filter(|(name, _)| !index.contains(name))
         .collect();
-    let rows = table
-        .get("data")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let rows = array_at(table, "/data");
     let named: Vec<String> = columns
         .iter()
         .take(NAMED)
@@ -249,6 +237,14 @@ pub fn describe_table(table: &Value) -> String {
         more(columns.len(), "columns"),
         shown.join(", ")
     )
+}
+
+/// The array at a JSON pointer, empty when there is none.
+fn array_at<'a>(v: &'a Value, pointer: &str) -> &'a [Value] {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }
 
 fn text_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

@@ -49,20 +49,25 @@ async fn start(options: KernelOptions) -> Option<(tempfile::TempDir, Kernel)> {
     Some((tempfile::tempdir().unwrap(), k))
 }
 
+/// [`start`], then one cell that must run cleanly.
+async fn first_cell(
+    options: KernelOptions,
+    code: &str,
+) -> Option<(tempfile::TempDir, Kernel, Outcome)> {
+    let (dir, mut k) = start(options).await?;
+    let o = run(&mut k, code, dir.path()).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    Some((dir, k, o))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn files_a_cell_saves_become_artifacts_once() {
-    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
+    let code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('p.png')\nplt.close('all')\n\
+         from PIL import Image\nImage.new('RGB', (8, 8), 'blue').save('x.png')\n\
+         open('t.csv', 'w').write('a,b\\n1,2\\n')\nopen('notes.txt', 'w').write('not collected')";
+    let Some((dir, mut k, o)) = first_cell(KernelOptions::default(), code).await else {
         return;
     };
-    let o = run(
-        &mut k,
-        "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.savefig('p.png')\nplt.close('all')\n\
-         from PIL import Image\nImage.new('RGB', (8, 8), 'blue').save('x.png')\n\
-         open('t.csv', 'w').write('a,b\\n1,2\\n')\nopen('notes.txt', 'w').write('not collected')",
-        dir.path(),
-    )
-    .await;
-    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
     let names: Vec<_> = o.artifacts.iter().map(|a| a.name.as_deref()).collect();
     assert_eq!(
         names,
@@ -131,16 +136,14 @@ async fn links_and_oversized_files_are_not_collected() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn image_show_displays_the_image() {
-    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
+    let Some((dir, k, o)) = first_cell(
+        KernelOptions::default(),
+        "from PIL import Image\nImage.new('RGB', (30, 20), 'red').show()",
+    )
+    .await
+    else {
         return;
     };
-    let o = run(
-        &mut k,
-        "from PIL import Image\nImage.new('RGB', (30, 20), 'red').show()",
-        dir.path(),
-    )
-    .await;
-    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
     assert_eq!(o.artifacts.len(), 1, "{o:?}");
     let a = &o.artifacts[0];
     assert_eq!((a.mime.as_str(), a.name.as_deref()), ("image/png", None));
@@ -227,16 +230,14 @@ async fn figures_carry_their_chart_data() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dataframe_result_carries_its_table_schema() {
-    let Some((dir, mut k)) = start(KernelOptions::default()).await else {
+    let Some((_dir, k, o)) = first_cell(
+        KernelOptions::default(),
+        "import pandas as pd\npd.DataFrame({'a': range(80), 0: ['x'] * 80})",
+    )
+    .await
+    else {
         return;
     };
-    let o = run(
-        &mut k,
-        "import pandas as pd\npd.DataFrame({'a': range(80), 0: ['x'] * 80})",
-        dir.path(),
-    )
-    .await;
-    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
     let table = o.results[0]
         .data
         .get("application/vnd.dataresource+json")
