@@ -35,6 +35,12 @@ pub const FILE_TYPES: [(&str, &str); 7] = [
     ("application/json", "json"),
 ];
 
+/// Whether an artifact of this MIME type is an image retrace saves (the
+/// reports show those).
+pub fn is_image(mime: &str) -> bool {
+    mime.starts_with("image/") && FILE_TYPES.iter().any(|(m, _)| *m == mime)
+}
+
 /// The key of a collected file's bundle (`outputs.py`'s `FILE_MIME`):
 /// `{"name", "mime", "bytes", "base64"}`.
 pub const FILE_KEY: &str = "application/vnd.retrace.file+json";

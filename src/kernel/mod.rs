@@ -43,6 +43,7 @@ mod wire_tap;
 mod zmq_message;
 pub mod zygote;
 
+pub use artifact::is_image as is_image_artifact;
 pub use backend::LocalBackend;
 pub use capture::OutputCap;
 pub use code_size::{refusal as code_refusal, CodeTooLarge, MAX_CODE_BYTES};

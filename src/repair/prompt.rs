@@ -446,7 +446,7 @@ fn error_text(outcome: &Outcome, code: &str, limits: &SandboxLimits, budget: usi
 pub fn describe_images(artifacts: &[Artifact]) -> String {
     let names: Vec<&str> = artifacts
         .iter()
-        .filter(|a| a.mime.starts_with("image/"))
+        .filter(|a| crate::kernel::is_image_artifact(&a.mime))
         .map(|a| a.path.rsplit('/').next().unwrap_or(&a.path))
         .collect();
     match names.len() {

@@ -467,7 +467,7 @@ impl Images<'_> {
             src: None,
             missing: Some(why),
         };
-        if !matches!(mime, "image/png" | "image/svg+xml") {
+        if !crate::kernel::is_image_artifact(mime) {
             return missing(format!("not embedded: {mime}"));
         }
         if bytes > IMAGE_MAX || self.spent + bytes > IMAGES_TOTAL {
