@@ -20,6 +20,8 @@ static FILES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/builtin.rs"
 
 /// The hostile corpus's directory under `datasets/`.
 pub const CORPUS: &str = "hostile";
+/// The benign corpus's directory under `datasets/`.
+pub const BENIGN_CORPUS: &str = "benign";
 
 /// Every embedded file: its path relative to `datasets/` and its bytes.
 pub fn files() -> &'static [(&'static str, &'static [u8])] {

@@ -28,6 +28,7 @@
 //! host evidence its launcher reports; leftovers are checked by asking the
 //! gateway whether it still has the kernel.
 
+pub mod benign;
 mod case;
 mod harness;
 mod leftovers;
