@@ -28,6 +28,8 @@ pub struct CellRun {
     pub surface: Surface,
     /// `ename: evalue` of the cell's error, shortened.
     pub error: Option<String>,
+    /// Wall time of the execution.
+    pub ms: f64,
 }
 
 impl CellRun {
@@ -54,6 +56,7 @@ impl CellRun {
                 .error
                 .as_ref()
                 .map(|e| shorten(&format!("{}: {}", e.ename, e.evalue), 200)),
+            ms: outcome.timings_ms.total,
         }
     }
 
@@ -87,6 +90,9 @@ pub struct CellReport {
     pub status: CellStatus,
     pub unconfined: Verdict,
     pub confined: Verdict,
+    /// Wall time of each side's execution, in milliseconds (not compared).
+    pub unconfined_ms: f64,
+    pub confined_ms: f64,
     /// What differs, with an excerpt of each side; or why the cell failed
     /// unconfined.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,6 +120,8 @@ pub fn compare(
         status,
         unconfined: unconfined.verdict,
         confined: confined.verdict,
+        unconfined_ms: unconfined.ms,
+        confined_ms: confined.ms,
         reason,
     };
     if !unconfined.ok() {
@@ -216,6 +224,7 @@ mod tests {
                 display_kinds: vec!["image/png+text/plain".into()],
             },
             error: (verdict != Verdict::Ok).then(|| "OSError: out of pty devices".into()),
+            ms: 1.0,
         }
     }
 

@@ -192,6 +192,7 @@ async fn run_cells(
                     "the executor did not return within {:.0} s",
                     budget.as_secs_f64()
                 )),
+                ms: budget.as_secs_f64() * 1e3,
             },
         };
         runs.push(run);
