@@ -150,7 +150,7 @@ fn benign_check_fails_on_a_difference_and_names_the_cell() {
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
     assert!(
         stdout.contains(
-            "cell 1 (`print('root:', os.geteuid() == 0)`): stdout differs: unconfined \"root: True\\n\" vs confined \"root: False\\n\""
+            "cell 1 (`print('root:', os.geteuid() == 0)`): stdout differs: unconfined \"root: True\" vs confined \"root: False\""
         ),
         "{stdout}"
     );

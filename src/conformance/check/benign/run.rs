@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use super::cell::{compare, text_differs, CellRun, CellStatus, Surface};
 use super::normalise::KernelPaths;
 use super::{CellCounts, Notebook, NotebookCells};
-use crate::conformance::check::{CaseResult, CheckConfig, CheckError, CheckReport, Summary};
+use crate::conformance::check::{
+    run_jobs, CaseResult, CheckConfig, CheckError, CheckReport, Summary,
+};
 use crate::conformance::corpus::Category;
 use crate::conformance::expectation::shorten;
 use crate::kernel::{AnyKernel, ExecOptions, Executor, KernelOptions, KernelSpec};
@@ -36,25 +38,17 @@ pub async fn run(
         unconfined: Executor::Local(Arc::new(Unconfined)),
     });
     let jobs = config.jobs.max(1);
-    let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
-    let mut set = tokio::task::JoinSet::new();
-    for (index, notebook) in notebooks.iter().enumerate() {
-        let (notebook, config, permits) = (notebook.clone(), config.clone(), permits.clone());
-        let (sides, on_done) = (sides.clone(), on_done.clone());
-        set.spawn(async move {
-            let _permit = permits.acquire_owned().await.expect("semaphore open");
-            let result = run_notebook(&notebook, &config, &sides).await;
-            on_done(&result);
-            (index, result)
-        });
-    }
-    let mut slots: Vec<Option<CaseResult>> = vec![None; notebooks.len()];
-    while let Some(joined) = set.join_next().await {
-        match joined {
-            Ok((index, result)) => slots[index] = Some(result),
-            Err(e) => eprintln!("a notebook task failed: {e}"),
-        }
-    }
+    let slots = run_jobs(
+        notebooks.to_vec(),
+        jobs,
+        |_| 1,
+        on_done,
+        |notebook: Notebook| {
+            let (config, sides) = (config.clone(), sides.clone());
+            async move { run_notebook(&notebook, &config, &sides).await }
+        },
+    )
+    .await;
     let results: Vec<CaseResult> = slots
         .into_iter()
         .zip(notebooks)
