@@ -16,8 +16,9 @@ use std::process::Command;
 /// The suites the binary carries: their task files and data, not the
 /// scripts that generated them.
 const SUITES: [&str; 4] = ["math", "tabular", "packages", "competition"];
-/// The hostile corpus: its case files only.
-const CORPUS: &str = "hostile";
+/// The hostile and benign corpora: their case files only (the benign
+/// corpus's README with its sources' notices too).
+const CORPORA: &[&str] = &["hostile", "benign"];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -114,9 +115,13 @@ fn embed_datasets(root: &Path) {
     for suite in SUITES {
         suite_files(&datasets.join(suite), &mut files);
     }
-    for entry in read_dir(&datasets.join(CORPUS)) {
-        if entry.extension().is_some_and(|x| x == "toml") && entry.is_file() {
-            files.push(entry);
+    for corpus in CORPORA {
+        for entry in read_dir(&datasets.join(corpus)) {
+            let kept = entry.extension().is_some_and(|x| x == "toml")
+                || entry.file_name().is_some_and(|n| n == "README.md");
+            if kept && entry.is_file() {
+                files.push(entry);
+            }
         }
     }
     files.sort();

@@ -208,31 +208,63 @@ pub enum CorpusError {
     },
 }
 
+/// One entry of a corpus directory: a hostile [`Case`] or a benign
+/// notebook. Both corpora load, sort and reject duplicates the same way.
+pub trait Entry: Sized {
+    /// Parses one `*.toml` file.
+    fn parse(text: &str, source: &Path) -> Result<Self, CaseError>;
+    fn id(&self) -> &str;
+    /// The file it was read from.
+    fn source(&self) -> &Path;
+}
+
+impl Entry for Case {
+    fn parse(text: &str, source: &Path) -> Result<Case, CaseError> {
+        Case::parse(text, source)
+    }
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn source(&self) -> &Path {
+        &self.source
+    }
+}
+
+/// Loads every `*.toml` case file of each directory (not recursive),
+/// sorted by id.
+pub fn load_dirs(dirs: &[PathBuf]) -> Result<Vec<Case>, CorpusError> {
+    load_entries(dirs)
+}
+
 /// Loads every `*.toml` file of each directory (not recursive), sorted by
 /// id. Unreadable directories, files that do not parse and duplicate ids
 /// are errors.
-pub fn load_dirs(dirs: &[PathBuf]) -> Result<Vec<Case>, CorpusError> {
-    let mut cases: Vec<Case> = Vec::new();
+pub fn load_entries<T: Entry>(dirs: &[PathBuf]) -> Result<Vec<T>, CorpusError> {
+    let mut entries: Vec<T> = Vec::new();
     let mut seen: HashMap<String, PathBuf> = HashMap::new();
     for dir in dirs {
-        for case in load_dir(dir)? {
-            if let Some(first) = seen.get(&case.id) {
+        for entry in load_dir_entries::<T>(dir)? {
+            if let Some(first) = seen.get(entry.id()) {
                 return Err(CorpusError::Duplicate {
-                    id: case.id,
+                    id: entry.id().to_string(),
                     first: first.clone(),
-                    second: case.source,
+                    second: entry.source().to_path_buf(),
                 });
             }
-            seen.insert(case.id.clone(), case.source.clone());
-            cases.push(case);
+            seen.insert(entry.id().to_string(), entry.source().to_path_buf());
+            entries.push(entry);
         }
     }
-    cases.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(cases)
+    entries.sort_by(|a, b| a.id().cmp(b.id()));
+    Ok(entries)
 }
 
-/// Loads the `*.toml` files of one directory, in file-name order.
+/// Loads the `*.toml` case files of one directory, in file-name order.
 pub fn load_dir(dir: &Path) -> Result<Vec<Case>, CorpusError> {
+    load_dir_entries(dir)
+}
+
+fn load_dir_entries<T: Entry>(dir: &Path) -> Result<Vec<T>, CorpusError> {
     let dir_err = |cause| CorpusError::Dir {
         dir: dir.to_path_buf(),
         cause,
@@ -256,7 +288,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Case>, CorpusError> {
                 file: file.clone(),
                 cause,
             })?;
-            Ok(Case::parse(&text, file)?)
+            Ok(T::parse(&text, file)?)
         })
         .collect()
 }

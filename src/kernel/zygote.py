@@ -343,6 +343,9 @@ def _refresh(req):
     config_vars = getattr(sysconfig, "_CONFIG_VARS", None)
     if config_vars and "userbase" in config_vars:
         config_vars["userbase"] = sysconfig._getuserbase()
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        _pandas_as_in_a_kernel(pd)
     mpl = sys.modules.get("matplotlib")
     if mpl is not None:
         config = os.environ.get("MPLCONFIGDIR") or mpl.get_configdir()
@@ -350,6 +353,24 @@ def _refresh(req):
         mpl.get_cachedir = lambda: config
     # The imported objects stay frozen: a collection would write every
     # object's GC header and copy the zygote's pages into this kernel.
+
+
+def _pandas_as_in_a_kernel(pd):
+    """pandas chose `display.max_columns` at import by whether it ran in an
+    IPython kernel: the zygote has no shell yet, so it got a terminal's 0
+    (wide frames wrapped in full) where a kernel's own import gets 20
+    (wide frames elided with `...`). Put the kernel's default back, as
+    value and as default, unless the option is gone (another pandas)."""
+    try:
+        from pandas._config import config as cf
+
+        key = "display.max_columns"
+        registered = cf._registered_options[key]
+        if registered.defval == 0:
+            cf._registered_options[key] = registered._replace(defval=20)
+            pd.set_option(key, 20)
+    except Exception:
+        pass
 
 
 def _probe_path():

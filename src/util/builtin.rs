@@ -1,7 +1,7 @@
 //! The datasets the binary carries, so an installed or copied binary works
 //! from any directory: the built-in suites (`math`, `tabular`, `packages`:
-//! task files and the data they name) and the hostile corpus, embedded at
-//! build time (build.rs lists them). Task files are copied from disk into a
+//! task files and the data they name), the hostile and the benign
+//! corpus, embedded at build time (build.rs lists them). Task files are copied from disk into a
 //! kernel's work dir, so the whole tree is written out once, on first use,
 //! under `$RETRACE_HOME/builtin/<content hash>/datasets/`.
 
@@ -20,6 +20,8 @@ static FILES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/builtin.rs"
 
 /// The hostile corpus's directory under `datasets/`.
 pub const CORPUS: &str = "hostile";
+/// The benign corpus's directory under `datasets/`.
+pub const BENIGN_CORPUS: &str = "benign";
 
 /// Every embedded file: its path relative to `datasets/` and its bytes.
 pub fn files() -> &'static [(&'static str, &'static [u8])] {
@@ -118,6 +120,17 @@ mod tests {
         assert_eq!(
             hostile, on_disk,
             "every case file of datasets/hostile is embedded"
+        );
+        let benign = files()
+            .iter()
+            .filter(|(rel, _)| rel.starts_with("benign/"))
+            .count();
+        let on_disk = fs::read_dir(repo_datasets().join(BENIGN_CORPUS))
+            .unwrap()
+            .count();
+        assert_eq!(
+            benign, on_disk,
+            "every notebook of datasets/benign and its README are embedded"
         );
         let scripts: Vec<_> = files()
             .iter()

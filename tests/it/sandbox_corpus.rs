@@ -5,6 +5,8 @@
 
 use crate::common::{self, retrace, Ran};
 
+mod benign;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -47,7 +49,7 @@ async fn whole_corpus_passes_on_cold_kernels() {
 
 /// One whole corpus at a time: two at once would put four hostile cases on
 /// the machine together, and their timings are part of what is checked.
-static ONE_CORPUS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_CORPUS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn whole_corpus_passes(kernel_start: KernelStart) {
     if common::lacks_root() {

@@ -28,6 +28,7 @@
 //! host evidence its launcher reports; leftovers are checked by asking the
 //! gateway whether it still has the kernel.
 
+pub mod benign;
 mod case;
 mod harness;
 mod leftovers;
@@ -74,6 +75,49 @@ pub enum CheckError {
     /// No confinement on this host: nothing can be checked.
     #[error(transparent)]
     Unavailable(SandboxError),
+}
+
+/// Runs `run` on every item, `jobs` permits shared among them (an item
+/// takes `weight(item)` of them); `on_done` sees each result as it
+/// completes. Slots come back in the order of `items`; a slot whose task
+/// panicked is `None` (a panic must not hide the other results).
+pub(crate) async fn run_jobs<T, F, Fut>(
+    items: Vec<T>,
+    jobs: usize,
+    weight: impl Fn(&T) -> usize,
+    on_done: Arc<dyn Fn(&CaseResult) + Send + Sync>,
+    run: F,
+) -> Vec<Option<CaseResult>>
+where
+    T: Send + 'static,
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = CaseResult> + Send + 'static,
+{
+    let permits = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
+    let mut set = tokio::task::JoinSet::new();
+    let count = items.len();
+    for (index, item) in items.into_iter().enumerate() {
+        let need = u32::try_from(weight(&item).clamp(1, jobs.max(1))).unwrap_or(u32::MAX);
+        let (permits, on_done) = (permits.clone(), on_done.clone());
+        let task = run(item);
+        set.spawn(async move {
+            let _permits = permits
+                .acquire_many_owned(need)
+                .await
+                .expect("semaphore open");
+            let result = task.await;
+            on_done(&result);
+            (index, result)
+        });
+    }
+    let mut slots: Vec<Option<CaseResult>> = vec![None; count];
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((index, result)) => slots[index] = Some(result),
+            Err(e) => eprintln!("a check task failed: {e}"),
+        }
+    }
+    slots
 }
 
 /// Runs `cases` with at most `config.jobs` at a time; `on_done` sees each
@@ -131,45 +175,30 @@ pub async fn run(
     let rss = Arc::new(RssSampler::start());
 
     let jobs = config.jobs.max(1);
-    let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
-    let mut set = tokio::task::JoinSet::new();
-    for (index, case) in cases.iter().enumerate() {
-        let case = case.clone();
-        let config = config.clone();
-        let harness = harness.clone();
-        let permits = permits.clone();
-        let on_done = on_done.clone();
-        let executor = executor.clone();
-        let rss = rss.clone();
-        set.spawn(async move {
-            // A case allowed more harness memory than the default runs
-            // alone: overlapping, its growth would be charged to the cases
-            // alongside it as well.
-            let need = if case.expectation.harness_heavy() {
+    let slots = run_jobs(
+        cases.to_vec(),
+        jobs,
+        // A case allowed more harness memory than the default runs alone:
+        // overlapping, its growth would be charged to the cases alongside
+        // it as well.
+        |case: &Case| {
+            if case.expectation.harness_heavy() {
                 jobs
             } else {
                 1
-            };
-            let _permits = permits
-                .acquire_many_owned(u32::try_from(need).unwrap_or(u32::MAX))
-                .await
-                .expect("semaphore open");
-            let result = run_case(&case, &config, &executor, &harness, &rss).await;
-            on_done(&result);
-            (index, result)
-        });
-    }
-    let mut slots: Vec<Option<CaseResult>> = vec![None; cases.len()];
-    while let Some(joined) = set.join_next().await {
-        match joined {
-            Ok((index, result)) => slots[index] = Some(result),
-            Err(e) => {
-                // A panicking case must not hide the others; its slot stays
-                // empty and is reported below.
-                eprintln!("a case task failed: {e}");
             }
-        }
-    }
+        },
+        on_done,
+        {
+            let (config, executor) = (config.clone(), executor.clone());
+            move |case: Case| {
+                let (config, executor) = (config.clone(), executor.clone());
+                let (harness, rss) = (harness.clone(), rss.clone());
+                async move { run_case(&case, &config, &executor, &harness, &rss).await }
+            }
+        },
+    )
+    .await;
     let results: Vec<CaseResult> = slots
         .into_iter()
         .zip(cases)

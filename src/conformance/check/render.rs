@@ -19,6 +19,17 @@ pub fn table(results: &[CaseResult]) -> String {
         for f in &r.failures {
             let _ = writeln!(out, "{:<width$}    - {f}", "");
         }
+        // A benign notebook's cells that fail without confinement too: not
+        // false positives, but listed.
+        let unconfined_failures = r
+            .benign
+            .iter()
+            .flat_map(|b| &b.cells)
+            .filter(|c| c.status == super::benign::CellStatus::FailsUnconfined);
+        for c in unconfined_failures {
+            let why = c.reason.as_deref().unwrap_or("");
+            let _ = writeln!(out, "{:<width$}    ~ cell {}: {why}", "", c.index);
+        }
     }
     out
 }
@@ -80,8 +91,17 @@ pub fn summary_line(report: &CheckReport) -> String {
         .as_deref()
         .map(|id| format!(" ({id})"))
         .unwrap_or_default();
+    let cells = s
+        .cells
+        .map(|c| {
+            format!(
+                "; cells: {} compared, {} same, {} varied between unconfined runs too, {} failed unconfined too, {} differ",
+                c.cells, c.same, c.varies, c.fails_unconfined, c.differs
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "{} passed, {} failed; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; harness memory: largest growth during a case {}{growth_case}, peak {}; {:.1} s with {} job(s){fallbacks}",
+        "{} passed, {} failed{cells}; kill latency over {} killed case(s): p50 {}, p99 {}, max {}; harness memory: largest growth during a case {}{growth_case}, peak {}; {:.1} s with {} job(s){fallbacks}",
         s.passed,
         s.failed,
         s.killed,
@@ -109,6 +129,14 @@ pub fn junit(report: &CheckReport) -> String {
             }
             if let Some(k) = r.kill_ms {
                 let _ = write!(out, " kill {k:.1} ms");
+            }
+            if let Some(b) = &r.benign {
+                let c = b.counts;
+                let _ = write!(
+                    out,
+                    " cells {} same {} varied {} failed unconfined {} differ {}",
+                    c.cells, c.same, c.varies, c.fails_unconfined, c.differs
+                );
             }
             if let Some(m) = &r.harness {
                 let _ = write!(

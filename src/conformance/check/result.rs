@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::benign::{CellCounts, NotebookCells};
 use super::HarnessMemory;
 use crate::conformance::corpus::{Case, Category};
 use crate::conformance::Expectation;
@@ -46,8 +47,12 @@ pub struct CaseResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start: Option<String>,
     /// The harness's resident memory while the case ran; `None` only when
-    /// it could not be read (the case then fails).
+    /// it could not be read (the case then fails), and for a benign
+    /// notebook, where it is not measured.
     pub harness: Option<HarnessMemory>,
+    /// A benign notebook's cells, as compared confined and unconfined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub benign: Option<NotebookCells>,
 }
 
 fn is_empty(e: &Expectation) -> bool {
@@ -87,6 +92,9 @@ pub struct Summary {
     pub harness_growth_max_case: Option<String>,
     /// The harness's highest RSS during the check.
     pub harness_peak_max_bytes: Option<u64>,
+    /// A benign check's cells, over every notebook.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cells: Option<CellCounts>,
 }
 
 impl Summary {
@@ -111,6 +119,14 @@ impl Summary {
             harness_growth_max_bytes: growth.map(|(_, m)| m.growth_bytes),
             harness_growth_max_case: growth.map(|(r, _)| r.id.clone()),
             harness_peak_max_bytes: measured().map(|(_, m)| m.peak_bytes).max(),
+            cells: results.iter().filter_map(|r| r.benign.as_ref()).fold(
+                None,
+                |sum: Option<CellCounts>, nb| {
+                    let mut sum = sum.unwrap_or_default();
+                    sum.add(&nb.counts);
+                    Some(sum)
+                },
+            ),
         }
     }
 }
@@ -118,10 +134,23 @@ impl Summary {
 impl CaseResult {
     pub(super) fn new(case: &Case, limits: &SandboxLimits) -> CaseResult {
         CaseResult {
-            id: case.id.clone(),
-            category: case.category,
-            expected: case.expect,
             expectation: case.expectation.clone(),
+            ..CaseResult::named(&case.id, case.category, case.expect, limits)
+        }
+    }
+
+    /// A result not yet run, for any entry of a corpus.
+    pub(super) fn named(
+        id: &str,
+        category: Category,
+        expected: Verdict,
+        limits: &SandboxLimits,
+    ) -> CaseResult {
+        CaseResult {
+            id: id.to_string(),
+            category,
+            expected,
+            expectation: Expectation::default(),
             got: None,
             flags: Vec::new(),
             kill_ms: None,
@@ -134,6 +163,7 @@ impl CaseResult {
             outcome: None,
             start: None,
             harness: None,
+            benign: None,
         }
     }
 
