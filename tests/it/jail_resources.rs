@@ -139,3 +139,30 @@ with mp.Pool(2) as pool:
     assert!(o.stdout.contains("sum 45"), "{}", o.stdout);
     assert!(!o.fired.contains(&Verdict::NetworkBlocked), "{o:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kernel_writes_nothing_on_the_hosts_disk() {
+    let l = limits();
+    let Some(sandbox) = common::confined() else {
+        return;
+    };
+    let mut k = start(&sandbox, &l).await;
+    // Its runtime directory is the one place in its view on the host's
+    // disk; without a file-size rlimit nothing but ownership bounds it.
+    let code = r#"
+import os
+from ipykernel import get_connection_file
+path = get_connection_file()
+for what, attempt in [('append', lambda: open(path, 'a')),
+                      ('create', lambda: open(os.path.join(os.path.dirname(path), 'planted'), 'w'))]:
+    try:
+        attempt()
+        print(what, 'allowed')
+    except PermissionError as e:
+        print(what, 'refused', e.errno)
+"#;
+    let o = k.execute(code, &exec(&l)).await;
+    assert_eq!(o.verdict, Verdict::Ok, "{o:?}");
+    assert!(o.stdout.contains("append refused 13"), "{}", o.stdout);
+    assert!(o.stdout.contains("create refused 13"), "{}", o.stdout);
+}
