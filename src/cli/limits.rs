@@ -38,8 +38,9 @@ pub struct LimitArgs {
     /// Output messages per execution; at least 10.
     #[arg(long, default_value_t = 10_000, value_parser = output_messages_flag)]
     pub output_messages: u64,
-    /// Size of the kernel's private /tmp, /dev/shm and working directory,
-    /// and the largest file it may write; at least 16M.
+    /// Size of each of the kernel's private /tmp, /dev/shm, working directory
+    /// and HOME, counted by what they really hold (a sparse file counts its
+    /// written pages); at least 16M.
     #[arg(long, default_value = "256M", value_parser = disk_flag)]
     pub disk: u64,
     /// Run kernels WITHOUT confinement (no cgroups, no namespaces). Every

@@ -60,6 +60,8 @@ struct RawCase {
     flags: Vec<String>,
     #[serde(default)]
     fired: Vec<String>,
+    #[serde(default)]
+    not_fired: Vec<String>,
     exception: Option<String>,
     errno: Option<i32>,
     #[serde(default)]
@@ -159,12 +161,15 @@ impl RawCase {
             .map(|f| f.parse::<Flag>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| BadKey::new("flags", e))?;
-        let fired = self
-            .fired
-            .iter()
-            .map(|v| v.parse::<Verdict>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| BadKey::prefixed("fired", e))?;
+        let verdicts = |key: &'static str, names: &[String]| {
+            names
+                .iter()
+                .map(|v| v.parse::<Verdict>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| BadKey::prefixed(key, e))
+        };
+        let fired = verdicts("fired", &self.fired)?;
+        let not_fired = verdicts("not_fired", &self.not_fired)?;
         let limits = self.limits.overrides()?;
         for (key, texts) in [
             ("stdout_contains", &self.stdout_contains),
@@ -202,6 +207,7 @@ impl RawCase {
             expectation: Expectation {
                 flags,
                 fired,
+                not_fired,
                 exception: self.exception,
                 errno: self.errno,
                 stdout_contains: self.stdout_contains,

@@ -33,6 +33,7 @@ const KEYS: &[&str] = &[
     "expect",
     "flags",
     "fired",
+    "not_fired",
     "exception",
     "errno",
     "stdout_contains",

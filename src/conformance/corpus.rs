@@ -15,6 +15,7 @@
 //! # All optional, besides the verdict:
 //! flags = []                      # flags that must be present
 //! fired = []                      # limits that must be among those that fired
+//! not_fired = []                  # limits that must not be among them
 //! exception = "PermissionError"   # the error's exception name
 //! errno = 1                       # the error's text starts with `[Errno 1]`
 //! stdout_contains = []            # text the cell must (not) print

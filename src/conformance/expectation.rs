@@ -25,6 +25,10 @@ pub struct Expectation {
     /// Limits that must all be in the outcome's `fired` list.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fired: Vec<Verdict>,
+    /// Limits that must not be in the outcome's `fired` list (legitimate
+    /// work a limit's evidence must not mistake for an attack).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_fired: Vec<Verdict>,
     /// The error's exception name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exception: Option<String>,
@@ -72,6 +76,9 @@ impl Expectation {
                     fired.join(", ")
                 ));
             }
+        }
+        for limit in self.not_fired.iter().filter(|l| outcome.fired.contains(l)) {
+            failures.push(format!("{limit} fired, though the case expects it not to"));
         }
         let error = outcome.error.as_ref();
         if let Some(want) = &self.exception {
@@ -271,6 +278,21 @@ mod tests {
             unsupported: None,
         });
         assert!(want.failures(&o).is_empty(), "{:?}", want.failures(&o));
+    }
+
+    #[test]
+    fn a_limit_that_must_not_fire_fails_when_it_did() {
+        let want = Expectation {
+            not_fired: vec![Verdict::NetworkBlocked],
+            ..Default::default()
+        };
+        let mut o = failed_with("X", "y", "");
+        o.fired = vec![Verdict::TimeoutWall];
+        assert!(want.failures(&o).is_empty());
+        o.fired.push(Verdict::NetworkBlocked);
+        let f = want.failures(&o);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("network_blocked fired"), "{f:?}");
     }
 
     #[test]

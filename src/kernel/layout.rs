@@ -76,8 +76,8 @@ pub fn renew_layout(
     copy_task_files(spec, layout, jail)
 }
 
-/// Once the kernel has bound its sockets, its runtime directory becomes the
-/// harness's and read-only to everyone else: the kernel can no longer swap a
+/// Once the kernel has bound its sockets, its runtime directory and the
+/// files in it become the harness's and read-only to everyone else: the kernel can no longer swap a
 /// socket for a link the harness's client would reconnect through, nor plant
 /// anything there. For a restart the jail hands it back to the kernel user.
 pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
@@ -86,6 +86,16 @@ pub fn lock_runtime_dir(layout: &KernelLayout) -> Result<(), KernelError> {
     std::os::unix::fs::lchown(rt, Some(uid.as_raw()), Some(gid.as_raw()))
         .and_then(|()| fs::set_permissions(rt, fs::Permissions::from_mode(0o711)))
         .at("locking", rt)?;
+    // Its files too (the connection file): the directory is on the host's
+    // disk, which no limit of the kernel bounds (it has no file-size rlimit;
+    // its disk is its private tmpfs mounts).
+    for entry in fs::read_dir(rt).at("reading", rt)?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            let path = entry.path();
+            std::os::unix::fs::lchown(&path, Some(uid.as_raw()), Some(gid.as_raw()))
+                .at("locking", &path)?;
+        }
+    }
     Ok(())
 }
 

@@ -246,7 +246,9 @@ def _kernel(req, out, err):
         r = req["rlimits"]
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (r["nofile"], r["nofile"]))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (r["fsize"], r["fsize"]))
+        # null: no file-size bound (see `Rlimits::fsize`).
+        fsize = resource.RLIM_INFINITY if r["fsize"] is None else r["fsize"]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CPU, (r["cpu_secs"], r["cpu_secs"] + 1))
         env = dict(req["env"])
         env.update(SIDE_ENV)

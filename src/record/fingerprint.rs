@@ -53,7 +53,7 @@ pub struct LimitsPrint {
     /// Output bytes and messages per execution.
     pub output_bytes: u64,
     pub output_messages: u64,
-    /// Bytes of each private tmpfs, and the largest file.
+    /// Bytes of each private tmpfs.
     pub disk: u64,
 }
 

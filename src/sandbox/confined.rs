@@ -278,13 +278,19 @@ impl ConfinedJail {
             cwd: layout.work_dir.clone(),
             rlimits: Rlimits {
                 nofile: NOFILE,
-                fsize: disk,
+                // A kernel writes only to its private tmpfs mounts, each
+                // bounded by its real usage; a file-size rlimit would refuse
+                // sparse files (np.memmap) for their apparent size. The
+                // installer also writes wheels into its runtime directory
+                // on the host's disk: one file of it stays below `disk`.
+                fsize: launch.network.then_some(disk),
                 cpu_secs: self.limits.cpu_backstop_secs(),
             },
             oom_score_adj: 1000,
             harness_pid: std::process::id(),
             mask_host_files: !launch.network,
             adopt: false,
+            private_network: !launch.network,
         }
     }
 

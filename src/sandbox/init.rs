@@ -5,7 +5,8 @@
 //! ```text
 //! relay (caller's PID namespace; mirrors PID 1's end as its own; kills
 //!  │     PID 1 when the harness dies)
-//!  └─ PID 1: builds the filesystem view, reaps orphans, forwards SIGINT/TERM;
+//!  └─ PID 1: builds the filesystem view, brings the loopback up, reaps
+//!      │     orphans, forwards SIGINT/TERM;
 //!      │     dies with the relay (parent-death signal)
 //!      └─ kernel: own session, rlimits, kernel user, no_new_privs, syscall
 //!                 filter, exec python
@@ -204,6 +205,12 @@ fn pid1(spec: &IsolateSpec) -> i32 {
         return EXIT_ROOT;
     }
     let _ = nix::unistd::sethostname("retrace-kernel");
+    if spec.private_network {
+        if let Err(e) = super::loopback::bring_up() {
+            eprintln!("retrace-init: bringing the kernel's loopback up: {e}");
+            return EXIT_ROOT;
+        }
+    }
     if spec.adopt {
         return adopt();
     }

@@ -18,6 +18,7 @@ use nix::sys::resource::{setrlimit, Resource};
 use serde::{Deserialize, Serialize};
 use walkdir::WalkDir;
 
+use super::resolver;
 use crate::util::nofollow;
 
 /// Everything the init needs, written by the harness as JSON.
@@ -53,6 +54,11 @@ pub struct IsolateSpec {
     /// namespaces from outside (one line on its stdin) and reaps as usual.
     #[serde(default)]
     pub adopt: bool,
+    /// The kernel has a network namespace of its own: the init brings its
+    /// loopback up (`loopback.rs`) and its resolver is kept off that
+    /// loopback (`resolver.rs`). Not for the installer, which keeps the host's.
+    #[serde(default)]
+    pub private_network: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,7 +73,10 @@ pub struct PrivateDir {
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Rlimits {
     pub nofile: u64,
-    pub fsize: u64,
+    /// The largest file; `None`: no bound of its own (a kernel's disk is
+    /// bounded by the real usage of its private tmpfs mounts, which a
+    /// sparse file of any apparent size hardly touches).
+    pub fsize: Option<u64>,
     /// Lifetime CPU seconds of the kernel: a backstop if the harness dies.
     pub cpu_secs: u64,
 }
@@ -100,6 +109,12 @@ pub const MASKED: [&str; 15] = [
 
 /// Device nodes bound into the private `/dev`.
 const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
+
+/// Pseudo-terminals a kernel may hold at once: the `max` of its private
+/// devpts instance. A shell escape (`!cmd`, pexpect) holds one while it
+/// runs; past the bound opening `/dev/ptmx` fails with ENOSPC, and the
+/// machine's shared pool (`kernel.pty.max`) stays for everyone else.
+pub const PTY_MAX: u32 = 16;
 
 /// A step of building the kernel's filesystem view or process failed.
 /// Printed by the init to its stderr, which the harness shows when a
@@ -162,6 +177,9 @@ pub fn build_root(spec: &IsolateSpec) -> Result<(), IsolateError> {
         let _ = fs::remove_file(root.join(".masked"));
     }
     name_kernel_ids(root, spec)?;
+    if spec.private_network {
+        cover_resolver(root)?;
+    }
     make_dev(root)?;
     // Shallow mounts first: the runtime dir and working directory may live
     // under /tmp, which is itself a private tmpfs.
@@ -379,6 +397,68 @@ fn make_dev(root: &Path) -> Result<(), IsolateError> {
     ] {
         symlink(to, dev.join(link)).map_err(|e| err(format!("/dev/{link}"), e))?;
     }
+    // A devpts instance of the kernel's own (shell escapes run under a
+    // pseudo-terminal), bounded by PTY_MAX; /dev/ptmx opens in it.
+    let pts = dev.join("pts");
+    fs::create_dir_all(&pts).map_err(|e| err("creating /dev/pts", e))?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some(devpts_options(tty_gid()).as_str()),
+    )
+    .map_err(|e| err("mounting /dev/pts", e))?;
+    symlink("pts/ptmx", dev.join("ptmx")).map_err(|e| err("/dev/ptmx", e))?;
+    Ok(())
+}
+
+/// The mount options of a kernel's devpts: a new instance (never the
+/// host's terminals), a ptmx anyone in the view may open, each terminal
+/// its opener's and writable by the tty group, at most [`PTY_MAX`].
+fn devpts_options(tty_gid: u32) -> String {
+    format!("newinstance,ptmxmode=0666,mode=0620,gid={tty_gid},max={PTY_MAX}")
+}
+
+/// The `tty` group of the host's (and so the kernel's) /etc/group: glibc's
+/// `grantpt` expects a terminal to belong to it. 5 on Debian and Red Hat.
+fn tty_gid() -> u32 {
+    nix::unistd::Group::from_name("tty")
+        .ok()
+        .flatten()
+        .map_or(5, |g| g.gid.as_raw())
+}
+
+/// The kernel's /etc/resolv.conf when its host's would lead a lookup onto
+/// the kernel's own loopback (see `resolver.rs`): a file in the view is
+/// covered; a link out of the view (into the host's /run) gets its
+/// destination made in the new root. A host without the file keeps none
+/// (the view's /etc is read-only).
+fn cover_resolver(root: &Path) -> Result<(), IsolateError> {
+    let host = Path::new("/etc/resolv.conf");
+    let Some(text) = resolver::kernel_resolv_conf(fs::read_to_string(host).ok().as_deref()) else {
+        return Ok(());
+    };
+    let (source, target) = match covered_target(root, host) {
+        Some(target) => (root.join(".resolv.conf"), Some(target)),
+        None => match resolver::link_destination(host) {
+            Some(dest) if !SYSTEM_DIRS.iter().any(|d| dest.starts_with(d)) => {
+                (inside(root, &dest), None)
+            }
+            _ => return Ok(()),
+        },
+    };
+    if let Some(parent) = source.parent() {
+        fs::create_dir_all(parent).map_err(|e| err(parent.display(), e))?;
+    }
+    fs::write(&source, text).map_err(|e| err(source.display(), e))?;
+    fs::set_permissions(&source, fs::Permissions::from_mode(0o644))
+        .map_err(|e| err(source.display(), e))?;
+    if let Some(target) = target {
+        cover_file(&source, &target).map_err(|e| err("covering /etc/resolv.conf", e))?;
+        // The bind keeps the file; its name in the new root is not needed.
+        let _ = fs::remove_file(&source);
+    }
     Ok(())
 }
 
@@ -436,10 +516,11 @@ pub fn become_kernel(spec: &IsolateSpec) -> Result<(), IsolateError> {
     fs::write("/proc/self/oom_score_adj", spec.oom_score_adj.to_string())
         .map_err(|e| err("oom_score_adj", e))?;
     let r = spec.rlimits;
+    let fsize = r.fsize.unwrap_or(nix::sys::resource::RLIM_INFINITY);
     let limits = [
         (Resource::RLIMIT_CORE, 0, 0),
         (Resource::RLIMIT_NOFILE, r.nofile, r.nofile),
-        (Resource::RLIMIT_FSIZE, r.fsize, r.fsize),
+        (Resource::RLIMIT_FSIZE, fsize, fsize),
         (Resource::RLIMIT_CPU, r.cpu_secs, r.cpu_secs + 1),
     ];
     for (resource, soft, hard) in limits {

@@ -23,8 +23,8 @@ pub struct SandboxLimits {
     pub output_cap_bytes: u64,
     /// Output messages per execution.
     pub output_cap_messages: u64,
-    /// Size of each private tmpfs (`/tmp`, `/dev/shm`, working directory)
-    /// and the largest file the kernel may write.
+    /// Size of each private tmpfs (`/tmp`, `/dev/shm`, working directory,
+    /// HOME), counted by real usage (a kernel has no file-size rlimit).
     pub disk_bytes: u64,
 }
 

@@ -12,7 +12,7 @@ use retrace::kernel::{ExecOptions, Kernel, KernelOptions};
 use retrace::pyenv::ImageName;
 use retrace::sandbox::{Sandbox, SandboxLimits, Verdict};
 
-fn limits() -> SandboxLimits {
+pub(crate) fn limits() -> SandboxLimits {
     SandboxLimits {
         memory_bytes: 256 << 20,
         pids: 64,
@@ -31,14 +31,14 @@ fn options(l: &SandboxLimits) -> KernelOptions {
     }
 }
 
-fn exec(l: &SandboxLimits) -> ExecOptions {
+pub(crate) fn exec(l: &SandboxLimits) -> ExecOptions {
     ExecOptions {
         timeout: l.timeout,
         ..Default::default()
     }
 }
 
-async fn start(sandbox: &Arc<dyn Sandbox>, l: &SandboxLimits) -> Kernel {
+pub(crate) async fn start(sandbox: &Arc<dyn Sandbox>, l: &SandboxLimits) -> Kernel {
     Kernel::start(common::spec(ImageName::Fat), sandbox.as_ref(), options(l))
         .await
         .expect("confined kernel starts")

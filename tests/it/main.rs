@@ -41,6 +41,7 @@ mod home_full;
 mod hostile_endpoint;
 mod hostile_inputs;
 mod inspect_tools;
+mod jail_resources;
 mod kernel_answer;
 mod kernel_env;
 mod kernel_launcher;

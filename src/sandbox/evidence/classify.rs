@@ -90,7 +90,6 @@ fn primary(e: &Evidence) -> Verdict {
         }
         return match exit.signal {
             Some(libc::SIGXCPU) => Verdict::TimeoutCpu,
-            Some(libc::SIGXFSZ) => Verdict::DiskLimit,
             Some(sig) if CRASH_SIGNALS.contains(&sig) => Verdict::Crash,
             Some(_) => Verdict::Crash,
             None => Verdict::KernelExit,
@@ -197,10 +196,8 @@ fn fired(e: &Evidence, verdict: Verdict) -> Vec<Verdict> {
     if e.traces.net_refusals > 0 {
         fired.push(Verdict::NetworkBlocked);
     }
-    match e.exit.as_ref().and_then(|x| x.signal) {
-        Some(libc::SIGXCPU) => fired.push(Verdict::TimeoutCpu),
-        Some(libc::SIGXFSZ) => fired.push(Verdict::DiskLimit),
-        _ => {}
+    if e.exit.as_ref().and_then(|x| x.signal) == Some(libc::SIGXCPU) {
+        fired.push(Verdict::TimeoutCpu);
     }
     if verdict.is_limit() {
         fired.push(verdict);

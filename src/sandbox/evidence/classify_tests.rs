@@ -79,6 +79,15 @@ fn how_the_kernel_ended_decides() {
             },
             Verdict::Crash,
         ),
+        // No limit of a kernel sends SIGXFSZ (it has no file-size rlimit):
+        // dying of it is the code's own doing.
+        (
+            Evidence {
+                exit: died(libc::SIGXFSZ),
+                ..Default::default()
+            },
+            Verdict::Crash,
+        ),
         (
             Evidence {
                 exit: Some(ExitInfo {
