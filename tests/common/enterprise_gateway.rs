@@ -185,23 +185,30 @@ impl EnterpriseGateway {
             .collect()
     }
 
-    /// How many of the gateway's kernels have processes on host `i` now.
-    pub fn kernels_on(&self, i: usize) -> usize {
-        let needle = b"KERNEL_ID=";
-        let mut ids: Vec<Vec<u8>> = self
+    /// Kernels on host `i` in the middle of a `time.sleep`: Python
+    /// processes below the host's own (in the kernel's namespaces) whose
+    /// main thread is in `clock_nanosleep` or `nanosleep`. A host killed
+    /// then loses a running cell, not a kernel between two tasks (which the
+    /// run would rightly start again elsewhere).
+    pub fn kernels_sleeping_on(&self, i: usize) -> usize {
+        let sleeping = |pid: u32| {
+            fs::read_to_string(format!("/proc/{pid}/syscall"))
+                .is_ok_and(|s| matches!(s.split(' ').next(), Some("230" | "35")))
+        };
+        let python = |pid: u32| {
+            fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| exe.to_string_lossy().contains("python"))
+        };
+        let mut pids: Vec<u32> = self
             .hosts
             .processes(i)
             .into_iter()
-            .filter_map(|pid| fs::read(format!("/proc/{pid}/environ")).ok())
-            .filter_map(|env| {
-                env.split(|b| *b == 0)
-                    .find(|var| var.starts_with(needle))
-                    .map(<[u8]>::to_vec)
-            })
+            .flat_map(|pid| super::confinement::descendants(pid as u32))
+            .filter(|pid| sleeping(*pid) && python(*pid))
             .collect();
-        ids.sort();
-        ids.dedup();
-        ids.len()
+        pids.sort_unstable();
+        pids.dedup();
+        pids.len()
     }
 
     /// The host kernel `id` runs on, if its processes are found on exactly

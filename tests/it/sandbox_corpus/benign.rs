@@ -66,8 +66,16 @@ async fn benign_corpus_has_no_false_positive() {
     let _alone = super::ONE_CORPUS.lock().await;
     let notebooks: Vec<Notebook> =
         corpus::load_entries(&[benign_dir()]).expect("the shipped benign corpus loads");
+    // Notebooks are not model cells: `%timeit` alone runs for seconds, and
+    // on a loaded CI machine a 10 s wall limit would kill either side at
+    // random. The limits compared here are the jail's resources, not time.
+    let limits = SandboxLimits {
+        timeout: std::time::Duration::from_secs(60),
+        cpu_time: std::time::Duration::from_secs(60),
+        ..SandboxLimits::default()
+    };
     let config = CheckConfig {
-        limits: SandboxLimits::default(),
+        limits,
         init_exe: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
         spec: common::spec(ImageName::Fat),
         jobs: 2,
