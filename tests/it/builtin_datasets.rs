@@ -67,10 +67,18 @@ fn required() -> BTreeMap<String, Vec<u8>> {
     // Canonical, as the loader makes task files.
     let root = repo_datasets().canonicalize().unwrap();
     let mut paths: Vec<PathBuf> = Vec::new();
-    for entry in fs::read_dir(root.join("hostile")).unwrap() {
-        let path = entry.unwrap().path();
-        assert!(path.extension().is_some_and(|x| x == "toml"), "{path:?}");
-        paths.push(path);
+    // The corpora: case files, and the benign one's README (its sources'
+    // licence notices travel with the notebooks).
+    for corpus in ["hostile", "benign"] {
+        for entry in fs::read_dir(root.join(corpus)).unwrap() {
+            let path = entry.unwrap().path();
+            let notices = corpus == "benign" && path.ends_with("README.md");
+            assert!(
+                path.extension().is_some_and(|x| x == "toml") || notices,
+                "{path:?}"
+            );
+            paths.push(path);
+        }
     }
     for suite in SUITES {
         for entry in WalkDir::new(root.join(suite)) {
