@@ -1,4 +1,4 @@
-//! One task's rounds. Each round is the loop the README describes: the
+//! One task's rounds. Each round is the loop docs/methodology.md describes: the
 //! model writes code (solve), the task's own kernel runs it (execute), the
 //! answer it left is checked (score), the stop rule decides (stop), and
 //! unless the task stops the model is told what happened (feedback).

@@ -1,11 +1,11 @@
 //! Repairs that hide the error instead of fixing it: the failing round's
 //! code compared with the repair's by `masking.py` (Python's own `ast`, run
-//! by the slim image's interpreter), plus the repair's stdout read here.
+//! by the arm's image's interpreter), plus the repair's stdout read here.
 //! The rules are heuristics, each documented on [`MaskFlag`] and in
 //! docs/methodology.md ("Repairs that hide the error").
 //!
 //! The code is the model's, so the parser runs in a jail of its own, as
-//! the cell scanner does: the kernel user, only the slim image and the
+//! the cell scanner does: the kernel user, only the arm's image and the
 //! check's runtime directory visible, no network, a cgroup with
 //! [`MASK_MEMORY`], killed past [`MASK_TIME`]. It parses, never runs, the
 //! code. A cell with magics is parsed after IPython's transformer, which
@@ -253,7 +253,7 @@ struct Print {
     guarded: bool,
 }
 
-/// Checks repairs with the slim image's interpreter, each in a jail of
+/// Checks repairs with the arm's image's interpreter, each in a jail of
 /// its own.
 pub struct MaskCheck {
     image: Image,

@@ -1,4 +1,4 @@
-//! `summary.json`: the whole summary; its schema is documented in the README.
+//! `summary.json`: the whole summary; its schema is documented in docs/outputs.md.
 
 use super::error::RenderError;
 use super::export::Exporter;

@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn percentiles() {
-        // Nearest rank, as the README documents: rank ⌈0.5 · 100⌉ = 50.
+        // Nearest rank, as docs/methodology.md documents: rank ⌈0.5 · 100⌉ = 50.
         let p = Percentiles::of((1..=100).map(f64::from).collect());
         assert_eq!(p.p50, 50.0);
         assert_eq!(p.p95, 95.0);

@@ -11,7 +11,7 @@
 //! them in memory); on x86_64 the x32 ABI's syscall numbers answer `ENOSYS`
 //! (they would bypass a filter keyed on x86_64 numbers). A syscall of another
 //! architecture (32-bit `int 0x80`) kills the process: no library does that.
-//! The list and the reasons are in the README ("How kernels are confined").
+//! The list and the reasons are in docs/sandbox.md ("How kernels are confined").
 
 use std::collections::BTreeMap;
 
@@ -33,7 +33,7 @@ const ARCH: TargetArch = TargetArch::x86_64;
 #[cfg(target_arch = "aarch64")]
 const ARCH: TargetArch = TargetArch::aarch64;
 
-/// Denied outright, grouped as in the README's table.
+/// Denied outright, grouped as in docs/sandbox.md's table.
 const DENIED: &[(&str, i64)] = &[
     // Reading or steering other processes.
     ("ptrace", libc::SYS_ptrace),

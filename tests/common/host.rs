@@ -129,7 +129,7 @@ pub fn lacks(needs: &[Need]) -> bool {
                 strict() && declared != Some(Layout::V2),
                 format!(
                     "needs a cgroup v1 or hybrid host, this one is {}; on a v2 host run the v2 \
-                     job instead (`.ci/run v2`, README: Testing)",
+                     job instead (`.ci/run v2`, tests/README.md: Tiers)",
                     layout.name()
                 ),
                 "RETRACE_REQUIRE_ROOT=1",

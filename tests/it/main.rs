@@ -13,6 +13,7 @@ mod common;
 mod fast {
     mod cli_limits;
     mod cli_version;
+    mod docs;
     mod golden_reports;
     mod model_openai;
     mod repair_tracebacks;
