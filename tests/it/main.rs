@@ -10,13 +10,14 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod fast {
+pub(crate) mod fast {
     mod cli_limits;
     mod cli_version;
     mod docs;
     mod golden_reports;
     mod model_openai;
     mod repair_tracebacks;
+    pub(crate) mod schemas;
     mod task_loading;
 }
 
