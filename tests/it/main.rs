@@ -20,6 +20,7 @@ pub(crate) mod fast {
     mod repair_tracebacks;
     pub(crate) mod schemas;
     mod task_loading;
+    mod tiers;
 }
 
 mod builtin_datasets;
