@@ -35,70 +35,112 @@ fn render<T: JsonSchema>() -> String {
         .into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
     let merged = merged_definitions(&schema);
-    close(&mut schema, &merged, None);
+    close(&mut schema, false, &merged);
     format!(
         "{}\n",
         serde_json::to_string_pretty(&schema).expect("a schema is JSON")
     )
 }
 
-/// Definitions referenced beside properties of the referring object (a
-/// flattened struct, an internally tagged variant): the referring object
-/// is closed instead, since a closed definition would refuse its
-/// neighbours' properties.
-fn merged_definitions(schema: &Value) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    walk(schema, &mut |object| {
-        if !object.contains_key("properties") {
-            return;
+/// Keywords whose subschemas apply to the same instance as their schema
+/// (a flattened struct or enum, a tagged variant): their properties count
+/// as the enclosing object's.
+const IN_PLACE: [&str; 7] = ["allOf", "anyOf", "oneOf", "not", "if", "then", "else"];
+/// Keywords whose subschemas apply to a member or an item.
+const NESTED: [&str; 6] = [
+    "items",
+    "prefixItems",
+    "additionalProperties",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+];
+
+/// Calls `f(schema, placed)` on every schema in `value`: `placed` when an
+/// enclosing schema applies to the same instance and lists properties
+/// (that one is closed, and sees the properties its parts evaluated).
+/// Definitions are visited with `placed` from `definition`.
+fn visit(
+    value: &mut Value,
+    placed: bool,
+    definition: &dyn Fn(&str) -> bool,
+    f: &mut dyn FnMut(&mut Map<String, Value>, bool),
+) {
+    let Some(object) = value.as_object_mut() else {
+        return;
+    };
+    f(object, placed);
+    let here = placed || object.contains_key("properties");
+    for (key, v) in object.iter_mut() {
+        let (children, placed): (Vec<&mut Value>, bool) = match key.as_str() {
+            k if IN_PLACE.contains(&k) => (one_or_many(v), here),
+            k if NESTED.contains(&k) => (one_or_many(v), false),
+            "properties" | "patternProperties" => (members(v), false),
+            "$defs" => {
+                for (name, d) in v.as_object_mut().into_iter().flatten() {
+                    visit(d, definition(name), definition, f);
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        for child in children {
+            visit(child, placed, definition, f);
         }
-        let all_of = object.get("allOf").and_then(Value::as_array);
-        let refs = std::iter::once(object)
-            .chain(all_of.into_iter().flatten().filter_map(Value::as_object));
-        for r in refs.filter_map(|o| o.get("$ref")?.as_str()) {
-            names.insert(r.trim_start_matches("#/$defs/").to_string());
+    }
+}
+
+fn one_or_many(v: &mut Value) -> Vec<&mut Value> {
+    match v {
+        Value::Array(a) => a.iter_mut().collect(),
+        v => vec![v],
+    }
+}
+
+fn members(v: &mut Value) -> Vec<&mut Value> {
+    v.as_object_mut()
+        .into_iter()
+        .flat_map(|m| m.values_mut())
+        .collect()
+}
+
+/// Definitions referenced where an object's properties are listed in place
+/// (beside `$ref`, or by an enclosing schema of the same instance), to
+/// a fixed point: such a definition is left open, the referring object is
+/// closed.
+fn merged_definitions(schema: &Value) -> BTreeSet<String> {
+    let mut merged = BTreeSet::new();
+    loop {
+        let mut found = merged.clone();
+        let known = merged.clone();
+        visit(
+            &mut schema.clone(),
+            false,
+            &|d| known.contains(d),
+            &mut |o, placed| {
+                let placed = placed || o.contains_key("properties");
+                if let Some(r) = o.get("$ref").and_then(Value::as_str).filter(|_| placed) {
+                    found.insert(r.trim_start_matches("#/$defs/").to_string());
+                }
+            },
+        );
+        if found == merged {
+            return merged;
+        }
+        merged = found;
+    }
+}
+
+/// Closes (`unevaluatedProperties: false`) every object schema that lists
+/// its properties and is not part of an enclosing one of the same instance.
+fn close(schema: &mut Value, placed: bool, merged: &BTreeSet<String>) {
+    visit(schema, placed, &|d| merged.contains(d), &mut |o, placed| {
+        let open =
+            !o.contains_key("additionalProperties") && !o.contains_key("unevaluatedProperties");
+        if o.contains_key("properties") && open && !placed {
+            o.insert("unevaluatedProperties".into(), Value::Bool(false));
         }
     });
-    names
-}
-
-fn walk(value: &Value, f: &mut impl FnMut(&Map<String, Value>)) {
-    match value {
-        Value::Object(o) => {
-            f(o);
-            o.values().for_each(|v| walk(v, f));
-        }
-        Value::Array(a) => a.iter().for_each(|v| walk(v, f)),
-        _ => {}
-    }
-}
-
-/// Closes every object schema that lists its properties
-/// (`unevaluatedProperties: false`) but the merged definitions themselves.
-fn close(value: &mut Value, merged: &BTreeSet<String>, definition: Option<&str>) {
-    match value {
-        Value::Object(o) => {
-            let open =
-                !o.contains_key("additionalProperties") && !o.contains_key("unevaluatedProperties");
-            if o.contains_key("properties")
-                && open
-                && !definition.is_some_and(|d| merged.contains(d))
-            {
-                o.insert("unevaluatedProperties".into(), Value::Bool(false));
-            }
-            for (key, v) in o.iter_mut() {
-                if key == "$defs" {
-                    for (name, d) in v.as_object_mut().into_iter().flatten() {
-                        close(d, merged, Some(name));
-                    }
-                } else {
-                    close(v, merged, None);
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(|v| close(v, merged, None)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,32 @@ fn run_json_matches_its_schema() {
     );
 }
 
+/// The parts of a spec the golden run leaves out: a gateway executor, the
+/// kernels' variables (a secret one written redacted) and arm axes.
+#[test]
+fn a_gateway_run_json_with_variables_and_arms_matches_its_schema() {
+    use retrace::kernel::KernelEnv;
+    use retrace::record::{AfterFailure, ExecutorSpec, GatewaySpec};
+    let (mut config, _) = load();
+    config.spec.execution.executor = ExecutorSpec::Gateway(GatewaySpec {
+        url: "http://127.0.0.1:8888/base".into(),
+        kernel: Some("python3".into()),
+        concurrency: 3,
+        request_timeout: std::time::Duration::from_millis(2500),
+    });
+    config.spec.env = KernelEnv::from_pairs([
+        ("RT_COLOR".to_string(), "blue".to_string()),
+        ("RT_API_TOKEN".to_string(), "s3cret-value".to_string()),
+    ])
+    .unwrap();
+    config.spec.arms.temperature = vec![0.0, 0.7];
+    config.spec.arms.after_failure = vec![AfterFailure::Repair, AfterFailure::Resample];
+    config.spec.arms.product = true;
+    let text = serde_json::to_string_pretty(&config).unwrap();
+    assert!(!text.contains("s3cret-value"), "{text}");
+    assert_valid("run", "run.json of a gateway run", &text);
+}
+
 #[test]
 fn records_match_their_schema() {
     let (_, records) = load();
@@ -117,6 +143,94 @@ fn compare_json_matches_its_schema() {
         .find(|e| e.file_name() == "compare.json")
         .expect("a compare.json exporter");
     assert_valid("compare", "compare.json", &json.render(&view).unwrap());
+}
+
+/// A `dynamic` round's install steps: an allowed and a denied decision (a
+/// flattened reason inside an internally tagged enum), wheels, findings and
+/// the failed execution, as the record writes them.
+#[test]
+fn records_with_install_steps_match_their_schema() {
+    use retrace::pyenv::dynamic::{Decision, Denial, Finding, Pin, Request, RequestSource};
+    use retrace::record::{InstallStep, InstallTrigger, WheelRecord};
+    let (_, records) = load();
+    let mut record = records
+        .iter()
+        .find(|r| r.outcome.is_some())
+        .expect("a record with an outcome")
+        .clone();
+    let request = |name: &str, source| Request {
+        requested: name.into(),
+        source,
+    };
+    let pin = Pin {
+        name: "tabulate".into(),
+        version: "0.9.0".into(),
+        sha256: "0".repeat(64),
+    };
+    record.installs = vec![
+        InstallStep {
+            trigger: InstallTrigger::ExplicitLines,
+            decisions: vec![
+                Decision::Allowed {
+                    request: request("tabulate", RequestSource::ExplicitLine { line: 1 }),
+                    distribution: "tabulate".into(),
+                    version: "0.9.0".into(),
+                    closure: vec![pin],
+                },
+                Decision::Denied {
+                    request: request("numpyy", RequestSource::ExplicitLine { line: 2 }),
+                    distribution: None,
+                    denial: Denial::LikelyTyposquat { of: "numpy".into() },
+                    message: "not installed".into(),
+                },
+            ],
+            wheels: vec![WheelRecord {
+                name: "tabulate".into(),
+                version: "0.9.0".into(),
+                sha256: "0".repeat(64),
+                store_hit: false,
+                bytes: 1234,
+            }],
+            store_hit: false,
+            ms: 12.5,
+            installer_ms: 10.0,
+            error: None,
+            refused: Some("runs code at start-up".into()),
+            findings: vec![Finding::StartupHook {
+                file: "sitecustomize.py".into(),
+            }],
+            rerun: false,
+            failed_outcome: None,
+        },
+        InstallStep {
+            trigger: InstallTrigger::MissingImport {
+                module: "sklearn".into(),
+            },
+            decisions: vec![Decision::Denied {
+                request: request("sklearn", RequestSource::MissingImport),
+                distribution: Some("scikit-learn".into()),
+                denial: Denial::VersionNotAllowed {
+                    wanted: "1.0".into(),
+                    pinned: "1.5.2".into(),
+                },
+                message: "pinned".into(),
+            }],
+            wheels: vec![],
+            store_hit: true,
+            ms: 0.0,
+            installer_ms: 0.0,
+            error: Some("no index".into()),
+            refused: None,
+            findings: vec![],
+            rerun: true,
+            failed_outcome: record.outcome.clone().map(Box::new),
+        },
+    ];
+    assert_valid(
+        "record",
+        "a record with install steps",
+        &serde_json::to_string(&record).unwrap(),
+    );
 }
 
 /// The validator is real: a record with a field its type does not have, or
