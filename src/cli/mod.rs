@@ -18,6 +18,8 @@ mod reference;
 mod report;
 mod run;
 mod sandbox;
+#[cfg(test)]
+mod schemas;
 mod tasks;
 
 use clap::{Parser, Subcommand};

@@ -20,7 +20,7 @@ use crate::sandbox::Verdict;
 pub const MAX_CODE_BYTES: u64 = 1 << 20;
 
 /// Code that was refused for its size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CodeTooLarge {
     /// Bytes of the code (UTF-8).
     pub bytes: u64,

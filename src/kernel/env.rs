@@ -96,7 +96,7 @@ impl EnvError {
 /// The variables every kernel of a run gets, by name. Serialized as a
 /// table with secret values replaced by [`redact::REPLACEMENT`] (such a
 /// value is given again when the run resumes).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct KernelEnv(BTreeMap<String, String>);
 

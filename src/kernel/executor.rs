@@ -21,7 +21,7 @@ pub enum Executor {
 }
 
 /// What records and reports say about the executor.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExecutorInfo {
     #[default]

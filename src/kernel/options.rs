@@ -99,7 +99,9 @@ pub struct KernelBanner {
 }
 
 /// How kernels are started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelStart {
     /// A new interpreter per kernel (exec), importing everything itself.

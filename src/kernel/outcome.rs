@@ -10,7 +10,7 @@ use super::text::decode_json_str;
 use crate::sandbox::{ExitInfo, Verdict};
 
 /// How the kernel reported the execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecStatus {
     /// `execute_reply` with status ok.
@@ -20,7 +20,7 @@ pub enum ExecStatus {
 }
 
 /// A Python exception as the kernel reported it, ANSI escapes removed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorInfo {
     pub ename: String,
     pub evalue: String,
@@ -28,7 +28,7 @@ pub struct ErrorInfo {
 }
 
 /// One `execute_result` or `display_data` message: MIME type to payload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bundle {
     pub data: Map<String, Value>,
 }
@@ -40,7 +40,7 @@ impl Bundle {
 }
 
 /// An image written to the caller's artifact directory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Artifact {
     /// Path relative to the artifact directory: the artifact's URI.
     pub path: String,
@@ -56,7 +56,7 @@ pub struct Artifact {
 }
 
 /// Which rule produced the answer value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerRule {
     /// A variable named `answer` that this cell assigned, read by retrace's
@@ -72,7 +72,7 @@ pub enum AnswerRule {
 /// An answer value that is not a plain value (numbers, strings, bools,
 /// None, lists / tuples / string-keyed dicts of those) or is too big, too
 /// deep or too slow to read. The model is told `message()`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Unsupported {
     /// `int`, `pandas.DataFrame`, `__main__.Slow`, ...
     pub type_name: String,
@@ -85,7 +85,7 @@ impl Unsupported {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Answer {
     /// The text checkers read: Python-literal form of the plain value
     /// (`42`, `2.5`, `'Paris'`, `[1, 2]`, `{'@a': 1}`, `3/4`), built by
@@ -131,7 +131,7 @@ impl Answer {
 }
 
 /// What was cut when an execution's output passed its cap.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Truncation {
     pub truncated: bool,
     pub dropped_bytes: u64,
@@ -146,7 +146,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Milliseconds spent in each part of one execution.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Timings {
     /// From sending `execute_request` to having both reply and idle.
     pub total: f64,
@@ -158,7 +158,7 @@ pub struct Timings {
     pub kill: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Outcome {
     pub status: ExecStatus,
     pub verdict: Verdict,
@@ -250,7 +250,7 @@ impl Outcome {
 /// Who enforced an execution's limits. Limit names: `timeout_wall`,
 /// `timeout_cpu`, `output`, `memory`, `pids`, `cpus`, `disk`, `network`,
 /// `filesystem`, `syscalls`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Enforcement {
     /// `local` (retrace's own kernels) or `gateway`.
     pub executor: String,

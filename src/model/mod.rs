@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// One part of a message: text, or a PNG for vision models.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
     Text {
@@ -32,7 +32,7 @@ pub enum Part {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     System,
@@ -51,7 +51,7 @@ impl Role {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Message {
     pub role: Role,
     pub parts: Vec<Part>,
@@ -156,7 +156,7 @@ impl ChatRequest {
 /// is `None` (`null` in records) when unknown: the server did not say, or
 /// said something that is no count (negative, fractional, text, absurdly
 /// large). Sums take an unknown count as nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Usage {
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
@@ -225,7 +225,7 @@ pub struct Reply {
 /// `timings`): prompt tokens evaluated against those taken from its prompt
 /// cache, and the milliseconds of each phase. The rest of the request's
 /// latency is `queue_ms`: waiting for a slot, and HTTP.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerTimings {
     /// Latency of the successful attempt less prompt and generation time.
     pub queue_ms: f64,
@@ -261,7 +261,7 @@ pub enum ModelError {
 }
 
 /// Generation settings recorded with every run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Generation {
     /// Sampling temperature of round 0.
     pub temperature: f32,
@@ -274,6 +274,7 @@ pub struct Generation {
     pub max_tokens: u32,
     /// The whole of one request, the reply's body included.
     #[serde(with = "crate::util::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
     pub max_retries: u32,
     /// The most bytes of a reply's body (`--max-reply-bytes`): reading

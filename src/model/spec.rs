@@ -31,7 +31,9 @@ pub const VALID_SPECS: &str =
 
 /// A model as `--model` names it. Written to `run.json` as that same
 /// string, so a resumed run builds the same client.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub enum ModelSpec {
     /// `local[:<name>|<file.gguf>]`: the managed llama.cpp server.

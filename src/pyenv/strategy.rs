@@ -23,6 +23,7 @@ use super::ImageName;
     strum::Display,
     strum::EnumIter,
     strum::IntoStaticStr,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]

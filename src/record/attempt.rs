@@ -15,7 +15,7 @@ use super::spec::StopOn;
 use crate::repair::{FeedbackKind, FeedbackMode};
 
 /// What kind of round this was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecordKind {
     /// The model replied and its code (if any) ran.
@@ -26,7 +26,7 @@ pub enum RecordKind {
 }
 
 /// Why a task stopped after this round (set on its last record).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// Non-oracle stopping: the code ran cleanly and produced an answer.
@@ -42,7 +42,7 @@ pub enum StopReason {
     InfraError,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoundTimings {
     pub model: f64,
     pub exec: f64,
@@ -56,7 +56,7 @@ pub struct RoundTimings {
     pub install: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttemptRecord {
     pub schema_version: u32,
     pub run_id: String,
@@ -144,7 +144,7 @@ pub struct AttemptRecord {
 }
 
 /// A task's cumulative spending up to a round: the budget view.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spent {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,

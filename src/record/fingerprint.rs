@@ -19,7 +19,7 @@ use crate::task::check::CHECKER_VERSION;
 /// its sections and their fields ([`Fingerprint::fields`]). Every section
 /// reads with defaults, so a fingerprint recorded before a field existed
 /// still loads (the field then shows as differing from a newer run's).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Fingerprint {
     pub limits: LimitsPrint,
@@ -38,7 +38,7 @@ pub struct Fingerprint {
 }
 
 /// Every sandbox limit ([`SandboxLimits`]), under short names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct LimitsPrint {
     /// Bytes of memory of all the kernel's processes.
@@ -47,8 +47,10 @@ pub struct LimitsPrint {
     pub cpus: f64,
     /// Wall time per execution.
     #[serde(with = "crate::util::secs")]
+    #[schemars(with = "f64")]
     pub timeout: Duration,
     #[serde(with = "crate::util::secs")]
+    #[schemars(with = "f64")]
     pub cpu_time: Duration,
     /// Output bytes and messages per execution.
     pub output_bytes: u64,
@@ -83,14 +85,14 @@ impl From<SandboxLimits> for LimitsPrint {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SandboxPrint {
     /// `false` for `--unsafe-no-sandbox`: nothing is killed for its limits.
     pub confined: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ImagePrint {
     /// The package strategy (`fat`, `dynamic`, `slim`).
@@ -101,21 +103,21 @@ pub struct ImagePrint {
     pub install_on: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct PromptsPrint {
     /// sha256 over every template's name and text as used.
     pub hash: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct CheckerPrint {
     /// [`CHECKER_VERSION`] of the retrace that made the run.
     pub version: u32,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ModelPrint {
     /// The model as its client names itself (`local:<name>`, `openai:<model>`, …).
@@ -128,14 +130,14 @@ pub struct ModelPrint {
     pub vision: bool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SeedsPrint {
     /// The seed of the task selection (sampling a suite).
     pub selection: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct GenerationPrint {
     pub temperature: f64,
@@ -144,7 +146,7 @@ pub struct GenerationPrint {
     pub max_tokens: u32,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct PolicyPrint {
     /// Rounds are 0..=rounds.
@@ -163,7 +165,7 @@ pub struct PolicyPrint {
 }
 
 /// A field whose value differs between two fingerprints.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Difference {
     /// The dotted name, e.g. `limits.memory`.
     pub name: String,

@@ -7,7 +7,7 @@ use crate::kernel::Outcome;
 use crate::pyenv::dynamic::{Decision, Finding};
 
 /// Why an install step happened.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum InstallTrigger {
     /// The model's own `pip install` lines, intercepted before the cell ran.
@@ -17,7 +17,7 @@ pub enum InstallTrigger {
 }
 
 /// One wheel of an allowed closure, as it reached the kernel.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WheelRecord {
     pub name: String,
     pub version: String,
@@ -30,7 +30,7 @@ pub struct WheelRecord {
 
 /// One install step of a round. It is not a model round: the model is not
 /// asked anything; the cell is run again when the step succeeded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InstallStep {
     pub trigger: InstallTrigger,
     /// One per request, allowed or denied (with the reason and the

@@ -13,7 +13,7 @@ use crate::task::load::Skipped;
 /// What the run was, beyond what was asked for: who made it and when, the
 /// tasks as loaded, what the model, images, sandbox and executor turned out
 /// to be.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Provenance {
     pub run_id: String,
     pub retrace_version: String,
@@ -111,7 +111,7 @@ fn is_zero(v: &f64) -> bool {
 }
 
 /// The image an arm's kernels start from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArmImage {
     pub name: String,
     pub lock_hash: String,

@@ -23,7 +23,7 @@ pub const RUN_SCHEMA_VERSION: u32 = 3;
 
 /// Serialized with every arm's fingerprint (those not recorded yet are
 /// computed), so a new run's `run.json` records its protocol.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, schemars::JsonSchema)]
 pub struct RunConfig {
     pub schema_version: u32,
     pub spec: RunSpec,

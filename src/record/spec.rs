@@ -25,7 +25,7 @@ use crate::sandbox::SandboxLimits;
 use crate::task::load::{LoadOptions, TagQuota};
 use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSpec {
     pub tasks: TaskSpec,
     pub policy: LoopPolicy,
@@ -46,7 +46,7 @@ pub struct RunSpec {
 /// baseline's (and is what the spec's own field holds). More than one
 /// variable with several values makes a product of arms, which must be
 /// asked for (`product`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArmAxes {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model: Vec<ModelSpec>,
@@ -72,7 +72,17 @@ impl ArmAxes {
 
 /// What the model gets after a round that did not stop its task.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum AfterFailure {
@@ -95,7 +105,7 @@ impl AfterFailure {
 }
 
 /// Which tasks, reproducibly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskSpec {
     /// `math`, `tabular`, `packages`, or a path to a .jsonl or .parquet file or a directory.
     pub suite: String,
@@ -136,7 +146,7 @@ impl TaskSpec {
 }
 
 /// Which tasks of the suite.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Selection {
     pub limit_tasks: Option<usize>,
     pub sample: Option<usize>,
@@ -148,7 +158,7 @@ pub struct Selection {
 
 /// The repair loop: how many rounds, when a task stops, what the model is
 /// told after a failure.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoopPolicy {
     /// Rounds are 0..=rounds.
     pub rounds: u32,
@@ -169,7 +179,7 @@ pub struct LoopPolicy {
 }
 
 /// The model and how it is sampled.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelSetup {
     pub spec: ModelSpec,
     pub generation: Generation,
@@ -179,7 +189,7 @@ pub struct ModelSetup {
 }
 
 /// How packages reach the kernel.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PackageSpec {
     /// One arm per strategy, in this order; the first is the baseline the
     /// others are compared with.
@@ -190,7 +200,7 @@ pub struct PackageSpec {
 }
 
 /// Where and how kernels run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Execution {
     pub limits: SandboxLimits,
     /// `--unsafe-no-sandbox`: kernels run without confinement.
@@ -205,7 +215,7 @@ pub struct Execution {
 }
 
 /// Where the kernels run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ExecutorSpec {
     /// retrace's own confined kernels on this machine.
@@ -217,7 +227,7 @@ pub enum ExecutorSpec {
 
 /// A gateway as a run records it: never its token, which is given again
 /// on resume.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GatewaySpec {
     /// `http(s)://host:port[/base]`.
     pub url: String,
@@ -227,6 +237,7 @@ pub struct GatewaySpec {
     pub concurrency: usize,
     /// How long one REST call may take before it is retried.
     #[serde(with = "crate::util::secs")]
+    #[schemars(with = "f64")]
     pub request_timeout: Duration,
 }
 
@@ -253,7 +264,9 @@ impl GatewaySpec {
 }
 
 /// When a task stops before its last round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StopOn {
     /// Non-oracle (default): the code ran cleanly and produced an answer
@@ -280,7 +293,18 @@ impl StopOn {
 }
 
 /// What makes the `dynamic` strategy install a package.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum InstallOn {
     /// The model's own `pip install` lines (intercepted; they never run).

@@ -43,7 +43,18 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 /// Which rule produced the code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum ExtractRule {
@@ -60,7 +71,7 @@ impl ExtractRule {
 }
 
 /// The code found in one reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Extraction {
     /// The program to run, or `None` when nothing qualified.
     pub code: Option<String>,

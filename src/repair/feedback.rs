@@ -11,7 +11,18 @@ use super::prompt::feedback_parts;
 use super::traceback::{fit_keep_tail, kill_message, parse, scrub_paths};
 
 /// What a repair message tells the model about a failed execution.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FeedbackMode {
     /// The parsed traceback: exception, failing line with context, frames.
@@ -45,7 +56,7 @@ impl FeedbackMode {
 }
 
 /// The message the model was sent after a round (none once the task stops).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FeedbackKind {
     /// The execution failed or was killed: `repair.md` (or

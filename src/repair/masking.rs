@@ -33,7 +33,19 @@ pub const MASK_MEMORY: u64 = 256 << 20;
 /// One sign that a repair hid the error. Rules that need the failing
 /// statement are skipped when the failing round has no line in its code
 /// (a kill, a wrong answer); either code not being Python gives no flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MaskFlag {
     /// A new `except:` / `except Exception` / `except BaseException`
@@ -127,7 +139,19 @@ fn answer_value(outcome: &Outcome) -> Option<String> {
 
 /// Why a repair was not checked for masking: recorded with the round
 /// (`masking_unchecked`), counted by reason in the summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UncheckedReason {
     /// Either code is not Python, even after IPython's transformer.
@@ -168,7 +192,7 @@ impl UncheckedReason {
 pub const MAX_DETAIL: usize = 300;
 
 /// A repair the masking check did not compare, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Unchecked {
     pub reason: UncheckedReason,
     /// The exception or failure, at most [`MAX_DETAIL`] characters.

@@ -29,7 +29,7 @@ pub fn is_environment_error(r: &AttemptRecord) -> bool {
 }
 
 /// What the arm's environment cost, in the summary's order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EnvironmentMetrics {
     /// Executed rounds lost to the environment: the outcome is a
     /// `ModuleNotFoundError` / `ImportError` or `policy_denied`, or an
@@ -88,7 +88,7 @@ fn kernel_start(records: &[&AttemptRecord]) -> Option<Percentiles> {
 
 /// Peak memory per kernel: each task's kernel counts once, with the largest
 /// peak its rounds reported (the cgroup's peak is cumulative).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryPeak {
     /// Kernels with a reported peak.
     pub n: usize,

@@ -12,7 +12,7 @@ use crate::pyenv::dynamic::{Decision, Denial};
 use crate::pyenv::Strategy;
 use crate::record::InstallStep;
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InstallMetrics {
     /// Install steps of every kind (allowed, denied, failed).
     pub steps: u64,

@@ -10,7 +10,7 @@ use crate::util::rng::SplitMix64;
 use crate::util::stats::percentile;
 
 /// A proportion with its 95% Wilson interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rate {
     pub value: f64,
     pub ci_low: f64,
@@ -81,7 +81,7 @@ pub fn wilson(successes: u64, n: u64) -> (f64, f64) {
     (lo, hi)
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
     pub p50: f64,
     pub p95: f64,
@@ -114,7 +114,7 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
 }
 
 /// McNemar's exact test on the discordant pairs of final correctness.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct McNemar {
     /// Baseline right, arm wrong.
     pub b: u64,

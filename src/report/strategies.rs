@@ -10,7 +10,7 @@ use super::labels::{id_list, power_sentence};
 use super::stats::{flipped, McNemar, PairedDifference, Rate};
 use super::task_rounds::TaskRounds;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StrategyComparison {
     /// The first strategy of the run.
     pub baseline: String,
@@ -18,7 +18,7 @@ pub struct StrategyComparison {
     pub arms: Vec<ArmComparison>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArmComparison {
     pub strategy: String,
     /// Tasks finished in both arms (an interrupted task is not paired).
@@ -75,7 +75,7 @@ impl ArmComparison {
 }
 
 /// Acc@r of the baseline and of the arm on the same tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairedAccuracy {
     pub round: u32,
     pub baseline: Rate,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxLimits {
     /// Memory of all the kernel's processes together (no swap).
     pub memory_bytes: u64,
@@ -15,9 +15,11 @@ pub struct SandboxLimits {
     pub cpus: f64,
     /// Wall time per execution.
     #[serde(with = "crate::util::secs")]
+    #[schemars(with = "f64")]
     pub timeout: Duration,
     /// CPU time per execution.
     #[serde(with = "crate::util::secs")]
+    #[schemars(with = "f64")]
     pub cpu_time: Duration,
     /// Output bytes per execution (stdout, stderr and displays).
     pub output_cap_bytes: u64,

@@ -97,7 +97,7 @@ impl SandboxError {
 }
 
 /// Describes the confinement in effect, for every run's outputs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxInfo {
     pub confined: bool,
     /// e.g. `cgroup-v1-hybrid`, `cgroup-v2`, `none`.

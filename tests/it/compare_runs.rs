@@ -218,9 +218,9 @@ fn compare_refuses_undeclared_protocol_differences_unless_allowed() {
     assert!(top[2].contains("limits.memory"), "{md}");
     let html = std::fs::read_to_string(out_dir.join("compare.html")).unwrap();
     assert!(html.contains("UNDECLARED PROTOCOL DIFFERENCES"), "{html}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("compare.json")).unwrap())
-            .unwrap();
+    let text = std::fs::read_to_string(out_dir.join("compare.json")).unwrap();
+    crate::fast::schemas::assert_valid("compare", "compare.json", &text);
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         json[0]["undeclared_differences"][0]["name"],
         "limits.memory"

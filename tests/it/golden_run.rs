@@ -5,9 +5,11 @@
 //! restructuring (`tests/fixtures/golden_run/`). Only what measures the
 //! machine is left out: run ids, timings (the budget curve's too),
 //! latencies, kernel uids and memory peaks. `RETRACE_BLESS=1` rewrites the fixture from this run,
-//! for a change that is meant to change behaviour.
+//! for a change that is meant to change behaviour. The run's run.json,
+//! records and summary.json must also match docs/schemas/ (`fast::schemas`).
 
 use crate::common;
+use crate::fast::schemas;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -123,6 +125,12 @@ fn a_deterministic_run_gives_the_golden_records_and_summary() {
     let out = dir.path().join("run");
     let ran = common::retrace(ARGS.iter().copied().chain(["--out", out.to_str().unwrap()])).run();
     assert_eq!(ran.code, 0, "{ran}");
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap();
+    schemas::assert_valid("run", "run.json", &read("run.json"));
+    for (i, line) in read("results.jsonl").lines().enumerate() {
+        schemas::assert_valid("record", &format!("results.jsonl:{}", i + 1), line);
+    }
+    schemas::assert_valid("summary", "summary.json", &read("summary.json"));
     let got_records = records(&std::fs::read_to_string(out.join("results.jsonl")).unwrap());
     let got_summary = summary(
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap(),

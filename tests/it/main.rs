@@ -1,7 +1,8 @@
 //! The integration tests, one crate (one link of the library instead of one
 //! per file), one module per area. `fast` needs no Python image, no root and
-//! no server outside this process: `cargo test --lib && cargo test --test it
-//! fast::` is the quick loop; `cargo test` runs everything (tests/README.md).
+//! no server outside this process: `cargo test --lib --bins && cargo test
+//! --test it fast::` is the quick loop; `cargo test` runs everything
+//! (tests/README.md, which defines the three tiers).
 //!
 //! Two files stay separate binaries because they change state of their
 //! whole process: `tests/exit_leaves_nothing.rs` (a child subreaper) and
@@ -10,14 +11,16 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod fast {
+pub(crate) mod fast {
     mod cli_limits;
     mod cli_version;
     mod docs;
     mod golden_reports;
     mod model_openai;
     mod repair_tracebacks;
+    pub(crate) mod schemas;
     mod task_loading;
+    mod tiers;
 }
 
 mod builtin_datasets;

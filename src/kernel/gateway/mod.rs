@@ -71,7 +71,7 @@ impl GatewayConfig {
 }
 
 /// What records and reports say about a gateway (never its token).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GatewayInfo {
     /// The URL without credentials or query.
     pub url: String,

@@ -8,7 +8,7 @@ use super::{DYNAMIC_LOCK, IMPORT_MAP};
 use crate::pyenv::normalize;
 
 /// One pinned wheel of the allowlist.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pin {
     /// PEP 503 normalised.
     pub name: String,

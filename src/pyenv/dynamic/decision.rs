@@ -7,7 +7,7 @@ use super::allowlist::{Allowlist, Pin};
 use crate::pyenv::normalize;
 
 /// How a request arose.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum RequestSource {
     /// The model's own install line (`%pip install x`, `!pip install x`),
@@ -19,14 +19,14 @@ pub enum RequestSource {
 
 /// What was asked for: a requirement (explicit line) or a module name
 /// (missing import), exactly as written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Request {
     pub requested: String,
     pub source: RequestSource,
 }
 
 /// Why a request was refused (verdict `policy_denied`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "reason")]
 pub enum Denial {
     /// A real-looking name that is not on the allowlist (or a hallucinated
@@ -42,7 +42,7 @@ pub enum Denial {
     SdistOnly,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "decision")]
 pub enum Decision {
     Allowed {

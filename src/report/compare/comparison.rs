@@ -13,7 +13,7 @@ use crate::report::stats::{Percentiles, Rate};
 use crate::report::task_rounds::by_task;
 
 /// One arm of BASE against one arm of NEW.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Comparison {
     pub base: String,
     pub new: String,

@@ -71,7 +71,7 @@ pub fn regressions(c: &Comparison, t: &Thresholds) -> Vec<String> {
 }
 
 /// A comparison with its decision, as written and printed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Judged {
     #[serde(flatten)]
     pub comparison: Comparison,

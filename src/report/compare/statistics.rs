@@ -9,7 +9,7 @@ use crate::record::AttemptRecord;
 use crate::report::stats::{self, McNemar, PairedDifference, Percentiles, Rate};
 
 /// Acc@r of both sides on the shared tasks.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RoundComparison {
     pub round: u32,
     pub base: Rate,
@@ -26,7 +26,7 @@ pub struct RoundComparison {
 }
 
 /// p50/p95 of model and exec time of one round, both sides (ms).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct LatencyRound {
     pub round: u32,
     pub base_model: Percentiles,

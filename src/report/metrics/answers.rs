@@ -12,7 +12,7 @@ use crate::report::stats::Rate;
 use crate::report::task_rounds::TaskRounds;
 use crate::sandbox::Verdict;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Answers {
     /// Acc@r for r = 0..=rounds, over all tasks, the answer carried forward.
     pub accuracy_by_round: Vec<Rate>,
@@ -56,7 +56,7 @@ pub struct Answers {
 }
 
 /// Final answers read one way.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReadCount {
     pub answers: u64,
     /// Of those, correct.
@@ -64,7 +64,7 @@ pub struct ReadCount {
 }
 
 /// Round-0 failures of one kind, and what became of them by round K.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FailureFate {
     /// Tasks whose round 0 ended this way.
     pub tasks: u64,
@@ -76,7 +76,7 @@ pub struct FailureFate {
 
 /// Accuracy of a group of tasks: those that got one injected fault kind
 /// (`oracle:faults`), or those with one tag.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaultAccuracy {
     pub tasks: u64,
     pub round0: Option<Rate>,

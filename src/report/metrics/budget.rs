@@ -37,7 +37,7 @@ pub(super) fn spent(records: &[&AttemptRecord], round: usize) -> Spent {
 
 /// One point of an arm's accuracy-vs-budget curve: the means over all
 /// tasks of the arm of what they spent on rounds 0..=r, and Acc@r.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetPoint {
     pub round: usize,
     /// Prompt + completion tokens.
@@ -97,7 +97,7 @@ pub fn accuracy_at(points: &[BudgetPoint], tokens: f64) -> Option<f64> {
 
 /// One row of the comparable-budgets table: a budget and each arm's
 /// accuracy there.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetRow {
     /// The round whose budget this is.
     pub round: usize,
@@ -107,7 +107,7 @@ pub struct BudgetRow {
     pub accuracy: Vec<ArmAccuracy>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArmAccuracy {
     pub arm: String,
     /// None when the budget is outside the arm's curve.

@@ -10,7 +10,7 @@ use super::arm::Arm;
 use crate::record::AttemptRecord;
 use crate::report::stats::{Percentiles, Rate};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Executions {
     pub executions: u64,
     pub kill_rate: KillRate,
@@ -18,7 +18,7 @@ pub struct Executions {
     pub infra_error_rate: Option<Rate>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KillRate {
     /// Killed executions over all executions.
     pub total: Option<Rate>,
@@ -27,21 +27,21 @@ pub struct KillRate {
     pub counts: BTreeMap<String, u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cost {
     pub latency_ms: Latency,
     pub tokens: Tokens,
     pub rounds_used_mean: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     pub model: Percentiles,
     pub exec: Percentiles,
     pub total: Percentiles,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tokens {
     pub prompt: u64,
     pub completion: u64,

@@ -17,7 +17,7 @@ pub const CORRECT: &str = "correct";
 pub const NOT_RECORDED: &str = "not_recorded";
 
 /// The tasks of one round-0 class.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClassRow {
     pub tasks: u64,
     /// Class at round K → tasks.

@@ -8,7 +8,7 @@ use crate::kernel::ExecutorInfo;
 use crate::record::{StopOn, SCHEMA_VERSION};
 use crate::sandbox::SandboxLimits;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Header {
     pub schema_version: u32,
     pub run_id: String,

@@ -9,7 +9,7 @@ use super::arm::Arm;
 use crate::report::task_rounds::TaskRounds;
 
 /// pass@k of an arm for one k.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PassAtK {
     pub k: usize,
     /// Mean over all tasks of the arm.

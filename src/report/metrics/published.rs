@@ -14,7 +14,7 @@ use crate::report::task_rounds::TaskRounds;
 
 /// Accuracy by round under one published rule, over the tasks it applies
 /// to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PublishedAccuracy {
     /// Tasks the rule applies to (its dataset's).
     pub tasks: u64,
@@ -27,7 +27,7 @@ pub struct PublishedAccuracy {
 }
 
 /// One task the rules disagree on at round K.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Differing {
     pub task_id: String,
     /// retrace's verdict (the published rule's is the opposite).

@@ -12,7 +12,7 @@ use crate::repair::traceback;
 use crate::report::stats::Rate;
 use crate::sandbox::Verdict;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Repairs {
     pub reviews: Reviews,
     /// Repair rounds whose code is the previous round's code unchanged
@@ -41,7 +41,7 @@ pub struct Repairs {
 }
 
 /// What happened after review prompts (`--stop-on never`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Reviews {
     /// Review prompts sent.
     pub prompts: u64,

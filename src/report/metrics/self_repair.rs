@@ -13,7 +13,7 @@ use super::failure_classes::{self, ClassRow};
 use super::pass_at_k::{self, PassAtK};
 use super::transitions::{self, Transition};
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SelfRepair {
     /// Per round r = 0..=K: mean cumulative tokens and time per task over
     /// rounds 0..=r, and Acc@r.

@@ -17,7 +17,7 @@ use crate::report::strategies::StrategyComparison;
 
 /// The summary of one arm: the header and every section, each flattened
 /// into one JSON object (the field order is the schema's).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArmSummary {
     #[serde(flatten)]
     pub header: Header,
@@ -73,7 +73,7 @@ impl ArmSummary {
 /// The summary of a run: the baseline arm's (the only arm of a
 /// one-strategy run) at the top level, then every arm and the paired
 /// comparison when there are several.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     #[serde(flatten)]
     pub baseline: ArmSummary,

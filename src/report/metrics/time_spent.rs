@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{AttemptRecord, RunConfig};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimeSpent {
     /// Sum over every round of its time (model + execution + harness).
     pub rounds_ms: f64,

@@ -9,7 +9,7 @@ use super::arm::Arm;
 
 /// The transitions into one round, over all tasks of the arm (a task that
 /// stopped carries its state, so it stays where it was).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Transition {
     pub round: usize,
     pub correct_to_correct: u64,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How the kernel process ended, from its wait status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExitInfo {
     pub code: Option<i32>,
     pub signal: Option<i32>,

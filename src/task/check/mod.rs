@@ -73,7 +73,7 @@ pub(crate) use numeral::{parse_number_literal, Num};
 pub const CHECKER_VERSION: u32 = 4;
 
 /// The verdict on one answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
     pub correct: bool,
     /// An answer could be extracted (parse@r counts these).
@@ -124,7 +124,7 @@ impl Check {
 }
 
 /// The verdict on one `@name[value]` part of a multi-answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PartCheck {
     pub name: String,
     pub correct: bool,

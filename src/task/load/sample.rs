@@ -8,7 +8,7 @@ use crate::util::rng::splitmix64;
 /// `--sample-tagged TAG=N`: of the sampled tasks, N are drawn from the
 /// tasks carrying TAG and the rest from the others (a stratified sample,
 /// chosen by what the tasks are).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TagQuota {
     pub tag: String,
     pub count: usize,

@@ -11,7 +11,7 @@ use super::fields::id_value;
 use crate::task::TaskError;
 
 /// One invalid dataset record that was skipped instead of stopping the load.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Skipped {
     /// The record's id, when the line had a readable one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
