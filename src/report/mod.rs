@@ -16,6 +16,7 @@
 mod cells;
 pub mod compare;
 mod csv;
+pub mod document;
 pub mod eee;
 pub mod environment;
 pub mod episode;
@@ -38,6 +39,7 @@ pub mod plots;
 mod props;
 mod repair_tables;
 pub mod rescore;
+mod run_document;
 pub mod stats;
 pub mod strategies;
 pub mod task_cases;

@@ -1,4 +1,4 @@
-//! The cells both documents print (Markdown and HTML).
+//! The cells of the comparison's document.
 
 use super::comparison::Comparison;
 use super::decision::Judged;
@@ -26,11 +26,11 @@ fn pp(x: f64) -> String {
 }
 
 /// `p50 / p95`, or a dash when the round had no such time.
-pub(super) fn p50_p95(p: &Percentiles, unit: &str) -> String {
+pub(super) fn p50_p95(p: &Percentiles) -> String {
     if p.n == 0 {
         "–".into()
     } else {
-        format!("{:.0} / {:.0}{unit}", p.p50, p.p95)
+        format!("{:.0} / {:.0}", p.p50, p.p95)
     }
 }
 
