@@ -17,12 +17,12 @@ use crate::task::load::Skipped;
 /// The whole report of a run.
 pub(super) fn build(run: &RunView) -> Document {
     let s = run.summary;
-    let skipped = &run.config.provenance.skipped;
+    let (skipped_md, skipped_page) = skipped_records(&run.config.provenance.skipped);
     let mut doc = Document::default();
     doc.section("header", None, header(s));
-    doc.only(Format::Markdown, skipped_markdown(skipped));
+    doc.only(Format::Markdown, skipped_md);
     let mut headline = Document::default();
-    headline.push(Block::Only(Format::Html, vec![cards(s)]));
+    headline.only_one(Format::Html, cards(s));
     if let Some(c) = &s.comparison {
         strategies(&mut headline, s, c);
     }
@@ -30,7 +30,7 @@ pub(super) fn build(run: &RunView) -> Document {
     self_repair(&mut headline, s);
     executions(&mut headline, s);
     doc.section("section", Some("headline"), headline);
-    doc.only(Format::Html, skipped_html(skipped));
+    doc.only(Format::Html, skipped_page);
     if !run.plots.is_empty() {
         let mut plots = Document::default();
         plots.heading(2, "Plots");
@@ -55,23 +55,19 @@ pub(super) fn build(run: &RunView) -> Document {
 /// The title, the labels, what ran and under which limits.
 fn header(s: &Summary) -> Document {
     let mut doc = Document::default();
-    doc.heading(
-        1,
-        Text::default().text("retrace run ").code(&s.header.run_id),
-    );
+    doc.heading(1, Text::from("retrace run ").code(&s.header.run_id));
     for label in labels(s) {
         doc.push(Block::Callout("label", label.into()));
     }
-    let mut what = Text::default().text("Suite ").code(&s.header.suite);
+    let mut what = Text::from("Suite ").code(&s.header.suite);
     what = what.text(", model ").code(&s.header.model).text(", ");
     if s.arms.is_empty() {
         what = what.text("strategy ").code(&s.header.strategy);
     } else {
         what = what.text("arms ");
         for (i, a) in s.arms.iter().enumerate() {
-            what = what
-                .text(if i == 0 { "" } else { ", " })
-                .code(&a.header.strategy);
+            let sep = if i == 0 { "" } else { ", " };
+            what = what.text(sep).code(&a.header.strategy);
         }
         what = what.text(" (baseline ").code(&s.header.strategy).text(")");
     }
@@ -88,16 +84,12 @@ fn header(s: &Summary) -> Document {
     let mut md = Document::default();
     md.paragraph(what.clone());
     if !s.header.model_info.is_null() {
-        md.paragraph(
-            Text::default()
-                .text("Model details: ")
-                .code(&s.header.model_info),
-        );
+        md.paragraph(Text::from("Model details: ").code(&s.header.model_info));
     }
     md.paragraph(limits.clone());
     doc.only(Format::Markdown, md);
     let meta = Block::Paragraph(Some("meta"), what.text(" ").text(limits));
-    doc.push(Block::Only(Format::Html, vec![meta]));
+    doc.only_one(Format::Html, meta);
     doc
 }
 
@@ -124,43 +116,34 @@ fn cards(s: &Summary) -> Block {
 /// Every arm side by side, and the paired test of each against the baseline.
 fn strategies(doc: &mut Document, s: &Summary, c: &StrategyComparison) {
     doc.heading(2, "Strategies");
-    let rows: Vec<Vec<Text>> = strategy_rows(s)
-        .into_iter()
-        .map(|(name, cells)| {
-            let mut row = vec![Text::from(name)];
-            row.extend(cells.into_iter().map(Text::from));
-            row
-        })
+    let rows: Vec<Vec<String>> = (strategy_rows(s).into_iter())
+        .map(|(name, cells)| [vec![name], cells].concat())
         .collect();
     let head = |code: bool| {
-        let mut head = vec![Text::default()];
-        for a in &s.arms {
-            let name = &a.header.strategy;
+        let names = s.arms.iter().map(|a| {
+            let n = &a.header.strategy;
             let t = if code {
-                Text::default().code(name)
+                Text::default().code(n)
             } else {
-                Text::from(name.as_str())
+                Text::from(n.as_str())
             };
-            head.push(match a.header.strategy == c.baseline {
-                true => t.text(" (baseline)"),
-                false => t,
-            });
-        }
-        head
+            if *n == c.baseline {
+                t.text(" (baseline)")
+            } else {
+                t
+            }
+        });
+        std::iter::once(Text::default()).chain(names).collect()
     };
     let table = |code: bool| Table {
-        class: Some("strategies"),
         head: head(code),
-        rows: rows.clone(),
         row_heads: true,
         head_break: Some(1),
+        ..Table::plain(&[], rows.clone()).class("strategies")
     };
     // The Markdown names the arms as code, the page as text.
-    doc.push(Block::Only(
-        Format::Markdown,
-        vec![Block::Table(table(true))],
-    ));
-    doc.push(Block::Only(Format::Html, vec![Block::Table(table(false))]));
+    doc.only_one(Format::Markdown, Block::Table(table(true)));
+    doc.only_one(Format::Html, Block::Table(table(false)));
     doc.paragraph(
         "Paired on the tasks both arms finished, final round (McNemar, exact; b = baseline \
          right and arm wrong, c = baseline wrong and arm right):",
@@ -187,10 +170,7 @@ fn strategies(doc: &mut Document, s: &Summary, c: &StrategyComparison) {
         if let Some(m) = &a.environment.installs {
             md.heading(
                 3,
-                Text::default()
-                    .text("Installs (")
-                    .code(&a.header.strategy)
-                    .text(")"),
+                Text::from("Installs (").code(&a.header.strategy).text(")"),
             );
             md.list(installs(m));
         }
@@ -198,13 +178,10 @@ fn strategies(doc: &mut Document, s: &Summary, c: &StrategyComparison) {
     let below = |what: &'static str| Text::default().own(what).code(&c.baseline).text(").");
     md.paragraph(below("The sections below are the baseline's ("));
     doc.only(Format::Markdown, md);
-    doc.push(Block::Only(
+    doc.only_one(
         Format::Html,
-        vec![Block::Paragraph(
-            None,
-            below("The numbers below are the baseline's ("),
-        )],
-    ));
+        Block::Paragraph(None, below("The numbers below are the baseline's (")),
+    );
 }
 
 /// Acc@r by round, the rates of self-correction and the round-0 failures.
@@ -294,18 +271,19 @@ fn accuracy(doc: &mut Document, s: &Summary) {
 /// The Markdown's section of recovery, regression, reviews and resent code.
 fn self_correction_markdown(s: &Summary) -> Document {
     let a = &s.answers;
+    let line = |what: &str, r: &Option<Rate>| format!("{what}: {}", percent(r.as_ref()));
     let mut items = vec![
-        format!(
-            "recovery rate (over tasks wrong at round 0): {}",
-            percent(a.recovery_rate.as_ref())
+        line(
+            "recovery rate (over tasks wrong at round 0)",
+            &a.recovery_rate,
         ),
-        format!(
-            "recovery rate (over tasks wrong at round 0 that got a repair round): {}",
-            percent(a.recovery_rate_repaired.as_ref())
+        line(
+            "recovery rate (over tasks wrong at round 0 that got a repair round)",
+            &a.recovery_rate_repaired,
         ),
-        format!(
-            "regression rate (over tasks right at round 0): {}",
-            percent(a.regression_rate.as_ref())
+        line(
+            "regression rate (over tasks right at round 0)",
+            &a.regression_rate,
         ),
         format!("rounds used per task: {:.2}", s.cost.rounds_used_mean),
     ];
@@ -412,7 +390,7 @@ fn executions(doc: &mut Document, s: &Summary) {
         e.verdicts
             .iter()
             .enumerate()
-            .fold(Text::default().text("verdicts: "), |t, (i, (k, v))| {
+            .fold(Text::from("verdicts: "), |t, (i, (k, v))| {
                 let sep = if i == 0 { "" } else { ", " };
                 t.text(sep).text(k.as_str()).text(format!(" {v}"))
             });
@@ -497,10 +475,7 @@ fn executions(doc: &mut Document, s: &Summary) {
                 t.generation_ms / 1e3
             ));
         }
-        doc.push(Block::Only(
-            Format::Markdown,
-            vec![Block::Paragraph(None, time)],
-        ));
+        doc.only_one(Format::Markdown, Block::Paragraph(None, time));
     }
 }
 
@@ -555,48 +530,32 @@ fn installs(m: &InstallMetrics) -> Vec<Text> {
     ]
 }
 
-/// The dataset records `--skip-invalid` left out (not in any rate), as
-/// the Markdown lists them under the limits.
-fn skipped_markdown(skipped: &[Skipped]) -> Document {
-    let mut doc = Document::default();
+/// The dataset records `--skip-invalid` left out (not in any rate): the
+/// Markdown lists them under the limits, the page in a section of its own.
+fn skipped_records(skipped: &[Skipped]) -> (Document, Document) {
+    let (mut md, mut page, mut section) = <(Document, Document, Document)>::default();
     if skipped.is_empty() {
-        return doc;
+        return (md, page);
     }
-    doc.paragraph(
-        Text::from(format!(
-            "Skipped {} invalid dataset record(s) (",
-            skipped.len()
-        ))
-        .code("--skip-invalid")
-        .text("; not counted in any rate):"),
-    );
-    doc.list(skipped.iter().map(|s| {
+    let n = skipped.len();
+    let flag = |t: String, end: &str| Text::from(t).code("--skip-invalid").text(end);
+    md.paragraph(flag(
+        format!("Skipped {n} invalid dataset record(s) ("),
+        "; not counted in any rate):",
+    ));
+    md.list(skipped.iter().map(|s| {
         let mut t = Text::from(s.file.display().to_string()).text(format!(":{}: ", s.line));
         if let Some(id) = &s.id {
             t = t.code(id).text(": ");
         }
         t.text(s.reason.as_str())
     }));
-    doc
-}
-
-/// The same records as the page's own section.
-fn skipped_html(skipped: &[Skipped]) -> Document {
-    let mut doc = Document::default();
-    if skipped.is_empty() {
-        return doc;
-    }
-    let mut section = Document::default();
     section.heading(2, "Skipped records");
-    section.paragraph(
-        Text::from(format!(
-            "{} invalid dataset record(s) left out by ",
-            skipped.len()
-        ))
-        .code("--skip-invalid")
-        .text("; not counted in any rate."),
-    );
+    section.paragraph(flag(
+        format!("{n} invalid dataset record(s) left out by "),
+        "; not counted in any rate.",
+    ));
     section.list(skipped.iter().map(ToString::to_string));
-    doc.section("section", Some("skipped"), section);
-    doc
+    page.section("section", Some("skipped"), section);
+    (md, page)
 }

@@ -3,13 +3,12 @@
 
 use std::path::Path;
 
-use super::cells::{
-    executors, ids, metric_rows, p50_p95, power, protocol_rows, round_cells, undeclared_banner,
-};
 use super::comparison::Comparison;
 use super::decision::Judged;
 use crate::report::document::{self, Block, Document, Figure, Table, Text};
+use crate::report::labels::{id_list as ids, percent, power_sentence};
 use crate::report::plots::Plot;
+use crate::report::stats::Percentiles;
 
 /// The comparisons as Markdown; the charts are the SVG files under `dir`.
 pub fn markdown(judged: &[Judged], plots: &[Plot], dir: &Path) -> String {
@@ -36,7 +35,19 @@ const HEAD: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf
 pub fn build(judged: &[Judged], plots: &[Plot], dir: &Path) -> Document {
     let mut doc = Document::default();
     doc.heading(1, "retrace compare");
-    if let Some(banner) = undeclared_banner(judged) {
+    let mut names: Vec<&str> = (judged.iter())
+        .flat_map(|j| &j.comparison.undeclared_differences)
+        .map(|d| d.name.as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if !names.is_empty() {
+        // Written only with `--allow-differences`.
+        let banner = format!(
+            "UNDECLARED PROTOCOL DIFFERENCES (--allow-differences): the runs also differ in {}, \
+             which --vary did not name; the numbers below compare those too.",
+            names.join(", ")
+        );
         doc.push(Block::Callout("fail", banner.into()));
     }
     let figures: Vec<Figure> = (plots.iter())
@@ -77,8 +88,10 @@ fn comparison(doc: &mut Document, j: &Judged) {
                 c.unpaired_tasks
             )),
     );
-    if let Some(line) = executors(c) {
-        doc.paragraph(line);
+    // Where the kernels ran, when either side's were not local.
+    if !(c.base_executor.is_local() && c.new_executor.is_local()) {
+        let (b, n) = (c.base_executor.describe(), c.new_executor.describe());
+        doc.paragraph(format!("Executors: {b} → {n}."));
     }
     protocol(doc, c);
     if j.regressions.is_empty() {
@@ -100,12 +113,45 @@ fn comparison(doc: &mut Document, j: &Judged) {
         "McNemar b / c",
         "p",
     ];
-    let rows = c.rounds.iter().map(|r| round_cells(r).to_vec()).collect();
-    doc.table(Table::plain(&head, rows));
-    doc.paragraph(power(c));
-    let mut rows: Vec<Vec<String>> = (metric_rows(c).into_iter())
-        .map(|(m, b, n)| vec![m, b, n])
+    let pp = |x: f64| format!("{:+.1}", 100.0 * x);
+    let rows = (c.rounds.iter())
+        .map(|r| {
+            vec![
+                r.round.to_string(),
+                percent(Some(&r.base)),
+                percent(Some(&r.new)),
+                pp(r.difference),
+                format!("[{}, {}]", pp(r.difference_ci.0), pp(r.difference_ci.1)),
+                format!("{} / {}", r.mcnemar.b, r.mcnemar.c),
+                format!("{:.4}", r.mcnemar.p_value),
+            ]
+        })
         .collect();
+    doc.table(Table::plain(&head, rows));
+    let last = c.last();
+    let line = power_sentence(last.min_detectable_difference, c.shared_tasks.len() as u64);
+    doc.paragraph(format!("Power (Acc@{}): {line}.", last.round));
+    let rate = |name: &str, b, n| vec![name.to_string(), percent(b), percent(n)];
+    let (bk, nk) = (&c.base_kill_rate, &c.new_kill_rate);
+    let mut rows = vec![
+        rate(
+            "recovery rate",
+            c.base_recovery.as_ref(),
+            c.new_recovery.as_ref(),
+        ),
+        rate("kill rate", bk.total.as_ref(), nk.total.as_ref()),
+    ];
+    let mut reasons: Vec<&String> = bk.counts.keys().chain(nk.counts.keys()).collect();
+    reasons.sort();
+    reasons.dedup();
+    for r in reasons {
+        let count = |k: &crate::report::metrics::KillRate| k.counts.get(r).copied().unwrap_or(0);
+        rows.push(vec![
+            format!("kills: {r}"),
+            count(bk).to_string(),
+            count(nk).to_string(),
+        ]);
+    }
     let (b, n) = (&c.base_latency_total, &c.new_latency_total);
     rows.push(vec![
         "round time p50 / p95 (ms)".into(),
@@ -122,6 +168,11 @@ fn comparison(doc: &mut Document, j: &Judged) {
     ];
     let rows = (c.latency_by_round.iter())
         .map(|l| {
+            // A dash when the round had no such time.
+            let p50_p95 = |p: &Percentiles| match p.n {
+                0 => "–".to_string(),
+                _ => format!("{:.0} / {:.0}", p.p50, p.p95),
+            };
             let times = [&l.base_model, &l.new_model, &l.base_exec, &l.new_exec].map(p50_p95);
             [vec![l.round.to_string()], times.to_vec()].concat()
         })
@@ -140,12 +191,17 @@ fn comparison(doc: &mut Document, j: &Judged) {
 
 /// The protocol fields the runs differ in, or that they do not.
 fn protocol(doc: &mut Document, c: &Comparison) {
-    let rows = protocol_rows(c);
+    let rows: Vec<Vec<String>> = (c.protocol_differences.iter())
+        .map(|d| {
+            let declared = !c.undeclared_differences.iter().any(|u| u.name == d.name);
+            let declared = if declared { "yes" } else { "NO" }.to_string();
+            vec![d.name.clone(), d.left.clone(), d.right.clone(), declared]
+        })
+        .collect();
     if rows.is_empty() {
         doc.paragraph("Protocols: identical fingerprints.");
         return;
     }
     doc.paragraph("Protocols differ in:");
-    let rows = rows.into_iter().map(|r| r.to_vec()).collect();
     doc.table(Table::plain(&["field", "BASE", "NEW", "declared"], rows));
 }

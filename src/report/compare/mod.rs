@@ -7,13 +7,12 @@
 //! Pairing, statistics, the decision and each document live in their own
 //! file; the documents are [`Exporter`]s of a [`CompareView`].
 
-mod cells;
 mod comparison;
 mod decision;
 mod document;
 mod pairing;
 mod protocol;
-mod statistics;
+pub(super) mod statistics;
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +20,7 @@ pub use super::stats::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 pub use comparison::{compare, Comparison};
 pub use decision::{regressions, Judged, Thresholds};
 pub use document::{html, markdown};
+pub(super) use pairing::Pair;
 pub use pairing::{pair_arms, Side};
 pub use protocol::{UnknownField, Vary};
 pub use statistics::{LatencyRound, RoundComparison};

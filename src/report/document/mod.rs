@@ -212,6 +212,11 @@ impl Document {
         }
     }
 
+    /// One block only `format` shows.
+    pub fn only_one(&mut self, format: Format, block: Block) {
+        self.push(Block::Only(format, vec![block]));
+    }
+
     /// Blocks the page groups in `<tag id=…>`.
     pub fn section(&mut self, tag: &'static str, id: Option<&'static str>, doc: Document) {
         self.push(Block::Section(Section {
