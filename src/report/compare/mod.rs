@@ -4,8 +4,9 @@
 //! difference, recovery, kill rate by reason, latency by round, the tasks
 //! that flipped, the protocol fingerprint fields that differ; and the CI
 //! decision.
-//! Pairing, statistics, the decision and each document live in their own
-//! file; the documents are [`Exporter`]s of a [`CompareView`].
+//! Pairing, statistics (which the run's own arm comparison uses too), the
+//! decision and the document (compare.md and compare.html) live in their
+//! own file; the documents are [`Exporter`]s of a [`CompareView`].
 
 mod comparison;
 mod decision;
