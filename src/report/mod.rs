@@ -8,14 +8,17 @@
 //! - `export` is the [`Exporter`] trait and the loop that writes files:
 //!   `json`, `csv`, `markdown` and `html` for a run ([`exporters`]),
 //!   `compare/` for two runs, `task_cases` for the run's JUnit.
-//! - `repair_tables` lays out the self-repair views (budget, pass@k,
-//!   transitions, failure classes) as the tables both documents show.
+//! - `document/` is the one document model (headings, paragraphs, lists,
+//!   tables, figures) with a Markdown and an HTML backend; `run_document`
+//!   builds a run's (report.md and report.html), `compare/document.rs` a
+//!   comparison's; `repair_tables` lays out the self-repair views.
 //! - `plots/` draws the charts the documents embed; `markup` escapes text
 //!   for Markdown, HTML and XML; `labels` holds the phrases every output shares.
 
 mod cells;
 pub mod compare;
 mod csv;
+pub mod document;
 pub mod eee;
 pub mod environment;
 pub mod episode;
@@ -38,6 +41,7 @@ pub mod plots;
 mod props;
 mod repair_tables;
 pub mod rescore;
+mod run_document;
 pub mod stats;
 pub mod strategies;
 pub mod task_cases;

@@ -56,9 +56,7 @@ fn by_tag(arms: &[&ArmSummary]) -> Table {
     Table {
         title: "Accuracy by tag".into(),
         note: "Over the tasks with each tag (a MATH task's subject and level, a DABench concept).",
-        head: ["arm", "tag", "tasks", "Acc@0", "Acc@K"]
-            .map(String::from)
-            .to_vec(),
+        head: strings(&["arm", "tag", "tasks", "Acc@0", "Acc@K"]),
         rows,
     }
 }
@@ -90,7 +88,7 @@ fn published(arms: &[&ArmSummary]) -> Table {
         note: "The same answers scored by each dataset's own published rule (GSM8K's exact \
                match, DABench's tagged closed form, Math-Verify, Minerva) beside retrace's \
                rule, over the tasks each applies to; docs/math-checking.md.",
-        head: [
+        head: strings(&[
             "arm",
             "rule",
             "tasks",
@@ -99,9 +97,7 @@ fn published(arms: &[&ArmSummary]) -> Table {
             "Acc@K retrace",
             "Acc@K rule",
             "tasks differing",
-        ]
-        .map(String::from)
-        .to_vec(),
+        ]),
         rows,
     }
 }
@@ -129,7 +125,7 @@ fn differing(arms: &[&ArmSummary]) -> Table {
     Table {
         title: "Tasks where retrace and a published rule differ".into(),
         note: "At round K: the final answer, how retrace read it, and both verdicts.",
-        head: [
+        head: strings(&[
             "arm",
             "rule",
             "task",
@@ -137,11 +133,13 @@ fn differing(arms: &[&ArmSummary]) -> Table {
             "published rule",
             "answer",
             "read as",
-        ]
-        .map(String::from)
-        .to_vec(),
+        ]),
         rows,
     }
+}
+
+fn strings(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
 }
 
 fn pct(v: f64) -> String {
@@ -171,11 +169,9 @@ fn budget(arms: &[&ArmSummary]) -> Table {
         title: "Accuracy against cumulative budget".into(),
         note: "Per task, what rounds 0..=r spent, averaged over all tasks of the arm \
                (a stopped task spends nothing more); Acc@r with the answer carried forward.",
-        head: [
+        head: strings(&[
             "arm", "round r", "tokens", "model ms", "exec ms", "wall ms", "Acc@r",
-        ]
-        .map(String::from)
-        .to_vec(),
+        ]),
         rows,
     }
 }
@@ -267,9 +263,7 @@ fn transitions(arms: &[&ArmSummary]) -> Table {
         title: "Transitions between rounds".into(),
         note: "Tasks by their carried-forward correctness at round r−1 and at r, over all \
                tasks of the arm (Huang et al.).",
-        head: ["arm", "rounds", "C→C", "C→I", "I→C", "I→I"]
-            .map(String::from)
-            .to_vec(),
+        head: strings(&["arm", "rounds", "C→C", "C→I", "I→C", "I→I"]),
         rows,
     }
 }
@@ -351,15 +345,13 @@ fn repeated(arms: &[&ArmSummary]) -> Table {
                raised. Resent code: over repair rounds with code after a round with code. \
                Masked: repairs flagged by a masking rule, over repairs that ran code after \
                a failure the model was told of.",
-        head: [
+        head: strings(&[
             "arm",
             "repeated error",
             "resent code",
             "masked",
             "masking rules",
-        ]
-        .map(String::from)
-        .to_vec(),
+        ]),
         rows,
     }
 }

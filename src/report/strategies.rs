@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::compare::{statistics, Pair};
 use super::labels::{id_list, power_sentence};
-use super::stats::{flipped, McNemar, PairedDifference, Rate};
+use super::stats::{McNemar, PairedDifference, Rate};
 use super::task_rounds::TaskRounds;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -82,55 +83,42 @@ pub struct PairedAccuracy {
     pub arm: Rate,
 }
 
-/// Each arm after the first against the first. `arms` are in `--strategy`
-/// order, each arm's tasks in the run's `task_ids` order.
+/// Each arm after the first against the first, by the statistics of
+/// `retrace compare` (pairing, McNemar, the bootstrap interval, the flips).
+/// `arms` are in `--strategy` order, each arm's tasks in the run's
+/// `task_ids` order.
 pub(super) fn compare(k: usize, arms: &[(String, Vec<TaskRounds>)]) -> StrategyComparison {
     let (baseline_name, baseline) = &arms[0];
     let compared = arms[1..]
         .iter()
         .map(|(name, tasks)| {
-            let shared: Vec<(&TaskRounds, &TaskRounds)> = baseline
-                .iter()
-                .zip(tasks)
+            let pairs: Vec<Pair> = (baseline.iter().zip(tasks))
                 .filter(|(a, b)| a.finished() && b.finished())
+                .map(|(a, b)| (a.records.first().map_or(&EMPTY, |r| &r.task_id), a, b))
                 .collect();
-            let n = shared.len() as u64;
-            let count = |pick: &dyn Fn(&TaskRounds, &TaskRounds) -> bool| {
-                shared.iter().filter(|(a, o)| pick(a, o)).count() as u64
+            let rounds = match pairs.is_empty() {
+                true => Vec::new(),
+                false => statistics::rounds(&pairs, k),
             };
-            let base_at = |r: usize| count(&|a, _| a.correct_at(r));
-            let arm_at = |r: usize| count(&|_, o| o.correct_at(r));
-            let accuracy_by_round = if n == 0 {
-                Vec::new()
-            } else {
-                (0..=k)
-                    .map(|r| PairedAccuracy {
-                        round: r as u32,
-                        baseline: Rate::new(base_at(r), n).expect("n > 0"),
-                        arm: Rate::new(arm_at(r), n).expect("n > 0"),
-                    })
-                    .collect()
-            };
-            let ids: Vec<&str> = shared
-                .iter()
-                .map(|(a, _)| a.records.first().map_or("", |r| r.task_id.as_str()))
-                .collect();
-            let (base_k, arm_k): (Vec<bool>, Vec<bool>) = shared
-                .iter()
-                .map(|(a, o)| (a.correct_at(k), o.correct_at(k)))
-                .unzip();
-            let paired = PairedDifference::of(&base_k, &arm_k);
+            let last = rounds.last();
+            let none = PairedDifference::of(&[], &[]);
             ArmComparison {
                 strategy: name.clone(),
-                shared_tasks: n,
-                baseline_accuracy: Rate::new(base_at(k), n),
-                accuracy: Rate::new(arm_at(k), n),
-                accuracy_by_round,
-                mcnemar: paired.mcnemar,
-                difference_ci: (n > 0).then_some(paired.difference_ci),
-                min_detectable_difference: paired.min_detectable_difference,
-                now_wrong: flipped(&ids, &base_k, &arm_k, false),
-                now_right: flipped(&ids, &base_k, &arm_k, true),
+                shared_tasks: pairs.len() as u64,
+                baseline_accuracy: last.map(|r| r.base),
+                accuracy: last.map(|r| r.new),
+                accuracy_by_round: (rounds.iter())
+                    .map(|r| PairedAccuracy {
+                        round: r.round,
+                        baseline: r.base,
+                        arm: r.new,
+                    })
+                    .collect(),
+                mcnemar: last.map_or(none.mcnemar, |r| r.mcnemar),
+                difference_ci: last.map(|r| r.difference_ci),
+                min_detectable_difference: last.and_then(|r| r.min_detectable_difference),
+                now_wrong: statistics::flipped(&pairs, k, false),
+                now_right: statistics::flipped(&pairs, k, true),
             }
         })
         .collect();
@@ -139,6 +127,9 @@ pub(super) fn compare(k: usize, arms: &[(String, Vec<TaskRounds>)]) -> StrategyC
         arms: compared,
     }
 }
+
+/// The id of a task without records (never paired: it is not finished).
+static EMPTY: String = String::new();
 
 #[cfg(test)]
 mod tests {

@@ -4,25 +4,24 @@
 //! difference, recovery, kill rate by reason, latency by round, the tasks
 //! that flipped, the protocol fingerprint fields that differ; and the CI
 //! decision.
-//! Pairing, statistics, the decision and each document live in their own
-//! file; the documents are [`Exporter`]s of a [`CompareView`].
+//! Pairing, statistics (which the run's own arm comparison uses too), the
+//! decision and the document (compare.md and compare.html) live in their
+//! own file; the documents are [`Exporter`]s of a [`CompareView`].
 
-mod cells;
 mod comparison;
 mod decision;
-mod html;
-mod markdown;
+mod document;
 mod pairing;
 mod protocol;
-mod statistics;
+pub(super) mod statistics;
 
 use std::path::{Path, PathBuf};
 
 pub use super::stats::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 pub use comparison::{compare, Comparison};
 pub use decision::{regressions, Judged, Thresholds};
-pub use html::html;
-pub use markdown::markdown;
+pub use document::{html, markdown};
+pub(super) use pairing::Pair;
 pub use pairing::{pair_arms, Side};
 pub use protocol::{UnknownField, Vary};
 pub use statistics::{LatencyRound, RoundComparison};

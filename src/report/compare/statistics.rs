@@ -37,7 +37,7 @@ pub struct LatencyRound {
 
 /// Acc@r of both sides for r = 0..=k; a task's answer is carried past
 /// its last round.
-pub(super) fn rounds(pairs: &[Pair], k: usize) -> Vec<RoundComparison> {
+pub(in crate::report) fn rounds(pairs: &[Pair], k: usize) -> Vec<RoundComparison> {
     let n = pairs.len() as u64;
     (0..=k)
         .map(|r| {
@@ -67,7 +67,7 @@ fn correct_at(pairs: &[Pair], r: usize) -> (Vec<bool>, Vec<bool>) {
 
 /// The paired tasks whose correctness at round k flipped: to right
 /// (wrong in BASE, right in NEW) or to wrong.
-pub(super) fn flipped(pairs: &[Pair], k: usize, to_right: bool) -> Vec<String> {
+pub(in crate::report) fn flipped(pairs: &[Pair], k: usize, to_right: bool) -> Vec<String> {
     let ids: Vec<&str> = pairs.iter().map(|(id, _, _)| id.as_str()).collect();
     let (b, o) = correct_at(pairs, k);
     stats::flipped(&ids, &b, &o, to_right)

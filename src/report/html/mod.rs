@@ -5,12 +5,13 @@
 //! responsive. No server, no network: styles, script, charts and the
 //! images the code produced are all inside the file.
 
-mod headline;
 mod tasks;
 
+use super::document::html as document;
 use super::error::RenderError;
 use super::export::Exporter;
 pub(super) use super::markup::html as escape;
+use super::run_document;
 use super::view::RunView;
 
 const STYLE: &str = include_str!("page.css");
@@ -35,8 +36,7 @@ impl<'a> Exporter<RunView<'a>> for HtmlExporter {
             "<title>retrace run {}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n",
             escape(&s.header.run_id)
         ));
-        page.push_str(&headline::render(run));
-        page.push_str(&plots(run));
+        page.push_str(&document::render(&run_document::build(run)));
         page.push_str(TASKS_SECTION);
         page.push_str("<script>\nconst DATA = ");
         page.push_str(&blob);
@@ -60,27 +60,6 @@ const TASKS_SECTION: &str = r#"<section id="tasks-section">
 <div id="tasks"><noscript>The task list needs JavaScript; the same data is in results.jsonl.</noscript></div>
 </section>
 "#;
-
-/// The charts, inlined as drawn (our own SVG, not user text).
-fn plots(run: &RunView) -> String {
-    if run.plots.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from("<section id=\"plots\">\n<h2>Plots</h2>\n<div class=\"plots\">\n");
-    for p in run.plots {
-        let svg = match p.svg.find("<svg") {
-            Some(i) => &p.svg[i..],
-            None => p.svg.as_str(),
-        };
-        out.push_str(&format!(
-            "<figure class=\"plot\" id=\"plot-{}\">{svg}<figcaption>{}</figcaption></figure>\n",
-            escape(&p.name),
-            escape(&p.title)
-        ));
-    }
-    out.push_str("</div>\n</section>\n");
-    out
-}
 
 /// JSON that can sit inside a `<script>` element: `<`, `>` and `&` only
 /// occur inside JSON strings, where their `\u` escapes mean the same, so
