@@ -18,9 +18,13 @@ fn rules() -> &'static [(Regex, &'static str)] {
             (r"\btmp[a-z0-9_]{8}\b", "tmp<random>"),
             // Memory addresses in reprs (`<object at 0x7f…>`).
             (r"0x[0-9a-fA-F]{4,}", "0x…"),
+            // %timeit's warning that one run was much slower than another:
+            // printed or not depending on the machine's load, so dropped
+            // with its line end.
+            (r"(?m)^The slowest run took .*(\n|$)", ""),
             // %timeit's measurements, one line per statement.
             (
-                r"(?m)^.*(per loop \(mean ± std\. dev\. of|per loop \(mean ± std\.|best of \d+:|The slowest run took).*$",
+                r"(?m)^.*(per loop \(mean ± std\. dev\. of|per loop \(mean ± std\.|best of \d+:).*$",
                 "<timeit>",
             ),
             // %time's measurements.
@@ -85,6 +89,15 @@ CPU times: user 3 ms, sys: 0 ns, total: 3 ms\nWall time: 2.9 ms\n\
             "<timeit>\n<time>\n<time>\n<Foo object at 0x…>\n<cwd>/x.csv\n/tmp/tmp<random>/f\n\
 <cell file>:2: UserWarning\nprocess id: <pid>\n42 files\n"
         );
+        // The slow-run warning comes and goes with the load: a loaded run's
+        // output compares equal to a quiet one's.
+        let loaded = "The slowest run took 5.53 times longer than the fastest. \
+This could mean that an intermediate result is being cached.\n\
+1.2 µs ± 0.9 µs per loop (mean ± std. dev. of 7 runs, 1,000,000 loops each)\nok\n";
+        let quiet =
+            "1.1 µs ± 0.1 µs per loop (mean ± std. dev. of 7 runs, 1,000,000 loops each)\nok\n";
+        assert_eq!(normalise(loaded, &paths), "<timeit>\nok\n");
+        assert_eq!(normalise(loaded, &paths), normalise(quiet, &paths));
         // A number that is not a measurement stays.
         assert_eq!(normalise("mean 0.5 s\n", &paths), "mean 0.5 s\n");
     }
