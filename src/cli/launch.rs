@@ -48,7 +48,7 @@ pub async fn run(mut args: LaunchArgs) -> Result<i32, Failure> {
     let port_range: PortRange = args.port_range.parse().map_err(Failure::usage)?;
     override_from_env(&mut args.limits).map_err(Failure::usage)?;
     if let Some(why) = args.limits.limits().below_floor() {
-        return Err(Failure::usage(anyhow::anyhow!(why)));
+        return Err(Failure::usage(why));
     }
     let request = LaunchRequest {
         kernel_id: args.kernel_id.clone(),

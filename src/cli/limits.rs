@@ -66,12 +66,12 @@ fn parse_start(text: &str) -> Result<KernelStart, String> {
 
 fn bytes_at_least(floor: (u64, Floor), text: &str) -> Result<u64, String> {
     let value = parse_bytes(text).map_err(|e| e.to_string())?;
-    Floor::hold(floor, value, text)
+    Floor::hold(floor, value, text).map_err(|e| e.to_string())
 }
 
 fn duration_at_least(floor: (Duration, Floor), text: &str) -> Result<Duration, String> {
     let value = parse_duration(text).map_err(|e| e.to_string())?;
-    Floor::hold(floor, value, text)
+    Floor::hold(floor, value, text).map_err(|e| e.to_string())
 }
 
 fn count_at_least(floor: (u64, Floor), text: &str) -> Result<u64, String> {
@@ -79,7 +79,7 @@ fn count_at_least(floor: (u64, Floor), text: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{text}` is not a whole number"))?;
-    Floor::hold(floor, value, text)
+    Floor::hold(floor, value, text).map_err(|e| e.to_string())
 }
 
 fn memory_flag(text: &str) -> Result<u64, String> {
@@ -115,7 +115,7 @@ fn cpus_flag(text: &str) -> Result<f64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{text}` is not a number of cores"))?;
-    Floor::hold(CPUS_FLOOR, value, text)
+    Floor::hold(CPUS_FLOOR, value, text).map_err(|e| e.to_string())
 }
 
 impl LimitArgs {

@@ -2,7 +2,7 @@
 //! and how fast its servers are.
 
 use clap::Subcommand;
-use retrace::model::local::bench::{Aggregate, Bench, IdleSpeed, RepairRound};
+use retrace::model::local::bench::{Aggregate, Bench, BenchError, IdleSpeed, RepairRound};
 use retrace::model::local::{self, Choice, LocalServer, ModelStore, ServerOptions, Status};
 
 use super::Failure;
@@ -224,7 +224,7 @@ async fn bench(
     }
     let failed = |name: &str| {
         let name = name.to_string();
-        move |e: String| Failure::infra(anyhow::anyhow!("{name}: {e}"))
+        move |e: BenchError| Failure::infra(anyhow::Error::new(e).context(name))
     };
     let mut idle = Vec::new();
     for (i, (name, b)) in servers.iter().enumerate() {

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
+use strum::{Display, EnumIter, EnumString, IntoStaticStr};
 
 use super::Expectation;
 use crate::sandbox::{SandboxLimits, Verdict};
@@ -65,7 +65,7 @@ use crate::sandbox::{SandboxLimits, Verdict};
 #[strum(
     serialize_all = "snake_case",
     parse_err_ty = String,
-    parse_err_fn = unknown_category
+    parse_err_fn = crate::util::names::unknown::<Category>
 )]
 pub enum Category {
     CpuTime,
@@ -86,14 +86,6 @@ impl Category {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
-}
-
-fn unknown_category(s: &str) -> String {
-    let names: Vec<&str> = Category::iter().map(Category::as_str).collect();
-    format!(
-        "unknown category `{s}`; expected one of {}",
-        names.join(", ")
-    )
 }
 
 /// Limits a case sets for itself; everything else comes from the command
@@ -306,6 +298,7 @@ pub fn filter(cases: Vec<Case>, pattern: Option<&str>) -> Vec<Case> {
 mod tests {
     use super::*;
     use crate::sandbox::Flag;
+    use strum::IntoEnumIterator;
 
     #[test]
     fn category_names_are_the_serde_names() {

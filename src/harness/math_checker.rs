@@ -1,6 +1,6 @@
 //! The symbolic checker of LaTeX answers (docs/math-checking.md): one
 //! confined kernel of the `checker` image per run, started on first use;
-//! `math_checker.py` runs in it once, then each answer is one cell under
+//! `math_checker/*.py` runs in it once, then each answer is one cell under
 //! the checker's own limits. An answer built to make sympy run for minutes
 //! or take gigabytes is stopped by those limits, scored "not equivalent"
 //! with why (`math:checker_timeout`, `math:checker_killed`), and the kernel
@@ -16,15 +16,21 @@ use tokio::sync::Mutex;
 use super::error::HarnessError;
 use super::prepare::ensure_image;
 use crate::kernel::{
-    default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec, KernelStart,
+    default_kernel_root, ExecOptions, Kernel, KernelError, KernelOptions, KernelSpec, KernelStart,
 };
 use crate::pyenv::{Image, ImageName};
 use crate::sandbox::{Sandbox, SandboxLimits, Verdict};
 use crate::task::check::math::MathVerdict;
 use crate::task::{Expected, Task};
 
-/// The checker's code, run once in its kernel.
-const CHECKER_PY: &str = include_str!("../task/check/math_checker.py");
+/// The checker's code, run once in its kernel: one source, in this order.
+const CHECKER_PY: &str = concat!(
+    include_str!("../task/check/math_checker/base.py"),
+    include_str!("../task/check/math_checker/reading.py"),
+    include_str!("../task/check/math_checker/compare.py"),
+    include_str!("../task/check/math_checker/rules.py"),
+    include_str!("../task/check/math_checker/entry.py"),
+);
 /// What precedes the verdict's JSON on the cell's stdout.
 const PREFIX: &str = "RETRACE-MATH ";
 /// Wall time of one answer's check: each of its three rules has a 5 s
@@ -51,6 +57,14 @@ pub fn limits(per_answer: Duration) -> SandboxLimits {
     }
 }
 
+/// The cell that runs the checker's code in a namespace of its own, so
+/// that no later cell can swap one of its helpers. A JSON string is a
+/// Python string literal.
+fn setup_cell() -> String {
+    let source = serde_json::to_string(CHECKER_PY).unwrap_or_default();
+    format!("exec(compile({source}, '<retrace-math>', 'exec'), {{'__name__': '_retrace_math'}})")
+}
+
 /// One run's checker.
 pub struct MathChecker {
     image: Image,
@@ -65,7 +79,17 @@ enum State {
     /// Set up at the kernel's `restarts` count.
     Ready(Box<Kernel>, u32),
     /// The kernel could not start or be set up: every answer says why.
-    Broken(String),
+    Broken(CheckerError),
+}
+
+/// Why the checker cannot check: its kernel did not start, or the
+/// checker's code did not run in it.
+#[derive(Debug, Clone, thiserror::Error)]
+enum CheckerError {
+    #[error("the checker's kernel did not start")]
+    Start(#[source] Arc<KernelError>),
+    #[error(transparent)]
+    SetUp(Arc<KernelError>),
 }
 
 impl MathChecker {
@@ -105,6 +129,7 @@ impl MathChecker {
     pub async fn check(&self, expected: &str, answer: Option<&str>) -> MathVerdict {
         let mut state = self.state.lock().await;
         if let Err(why) = self.ready(&mut state).await {
+            let why = crate::util::disk::chain_text(&why);
             return MathVerdict::undecided("math:checker_error", &why);
         }
         let State::Ready(kernel, _) = &mut *state else {
@@ -163,7 +188,7 @@ impl MathChecker {
 
     /// Starts and sets up the kernel if it is not, or was restarted since
     /// its setup.
-    async fn ready(&self, state: &mut State) -> Result<(), String> {
+    async fn ready(&self, state: &mut State) -> Result<(), CheckerError> {
         match state {
             State::Broken(why) => return Err(why.clone()),
             State::Ready(kernel, at) if kernel.restarts() == *at => return Ok(()),
@@ -175,10 +200,10 @@ impl MathChecker {
         };
         let set_up = match kernel {
             Ok(mut kernel) => kernel
-                .set_up(CHECKER_PY, SETUP_TIMEOUT, "the checker's setup")
+                .set_up(&setup_cell(), SETUP_TIMEOUT, "the checker's setup")
                 .await
                 .map(|()| kernel)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| CheckerError::SetUp(Arc::new(e))),
             Err(e) => Err(e),
         };
         match set_up {
@@ -194,7 +219,7 @@ impl MathChecker {
         }
     }
 
-    async fn start(&self) -> Result<Kernel, String> {
+    async fn start(&self) -> Result<Kernel, CheckerError> {
         let limits = limits(self.per_answer);
         let confined = self.sandbox.info().confined;
         let options = KernelOptions {
@@ -208,7 +233,7 @@ impl MathChecker {
         });
         Kernel::start(spec, self.sandbox.as_ref(), options)
             .await
-            .map_err(|e| format!("the checker's kernel did not start: {e}"))
+            .map_err(|e| CheckerError::Start(Arc::new(e)))
     }
 
     /// Stops the checker's kernel.

@@ -3,11 +3,15 @@
 //! reads a cell's answer through it.
 
 /// retrace's code inside every kernel: answer reader and state inspector
-/// (`probe.py`), then what a cell produces beyond its output: chart data
-/// (`chart.py`), saved files, table schemas and `Image.show()`
-/// (`outputs.py`). One source, run in one namespace.
+/// (`probe.py`, `probe_sympy.py`, `probe_cell.py`, `probe_install.py`),
+/// then what a cell produces beyond its output: chart data (`chart.py`),
+/// saved files, table schemas and `Image.show()` (`outputs.py`). One
+/// source, run in one namespace.
 pub(super) const PROBE_SOURCE: &str = concat!(
     include_str!("probe.py"),
+    include_str!("probe_sympy.py"),
+    include_str!("probe_cell.py"),
+    include_str!("probe_install.py"),
     include_str!("chart.py"),
     include_str!("outputs.py")
 );

@@ -47,6 +47,8 @@ pub const MASK_MEMORY: u64 = 256 << 20;
     schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::EnumIter, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum MaskFlag {
     /// A new `except:` / `except Exception` / `except BaseException`
     /// handler (also in a tuple) whose `try` body holds the failing
@@ -77,14 +79,7 @@ pub enum MaskFlag {
 impl MaskFlag {
     /// Its name in records and reports (its serde name).
     pub fn name(self) -> &'static str {
-        match self {
-            MaskFlag::BroadHandler => "broad_handler",
-            MaskFlag::SilencedException => "silenced_exception",
-            MaskFlag::FailingStatementDeleted => "failing_statement_deleted",
-            MaskFlag::LiteralAnswer => "literal_answer",
-            MaskFlag::ErrorMessageOutput => "error_message_output",
-            MaskFlag::Exits => "exits",
-        }
+        self.into()
     }
 }
 
@@ -546,15 +541,8 @@ mod tests {
 
     #[test]
     fn flag_names_are_their_serde_names() {
-        use MaskFlag::*;
-        for flag in [
-            BroadHandler,
-            SilencedException,
-            FailingStatementDeleted,
-            LiteralAnswer,
-            ErrorMessageOutput,
-            Exits,
-        ] {
+        use strum::IntoEnumIterator;
+        for flag in MaskFlag::iter() {
             let json = serde_json::to_string(&flag).unwrap();
             assert_eq!(json, format!("\"{}\"", flag.name()));
         }

@@ -154,27 +154,35 @@ pub const DISK_FLOOR: (u64, Floor) = (
     },
 );
 
+/// A limit below its [`Floor`]: the value as it was written, and the flag.
+#[derive(Debug, thiserror::Error)]
+#[error("{shown} is below {}'s minimum {}: {}", rule.flag, rule.minimum, rule.why)]
+pub struct BelowFloor {
+    shown: String,
+    rule: Floor,
+}
+
 impl Floor {
     /// `value` if it is at least `floor`, else why not, naming the flag.
     pub fn hold<T: PartialOrd>(
         (floor, rule): (T, Floor),
         value: T,
         shown: &str,
-    ) -> Result<T, String> {
+    ) -> Result<T, BelowFloor> {
         // NaN is below every floor.
         if value >= floor {
             return Ok(value);
         }
-        Err(format!(
-            "{shown} is below {}'s minimum {}: {}",
-            rule.flag, rule.minimum, rule.why
-        ))
+        Err(BelowFloor {
+            shown: shown.to_string(),
+            rule,
+        })
     }
 }
 
 impl SandboxLimits {
     /// The first limit below its [`Floor`], said as the flag that sets it.
-    pub fn below_floor(&self) -> Option<String> {
+    pub fn below_floor(&self) -> Option<BelowFloor> {
         use crate::util::units::format_bytes;
         let bytes = |(floor, rule): (u64, Floor), v: u64| {
             Floor::hold((floor, rule), v, &format_bytes(v)).err()
@@ -202,7 +210,8 @@ mod tests {
 
     #[test]
     fn the_defaults_are_above_every_floor_and_zero_is_below_each() {
-        assert_eq!(SandboxLimits::default().below_floor(), None);
+        let below = SandboxLimits::default().below_floor();
+        assert!(below.is_none(), "{below:?}");
         let zeroed = [
             SandboxLimits {
                 memory_bytes: 0,
@@ -254,7 +263,7 @@ mod tests {
         ];
         for (limits, flag) in zeroed.iter().zip(flags) {
             let why = limits.below_floor().expect("zero is below the floor");
-            assert!(why.contains(flag), "{why}");
+            assert!(why.to_string().contains(flag), "{why}");
         }
     }
 

@@ -4,7 +4,7 @@
 //! what the kernel says about itself.
 
 use serde::{Deserialize, Serialize};
-use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
+use strum::{Display, EnumIter, EnumString, IntoStaticStr};
 
 /// The primary label of one execution. Its name (serde, `Display`,
 /// `FromStr`, [`Verdict::as_str`]) is the snake_case variant name.
@@ -27,7 +27,7 @@ use strum::{Display, EnumIter, EnumString, IntoEnumIterator, IntoStaticStr};
 #[strum(
     serialize_all = "snake_case",
     parse_err_ty = String,
-    parse_err_fn = unknown_verdict
+    parse_err_fn = crate::util::names::unknown::<Verdict>
 )]
 pub enum Verdict {
     Ok,
@@ -96,14 +96,6 @@ impl Verdict {
     }
 }
 
-fn unknown_verdict(s: &str) -> String {
-    let names: Vec<&str> = Verdict::iter().map(Verdict::as_str).collect();
-    format!(
-        "unknown verdict `{s}`; expected one of {}",
-        names.join(", ")
-    )
-}
-
 /// Secondary facts about an execution.
 #[derive(
     Debug,
@@ -124,7 +116,7 @@ fn unknown_verdict(s: &str) -> String {
 #[strum(
     serialize_all = "snake_case",
     parse_err_ty = String,
-    parse_err_fn = unknown_flag
+    parse_err_fn = crate::util::names::unknown::<Flag>
 )]
 pub enum Flag {
     /// The kernel was restarted; its variables are gone.
@@ -153,13 +145,10 @@ impl Flag {
     }
 }
 
-fn unknown_flag(s: &str) -> String {
-    format!("unknown flag `{s}`")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strum::IntoEnumIterator;
 
     #[test]
     fn names_round_trip() {
@@ -177,7 +166,15 @@ mod tests {
         assert_eq!(Verdict::iter().count(), 17);
         assert_eq!(Verdict::TimeoutWall.as_str(), "timeout_wall");
         assert_eq!(Flag::InterruptIgnored.as_str(), "interrupt_ignored");
-        assert!("nope".parse::<Verdict>().is_err());
+        let err = "nope".parse::<Verdict>().unwrap_err();
+        assert!(
+            err.starts_with("unknown verdict `nope`; expected one of ok, error, timeout_wall, ")
+        );
+        let err = "nope".parse::<Flag>().unwrap_err();
+        assert!(
+            err.starts_with("unknown flag `nope`; expected one of restarted, "),
+            "{err}"
+        );
         assert_eq!("zombies".parse::<Flag>().unwrap(), Flag::Zombies);
     }
 }

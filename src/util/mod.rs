@@ -11,6 +11,7 @@ pub mod heap;
 pub mod home;
 pub mod input_file;
 pub mod io_error;
+pub mod names;
 pub mod nofollow;
 pub mod proc;
 #[cfg(test)]

@@ -43,6 +43,16 @@ pub struct RepairRound {
     pub uncached_ms: f64,
 }
 
+/// A benchmark request the server at `url` did not answer, answered with
+/// an error status or with a body that is not JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("the benchmark's request to {url}")]
+pub struct BenchError {
+    url: String,
+    #[source]
+    source: reqwest::Error,
+}
+
 /// One completion as the benchmark reads it.
 struct Completion {
     ms: f64,
@@ -88,7 +98,7 @@ impl Bench {
         messages: serde_json::Value,
         max_tokens: u32,
         cache_prompt: bool,
-    ) -> Result<Completion, String> {
+    ) -> Result<Completion, BenchError> {
         let body = json!({
             "model": SERVED_MODEL,
             "messages": messages,
@@ -98,20 +108,15 @@ impl Bench {
             "cache_prompt": cache_prompt,
         });
         let started = Instant::now();
-        let reply: serde_json::Value = self
-            .http
-            .post(&self.url)
-            .bearer_auth(&self.key)
-            .timeout(Duration::from_secs(600))
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .error_for_status()
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let sent = async {
+            let reply = self.http.post(&self.url).bearer_auth(&self.key);
+            let reply = reply.timeout(Duration::from_secs(600)).json(&body);
+            reply.send().await?.error_for_status()?.json().await
+        };
+        let reply: serde_json::Value = sent.await.map_err(|source| BenchError {
+            url: self.url.clone(),
+            source,
+        })?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
         let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
         let f = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
@@ -137,7 +142,7 @@ impl Bench {
     /// request (24 tokens back), each alone: about 10 s for the default
     /// model on 2 cores. Speeds from the
     /// server's timings, or from wall time where it has none.
-    pub async fn idle_speed(&self, tag: usize) -> Result<IdleSpeed, String> {
+    pub async fn idle_speed(&self, tag: usize) -> Result<IdleSpeed, BenchError> {
         // Unmeasured: the first request after a start pays once for what
         // later ones reuse (thread pool, compute buffers, cold pages).
         let warm = json!([{"role": "user", "content": format!("Say {tag}.")}]);
@@ -162,7 +167,7 @@ impl Bench {
 
     /// `concurrent` distinct requests at once, twice: prompt-heavy, then
     /// generation-heavy; aggregate tokens per second of wall time.
-    pub async fn aggregate(&self, concurrent: usize, tag: usize) -> Result<Aggregate, String> {
+    pub async fn aggregate(&self, concurrent: usize, tag: usize) -> Result<Aggregate, BenchError> {
         let all = |max_tokens: u32, words: usize| {
             let requests = (0..concurrent).map(move |i| {
                 let text = if words > 0 {
@@ -195,7 +200,7 @@ impl Bench {
     /// A conversation, then its repair round (its prefix cached); and the
     /// repair round of another conversation of the same length sent with
     /// no first round before it (nothing of it cached, on any server).
-    pub async fn repair_round(&self, tag: usize) -> Result<RepairRound, String> {
+    pub async fn repair_round(&self, tag: usize) -> Result<RepairRound, BenchError> {
         let conversation = |tag: usize| {
             let task = format!(
                 "Here are measurements: {}. Write Python that stores their mean in `answer`.",

@@ -178,7 +178,8 @@ impl LocalModel {
         let idle = match bench::Bench::new(&live.server).idle_speed(0).await {
             Ok(speed) => Some(speed),
             Err(e) => {
-                tracing::warn!(error = %e, "the model server's idle speed was not measured");
+                let error = crate::util::disk::chain_text(&e);
+                tracing::warn!(%error, "the model server's idle speed was not measured");
                 None
             }
         };

@@ -428,6 +428,12 @@ mod tests {
             (num(2.0), "[1, 2]", false, false, "number:ambiguous", None),
             (num(1.0), "1,23", false, false, "number:unparsed", None),
             (num(1.0), "nan", false, true, "number:mismatch", None),
+        ]);
+    }
+
+    #[test]
+    fn number_srepr_texts() {
+        run_table(vec![
             // A sympy expression the kernel read as its srepr text is not
             // a number, whatever numbers its leaves hold.
             (
