@@ -244,7 +244,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         timeout: Duration,
         before: &super::backend::Baseline,
     ) -> Ending {
-        let counts_cpu = self.backend.cpu_limit().is_some();
+        let counts_cpu = self.backend.cpu_used_usec(before).is_some();
         let mut watch = CellWatch::new(Limits::client(self.backend.options(), timeout, counts_cpu));
         // The CPU time is counted from `before`.
         watch.on(Event::Requested(sent.msg_id.clone()), Instant::now(), &|| 0);
@@ -342,7 +342,9 @@ impl<B: Backend + ?Sized> Kernel<B> {
                 (run.capture.exceeded() || ending.output_dropped).then_some(Event::OverCap(None));
             for event in event.into_iter().chain(over) {
                 let backend = &self.backend;
-                let actions = watch.on(event, Instant::now(), &|| backend.cpu_used_usec(before));
+                let actions = watch.on(event, Instant::now(), &|| {
+                    backend.cpu_used_usec(before).unwrap_or_default()
+                });
                 if self.carry_out(actions, run).await {
                     ending.decide_kill();
                     break 'cell;
@@ -418,8 +420,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         ending: &mut Ending,
         before: &super::backend::Baseline,
     ) -> Judgement {
-        let mut evidence = self.backend.evidence_before_stop(before);
-        let mut kill = self.backend.own_kill(before);
+        let (mut evidence, mut kill) = self.backend.before_stop(before);
         let mut stop_error = None;
         if ending.kill_needed {
             let stopped = self.backend.stop(ending.kill_decided).await;
@@ -431,9 +432,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
             kill = stopped.report;
             stop_error = stopped.error;
         }
-        if ending.state_lost() {
-            evidence.exit = self.backend.exit(run.ask_exit, ending);
-        }
+        ending.asked_exit = run.ask_exit;
         evidence.harness_reason = run.reason;
         self.backend
             .evidence_after(&mut evidence, before, ending)
@@ -503,7 +502,8 @@ impl<B: Backend + ?Sized> Kernel<B> {
             truncated,
             ..
         } = judged;
-        flags.extend(self.backend.flags());
+        let marks = self.backend.marks();
+        flags.extend(marks.flags);
         if ending.end_forged {
             flags.push(Flag::ForgedEnd);
         }
@@ -525,10 +525,10 @@ impl<B: Backend + ?Sized> Kernel<B> {
         outcome.kill_method = kill.map(|k| k.method);
         outcome.exit = exit;
         outcome.memory_peak_bytes = memory_peak_bytes;
-        outcome.kernel_uid = self.backend.kernel_uid();
+        outcome.kernel_uid = marks.kernel_uid;
         outcome.fired = fired;
         outcome.suggested = suggested;
-        outcome.enforcement = Some(self.backend.enforcement());
+        outcome.enforcement = Some(marks.enforcement);
         outcome
     }
 
@@ -556,7 +556,12 @@ impl<B: Backend + ?Sized> Kernel<B> {
     /// Local kernels only: a gateway's cannot see this machine's package
     /// store.
     pub async fn add_import_paths(&mut self, dirs: &[PathBuf]) -> Result<(), KernelError> {
-        self.backend.sees_local_paths()?;
+        // Only a local kernel sees this machine's directories.
+        if self.backend.as_local().is_none() {
+            return Err(KernelError::LocalOnly(
+                "a gateway's kernels cannot import from this machine's package store",
+            ));
+        }
         if dirs.is_empty() {
             return Ok(());
         }
