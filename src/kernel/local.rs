@@ -13,7 +13,7 @@ use jupyter_protocol::{
     ExecutionState, InterruptRequest, JupyterMessageContent, KernelInfoRequest, ShutdownRequest,
 };
 
-use super::backend::{Backend, Baseline, Drain, Ending, Failure, Marks, Stopped};
+use super::backend::{Backend, Baseline, Drain, Ending, Failure, Stopped};
 use super::client::{parent_id, Channels};
 use super::layout::{copy_task_files, create_layout, remove_layout, renew_layout};
 use super::lock_watch::LockWatch;
@@ -347,8 +347,12 @@ impl Backend for LocalBackend {
         })
     }
 
-    fn cpu_used_usec(&self, since: &Baseline) -> Option<u64> {
-        Some(self.jail.counters().since(&since.counters).cpu_usage_usec)
+    fn cpu_limit(&self) -> Option<Duration> {
+        self.options.cpu_time
+    }
+
+    fn cpu_used_usec(&self, since: &Baseline) -> u64 {
+        self.jail.counters().since(&since.counters).cpu_usage_usec
     }
 
     /// A status saying the kernel is going, with the cell's parent: the
@@ -427,20 +431,21 @@ impl Backend for LocalBackend {
         }
     }
 
-    /// The traces, and the lock watchdog's kill, waited for: the kernel's
-    /// death shows once the kill has begun, its report once it has ended.
-    fn before_stop(&self, since: &Baseline) -> (Evidence, Option<KillReport>) {
-        let evidence = Evidence {
+    fn evidence_before_stop(&self, since: &Baseline) -> Evidence {
+        Evidence {
             traces: self.jail.traces().since(&since.traces),
             ..Evidence::default()
-        };
-        let kill = self.lock_watch.as_ref().and_then(|watch| {
-            drop(blocking(|| watch.hold()));
-            (watch.kills() > since.lock_kills)
-                .then(|| watch.last_kill())
-                .flatten()
-        });
-        (evidence, kill)
+        }
+    }
+
+    /// The lock watchdog's kill, waited for: the kernel's death shows once
+    /// the kill has begun, its report once it has ended.
+    fn own_kill(&self, since: &Baseline) -> Option<KillReport> {
+        let watch = self.lock_watch.as_ref()?;
+        drop(blocking(|| watch.hold()));
+        (watch.kills() > since.lock_kills)
+            .then(|| watch.last_kill())
+            .flatten()
     }
 
     async fn stop(&mut self, decided: Option<Instant>) -> Stopped {
@@ -450,14 +455,15 @@ impl Backend for LocalBackend {
         }
     }
 
+    fn exit(&self, _asked_exit: bool, _ending: &Ending) -> Option<ExitInfo> {
+        Some(self.process.exited().unwrap_or_else(|| ExitInfo {
+            code: None,
+            signal: Some(libc::SIGKILL),
+            signal_name: Some("SIGKILL".into()),
+        }))
+    }
+
     async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
-        if ending.state_lost() {
-            evidence.exit = Some(self.process.exited().unwrap_or_else(|| ExitInfo {
-                code: None,
-                signal: Some(libc::SIGKILL),
-                signal_name: Some("SIGKILL".into()),
-            }));
-        }
         evidence.delta = self.jail.counters().since(&since.counters);
         // The watchdog's kill is the harness's own decision; it ends the
         // cell through the kernel's death, after any reason already given.
@@ -481,16 +487,20 @@ impl Backend for LocalBackend {
         self.restart().await.err()
     }
 
-    fn marks(&self) -> Marks {
-        Marks {
-            flags: if self.confined {
-                Vec::new()
-            } else {
-                vec![Flag::Unconfined]
-            },
-            kernel_uid: self.jail.uid(),
-            enforcement: Enforcement::local(self.confined),
+    fn flags(&self) -> Vec<Flag> {
+        if self.confined {
+            Vec::new()
+        } else {
+            vec![Flag::Unconfined]
         }
+    }
+
+    fn kernel_uid(&self) -> Option<u32> {
+        self.jail.uid()
+    }
+
+    fn enforcement(&self) -> Enforcement {
+        Enforcement::local(self.confined)
     }
 
     fn inspectable(&self) -> Result<(), KernelError> {
@@ -499,6 +509,10 @@ impl Backend for LocalBackend {
                 "the kernel is dead; there is no state to inspect".into(),
             ));
         }
+        Ok(())
+    }
+
+    fn sees_local_paths(&self) -> Result<(), KernelError> {
         Ok(())
     }
 

@@ -9,7 +9,6 @@
 mod artifact;
 mod backend;
 mod capture;
-mod cell_watch;
 mod claim;
 mod client;
 mod code_size;
