@@ -13,7 +13,7 @@ use retrace::report::compare::{self, regressions, Judged, Side, Thresholds};
 use retrace::report::{exporters, summarize, task_cases, RunView};
 use retrace::task::load::load_file;
 
-fn fixture() -> PathBuf {
+pub(super) fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden")
 }
 
@@ -46,12 +46,27 @@ fn golden(name: &str, actual: &str) {
     }
 }
 
-fn load() -> (RunConfig, Vec<retrace::record::AttemptRecord>) {
+/// The fixed journal: its run.json (read as retrace reads one) and its 24
+/// records.
+pub(super) fn load() -> (RunConfig, Vec<retrace::record::AttemptRecord>) {
     let text = std::fs::read_to_string(fixture().join("run.json")).unwrap();
-    let config: RunConfig = serde_json::from_str(&text).unwrap();
+    let config = RunConfig::from_json(&text).unwrap();
     let records = journal::read(&fixture().join("results.jsonl")).unwrap();
     assert_eq!(records.len(), 24);
     (config, records)
+}
+
+/// The journal's `slim` arm compared against its `fat` arm, judged with the
+/// default thresholds.
+pub(super) fn fat_against_slim() -> [Judged; 1] {
+    let (config, records) = load();
+    let base = Side::new("BASE", &config, &records, "fat");
+    let new = Side::new("NEW", &config, &records, "slim");
+    let c = compare::compare(&base, &new).unwrap();
+    [Judged {
+        regressions: regressions(&c, &Thresholds::default()),
+        comparison: c,
+    }]
 }
 
 #[test]
@@ -91,14 +106,7 @@ fn junit_matches_its_golden_file() {
 
 #[test]
 fn compare_markdown_matches_its_golden_file() {
-    let (config, records) = load();
-    let base = Side::new("BASE", &config, &records, "fat");
-    let new = Side::new("NEW", &config, &records, "slim");
-    let c = compare::compare(&base, &new).unwrap();
-    let judged = [Judged {
-        regressions: regressions(&c, &Thresholds::default()),
-        comparison: c,
-    }];
+    let judged = fat_against_slim();
     golden(
         "compare.md",
         &compare::markdown(&judged, &[], Path::new(".")),

@@ -6,11 +6,10 @@
 //! schema gets wrong) fails here. `golden_run.rs` checks a real run's files
 //! the same way.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use retrace::harness::journal;
-use retrace::record::RunConfig;
-use retrace::report::compare::{self, regressions, CompareView, Judged, Side, Thresholds};
+use super::golden_reports::{fat_against_slim, fixture, load};
+use retrace::report::compare::{self, CompareView};
 use retrace::report::{exporters, summarize, RunView};
 use serde_json::Value;
 
@@ -40,17 +39,6 @@ pub(crate) fn assert_valid(name: &str, what: &str, text: &str) {
         "{what} does not match docs/schemas/{name}.schema.json:\n{}",
         errors.join("\n")
     );
-}
-
-fn golden() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden")
-}
-
-fn load() -> (RunConfig, Vec<retrace::record::AttemptRecord>) {
-    let text = std::fs::read_to_string(golden().join("run.json")).unwrap();
-    let config = RunConfig::from_json(&text).unwrap();
-    let records = journal::read(&golden().join("results.jsonl")).unwrap();
-    (config, records)
 }
 
 #[test]
@@ -104,7 +92,7 @@ fn summary_json_matches_its_schema() {
     let (config, records) = load();
     let summary = summarize(&config, &records);
     assert!(summary.comparison.is_some(), "two arms: the comparison too");
-    let dir = golden();
+    let dir = fixture();
     let view = RunView {
         dir: &dir,
         config: &config,
@@ -118,21 +106,14 @@ fn summary_json_matches_its_schema() {
         .expect("a summary.json exporter");
     assert_valid("summary", "summary.json", &json.render(&view).unwrap());
     // The golden file too: what the previous blessing wrote.
-    let file = std::fs::read_to_string(golden().join("expected/summary.json")).unwrap();
+    let file = std::fs::read_to_string(fixture().join("expected/summary.json")).unwrap();
     assert_valid("summary", "expected/summary.json", &file);
 }
 
 #[test]
 fn compare_json_matches_its_schema() {
-    let (config, records) = load();
-    let base = Side::new("BASE", &config, &records, "fat");
-    let new = Side::new("NEW", &config, &records, "slim");
-    let c = compare::compare(&base, &new).unwrap();
-    let judged = [Judged {
-        regressions: regressions(&c, &Thresholds::default()),
-        comparison: c,
-    }];
-    let dir = golden();
+    let judged = fat_against_slim();
+    let dir = fixture();
     let view = CompareView {
         dir: &dir,
         judged: &judged,
