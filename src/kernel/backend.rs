@@ -6,7 +6,7 @@
 //! messages. A backend whose launcher reports host evidence (Enterprise
 //! Gateway's remote hosts) fills it in through [`Backend::evidence_after`].
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::BoxFuture;
 use jupyter_protocol::JupyterMessage;
@@ -16,7 +16,7 @@ use super::host_evidence::HostStops;
 use super::options::{KernelBanner, KernelOptions};
 use super::outcome::{Enforcement, Outcome};
 use super::KernelError;
-use crate::sandbox::{Counters, Evidence, ExitInfo, Flag, KillReport, Traces};
+use crate::sandbox::{Counters, Evidence, Flag, KillReport, Traces};
 
 /// The kernel's own backend: what only a local kernel has (its process,
 /// its jail) is reached through it.
@@ -85,6 +85,18 @@ pub struct Ending {
     /// msg_id of the cell's execute request: what a gateway kernel's host
     /// evidence answers.
     pub request: String,
+    /// The cell called `quit()`.
+    pub asked_exit: bool,
+}
+
+/// What every outcome of a kernel says of it.
+#[derive(Debug)]
+pub struct Marks {
+    /// Flags every outcome carries.
+    pub flags: Vec<Flag>,
+    /// The kernel's uid, when retrace chose it.
+    pub kernel_uid: Option<u32>,
+    pub enforcement: Enforcement,
 }
 
 impl Ending {
@@ -152,14 +164,10 @@ pub trait Backend: Send {
         None
     }
 
-    /// The CPU time an execution may use, when this backend counts it.
-    fn cpu_limit(&self) -> Option<Duration> {
+    /// CPU time used since `since`, in microseconds, when this backend
+    /// counts it as the cell runs (its limit is the options' `cpu_time`).
+    fn cpu_used_usec(&self, _since: &Baseline) -> Option<u64> {
         None
-    }
-
-    /// CPU time used since `since`, in microseconds.
-    fn cpu_used_usec(&self, _since: &Baseline) -> u64 {
-        0
     }
 
     /// One of the cell's status messages says the kernel is going.
@@ -187,25 +195,18 @@ pub trait Backend: Send {
         Drain::Done
     }
 
-    /// Evidence read before any stop (the namespaces go with the processes).
-    fn evidence_before_stop(&self, _since: &Baseline) -> Evidence {
-        Evidence::default()
-    }
-
-    /// A kill the backend decided itself during the execution (a
-    /// watchdog's), for the outcome's kill latency.
-    fn own_kill(&self, _since: &Baseline) -> Option<KillReport> {
-        None
+    /// Read before any stop: evidence that goes with the processes (their
+    /// namespaces), and a kill the backend decided itself during the
+    /// execution (a watchdog's), for the outcome's kill latency.
+    fn before_stop(&self, _since: &Baseline) -> (Evidence, Option<KillReport>) {
+        (Evidence::default(), None)
     }
 
     /// Stops a kernel that must go; `decided` is when that was decided.
     async fn stop(&mut self, decided: Option<Instant>) -> Stopped;
 
-    /// How the kernel's process ended, for an execution that lost it
-    /// (`asked_exit`: the cell called `quit()`).
-    fn exit(&self, asked_exit: bool, ending: &Ending) -> Option<ExitInfo>;
-
-    /// Evidence read after any stop: the confinement's counters, processes
+    /// Evidence read after any stop: how the kernel's process ended (for
+    /// an execution that lost it), the confinement's counters, processes
     /// left behind, what the host or the gateway reports.
     async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending);
 
@@ -219,28 +220,11 @@ pub trait Backend: Send {
     /// cell); the error if that failed.
     async fn replace_after_loss(&mut self, ending: &Ending) -> Option<KernelError>;
 
-    /// Flags every outcome of this kernel carries.
-    fn flags(&self) -> Vec<Flag> {
-        Vec::new()
-    }
-
-    /// The kernel's uid, when retrace chose it.
-    fn kernel_uid(&self) -> Option<u32> {
-        None
-    }
-
-    fn enforcement(&self) -> Enforcement;
+    /// What every outcome of this kernel says of it.
+    fn marks(&self) -> Marks;
 
     /// Whether the kernel can be inspected now.
     fn inspectable(&self) -> Result<(), KernelError>;
-
-    /// Whether the kernel sees this machine's directories (the package
-    /// store).
-    fn sees_local_paths(&self) -> Result<(), KernelError> {
-        Err(KernelError::LocalOnly(
-            "a gateway's kernels cannot import from this machine's package store",
-        ))
-    }
 
     /// A fresh kernel process in place of this one; all variables are lost.
     async fn restart(&mut self) -> Result<(), KernelError>;

@@ -115,20 +115,6 @@ impl Sent {
     }
 }
 
-/// The end of one execution's wall time, then, once a limit interrupted
-/// the cell, the end of its grace.
-pub(super) struct Deadline {
-    pub(super) at: tokio::time::Instant,
-    pub(super) interrupted: bool,
-}
-
-/// `now + d`, saturated: a huge timeout from a caller must not overflow.
-pub(super) fn deadline_after(d: Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(d)
-        .unwrap_or_else(|| now + crate::util::units::MAX_DURATION)
-}
-
 /// Milliseconds, for timings and logs.
 pub(super) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

@@ -13,7 +13,7 @@ use jupyter_protocol::{
     ExecutionState, InterruptRequest, JupyterMessageContent, KernelInfoRequest, ShutdownRequest,
 };
 
-use super::backend::{Backend, Baseline, Drain, Ending, Failure, Stopped};
+use super::backend::{Backend, Baseline, Drain, Ending, Failure, Marks, Stopped};
 use super::client::{parent_id, Channels};
 use super::layout::{copy_task_files, create_layout, remove_layout, renew_layout};
 use super::lock_watch::LockWatch;
@@ -347,12 +347,8 @@ impl Backend for LocalBackend {
         })
     }
 
-    fn cpu_limit(&self) -> Option<Duration> {
-        self.options.cpu_time
-    }
-
-    fn cpu_used_usec(&self, since: &Baseline) -> u64 {
-        self.jail.counters().since(&since.counters).cpu_usage_usec
+    fn cpu_used_usec(&self, since: &Baseline) -> Option<u64> {
+        Some(self.jail.counters().since(&since.counters).cpu_usage_usec)
     }
 
     /// A status saying the kernel is going, with the cell's parent: the
@@ -431,21 +427,20 @@ impl Backend for LocalBackend {
         }
     }
 
-    fn evidence_before_stop(&self, since: &Baseline) -> Evidence {
-        Evidence {
+    /// The traces, and the lock watchdog's kill, waited for: the kernel's
+    /// death shows once the kill has begun, its report once it has ended.
+    fn before_stop(&self, since: &Baseline) -> (Evidence, Option<KillReport>) {
+        let evidence = Evidence {
             traces: self.jail.traces().since(&since.traces),
             ..Evidence::default()
-        }
-    }
-
-    /// The lock watchdog's kill, waited for: the kernel's death shows once
-    /// the kill has begun, its report once it has ended.
-    fn own_kill(&self, since: &Baseline) -> Option<KillReport> {
-        let watch = self.lock_watch.as_ref()?;
-        drop(blocking(|| watch.hold()));
-        (watch.kills() > since.lock_kills)
-            .then(|| watch.last_kill())
-            .flatten()
+        };
+        let kill = self.lock_watch.as_ref().and_then(|watch| {
+            drop(blocking(|| watch.hold()));
+            (watch.kills() > since.lock_kills)
+                .then(|| watch.last_kill())
+                .flatten()
+        });
+        (evidence, kill)
     }
 
     async fn stop(&mut self, decided: Option<Instant>) -> Stopped {
@@ -455,15 +450,14 @@ impl Backend for LocalBackend {
         }
     }
 
-    fn exit(&self, _asked_exit: bool, _ending: &Ending) -> Option<ExitInfo> {
-        Some(self.process.exited().unwrap_or_else(|| ExitInfo {
-            code: None,
-            signal: Some(libc::SIGKILL),
-            signal_name: Some("SIGKILL".into()),
-        }))
-    }
-
     async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
+        if ending.state_lost() {
+            evidence.exit = Some(self.process.exited().unwrap_or_else(|| ExitInfo {
+                code: None,
+                signal: Some(libc::SIGKILL),
+                signal_name: Some("SIGKILL".into()),
+            }));
+        }
         evidence.delta = self.jail.counters().since(&since.counters);
         // The watchdog's kill is the harness's own decision; it ends the
         // cell through the kernel's death, after any reason already given.
@@ -487,20 +481,16 @@ impl Backend for LocalBackend {
         self.restart().await.err()
     }
 
-    fn flags(&self) -> Vec<Flag> {
-        if self.confined {
-            Vec::new()
-        } else {
-            vec![Flag::Unconfined]
+    fn marks(&self) -> Marks {
+        Marks {
+            flags: if self.confined {
+                Vec::new()
+            } else {
+                vec![Flag::Unconfined]
+            },
+            kernel_uid: self.jail.uid(),
+            enforcement: Enforcement::local(self.confined),
         }
-    }
-
-    fn kernel_uid(&self) -> Option<u32> {
-        self.jail.uid()
-    }
-
-    fn enforcement(&self) -> Enforcement {
-        Enforcement::local(self.confined)
     }
 
     fn inspectable(&self) -> Result<(), KernelError> {
@@ -509,10 +499,6 @@ impl Backend for LocalBackend {
                 "the kernel is dead; there is no state to inspect".into(),
             ));
         }
-        Ok(())
-    }
-
-    fn sees_local_paths(&self) -> Result<(), KernelError> {
         Ok(())
     }
 

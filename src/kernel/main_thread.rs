@@ -12,7 +12,7 @@
 //! sleeping or computing main thread look idle.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a kernel that just answered may take to settle into its loop
 /// before the harness gives up learning where it waits.
@@ -20,18 +20,6 @@ const LEARN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Consecutive equal readings that make a wait the loop's.
 const LEARN_READINGS: usize = 3;
 const LEARN_INTERVAL: Duration = Duration::from_millis(1);
-
-/// How often the main thread is looked at once the kernel said the cell
-/// ended and it was not yet back in its loop.
-pub(super) const POLL: Duration = Duration::from_millis(1);
-/// How long the main thread must stay in its loop's wait before the end
-/// is believed: a request the loop has taken but not yet started (it
-/// awaits IOPub's flush first) also leaves it there for a moment.
-pub(super) const SETTLE: Duration = Duration::from_millis(2);
-/// How long after the kernel said the cell ended its main thread may take
-/// to get back to its loop before the end counts as forged (a kernel
-/// throttled by its CPU quota waits up to a period, 100 ms, to run).
-pub(super) const FORGED_AFTER: Duration = Duration::from_secs(1);
 
 /// The system calls an event loop waits in.
 #[cfg(target_arch = "x86_64")]
@@ -140,43 +128,6 @@ impl MainThread {
     }
 }
 
-/// The kernel's claim that a cell ended, as it is checked against the
-/// main thread.
-#[derive(Debug, Default)]
-pub(super) struct EndClaim {
-    /// When the kernel's messages first said the cell ended.
-    claimed: Option<Instant>,
-    /// Since when the main thread has been seen back in its loop.
-    settling: Option<Instant>,
-}
-
-impl EndClaim {
-    /// The kernel's messages say the cell ended and `idle` is what the
-    /// main thread looks like now (`None`: not visible, the claim is all
-    /// there is): whether the end is to be believed.
-    pub(super) fn believed(&mut self, idle: Option<bool>) -> bool {
-        self.claimed.get_or_insert_with(Instant::now);
-        match idle {
-            None => true,
-            Some(false) => {
-                self.settling = None;
-                false
-            }
-            Some(true) => self.settling.get_or_insert_with(Instant::now).elapsed() >= SETTLE,
-        }
-    }
-
-    pub(super) fn claimed(&self) -> bool {
-        self.claimed.is_some()
-    }
-
-    /// The claim came long before the main thread was back (or it never
-    /// came back): the end was forged.
-    pub(super) fn forged(&self) -> bool {
-        self.claimed.is_some_and(|c| c.elapsed() > FORGED_AFTER)
-    }
-}
-
 /// Threads of the process whose main thread is `task` (0 once it is gone).
 fn threads_of(task: &std::path::Path) -> usize {
     task.parent()
@@ -207,30 +158,6 @@ mod tests {
                 pc: 0x7fc5299baf36
             }
         );
-    }
-
-    #[test]
-    fn an_end_is_believed_once_the_main_thread_stays_in_its_loop() {
-        let mut claim = EndClaim::default();
-        assert!(!claim.claimed());
-        assert!(!claim.believed(Some(false)));
-        assert!(claim.claimed());
-        assert!(!claim.believed(Some(true)), "not before it settled");
-        std::thread::sleep(SETTLE);
-        assert!(claim.believed(Some(true)));
-        assert!(!claim.forged());
-
-        let mut hidden = EndClaim::default();
-        assert!(hidden.believed(None), "no view: the claim is all there is");
-
-        let mut interrupted = EndClaim::default();
-        assert!(!interrupted.believed(Some(true)));
-        assert!(
-            !interrupted.believed(Some(false)),
-            "leaving the loop restarts the settling"
-        );
-        std::thread::sleep(SETTLE);
-        assert!(!interrupted.believed(Some(true)));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod artifact;
 mod backend;
 mod capture;
+mod cell_watch;
 mod claim;
 mod client;
 mod code_size;

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use tokio::time::sleep_until;
 
 use super::backend::{Backend, Drain, Ending, Failure};
+use super::cell_watch::{Action, CellWatch, End, EndClaim, Event, Limits, CPU_POLL, END_POLL};
 use super::client::{is_server_status, parent_id};
-use super::execution::{deadline_after, send_cell, Deadline, Run, Sent};
+use super::execution::{send_cell, Run, Sent};
 use super::gateway::GatewayBackend;
 use super::local::LocalBackend;
-use super::main_thread::EndClaim;
 use super::options::{ExecOptions, KernelBanner, KernelOptions};
 use super::outcome::{ErrorInfo, Outcome};
 use super::requests::{inspect, silent_request};
@@ -35,8 +35,6 @@ pub struct Kernel<B: ?Sized = LocalBackend> {
 /// A kernel of whichever executor started it.
 pub type AnyKernel = Kernel<dyn Backend>;
 
-/// How often the CPU counter is read during an execution.
-const CPU_POLL: Duration = Duration::from_millis(50);
 /// What became of an execution, before its outcome is assembled.
 struct Judgement {
     verdict: Verdict,
@@ -246,32 +244,35 @@ impl<B: Backend + ?Sized> Kernel<B> {
         timeout: Duration,
         before: &super::backend::Baseline,
     ) -> Ending {
-        let mut deadline = Deadline {
-            at: deadline_after(timeout),
-            interrupted: false,
-        };
+        let counts_cpu = self.backend.cpu_used_usec(before).is_some();
+        let mut watch = CellWatch::new(Limits::client(self.backend.options(), timeout, counts_cpu));
+        // The CPU time is counted from `before`.
+        watch.on(Event::Requested(sent.msg_id.clone()), Instant::now(), &|| 0);
         let mut death = self.backend.death();
         let mut ending = Ending {
             request: sent.msg_id.clone(),
             ..Ending::default()
         };
-        let cpu_limit_usec = self.backend.cpu_limit().map(|d| d.as_micros() as u64);
         let mut cpu_tick = tokio::time::interval(CPU_POLL);
         cpu_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let (mut iopub_open, mut shell_open) = (true, true);
-        let mut main_tick = tokio::time::interval(super::main_thread::POLL);
+        let mut main_tick = tokio::time::interval(END_POLL);
         main_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut end = EndClaim::default();
 
-        loop {
+        'cell: loop {
             // `quit()` ends the loop instead: its exit is waited for.
             if sent.complete(run)
-                && (run.ask_exit
-                    || end.believed(self.backend.main_thread_idle(&sent.msg_id, before)))
+                && (run.ask_exit || {
+                    let idle = self.backend.main_thread_idle(&sent.msg_id, before);
+                    end.look(idle, Instant::now()) == End::Believed
+                })
             {
                 break;
             }
             let mut dropped = false;
+            let mut event = None;
+            let wake = watch.next_wake().map(tokio::time::Instant::from_std);
             let channels = self.backend.channels();
             // Biased, timers before messages: a flood of output must not
             // starve the deadline.
@@ -281,25 +282,9 @@ impl<B: Backend + ?Sized> Kernel<B> {
                     ending.died = true;
                     break;
                 }
-                _ = cpu_tick.tick(), if cpu_limit_usec.is_some() && run.reason.is_none() => {
-                    let used = self.backend.cpu_used_usec(before);
-                    if cpu_limit_usec.is_some_and(|limit| used > limit) {
-                        run.reason = Some(crate::sandbox::HarnessReason::TimeoutCpu);
-                        self.interrupt_for_limit(&mut deadline).await;
-                    }
-                }
-                _ = sleep_until(deadline.at) => {
-                    if deadline.interrupted {
-                        tracing::info!(
-                            kernel = %self.backend.id(),
-                            grace_ms = self.backend.options().interrupt_grace.as_millis() as u64,
-                            "the cell outlived its interrupt; stopping the kernel"
-                        );
-                        ending.decide_kill();
-                        break;
-                    }
-                    run.reason.get_or_insert(crate::sandbox::HarnessReason::TimeoutWall);
-                    self.interrupt_for_limit(&mut deadline).await;
+                _ = cpu_tick.tick(), if watch.watches_cpu() => event = Some(Event::CpuTick),
+                _ = sleep_until(wake.unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {
+                    event = Some(Event::Tick);
                 }
                 // Before IOPub: a dropped message's report must not lose
                 // to the idle behind it.
@@ -353,12 +338,20 @@ impl<B: Backend + ?Sized> Kernel<B> {
             }
             // Output a server dropped went past the output it lets
             // through: the same limit as retrace's own cap.
-            if (run.capture.exceeded() || ending.output_dropped) && run.reason.is_none() {
-                run.reason = Some(crate::sandbox::HarnessReason::OutputLimit);
-                self.interrupt_for_limit(&mut deadline).await;
+            let over =
+                (run.capture.exceeded() || ending.output_dropped).then_some(Event::OverCap(None));
+            for event in event.into_iter().chain(over) {
+                let backend = &self.backend;
+                let actions = watch.on(event, Instant::now(), &|| {
+                    backend.cpu_used_usec(before).unwrap_or_default()
+                });
+                if self.carry_out(actions, run).await {
+                    ending.decide_kill();
+                    break 'cell;
+                }
             }
         }
-        ending.end_forged = end.forged();
+        ending.end_forged = end.forged(Instant::now());
         // Output the cell's threads print from now on is not this cell's
         // (nor any later cell's): the reader drops it as it arrives.
         self.backend.channels().unwatch_iopub();
@@ -366,15 +359,30 @@ impl<B: Backend + ?Sized> Kernel<B> {
         ending
     }
 
-    /// A limit was hit: interrupt the cell and give it `interrupt_grace` to
-    /// stop before the kernel is stopped.
-    async fn interrupt_for_limit(&mut self, deadline: &mut Deadline) {
-        tracing::info!(kernel = %self.backend.id(), "limit reached; interrupting the cell");
-        deadline.interrupted = true;
-        deadline.at = tokio::time::Instant::now() + self.backend.options().interrupt_grace;
-        if let Err(e) = self.backend.interrupt().await {
-            tracing::warn!(kernel = %self.backend.id(), error = %e, "the interrupt did not go out");
+    /// What the watch decided: a limit's interrupt (the first limit is the
+    /// cell's reason), or, for a cell that outlived it, `true`: the kernel
+    /// is to be stopped.
+    async fn carry_out(&mut self, actions: Vec<Action>, run: &mut Run) -> bool {
+        for action in actions {
+            match action {
+                Action::Interrupt { limit, .. } => {
+                    run.reason.get_or_insert(limit.reason());
+                    tracing::info!(kernel = %self.backend.id(), "limit reached; interrupting the cell");
+                    if let Err(e) = self.backend.interrupt().await {
+                        tracing::warn!(kernel = %self.backend.id(), error = %e, "the interrupt did not go out");
+                    }
+                }
+                Action::Kill { .. } => {
+                    tracing::info!(
+                        kernel = %self.backend.id(),
+                        grace_ms = self.backend.options().interrupt_grace.as_millis() as u64,
+                        "the cell outlived its interrupt; stopping the kernel"
+                    );
+                    return true;
+                }
+            }
         }
+        false
     }
 
     /// `quit()` / `exit()`: the kernel stops its loop just after the reply;
@@ -412,8 +420,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
         ending: &mut Ending,
         before: &super::backend::Baseline,
     ) -> Judgement {
-        let mut evidence = self.backend.evidence_before_stop(before);
-        let mut kill = self.backend.own_kill(before);
+        let (mut evidence, mut kill) = self.backend.before_stop(before);
         let mut stop_error = None;
         if ending.kill_needed {
             let stopped = self.backend.stop(ending.kill_decided).await;
@@ -425,9 +432,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
             kill = stopped.report;
             stop_error = stopped.error;
         }
-        if ending.state_lost() {
-            evidence.exit = self.backend.exit(run.ask_exit, ending);
-        }
+        ending.asked_exit = run.ask_exit;
         evidence.harness_reason = run.reason;
         self.backend
             .evidence_after(&mut evidence, before, ending)
@@ -497,7 +502,8 @@ impl<B: Backend + ?Sized> Kernel<B> {
             truncated,
             ..
         } = judged;
-        flags.extend(self.backend.flags());
+        let marks = self.backend.marks();
+        flags.extend(marks.flags);
         if ending.end_forged {
             flags.push(Flag::ForgedEnd);
         }
@@ -519,10 +525,10 @@ impl<B: Backend + ?Sized> Kernel<B> {
         outcome.kill_method = kill.map(|k| k.method);
         outcome.exit = exit;
         outcome.memory_peak_bytes = memory_peak_bytes;
-        outcome.kernel_uid = self.backend.kernel_uid();
+        outcome.kernel_uid = marks.kernel_uid;
         outcome.fired = fired;
         outcome.suggested = suggested;
-        outcome.enforcement = Some(self.backend.enforcement());
+        outcome.enforcement = Some(marks.enforcement);
         outcome
     }
 
@@ -550,7 +556,12 @@ impl<B: Backend + ?Sized> Kernel<B> {
     /// Local kernels only: a gateway's cannot see this machine's package
     /// store.
     pub async fn add_import_paths(&mut self, dirs: &[PathBuf]) -> Result<(), KernelError> {
-        self.backend.sees_local_paths()?;
+        // Only a local kernel sees this machine's directories.
+        if self.backend.as_local().is_none() {
+            return Err(KernelError::LocalOnly(
+                "a gateway's kernels cannot import from this machine's package store",
+            ));
+        }
         if dirs.is_empty() {
             return Ok(());
         }

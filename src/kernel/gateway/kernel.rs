@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::super::backend::{Backend, Baseline, Ending, Failure, Stopped};
+use super::super::backend::{Backend, Baseline, Ending, Failure, Marks, Stopped};
 use super::super::client::{is_server_status, Channels};
 use super::super::execution::ms;
 use super::super::host_evidence::Moment;
@@ -492,15 +492,14 @@ impl Backend for GatewayBackend {
     }
 
     /// The gateway tells no exit status: only that the process ended.
-    fn exit(&self, asked_exit: bool, ending: &Ending) -> Option<ExitInfo> {
-        (ending.died || asked_exit).then_some(ExitInfo {
-            code: None,
-            signal: None,
-            signal_name: None,
-        })
-    }
-
     async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
+        if ending.state_lost() {
+            evidence.exit = (ending.died || ending.asked_exit).then_some(ExitInfo {
+                code: None,
+                signal: None,
+                signal_name: None,
+            });
+        }
         if self.gateway.info.retrace_launcher && self.host.fill(evidence, since, ending).await {
             return;
         }
@@ -551,21 +550,19 @@ impl Backend for GatewayBackend {
     }
 
     /// A launcher that reports no uid did not confine the kernel.
-    fn flags(&self) -> Vec<Flag> {
-        match self.host_reading() {
-            Some(reading) if reading.kernel_uid.is_none() => vec![Flag::Unconfined],
-            _ => Vec::new(),
-        }
-    }
-
-    fn kernel_uid(&self) -> Option<u32> {
-        self.host_reading().and_then(|r| r.kernel_uid)
-    }
-
-    fn enforcement(&self) -> Enforcement {
-        match self.host_reading() {
-            Some(reading) if reading.kernel_uid.is_some() => Enforcement::gateway_confined(),
-            _ => Enforcement::gateway(),
+    fn marks(&self) -> Marks {
+        let reading = self.host_reading();
+        let kernel_uid = reading.as_ref().and_then(|r| r.kernel_uid);
+        Marks {
+            flags: match reading {
+                Some(_) if kernel_uid.is_none() => vec![Flag::Unconfined],
+                _ => Vec::new(),
+            },
+            kernel_uid,
+            enforcement: match kernel_uid {
+                Some(_) => Enforcement::gateway_confined(),
+                None => Enforcement::gateway(),
+            },
         }
     }
 

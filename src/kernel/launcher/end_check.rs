@@ -7,9 +7,12 @@
 //! relay holds the reading until the main thread is back (or long enough
 //! to call the end forged), and the reading says which.
 
+use std::time::Instant;
+
 use futures_util::future::BoxFuture;
 
-use super::super::main_thread::{MainThread, FORGED_AFTER, POLL, SETTLE};
+use super::super::cell_watch::{End, EndClaim, END_POLL};
+use super::super::main_thread::MainThread;
 
 pub struct EndCheck {
     main: MainThread,
@@ -26,24 +29,15 @@ impl EndCheck {
         self.main.runs()
     }
 
-    /// Resolves once the main thread has been back in its loop's wait, having
-    /// run since the request went in (`runs` then), for a moment, or once
-    /// the end has taken long enough to be forged.
+    /// Resolves once the end is believed or forged (see [`EndClaim`]),
+    /// the main thread looked at every [`END_POLL`]; its runs are counted
+    /// from the request's (`runs`).
     pub fn settled(&self, runs: Option<u64>) -> BoxFuture<'static, ()> {
         let main = self.main.clone();
         Box::pin(async move {
-            let deadline = tokio::time::Instant::now() + FORGED_AFTER;
-            let mut back_since = None;
-            while tokio::time::Instant::now() < deadline {
-                if main.idle_since(runs) {
-                    let since = *back_since.get_or_insert_with(tokio::time::Instant::now);
-                    if since.elapsed() >= SETTLE {
-                        return;
-                    }
-                } else {
-                    back_since = None;
-                }
-                tokio::time::sleep(POLL).await;
+            let mut claim = EndClaim::default();
+            while claim.look(Some(main.idle_since(runs)), Instant::now()) == End::Pending {
+                tokio::time::sleep(END_POLL).await;
             }
         })
     }

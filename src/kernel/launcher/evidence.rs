@@ -21,11 +21,11 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::super::cell_watch::Event as CellEvent;
 use super::super::host_evidence::{this_host, HostEvidence, HostStops, Moment, MSG_TYPE};
 use super::super::local::ExitWatch;
 use super::super::main_thread::MainThread;
 use super::super::wire_tap::{zmtp_message, Seen, Tap, DELIMITER};
-use super::cell_guard::CellEvent;
 use super::end_check::EndCheck;
 use super::seen_once::SeenOnce;
 use super::LauncherError;

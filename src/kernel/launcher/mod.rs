@@ -28,6 +28,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use super::cell_watch::{Event as CellEvent, Limits};
 use super::host_evidence::HostStops;
 use super::local::HostWatch;
 use super::options::KernelOptions;
@@ -35,7 +36,7 @@ use super::wire_cap::{Oversize, Relay, Taps};
 use super::wire_tap::Tap;
 use super::{Kernel, KernelError};
 use crate::sandbox::{Counters, ExitInfo};
-use cell_guard::{CellEvent, CellGuard, CellLimits, GuardCounts};
+use cell_guard::{CellGuard, GuardCounts};
 use evidence::{EvidenceTap, JailReading, RequestTap};
 pub use ports::PortRange;
 use request::Request;
@@ -118,7 +119,7 @@ pub async fn serve(
     options: &KernelOptions,
     request: &LaunchRequest,
 ) -> Result<HostReport, LauncherError> {
-    let served = Served::open(&kernel, CellLimits::of(options), request).await;
+    let served = Served::open(&kernel, Limits::host(options), request).await;
     let served = match served {
         Ok(served) => served,
         Err(e) => {
@@ -157,7 +158,7 @@ impl Served {
     /// Binds the ports, starts the relays and tells the gateway.
     async fn open(
         kernel: &Kernel,
-        limits: CellLimits,
+        limits: Limits,
         request: &LaunchRequest,
     ) -> Result<Served, LauncherError> {
         let info = kernel.connection();
@@ -348,7 +349,7 @@ fn count_oversize(
                 continue;
             }
             counting.fetch_add(1, Ordering::SeqCst);
-            let _ = cells.send(CellEvent::Emptied(report.parent));
+            let _ = cells.send(CellEvent::OverCap(report.parent));
         }
     });
     count
