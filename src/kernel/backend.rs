@@ -4,7 +4,7 @@
 //! evidence there is. The local backend has a process, a jail and the kill
 //! ladder; a gateway backend has the gateway's REST API and its status
 //! messages. A backend whose launcher reports host evidence (Enterprise
-//! Gateway's remote hosts) fills it in through [`Backend::evidence_after`].
+//! Gateway's remote hosts) fills it in through [`Witness::evidence_after`].
 
 use std::time::Instant;
 
@@ -30,11 +30,10 @@ pub struct Baseline {
     /// How often the kernel's main thread had been scheduled, when the
     /// backend sees it.
     pub main_thread_runs: Option<u64>,
-    /// Kernels the lock watchdog killed so far (on this machine, or on a
-    /// gateway kernel's host).
-    pub lock_kills: u64,
-    /// What a gateway kernel's host decided itself so far.
-    pub host_stops: HostStops,
+    /// What the host decided itself so far: the lock watchdog's kills (on
+    /// this machine, or on a gateway kernel's host), and a gateway kernel
+    /// host's stops of cells.
+    pub stops: HostStops,
     /// Readings of the kernel's host that had arrived (a gateway kernel
     /// retrace's launcher reports on).
     pub host_readings: u64,
@@ -120,10 +119,12 @@ pub struct Stopped {
     pub error: Option<KernelError>,
 }
 
-/// One place kernels run. Every method is one real difference between
-/// backends; the state machine around them is written once.
+/// One place kernels run: its transport and its lifecycle. Every method
+/// is one real difference between backends; the state machine around them
+/// is written once. What a backend reads of its kernel around each cell is
+/// its [`Witness`].
 #[async_trait::async_trait]
-pub trait Backend: Send {
+pub trait Backend: Witness + Send {
     /// The kernel's id: retrace's own, or the gateway's.
     fn id(&self) -> &str;
     fn banner(&self) -> &KernelBanner;
@@ -140,6 +141,49 @@ pub trait Backend: Send {
     /// again. `Ok(true)` when its state was lost on the way.
     async fn ready(&mut self) -> Result<bool, KernelError>;
 
+    /// Resolves when the kernel's process has ended, as far as this
+    /// backend sees it itself (a gateway's says so on IOPub instead).
+    /// Owned, so the collecting loop can wait on it beside the channels.
+    fn death(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
+
+    async fn interrupt(&mut self) -> Result<(), KernelError>;
+
+    /// A channel's queue closed mid-cell. `Ok(true)`: reopened, passing
+    /// `watched`'s IOPub and the replies to `requests`; `Ok(false)`: not
+    /// reopened (the kernel's end will tell).
+    async fn reopen(&mut self, watched: &str, requests: &[&str]) -> Result<bool, KernelError>;
+
+    /// After `quit()`: whether the kernel's process ended in time.
+    async fn requested_exit(&mut self) -> bool;
+
+    /// After a limit stopped a cell: the output still on its way drained
+    /// before the next cell.
+    async fn drain_after_stop(&mut self) -> Drain {
+        Drain::Done
+    }
+
+    /// Stops a kernel that must go; `decided` is when that was decided.
+    async fn stop(&mut self, decided: Option<Instant>) -> Stopped;
+
+    /// A kernel whose state is gone is replaced (now or before the next
+    /// cell); the error if that failed.
+    async fn replace_after_loss(&mut self, ending: &Ending) -> Option<KernelError>;
+
+    /// A fresh kernel process in place of this one; all variables are lost.
+    async fn restart(&mut self) -> Result<(), KernelError>;
+
+    /// Ends the kernel and leaves nothing behind; `polite` asks it first.
+    async fn close(&mut self, polite: bool);
+}
+
+/// What a backend reads of its kernel around each cell (its evidence), and
+/// what every outcome of it says: the local backend from its process and
+/// jail, a gateway backend from its launcher's host evidence. The state
+/// machine asks the same questions of either, on one path.
+#[async_trait::async_trait]
+pub trait Witness: Send {
     /// The outcome of an execution that did not run, or whose transport
     /// was lost.
     fn not_run(&self, failure: Failure) -> Outcome;
@@ -147,13 +191,6 @@ pub trait Backend: Send {
     /// Read before the cell.
     fn baseline(&self) -> Baseline {
         Baseline::default()
-    }
-
-    /// Resolves when the kernel's process has ended, as far as this
-    /// backend sees it itself (a gateway's says so on IOPub instead).
-    /// Owned, so the collecting loop can wait on it beside the channels.
-    fn death(&self) -> BoxFuture<'static, ()> {
-        Box::pin(std::future::pending())
     }
 
     /// Whether the kernel's main thread is back in its event loop's wait,
@@ -179,31 +216,12 @@ pub trait Backend: Send {
         false
     }
 
-    async fn interrupt(&mut self) -> Result<(), KernelError>;
-
-    /// A channel's queue closed mid-cell. `Ok(true)`: reopened, passing
-    /// `watched`'s IOPub and the replies to `requests`; `Ok(false)`: not
-    /// reopened (the kernel's end will tell).
-    async fn reopen(&mut self, watched: &str, requests: &[&str]) -> Result<bool, KernelError>;
-
-    /// After `quit()`: whether the kernel's process ended in time.
-    async fn requested_exit(&mut self) -> bool;
-
-    /// After a limit stopped a cell: the output still on its way drained
-    /// before the next cell.
-    async fn drain_after_stop(&mut self) -> Drain {
-        Drain::Done
-    }
-
     /// Read before any stop: evidence that goes with the processes (their
     /// namespaces), and a kill the backend decided itself during the
     /// execution (a watchdog's), for the outcome's kill latency.
     fn before_stop(&self, _since: &Baseline) -> (Evidence, Option<KillReport>) {
         (Evidence::default(), None)
     }
-
-    /// Stops a kernel that must go; `decided` is when that was decided.
-    async fn stop(&mut self, decided: Option<Instant>) -> Stopped;
 
     /// Evidence read after any stop: how the kernel's process ended (for
     /// an execution that lost it), the confinement's counters, processes
@@ -216,19 +234,9 @@ pub trait Backend: Send {
         None
     }
 
-    /// A kernel whose state is gone is replaced (now or before the next
-    /// cell); the error if that failed.
-    async fn replace_after_loss(&mut self, ending: &Ending) -> Option<KernelError>;
-
     /// What every outcome of this kernel says of it.
     fn marks(&self) -> Marks;
 
     /// Whether the kernel can be inspected now.
     fn inspectable(&self) -> Result<(), KernelError>;
-
-    /// A fresh kernel process in place of this one; all variables are lost.
-    async fn restart(&mut self) -> Result<(), KernelError>;
-
-    /// Ends the kernel and leaves nothing behind; `polite` asks it first.
-    async fn close(&mut self, polite: bool);
 }

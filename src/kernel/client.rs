@@ -2,7 +2,6 @@
 //! shell replies delivered through queues by reader tasks (a queue receive is
 //! cancel-safe, a socket read inside `select!` might not be).
 
-use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::inbox::{inbox, Inbox, Outbox};
+use super::recent::RecentIds;
 use super::wire_cap::{Oversize, Relay};
 use super::zmq_message;
 use super::KernelError;
@@ -78,32 +78,19 @@ impl IopubWatch {
 /// request passes (a forged one must not hide the genuine one after it);
 /// the oldest ids are forgotten past [`PENDING_KEPT`].
 #[derive(Debug, Default, Clone)]
-struct Pending(Arc<Mutex<PendingIds>>);
-
-#[derive(Debug, Default)]
-struct PendingIds {
-    order: VecDeque<String>,
-    ids: HashSet<String>,
-}
+struct Pending(Arc<Mutex<RecentIds<PENDING_KEPT>>>);
 
 /// Requests remembered per channel (a cell sends two).
 const PENDING_KEPT: usize = 256;
 
 impl Pending {
     fn add(&self, id: &str) {
-        let mut pending = self.0.lock().unwrap();
-        if pending.order.len() == PENDING_KEPT {
-            if let Some(old) = pending.order.pop_front() {
-                pending.ids.remove(&old);
-            }
-        }
-        pending.order.push_back(id.to_string());
-        pending.ids.insert(id.to_string());
+        self.0.lock().unwrap().insert(id);
     }
 
     /// Whether `msg` answers a recent request.
     fn admits(&self, msg: &JupyterMessage) -> bool {
-        parent_id(msg).is_some_and(|parent| self.0.lock().unwrap().ids.contains(parent))
+        parent_id(msg).is_some_and(|parent| self.0.lock().unwrap().contains(parent))
     }
 }
 
@@ -527,6 +514,6 @@ mod tests {
             pending.add(&uuid::Uuid::new_v4().to_string());
         }
         assert!(!pending.admits(&reply));
-        assert_eq!(pending.0.lock().unwrap().ids.len(), PENDING_KEPT);
+        assert_eq!(pending.0.lock().unwrap().len(), PENDING_KEPT);
     }
 }

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{Counters, ExitInfo, HarnessReason, Traces};
+use crate::sandbox::{Counters, Evidence, ExitInfo, HarnessReason, Traces};
 
 /// The message type; its parent is the request the kernel was busy with.
 pub const MSG_TYPE: &str = "retrace_host_evidence";
@@ -118,6 +118,27 @@ impl HostEvidence {
     pub fn launcher_name() -> String {
         format!("retrace {}", env!("CARGO_PKG_VERSION"))
     }
+}
+
+/// Fills a cell's `evidence` from the jail's counters and the host's own
+/// decisions at its `start` and its `end`: the one rule for a local
+/// kernel, whose harness decides, and a gateway kernel, whose host does.
+/// The decisions are the lock watchdog's kill, a cell stopped for its CPU
+/// time or its output, a message past the cap emptied on the host's wire
+/// (a gateway drops what is left of it silently), a stop that needed a
+/// kill.
+pub fn fill_cell(
+    evidence: &mut Evidence,
+    start: (&Counters, &HostStops),
+    end: (&Counters, &HostStops),
+) {
+    evidence.delta = end.0.since(start.0);
+    let (reason, dropped) = end.1.since(start.1);
+    if let Some(reason) = reason {
+        evidence.harness_reason.get_or_insert(reason);
+    }
+    evidence.truncated |= dropped;
+    evidence.killed_by_harness |= end.1.stop_kills > start.1.stop_kills;
 }
 
 /// The host a launcher runs on, as the gateway reached it: the address

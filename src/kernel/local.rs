@@ -13,8 +13,9 @@ use jupyter_protocol::{
     ExecutionState, InterruptRequest, JupyterMessageContent, KernelInfoRequest, ShutdownRequest,
 };
 
-use super::backend::{Backend, Baseline, Drain, Ending, Failure, Marks, Stopped};
+use super::backend::{Backend, Baseline, Drain, Ending, Failure, Marks, Stopped, Witness};
 use super::client::{parent_id, Channels};
+use super::host_evidence::{fill_cell, HostStops};
 use super::layout::{copy_task_files, create_layout, remove_layout, renew_layout};
 use super::lock_watch::LockWatch;
 use super::options::KernelStart;
@@ -25,9 +26,7 @@ use super::spec::KernelSpec;
 use super::start::{blocking, launch, wait_exit};
 use super::zygote::{self, StartPath, Zygote};
 use super::KernelError;
-use crate::sandbox::{
-    Evidence, ExitInfo, Flag, HarnessReason, Jail, KernelLayout, KillReport, Sandbox, Verdict,
-};
+use crate::sandbox::{Evidence, ExitInfo, Flag, Jail, KernelLayout, KillReport, Sandbox, Verdict};
 
 /// Learns how the kernel's process ended, once it has.
 pub(super) type ExitWatch = tokio::sync::watch::Receiver<Option<ExitInfo>>;
@@ -164,6 +163,9 @@ impl LocalBackend {
         &self.start_path
     }
 
+    /// Whether the end of a cell is checked against the kernel's main
+    /// thread as the host sees it (see `main_thread.rs`), not only taken
+    /// from the kernel's messages.
     pub fn sees_main_thread(&self) -> bool {
         self.process.main_thread.is_some()
     }
@@ -177,12 +179,16 @@ impl LocalBackend {
         self.process.exited().is_none()
     }
 
+    /// The kernel's own sockets and key (not the relays retrace's client
+    /// reads through): what a remote gateway is given to reach it.
     pub fn connection(&self) -> &jupyter_protocol::connection_info::ConnectionInfo {
         self.channels
             .kernel_connection()
             .expect("a local kernel's channels reach its own sockets")
     }
 
+    /// What the kernel's jail has counted so far (CPU, memory, processes,
+    /// kills), and how its process ended if it has.
     pub fn host_evidence(&self) -> (crate::sandbox::Counters, Option<ExitInfo>) {
         (self.jail.counters(), self.process.exited())
     }
@@ -235,8 +241,12 @@ impl LocalBackend {
         report
     }
 
-    fn lock_kills(&self) -> u64 {
-        self.lock_watch.as_ref().map_or(0, LockWatch::kills)
+    /// What the harness decided itself so far: the lock watchdog's kills.
+    fn stops(&self) -> HostStops {
+        HostStops {
+            lock_kills: self.lock_watch.as_ref().map_or(0, LockWatch::kills),
+            ..HostStops::default()
+        }
     }
 
     /// Processes beyond those of a fresh kernel. Children that are exiting
@@ -311,31 +321,6 @@ impl Backend for LocalBackend {
         self.restart().await.map(|()| true)
     }
 
-    fn not_run(&self, failure: Failure) -> Outcome {
-        let message = match failure {
-            Failure::NotReady(e) => {
-                format!("the kernel is dead and did not restart: {}", e.full())
-            }
-            Failure::NotSent(e) | Failure::Dropped(e) | Failure::HostLost(e) => e.full(),
-        };
-        Outcome::not_run(Verdict::InternalError, "HarnessError", message)
-    }
-
-    fn baseline(&self) -> Baseline {
-        Baseline {
-            counters: self.jail.counters(),
-            traces: self.jail.traces(),
-            main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
-            lock_kills: self.lock_kills(),
-            ..Baseline::default()
-        }
-    }
-
-    fn main_thread_idle(&self, _request: &str, since: &Baseline) -> Option<bool> {
-        let main = self.process.main_thread.as_ref()?;
-        Some(main.idle_since(since.main_thread_runs))
-    }
-
     fn death(&self) -> BoxFuture<'static, ()> {
         let mut exit = self.process.exit.clone();
         Box::pin(async move {
@@ -345,16 +330,6 @@ impl Backend for LocalBackend {
                 }
             }
         })
-    }
-
-    fn cpu_used_usec(&self, since: &Baseline) -> Option<u64> {
-        Some(self.jail.counters().since(&since.counters).cpu_usage_usec)
-    }
-
-    /// A status saying the kernel is going, with the cell's parent: the
-    /// kernel is killed rather than trusted to go.
-    fn announced_end(&self, ending: &mut Ending) {
-        ending.decide_kill();
     }
 
     async fn interrupt(&mut self) -> Result<(), KernelError> {
@@ -427,48 +402,10 @@ impl Backend for LocalBackend {
         }
     }
 
-    /// The traces, and the lock watchdog's kill, waited for: the kernel's
-    /// death shows once the kill has begun, its report once it has ended.
-    fn before_stop(&self, since: &Baseline) -> (Evidence, Option<KillReport>) {
-        let evidence = Evidence {
-            traces: self.jail.traces().since(&since.traces),
-            ..Evidence::default()
-        };
-        let kill = self.lock_watch.as_ref().and_then(|watch| {
-            drop(blocking(|| watch.hold()));
-            (watch.kills() > since.lock_kills)
-                .then(|| watch.last_kill())
-                .flatten()
-        });
-        (evidence, kill)
-    }
-
     async fn stop(&mut self, decided: Option<Instant>) -> Stopped {
         Stopped {
             report: Some(self.kill_processes(decided).await),
             error: None,
-        }
-    }
-
-    async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
-        if ending.state_lost() {
-            evidence.exit = Some(self.process.exited().unwrap_or_else(|| ExitInfo {
-                code: None,
-                signal: Some(libc::SIGKILL),
-                signal_name: Some("SIGKILL".into()),
-            }));
-        }
-        evidence.delta = self.jail.counters().since(&since.counters);
-        // The watchdog's kill is the harness's own decision; it ends the
-        // cell through the kernel's death, after any reason already given.
-        if self.lock_kills() > since.lock_kills {
-            evidence
-                .harness_reason
-                .get_or_insert(HarnessReason::LockLimit);
-        }
-        if !ending.state_lost() {
-            evidence.leftover_procs = self.leftover_processes().await;
-            evidence.leftover_threads = self.leftover_threads().await;
         }
     }
 
@@ -479,27 +416,6 @@ impl Backend for LocalBackend {
             return None;
         }
         self.restart().await.err()
-    }
-
-    fn marks(&self) -> Marks {
-        Marks {
-            flags: if self.confined {
-                Vec::new()
-            } else {
-                vec![Flag::Unconfined]
-            },
-            kernel_uid: self.jail.uid(),
-            enforcement: Enforcement::local(self.confined),
-        }
-    }
-
-    fn inspectable(&self) -> Result<(), KernelError> {
-        if self.process.exited().is_some() {
-            return Err(KernelError::Protocol(
-                "the kernel is dead; there is no state to inspect".into(),
-            ));
-        }
-        Ok(())
     }
 
     /// Kills the kernel's processes and starts a fresh kernel in the same
@@ -564,6 +480,99 @@ impl Backend for LocalBackend {
         self.kill_processes(None).await;
         let _ = self.jail.release();
         remove_layout(&self.spec, &self.layout);
+    }
+}
+
+#[async_trait::async_trait]
+impl Witness for LocalBackend {
+    fn not_run(&self, failure: Failure) -> Outcome {
+        let message = match failure {
+            Failure::NotReady(e) => {
+                format!("the kernel is dead and did not restart: {}", e.full())
+            }
+            Failure::NotSent(e) | Failure::Dropped(e) | Failure::HostLost(e) => e.full(),
+        };
+        Outcome::not_run(Verdict::InternalError, "HarnessError", message)
+    }
+
+    fn baseline(&self) -> Baseline {
+        Baseline {
+            counters: self.jail.counters(),
+            traces: self.jail.traces(),
+            main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
+            stops: self.stops(),
+            ..Baseline::default()
+        }
+    }
+
+    fn main_thread_idle(&self, _request: &str, since: &Baseline) -> Option<bool> {
+        let main = self.process.main_thread.as_ref()?;
+        Some(main.idle_since(since.main_thread_runs))
+    }
+
+    fn cpu_used_usec(&self, since: &Baseline) -> Option<u64> {
+        Some(self.jail.counters().since(&since.counters).cpu_usage_usec)
+    }
+
+    /// A status saying the kernel is going, with the cell's parent: the
+    /// kernel is killed rather than trusted to go.
+    fn announced_end(&self, ending: &mut Ending) {
+        ending.decide_kill();
+    }
+
+    /// The traces, and the lock watchdog's kill, waited for: the kernel's
+    /// death shows once the kill has begun, its report once it has ended.
+    fn before_stop(&self, since: &Baseline) -> (Evidence, Option<KillReport>) {
+        let evidence = Evidence {
+            traces: self.jail.traces().since(&since.traces),
+            ..Evidence::default()
+        };
+        let kill = self.lock_watch.as_ref().and_then(|watch| {
+            drop(blocking(|| watch.hold()));
+            (watch.kills() > since.stops.lock_kills)
+                .then(|| watch.last_kill())
+                .flatten()
+        });
+        (evidence, kill)
+    }
+
+    async fn evidence_after(&mut self, evidence: &mut Evidence, since: &Baseline, ending: &Ending) {
+        if ending.state_lost() {
+            evidence.exit = Some(self.process.exited().unwrap_or_else(|| ExitInfo {
+                code: None,
+                signal: Some(libc::SIGKILL),
+                signal_name: Some("SIGKILL".into()),
+            }));
+        }
+        // The watchdog's kill is the harness's own decision; it ends the
+        // cell through the kernel's death, after any reason already given.
+        let end = (&self.jail.counters(), &self.stops());
+        fill_cell(evidence, (&since.counters, &since.stops), end);
+        if !ending.state_lost() {
+            evidence.leftover_procs = self.leftover_processes().await;
+            evidence.leftover_threads = self.leftover_threads().await;
+        }
+    }
+
+    fn marks(&self) -> Marks {
+        Marks {
+            flags: if self.confined {
+                Vec::new()
+            } else {
+                vec![Flag::Unconfined]
+            },
+            kernel_uid: self.jail.uid(),
+            enforcement: Enforcement::local(self.confined),
+        }
+    }
+
+    fn inspectable(&self) -> Result<(), KernelError> {
+        if self.process.exited().is_some() {
+            return Err(KernelError::Protocol(
+                "the kernel is dead; there is no state to inspect".into(),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -12,7 +12,11 @@
 //! sleeping or computing main thread look idle.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+
+use super::cell_watch::{End, EndClaim, END_POLL};
 
 /// How long a kernel that just answered may take to settle into its loop
 /// before the harness gives up learning where it waits.
@@ -125,6 +129,19 @@ impl MainThread {
             _ => true,
         };
         woke && read_blocked(&self.task) == Some(self.idle)
+    }
+
+    /// Resolves once a cell's end is believed or forged (see
+    /// [`EndClaim`]), the main thread looked at every [`END_POLL`]; its
+    /// runs are counted from the cell's request (`runs`).
+    pub(super) fn settled(&self, runs: Option<u64>) -> BoxFuture<'static, ()> {
+        let main = self.clone();
+        Box::pin(async move {
+            let mut claim = EndClaim::default();
+            while claim.look(Some(main.idle_since(runs)), Instant::now()) == End::Pending {
+                tokio::time::sleep(END_POLL).await;
+            }
+        })
     }
 }
 

@@ -33,6 +33,7 @@ mod probe;
 mod process;
 #[cfg(test)]
 mod props;
+mod recent;
 mod requests;
 mod session;
 mod spec;
@@ -42,6 +43,7 @@ mod text;
 mod wire_cap;
 mod wire_tap;
 mod zmq_message;
+mod zmtp;
 pub mod zygote;
 
 pub use artifact::is_image as is_image_artifact;

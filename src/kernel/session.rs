@@ -65,66 +65,19 @@ impl Kernel<LocalBackend> {
             .map(Kernel::new)
     }
 
-    pub fn pid(&self) -> i32 {
-        self.backend.pid()
-    }
-
-    pub fn layout(&self) -> &crate::sandbox::KernelLayout {
-        self.backend.layout()
-    }
-
-    /// How the running kernel process was started (the last restart's).
-    pub fn start_path(&self) -> &super::zygote::StartPath {
-        self.backend.start_path()
-    }
-
-    /// Processes of this kernel that are alive right now.
-    pub fn live_processes(&self) -> Vec<i32> {
-        self.backend.live_processes()
-    }
-
-    /// Whether the end of a cell is checked against the kernel's main
-    /// thread as the host sees it (see `main_thread.rs`), not only taken
-    /// from the kernel's messages.
-    pub fn sees_main_thread(&self) -> bool {
-        self.backend.sees_main_thread()
-    }
-
-    pub fn is_alive(&self) -> bool {
-        self.backend.is_alive()
-    }
-
     /// Resolves when the kernel's process has exited.
     pub fn died(&self) -> futures_util::future::BoxFuture<'static, ()> {
         self.backend.death()
     }
+}
 
-    /// The kernel's own sockets and key (not the relays retrace's client
-    /// reads through): what a remote gateway is given to reach it.
-    pub fn connection(&self) -> &jupyter_protocol::connection_info::ConnectionInfo {
-        self.backend.connection()
-    }
+/// What only a local kernel has (its process, its jail, how it started)
+/// is its backend's.
+impl std::ops::Deref for Kernel<LocalBackend> {
+    type Target = LocalBackend;
 
-    /// The largest message the kernel may send before the relays empty it.
-    pub fn max_message(&self) -> u64 {
-        self.backend.max_message()
-    }
-
-    /// The uid the kernel runs as (`None` unconfined).
-    pub fn uid(&self) -> Option<u32> {
-        self.backend.uid()
-    }
-
-    /// The kernel's jail and its process's end, read by the launcher's
-    /// host evidence while the kernel runs.
-    pub(super) fn host_watch(&self) -> super::local::HostWatch {
-        self.backend.host_watch()
-    }
-
-    /// What the kernel's jail has counted so far (CPU, memory, processes,
-    /// kills), and how its process ended if it has.
-    pub fn host_evidence(&self) -> (crate::sandbox::Counters, Option<ExitInfo>) {
-        self.backend.host_evidence()
+    fn deref(&self) -> &LocalBackend {
+        &self.backend
     }
 }
 

@@ -24,7 +24,8 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::wire_tap::{frame_header, Framed, Seen, Tap, COMMAND, DELIMITER, LONG, MORE};
+use super::wire_tap::{Seen, Tap};
+use super::zmtp::{frame_header, read_frame_header, Framed, COMMAND, DELIMITER, GREETING, MORE};
 /// Frames up to this size are read whole (to find the delimiter and the
 /// parent header); larger ones are streamed through.
 const SMALL_FRAME: u64 = 64 * 1024;
@@ -447,7 +448,7 @@ where
     // The 64-byte greeting goes on as it comes: libzmq sends its signature
     // and waits for the peer's before it sends the rest, and a libzmq
     // client (a gateway's) waits likewise.
-    let mut greeting = [0u8; 64];
+    let mut greeting = [0u8; GREETING as usize];
     let mut passed = 0;
     while passed < greeting.len() {
         let n = from.read(&mut greeting[passed..]).await?;
@@ -467,12 +468,7 @@ where
     let whole = tap.is_some();
     let mut held: Vec<u8> = Vec::new();
     loop {
-        let flags = from.read_u8().await?;
-        let len = if flags & LONG != 0 {
-            from.read_u64().await?
-        } else {
-            u64::from(from.read_u8().await?)
-        };
+        let (flags, len) = read_frame_header(&mut from).await?;
         let command = flags & COMMAND != 0;
         if command {
             if len > SMALL_FRAME {

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::kernel::zmtp::{parse_frame, push_frame};
 
 /// One frame as generated: flags (without LONG, which follows from the
 /// length) and body.
@@ -32,13 +33,7 @@ fn encode(frames: &[Frame]) -> Vec<u8> {
     let mut out = vec![0xffu8; 64];
     for f in frames {
         let flags = u8::from(f.more) | if f.command { COMMAND } else { 0 };
-        if f.body.len() > 255 {
-            out.push(flags | LONG);
-            out.extend_from_slice(&(f.body.len() as u64).to_be_bytes());
-        } else {
-            out.extend_from_slice(&[flags, f.body.len() as u8]);
-        }
-        out.extend_from_slice(&f.body);
+        push_frame(&mut out, flags, &f.body);
     }
     out
 }
@@ -48,22 +43,9 @@ fn encode(frames: &[Frame]) -> Vec<u8> {
 fn decode(stream: &[u8]) -> Vec<(u8, u64)> {
     let mut frames = Vec::new();
     let mut at = 64;
-    while at + 2 <= stream.len() {
-        let flags = stream[at];
-        let (len, header) = if flags & LONG != 0 {
-            let Some(bytes) = stream.get(at + 1..at + 9) else {
-                break;
-            };
-            (u64::from_be_bytes(bytes.try_into().unwrap()), 9)
-        } else {
-            (u64::from(stream[at + 1]), 2)
-        };
-        let end = at as u64 + header + len;
-        if end > stream.len() as u64 {
-            break;
-        }
-        frames.push((flags, len));
-        at = end as usize;
+    while let Some((flags, body, used)) = parse_frame(&stream[at..]) {
+        frames.push((flags, body.len() as u64));
+        at += used;
     }
     frames
 }

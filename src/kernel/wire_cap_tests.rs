@@ -3,16 +3,10 @@
 //! reported with what their headers say.
 
 use super::*;
+use crate::kernel::zmtp::{push_frame, LONG};
 
 fn frame(out: &mut Vec<u8>, body: &[u8], more: bool) {
-    let flags = u8::from(more);
-    if body.len() > 255 {
-        out.push(flags | LONG);
-        out.extend_from_slice(&(body.len() as u64).to_be_bytes());
-    } else {
-        out.extend_from_slice(&[flags, body.len() as u8]);
-    }
-    out.extend_from_slice(body);
+    push_frame(out, u8::from(more), body);
 }
 
 /// A message's frames up to its parent header.

@@ -15,11 +15,11 @@
 
 mod end_claim;
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::capture::OutputCap;
 use super::options::KernelOptions;
+use super::recent::Recent;
 use crate::sandbox::HarnessReason;
 pub use end_claim::{End, EndClaim, END_POLL};
 
@@ -152,7 +152,7 @@ pub struct CellWatch {
     /// The cell the kernel is running.
     running: Option<Cell>,
     /// Requests that went in after it, in order.
-    waiting: VecDeque<String>,
+    waiting: Recent<(), WAITING_KEPT>,
 }
 
 impl CellWatch {
@@ -160,7 +160,7 @@ impl CellWatch {
         CellWatch {
             limits,
             running: None,
-            waiting: VecDeque::new(),
+            waiting: Recent::default(),
         }
     }
 
@@ -169,10 +169,7 @@ impl CellWatch {
     pub fn on(&mut self, event: Event, now: Instant, cpu_usec: &dyn Fn() -> u64) -> Vec<Action> {
         match event {
             Event::Requested(request) => {
-                if self.waiting.len() == WAITING_KEPT {
-                    self.waiting.pop_front();
-                }
-                self.waiting.push_back(request);
+                self.waiting.push(request, ());
                 self.start_next(now, cpu_usec);
             }
             Event::Busy(request) => {
@@ -281,15 +278,13 @@ impl CellWatch {
     /// (included) when it is one of them; only the running cell otherwise.
     fn end_until(&mut self, request: &str) {
         self.running = None;
-        if let Some(at) = self.waiting.iter().position(|r| r == request) {
-            self.waiting.drain(..=at);
-        }
+        self.waiting.drain_through(request);
     }
 
     /// With no cell running, the first waiting request's cell starts now.
     fn start_next(&mut self, now: Instant, cpu_usec: &dyn Fn() -> u64) {
         if self.running.is_none() {
-            if let Some(request) = self.waiting.pop_front() {
+            if let Some((request, ())) = self.waiting.pop_front() {
                 self.running = Some(self.cell(request, now, cpu_usec));
             }
         }

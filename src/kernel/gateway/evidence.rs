@@ -3,7 +3,7 @@
 //! it arrives, whatever request is being watched, and kept by the request
 //! it answers until the backend judges that request.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +12,8 @@ use tokio::sync::Notify;
 
 use super::super::backend::{Baseline, Ending};
 use super::super::client::parent_id;
-use super::super::host_evidence::{HostEvidence, Moment, MSG_TYPE};
+use super::super::host_evidence::{fill_cell, HostEvidence, Moment, MSG_TYPE};
+use super::super::recent::Recent;
 use crate::sandbox::Evidence;
 
 /// Readings kept: a cell's two and those of the silent requests around it.
@@ -61,9 +62,10 @@ impl HostTally {
     }
 }
 
+/// Readings by the msg_id of the request they answer (empty for none).
 #[derive(Default)]
 struct Readings {
-    kept: VecDeque<Reading>,
+    kept: Recent<Reading, KEPT>,
     /// Readings that arrived so far.
     count: u64,
 }
@@ -71,8 +73,6 @@ struct Readings {
 struct Reading {
     /// Readings that had arrived before it.
     seq: u64,
-    /// msg_id of the request it answers.
-    parent: Option<String>,
     evidence: HostEvidence,
 }
 
@@ -107,16 +107,10 @@ impl EvidenceLog {
             Ok(evidence) => {
                 self.hosts.saw(&evidence);
                 let mut readings = self.readings.lock().unwrap();
-                if readings.kept.len() == KEPT {
-                    readings.kept.pop_front();
-                }
                 let seq = readings.count;
                 readings.count += 1;
-                readings.kept.push_back(Reading {
-                    seq,
-                    parent: parent_id(msg).map(str::to_string),
-                    evidence,
-                });
+                let parent = parent_id(msg).unwrap_or_default().to_string();
+                readings.kept.push(parent, Reading { seq, evidence });
                 drop(readings);
                 self.arrived.notify_waiters();
             }
@@ -128,7 +122,7 @@ impl EvidenceLog {
     /// The newest reading, whatever it answers.
     pub fn latest(&self) -> Option<HostEvidence> {
         let readings = self.readings.lock().unwrap();
-        readings.kept.back().map(|r| r.evidence.clone())
+        readings.kept.last().map(|r| r.evidence.clone())
     }
 
     /// Whether the host saw the kernel's main thread back in its loop after
@@ -136,14 +130,15 @@ impl EvidenceLog {
     /// thread, `Some(false)` until its reading after the end arrives.
     pub fn main_thread_back(&self, request: &str) -> Option<bool> {
         let readings = self.readings.lock().unwrap();
-        if !readings.kept.back()?.evidence.sees_main_thread {
+        if !readings.kept.last()?.evidence.sees_main_thread {
             return None;
         }
-        let end =
-            readings.kept.iter().rev().find(|r| {
-                r.evidence.moment == Moment::Idle && r.parent.as_deref() == Some(request)
-            });
-        Some(end.is_some_and(|r| r.evidence.main_thread_back != Some(false)))
+        let end = readings
+            .kept
+            .iter()
+            .rev()
+            .find(|(parent, r)| r.evidence.moment == Moment::Idle && *parent == request);
+        Some(end.is_some_and(|(_, r)| r.evidence.main_thread_back != Some(false)))
     }
 
     /// Resolves once a reading of the kernel's death arrives among those
@@ -152,13 +147,8 @@ impl EvidenceLog {
         loop {
             // Registered before the look, so nothing arriving between is missed.
             let arrived = self.arrived.notified();
-            let dead = {
-                let readings = self.readings.lock().unwrap();
-                readings
-                    .kept
-                    .iter()
-                    .any(|r| r.seq >= since && r.evidence.moment == Moment::Dead)
-            };
+            let dead = (self.readings.lock().unwrap().kept.iter())
+                .any(|(_, r)| r.seq >= since && r.evidence.moment == Moment::Dead);
             if dead {
                 return;
             }
@@ -212,21 +202,12 @@ impl EvidenceLog {
         let start = around.start.unwrap_or_else(|| HostEvidence {
             counters: since.counters,
             traces: since.traces,
-            stops: since.host_stops,
+            stops: since.stops,
             ..end.clone()
         });
-        evidence.delta = end.counters.since(&start.counters);
         evidence.traces = end.traces.since(&start.traces);
-        // The host's own decisions, as a local kernel's harness takes them:
-        // the lock watchdog's kill, a cell stopped for its CPU time or its
-        // output, a message past the cap emptied on the host's wire (the
-        // gateway drops what is left of it silently).
-        let (reason, dropped) = end.stops.since(&start.stops);
-        if let Some(reason) = reason {
-            evidence.harness_reason.get_or_insert(reason);
-        }
-        evidence.truncated |= dropped;
-        evidence.killed_by_harness |= end.stops.stop_kills > start.stops.stop_kills;
+        let start = (&start.counters, &start.stops);
+        fill_cell(evidence, start, (&end.counters, &end.stops));
         // Threads an interrupted cell left behind make the kernel
         // untrustworthy, as on a local kernel.
         if !ending.state_lost() {
@@ -242,8 +223,8 @@ impl EvidenceLog {
         let readings = self.readings.lock().unwrap();
         let mut around = Around::default();
         let mut death = None;
-        for r in readings.kept.iter().filter(|r| r.seq >= since) {
-            let answers = r.parent.as_deref() == Some(request);
+        for (parent, r) in readings.kept.iter().filter(|(_, r)| r.seq >= since) {
+            let answers = parent == request;
             match r.evidence.moment {
                 Moment::Busy if answers => {
                     around.start.get_or_insert_with(|| r.evidence.clone());

@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::super::backend::{Backend, Baseline, Ending, Failure, Marks, Stopped};
+use super::super::backend::{Backend, Baseline, Ending, Failure, Marks, Stopped, Witness};
 use super::super::client::{is_server_status, Channels};
 use super::super::execution::ms;
 use super::super::host_evidence::Moment;
@@ -397,25 +397,6 @@ impl Backend for GatewayBackend {
         self.make_ready().await
     }
 
-    /// The host's latest reading, when retrace's launcher reports one: the
-    /// start of a cell whose own first reading does not arrive.
-    fn baseline(&self) -> Baseline {
-        let host_readings = self.host.count();
-        match self.host_reading() {
-            Some(reading) => Baseline {
-                counters: reading.counters,
-                traces: reading.traces,
-                host_stops: reading.stops,
-                host_readings,
-                ..Baseline::default()
-            },
-            None => Baseline {
-                host_readings,
-                ..Baseline::default()
-            },
-        }
-    }
-
     /// A kernel of retrace's launcher: its host's reading of its death,
     /// which comes at once (the gateway notices a launcher's end only at
     /// its next poll, seconds later).
@@ -426,6 +407,76 @@ impl Backend for GatewayBackend {
         let host = self.host.clone();
         let since = host.count();
         Box::pin(async move { host.death_after(since).await })
+    }
+
+    async fn interrupt(&mut self) -> Result<(), KernelError> {
+        self.rest_interrupt().await
+    }
+
+    /// The websocket dropped: reopened with the same session, watching
+    /// what the lost one watched.
+    async fn reopen(&mut self, watched: &str, requests: &[&str]) -> Result<bool, KernelError> {
+        self.reconnect(watched, requests).await.map(|()| true)
+    }
+
+    /// `quit()`: the process ends after its reply; the gateway says so
+    /// when its restarter notices.
+    async fn requested_exit(&mut self) -> bool {
+        self.wait_for_server_status(QUIT_SETTLE).await
+    }
+
+    /// A restart through the gateway.
+    async fn stop(&mut self, _decided: Option<Instant>) -> Stopped {
+        Stopped {
+            report: None,
+            error: self.rest_restart().await.err(),
+        }
+    }
+
+    /// The gateway replaced a dead kernel's process itself: retrace's
+    /// setup runs in the new one before the next cell.
+    async fn replace_after_loss(&mut self, ending: &Ending) -> Option<KernelError> {
+        if ending.died {
+            self.needs_setup = true;
+        }
+        None
+    }
+
+    async fn restart(&mut self) -> Result<(), KernelError> {
+        self.rest_restart().await
+    }
+
+    /// `polite` gives the clean-up of the working directory 5 s, else a
+    /// moment.
+    async fn close(&mut self, polite: bool) {
+        let cleanup = if polite {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_millis(500)
+        };
+        self.close_within(cleanup).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl Witness for GatewayBackend {
+    /// The host's latest reading, when retrace's launcher reports one: the
+    /// start of a cell whose own first reading does not arrive.
+    fn baseline(&self) -> Baseline {
+        let host_readings = self.host.count();
+        match self.host_reading() {
+            Some(reading) => Baseline {
+                counters: reading.counters,
+                traces: reading.traces,
+                stops: reading.stops,
+                host_readings,
+                ..Baseline::default()
+            },
+            None => Baseline {
+                host_readings,
+                ..Baseline::default()
+            },
+        }
     }
 
     /// As the host of a kernel of retrace's launcher sees it.
@@ -465,30 +516,6 @@ impl Backend for GatewayBackend {
     /// The server's notice that it dropped output past its rate limit.
     fn output_dropped(&self, msg: &jupyter_protocol::JupyterMessage) -> bool {
         rate_limit_notice(msg)
-    }
-
-    async fn interrupt(&mut self) -> Result<(), KernelError> {
-        self.rest_interrupt().await
-    }
-
-    /// The websocket dropped: reopened with the same session, watching
-    /// what the lost one watched.
-    async fn reopen(&mut self, watched: &str, requests: &[&str]) -> Result<bool, KernelError> {
-        self.reconnect(watched, requests).await.map(|()| true)
-    }
-
-    /// `quit()`: the process ends after its reply; the gateway says so
-    /// when its restarter notices.
-    async fn requested_exit(&mut self) -> bool {
-        self.wait_for_server_status(QUIT_SETTLE).await
-    }
-
-    /// A restart through the gateway.
-    async fn stop(&mut self, _decided: Option<Instant>) -> Stopped {
-        Stopped {
-            report: None,
-            error: self.rest_restart().await.err(),
-        }
     }
 
     /// The gateway tells no exit status: only that the process ended.
@@ -540,15 +567,6 @@ impl Backend for GatewayBackend {
         })
     }
 
-    /// The gateway replaced a dead kernel's process itself: retrace's
-    /// setup runs in the new one before the next cell.
-    async fn replace_after_loss(&mut self, ending: &Ending) -> Option<KernelError> {
-        if ending.died {
-            self.needs_setup = true;
-        }
-        None
-    }
-
     /// A launcher that reports no uid did not confine the kernel.
     fn marks(&self) -> Marks {
         let reading = self.host_reading();
@@ -573,21 +591,6 @@ impl Backend for GatewayBackend {
             ));
         }
         Ok(())
-    }
-
-    async fn restart(&mut self) -> Result<(), KernelError> {
-        self.rest_restart().await
-    }
-
-    /// `polite` gives the clean-up of the working directory 5 s, else a
-    /// moment.
-    async fn close(&mut self, polite: bool) {
-        let cleanup = if polite {
-            Duration::from_secs(5)
-        } else {
-            Duration::from_millis(500)
-        };
-        self.close_within(cleanup).await;
     }
 }
 

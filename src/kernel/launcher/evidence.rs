@@ -11,7 +11,6 @@
 //! kernel is spoiled on the way (see [`Tap::claims_ours`]), so a gateway,
 //! which checks signatures, drops it.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::hmac;
@@ -25,9 +24,9 @@ use super::super::cell_watch::Event as CellEvent;
 use super::super::host_evidence::{this_host, HostEvidence, HostStops, Moment, MSG_TYPE};
 use super::super::local::ExitWatch;
 use super::super::main_thread::MainThread;
-use super::super::wire_tap::{zmtp_message, Seen, Tap, DELIMITER};
-use super::end_check::EndCheck;
-use super::seen_once::SeenOnce;
+use super::super::recent::{Recent, RecentIds, SEEN_KEPT};
+use super::super::wire_tap::{Seen, Tap};
+use super::super::zmtp::{zmtp_message, DELIMITER};
 use super::LauncherError;
 use crate::sandbox::{Counters, Traces};
 
@@ -65,12 +64,13 @@ pub struct EvidenceTap {
     cells: Option<mpsc::UnboundedSender<CellEvent>>,
     /// What the host saw as execute requests went into the kernel, newest
     /// last, by msg_id.
-    requests_in: Mutex<VecDeque<(String, RequestIn)>>,
-    /// Checks a cell's end against the kernel's main thread, when it can
-    /// be seen.
-    end_check: Option<EndCheck>,
-    /// Messages already told to the guard.
-    told: SeenOnce,
+    requests_in: Mutex<Recent<RequestIn, REQUESTS_KEPT>>,
+    /// The kernel's main thread, when it can be seen: a cell's end is
+    /// checked against it.
+    main: Option<MainThread>,
+    /// Messages already told to the guard (once, by the first of the
+    /// gateway's connections that passes it).
+    told: Mutex<RecentIds<SEEN_KEPT>>,
 }
 
 /// What the host saw as an execute request went into the kernel.
@@ -133,41 +133,34 @@ impl EvidenceTap {
             busy_parent: Mutex::new(None),
             host: this_host(),
             cells: None,
-            requests_in: Mutex::new(VecDeque::new()),
-            end_check: None,
-            told: SeenOnce::default(),
+            requests_in: Mutex::default(),
+            main: None,
+            told: Mutex::default(),
         })
     }
 
     /// Also checks each cell's end against the kernel's `main` thread.
     pub fn checking_ends(mut self, main: Option<MainThread>) -> EvidenceTap {
-        self.end_check = main.map(EndCheck::new);
+        self.main = main;
         self
     }
 
     /// Execute request `msg_id` is going into the kernel: the jail as it is
     /// now is the start of its cell.
     fn request_in(&self, msg_id: String) {
-        let main_runs = self.end_check.as_ref().and_then(EndCheck::runs);
+        let main_runs = self.main.as_ref().and_then(MainThread::runs);
         if let Some(cells) = &self.cells {
             let _ = cells.send(CellEvent::Requested(msg_id.clone()));
         }
         let reading = (self.read)();
-        let mut kept = self.requests_in.lock().unwrap();
-        if kept.len() == REQUESTS_KEPT {
-            kept.pop_front();
-        }
-        kept.push_back((msg_id, RequestIn { reading, main_runs }));
+        let request = RequestIn { reading, main_runs };
+        self.requests_in.lock().unwrap().push(msg_id, request);
     }
 
     /// `what` of the request `msg_id` as it went in (asked for each of the
     /// gateway's connections to IOPub).
     fn at_request<T>(&self, msg_id: &str, what: impl FnOnce(&RequestIn) -> T) -> Option<T> {
-        let kept = self.requests_in.lock().unwrap();
-        kept.iter()
-            .rev()
-            .find(|(id, _)| id == msg_id)
-            .map(|(_, request)| what(request))
+        self.requests_in.lock().unwrap().get(msg_id).map(what)
     }
 
     /// How often the main thread had run as cell `request` went in.
@@ -187,7 +180,7 @@ impl EvidenceTap {
     /// are cells.
     fn tell(&self, seen: &Seen<'_>, header: &Header, moment: Option<Moment>) {
         let Some(cells) = &self.cells else { return };
-        if !self.told.first(&header.msg_id) {
+        if !self.told.lock().unwrap().first(&header.msg_id) {
             return;
         }
         let Some(request) = cell_of(seen.parent) else {
@@ -229,9 +222,9 @@ impl EvidenceTap {
             launcher: HostEvidence::launcher_name(),
             host: self.host.clone(),
             stops,
-            sees_main_thread: self.end_check.is_some(),
+            sees_main_thread: self.main.is_some(),
             main_thread_back: back,
-            extra_threads: self.end_check.as_ref().map_or(0, EndCheck::extra_threads),
+            extra_threads: self.main.as_ref().map_or(0, |m| m.extra_threads() as u64),
         };
         let header = json!({
             "msg_id": uuid::Uuid::new_v4().to_string(),
@@ -275,14 +268,17 @@ impl Tap for EvidenceTap {
             }
     }
 
-    /// A cell's `idle` waits for the main thread (see `end_check`).
+    /// A cell's `idle` waits for the main thread to be back in its loop
+    /// (or long enough to call the end forged): code in a kernel can make
+    /// it say `idle` while its main thread still runs the cell, and the
+    /// client through a gateway cannot see the main thread itself.
     fn hold_after(&self, seen: &Seen<'_>) -> Option<BoxFuture<'static, ()>> {
-        let check = self.end_check.as_ref()?;
+        let main = self.main.as_ref()?;
         let (_, moment) = status_of(seen)?;
         (moment? == Moment::Idle)
             .then(|| cell_of(seen.parent))
             .flatten()
-            .map(|request| check.settled(self.main_runs_at(&request)))
+            .map(|request| main.settled(self.main_runs_at(&request)))
     }
 
     fn after(&self, seen: &Seen<'_>) -> Option<Vec<u8>> {
@@ -294,9 +290,9 @@ impl Tap for EvidenceTap {
         if moment == Moment::Busy {
             *self.busy_parent.lock().unwrap() = Some(seen.parent.to_vec());
         }
-        let back = match (&self.end_check, moment) {
-            (Some(check), Moment::Idle) => {
-                cell_of(seen.parent).map(|r| check.back(self.main_runs_at(&r)))
+        let back = match (&self.main, moment) {
+            (Some(main), Moment::Idle) => {
+                cell_of(seen.parent).map(|r| main.idle_since(self.main_runs_at(&r)))
             }
             _ => None,
         };

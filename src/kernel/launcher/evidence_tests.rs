@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::*;
 use crate::kernel::wire_cap::{Relay, Taps};
+use crate::kernel::zmtp::{parse_frame, MORE};
 use crate::sandbox::ExitInfo;
 
 const KEY: &str = "a-kernel-key";
@@ -70,16 +71,10 @@ fn received(stream: &[u8]) -> Vec<Received> {
     let mut out = Vec::new();
     let mut at = 64;
     while at < stream.len() {
-        let flags = stream[at];
-        let (len, head) = if flags & 0x02 != 0 {
-            let bytes: [u8; 8] = stream[at + 1..at + 9].try_into().unwrap();
-            (u64::from_be_bytes(bytes) as usize, 9)
-        } else {
-            (stream[at + 1] as usize, 2)
-        };
-        frames.push(stream[at + head..at + head + len].to_vec());
-        at += head + len;
-        if flags & 0x01 == 0 {
+        let (flags, body, used) = parse_frame(&stream[at..]).unwrap();
+        frames.push(body.to_vec());
+        at += used;
+        if flags & MORE == 0 {
             let d = frames.iter().position(|f| f == DELIMITER).unwrap();
             let parts = [
                 &frames[d + 2],

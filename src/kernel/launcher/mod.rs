@@ -12,12 +12,10 @@
 //! the host saw of the kernel is returned as a [`HostReport`].
 
 mod cell_guard;
-mod end_check;
 mod evidence;
 mod payload;
 mod ports;
 mod request;
-mod seen_once;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +30,7 @@ use super::cell_watch::{Event as CellEvent, Limits};
 use super::host_evidence::HostStops;
 use super::local::HostWatch;
 use super::options::KernelOptions;
+use super::recent::{RecentIds, SEEN_KEPT};
 use super::wire_cap::{Oversize, Relay, Taps};
 use super::wire_tap::Tap;
 use super::{Kernel, KernelError};
@@ -339,7 +338,7 @@ fn count_oversize(
     let counting = count.clone();
     tokio::spawn(async move {
         // Each of the gateway's IOPub connections reports the same message.
-        let reported = seen_once::SeenOnce::default();
+        let mut reported = RecentIds::<SEEN_KEPT>::default();
         while let Some(report) = reports.recv().await {
             // The kernel's echo of a cell's code is not its output.
             if !report.is_output() {
