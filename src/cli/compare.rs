@@ -82,7 +82,7 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
     for (b, n) in &pairs {
         let bs = Side::new("BASE", &base.config, &base.records, b);
         let ns = Side::new("NEW", &new.config, &new.records, n);
-        let Some(mut c) = compare::compare(&bs, &ns) else {
+        let Some((mut c, summaries)) = compare::compare(&bs, &ns) else {
             return Err(Failure::usage(anyhow!(
                 "{} and {} share no finished task",
                 bs.label,
@@ -94,6 +94,7 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
         judged.push(Judged {
             regressions: regressions(&c, &thresholds),
             comparison: c,
+            summaries,
         });
     }
     let mut undeclared: Vec<&str> = judged

@@ -499,27 +499,26 @@ fn print_summary(s: &report::Summary, out: &std::path::Path) {
         print!("[{}] ", terminal::line(&arm.header.strategy));
         print_arm(arm);
     }
-    if let Some(c) = &s.comparison {
-        for arm in &c.arms {
-            let power = arm
-                .min_detectable_difference
-                .map(|d| {
-                    format!(
-                        "; smallest difference 80% power could see: {:.1} points",
-                        100.0 * d
-                    )
-                })
-                .unwrap_or_default();
-            println!(
-                "{} vs {} on {} shared tasks: McNemar b={} c={} p={:.3}{power}",
-                terminal::line(&arm.strategy),
-                terminal::line(&c.baseline),
-                arm.shared_tasks,
-                arm.mcnemar.b,
-                arm.mcnemar.c,
-                arm.mcnemar.p_value
-            );
-        }
+    for c in &s.comparisons {
+        let last = c.last();
+        let power = last
+            .min_detectable_difference
+            .map(|d| {
+                format!(
+                    "; smallest difference 80% power could see: {:.1} points",
+                    100.0 * d
+                )
+            })
+            .unwrap_or_default();
+        println!(
+            "{} vs {} on {} shared tasks: McNemar b={} c={} p={:.3}{power}",
+            terminal::line(&c.new),
+            terminal::line(&c.base),
+            c.shared_tasks.len(),
+            last.mcnemar.b,
+            last.mcnemar.c,
+            last.mcnemar.p_value
+        );
     }
 }
 

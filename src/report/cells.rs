@@ -4,8 +4,9 @@
 
 use super::installs::InstallMetrics;
 use super::labels::percent;
-use super::metrics::{ArmSummary, Summary};
+use super::metrics::ArmSummary;
 use super::stats::{Percentiles, Rate};
+use super::Summary;
 
 /// The rows of the side-by-side strategies table (name, one cell per
 /// arm), shared by the Markdown and HTML reports.

@@ -43,18 +43,19 @@ impl<'a> Exporter<RunView<'a>> for CsvExporter {
             rows.arm = &arm.header.strategy;
             rows.summary(arm)?;
         }
-        for c in s.comparison.iter().flat_map(|c| &c.arms) {
-            rows.arm = &c.strategy;
-            rows.plain("shared_tasks".into(), None, c.shared_tasks as f64)?;
-            for p in &c.accuracy_by_round {
-                let round = Some(p.round as usize);
-                rows.rate("paired_accuracy_baseline", round, Some(&p.baseline))?;
-                rows.rate("paired_accuracy", round, Some(&p.arm))?;
+        for c in &s.comparisons {
+            let last = c.last();
+            rows.arm = &c.new;
+            rows.plain("shared_tasks".into(), None, c.shared_tasks.len() as f64)?;
+            for r in &c.rounds {
+                let round = Some(r.round as usize);
+                rows.rate("paired_accuracy_baseline", round, Some(&r.base))?;
+                rows.rate("paired_accuracy", round, Some(&r.new))?;
             }
-            rows.plain("mcnemar_b".into(), None, c.mcnemar.b as f64)?;
-            rows.plain("mcnemar_c".into(), None, c.mcnemar.c as f64)?;
-            rows.plain("mcnemar_p".into(), None, c.mcnemar.p_value)?;
-            if let Some(mdd) = c.min_detectable_difference {
+            rows.plain("mcnemar_b".into(), None, last.mcnemar.b as f64)?;
+            rows.plain("mcnemar_c".into(), None, last.mcnemar.c as f64)?;
+            rows.plain("mcnemar_p".into(), None, last.mcnemar.p_value)?;
+            if let Some(mdd) = last.min_detectable_difference {
                 rows.plain("min_detectable_difference".into(), None, mdd)?;
             }
         }

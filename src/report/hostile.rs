@@ -151,10 +151,11 @@ fn compare_md_shows_hostile_names_as_text() {
     let (cfg, records) = hostile_run();
     let base = Side::new("BASE", &cfg, &records, "fat");
     let new = Side::new("NEW", &cfg, &records, "dynamic");
-    let c = compare::compare(&base, &new).unwrap();
+    let (c, summaries) = compare::compare(&base, &new).unwrap();
     let judged = [Judged {
         regressions: compare::regressions(&c, &Thresholds::default()),
         comparison: c,
+        summaries,
     }];
     let md = compare::markdown(&judged, &[], Path::new("out"));
     assert_safe_markdown(&md);

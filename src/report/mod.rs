@@ -1,13 +1,15 @@
 //! Reports of a run: metrics from the journal, and one exporter per output
 //! format behind one small trait; [`write_all`] loops over them.
 //!
-//! - `metrics/` computes a run's [`Summary`] (a header and metric
+//! - `metrics/` computes each arm's summary (a header and metric
 //!   sections, each from its own small function; `metrics/list.rs` names
-//!   every value), with `environment`, `installs` and `strategies` as the
-//!   sections of their own; `stats` holds every statistic once.
+//!   every value), with `environment` and `installs` as the sections of
+//!   their own; `stats` holds every statistic once; `summary` makes a
+//!   run's [`Summary`] of them, each other arm paired with the baseline
+//!   by `compare/`.
 //! - `export` is the [`Exporter`] trait and the loop that writes files:
 //!   `json`, `csv`, `markdown` and `html` for a run ([`exporters`]),
-//!   `compare/` for two runs, `task_cases` for the run's JUnit.
+//!   `compare/` for two runs (or two arms), `task_cases` for the run's JUnit.
 //! - `document/` is the one document model (headings, paragraphs, lists,
 //!   tables, figures) with a Markdown and an HTML backend; `run_document`
 //!   builds a run's (report.md and report.html), `compare/document.rs` a
@@ -43,7 +45,7 @@ mod repair_tables;
 pub mod rescore;
 mod run_document;
 pub mod stats;
-pub mod strategies;
+mod summary;
 pub mod task_cases;
 mod task_rounds;
 #[cfg(test)]
@@ -60,10 +62,10 @@ pub use error::{RenderError, ReportError};
 pub use export::Exporter;
 pub use installs::InstallMetrics;
 pub use labels::{labels, limits_line, percent, power_sentence};
-pub use metrics::{summarize, ArmSummary, Summary};
+pub use metrics::ArmSummary;
 pub use plots::Plot;
 pub use stats::McNemar;
-pub use strategies::{ArmComparison, StrategyComparison};
+pub use summary::{summarize, Summary};
 pub use view::RunView;
 
 /// Every exporter of a run, in the order their files are written.

@@ -7,7 +7,8 @@
 use std::collections::BTreeSet;
 
 use super::cells::counted;
-use super::metrics::{ArmSummary, Summary, CORRECT};
+use super::metrics::{ArmSummary, CORRECT};
+use super::Summary;
 
 /// One table: a heading, what its numbers are over, and text cells.
 pub(super) struct Table {

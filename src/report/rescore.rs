@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::summarize;
+use super::summarize;
 use crate::record::{AttemptRecord, RunConfig};
 use crate::task::check::Check;
 use crate::task::score::{score, Symbolic};

@@ -4,14 +4,14 @@
 //! in cards) and are marked for their format.
 
 use super::cells::{counted, denials, p50_p95, size, strategy_rows};
+use super::compare::Comparison;
 use super::document::{Block, Document, Figure, Format, Item, Table, Text};
 use super::installs::InstallMetrics;
-use super::labels::{labels, limits_line, percent};
-use super::metrics::Summary;
+use super::labels::{id_list, labels, limits_line, percent, power_sentence};
 use super::repair_tables;
 use super::stats::Rate;
-use super::strategies::StrategyComparison;
 use super::view::RunView;
+use super::Summary;
 use crate::task::load::Skipped;
 
 /// The whole report of a run.
@@ -23,8 +23,8 @@ pub(super) fn build(run: &RunView) -> Document {
     doc.only(Format::Markdown, skipped_md);
     let mut headline = Document::default();
     headline.only_one(Format::Html, cards(s));
-    if let Some(c) = &s.comparison {
-        strategies(&mut headline, s, c);
+    if !s.arms.is_empty() {
+        strategies(&mut headline, s);
     }
     accuracy(&mut headline, s);
     self_repair(&mut headline, s);
@@ -114,7 +114,8 @@ fn cards(s: &Summary) -> Block {
 }
 
 /// Every arm side by side, and the paired test of each against the baseline.
-fn strategies(doc: &mut Document, s: &Summary, c: &StrategyComparison) {
+fn strategies(doc: &mut Document, s: &Summary) {
+    let baseline = &s.header.strategy;
     doc.heading(2, "Strategies");
     let rows: Vec<Vec<String>> = (strategy_rows(s).into_iter())
         .map(|(name, cells)| [vec![name], cells].concat())
@@ -127,7 +128,7 @@ fn strategies(doc: &mut Document, s: &Summary, c: &StrategyComparison) {
             } else {
                 Text::from(n.as_str())
             };
-            if *n == c.baseline {
+            if n == baseline {
                 t.text(" (baseline)")
             } else {
                 t
@@ -148,22 +149,23 @@ fn strategies(doc: &mut Document, s: &Summary, c: &StrategyComparison) {
         "Paired on the tasks both arms finished, final round (McNemar, exact; b = baseline \
          right and arm wrong, c = baseline wrong and arm right):",
     );
-    doc.list(c.arms.iter().map(|a| {
+    doc.list(s.comparisons.iter().map(|c| {
+        let last = c.last();
         Text::default()
-            .code(&a.strategy)
+            .code(&c.new)
             .text(" vs ")
-            .code(&c.baseline)
+            .code(&c.base)
             .text(format!(
                 ": {} shared tasks, Acc@{} {} vs {}; b = {}, c = {}, p = {:.4}; ",
-                a.shared_tasks,
-                s.header.rounds,
-                percent(a.accuracy.as_ref()),
-                percent(a.baseline_accuracy.as_ref()),
-                a.mcnemar.b,
-                a.mcnemar.c,
-                a.mcnemar.p_value,
+                c.shared_tasks.len(),
+                last.round,
+                percent(Some(&last.new)),
+                percent(Some(&last.base)),
+                last.mcnemar.b,
+                last.mcnemar.c,
+                last.mcnemar.p_value,
             ))
-            .text(a.paired_line())
+            .text(paired_line(c))
     }));
     let mut md = Document::default();
     for a in &s.arms {
@@ -175,13 +177,36 @@ fn strategies(doc: &mut Document, s: &Summary, c: &StrategyComparison) {
             md.list(installs(m));
         }
     }
-    let below = |what: &'static str| Text::default().own(what).code(&c.baseline).text(").");
+    let below = |what: &'static str| Text::default().own(what).code(baseline).text(").");
     md.paragraph(below("The sections below are the baseline's ("));
     doc.only(Format::Markdown, md);
     doc.only_one(
         Format::Html,
         Block::Paragraph(None, below("The numbers below are the baseline's (")),
     );
+}
+
+/// The difference's interval, the power and the flips of an arm against
+/// the baseline: `Δ +20.0 points [-20.0, +60.0] (paired bootstrap); the
+/// smallest difference …; now right: c, e; now wrong: b`.
+fn paired_line(c: &Comparison) -> String {
+    let pp = |x: f64| format!("{:+.1}", 100.0 * x);
+    let last = c.last();
+    let (lo, hi) = last.difference_ci;
+    let delta = last.new.value - last.base.value;
+    let shared = c.shared_tasks.len() as u64;
+    [
+        format!(
+            "Δ {} points [{}, {}] (paired bootstrap)",
+            pp(delta),
+            pp(lo),
+            pp(hi)
+        ),
+        power_sentence(last.min_detectable_difference, shared),
+        format!("now right: {}", id_list(&c.now_right)),
+        format!("now wrong: {}", id_list(&c.now_wrong)),
+    ]
+    .join("; ")
 }
 
 /// Acc@r by round, the rates of self-correction and the round-0 failures.

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use super::metrics::Summary;
 use super::plots::Plot;
+use super::Summary;
 use crate::record::{AttemptRecord, RunConfig};
 
 /// Everything a report is made from: the run's configuration, its

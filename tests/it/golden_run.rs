@@ -89,6 +89,12 @@ pub(crate) fn summary(mut s: Value) -> Value {
     if let Some(tokens) = o.get_mut("tokens").and_then(Value::as_object_mut) {
         tokens.remove("per_second");
     }
+    // So are the latencies of each arm's comparison with the baseline.
+    if let Some(all) = o.get_mut("comparisons").and_then(Value::as_array_mut) {
+        for c in all.iter_mut().filter_map(Value::as_object_mut) {
+            c.retain(|k, _| !k.contains("latency"));
+        }
+    }
     if let Some(arms) = o.get_mut("arms").and_then(Value::as_array_mut) {
         for arm in arms {
             *arm = summary(arm.take());

@@ -1,28 +1,27 @@
-//! One arm of BASE against one arm of NEW on the tasks both finished.
+//! One arm of BASE against one arm of NEW on the tasks both finished: the
+//! type `compare.json` and the `comparisons` of `summary.json` hold.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::pairing::{pair_tasks, unpaired, Side};
-use super::protocol::{self, Vary};
-use super::statistics::{self, LatencyRound, RoundComparison};
+use super::protocol::Vary;
+use super::statistics::{LatencyRound, RoundComparison};
 use crate::kernel::ExecutorInfo;
-use crate::record::{AttemptRecord, Difference};
+use crate::record::Difference;
 use crate::report::metrics::KillRate;
-use crate::report::metrics::{summarize, Summary};
 use crate::report::stats::{Percentiles, Rate};
-use crate::report::task_rounds::by_task;
 
-/// One arm of BASE against one arm of NEW.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+/// One arm of BASE against one arm of NEW (in a run's summary: an arm
+/// against the baseline arm, each side labelled by its arm's name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
     pub base: String,
     pub new: String,
     pub base_model: String,
     pub new_model: String,
     /// Where each side's kernels ran (absent when local).
-    #[serde(skip_serializing_if = "ExecutorInfo::is_local")]
+    #[serde(default, skip_serializing_if = "ExecutorInfo::is_local")]
     pub base_executor: ExecutorInfo,
-    #[serde(skip_serializing_if = "ExecutorInfo::is_local")]
+    #[serde(default, skip_serializing_if = "ExecutorInfo::is_local")]
     pub new_executor: ExecutorInfo,
     /// The protocol fingerprint fields whose values differ (`left` is
     /// BASE's, `right` NEW's).
@@ -50,9 +49,6 @@ pub struct Comparison {
     pub now_wrong: Vec<String>,
     /// Wrong in BASE, right in NEW at the last round.
     pub now_right: Vec<String>,
-    /// Both sides summarized over the shared tasks (for the chart).
-    #[serde(skip)]
-    pub summaries: (Summary, Summary),
 }
 
 impl Comparison {
@@ -66,52 +62,4 @@ impl Comparison {
         self.undeclared_differences
             .retain(|d| !vary.declares(&d.name));
     }
-}
-
-/// Pairs `base` and `new` on the tasks both finished. `None` when they
-/// share none.
-pub fn compare(base: &Side, new: &Side) -> Option<Comparison> {
-    let base_refs: Vec<&AttemptRecord> = base.records.iter().collect();
-    let new_refs: Vec<&AttemptRecord> = new.records.iter().collect();
-    let b_tasks = by_task(&base.config, &base_refs);
-    let n_tasks = by_task(&new.config, &new_refs);
-    let (base_ids, new_ids) = (
-        &base.config.provenance.task_ids,
-        &new.config.provenance.task_ids,
-    );
-    let pairs = pair_tasks(base_ids, &b_tasks, new_ids, &n_tasks)?;
-    let ids: Vec<String> = pairs.iter().map(|(id, _, _)| (*id).clone()).collect();
-    let k = base
-        .config
-        .spec
-        .policy
-        .rounds
-        .max(new.config.spec.policy.rounds) as usize;
-    let (bc, br) = base.restricted(&ids);
-    let (nc, nr) = new.restricted(&ids);
-    let (bs, ns) = (summarize(&bc, &br), summarize(&nc, &nr));
-    let (protocol_differences, undeclared_differences) = protocol::differences(base, new);
-    Some(Comparison {
-        base: base.label.clone(),
-        new: new.label.clone(),
-        base_model: base.config.provenance.model.clone(),
-        new_model: new.config.provenance.model.clone(),
-        base_executor: base.config.provenance.executor.clone(),
-        new_executor: new.config.provenance.executor.clone(),
-        protocol_differences,
-        undeclared_differences,
-        unpaired_tasks: unpaired(base_ids, new_ids, ids.len()),
-        shared_tasks: ids,
-        rounds: statistics::rounds(&pairs, k),
-        base_recovery: bs.answers.recovery_rate,
-        new_recovery: ns.answers.recovery_rate,
-        base_kill_rate: bs.execution.kill_rate.clone(),
-        new_kill_rate: ns.execution.kill_rate.clone(),
-        base_latency_total: bs.cost.latency_ms.total,
-        new_latency_total: ns.cost.latency_ms.total,
-        latency_by_round: statistics::latency_by_round(&br, &nr, k),
-        now_wrong: statistics::flipped(&pairs, k, false),
-        now_right: statistics::flipped(&pairs, k, true),
-        summaries: (bs, ns),
-    })
 }

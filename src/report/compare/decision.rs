@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::comparison::Comparison;
+use super::compute::Summaries;
 use crate::report::metrics::KillRate;
 
 /// When NEW counts as worse than BASE.
@@ -77,4 +78,7 @@ pub struct Judged {
     pub comparison: Comparison,
     /// Empty: NEW is not worse beyond the thresholds.
     pub regressions: Vec<String>,
+    /// Both sides summarized over the shared tasks (for the chart).
+    #[serde(skip)]
+    pub summaries: Summaries,
 }

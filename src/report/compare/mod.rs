@@ -4,24 +4,26 @@
 //! difference, recovery, kill rate by reason, latency by round, the tasks
 //! that flipped, the protocol fingerprint fields that differ; and the CI
 //! decision.
-//! Pairing, statistics (which the run's own arm comparison uses too), the
-//! decision and the document (compare.md and compare.html) live in their
-//! own file; the documents are [`Exporter`]s of a [`CompareView`].
+//! The type, [`compare`] (which a run's summary calls for its arms too),
+//! pairing, statistics, the decision and the document (compare.md and
+//! compare.html) live in their own file; the documents are [`Exporter`]s
+//! of a [`CompareView`].
 
 mod comparison;
+mod compute;
 mod decision;
 mod document;
 mod pairing;
 mod protocol;
-pub(super) mod statistics;
+mod statistics;
 
 use std::path::{Path, PathBuf};
 
 pub use super::stats::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
-pub use comparison::{compare, Comparison};
+pub use comparison::Comparison;
+pub use compute::{compare, Summaries};
 pub use decision::{regressions, Judged, Thresholds};
 pub use document::{html, markdown};
-pub(super) use pairing::Pair;
 pub use pairing::{pair_arms, Side};
 pub use protocol::{UnknownField, Vary};
 pub use statistics::{LatencyRound, RoundComparison};
@@ -29,7 +31,7 @@ pub use statistics::{LatencyRound, RoundComparison};
 use super::error::RenderError;
 use super::error::ReportError;
 use super::export::{self, Exporter};
-use super::metrics::Summary;
+use super::metrics::ArmSummary;
 use super::plots;
 use super::plots::Plot;
 
@@ -91,19 +93,19 @@ pub fn write(dir: &Path, judged: &[Judged]) -> Result<Vec<PathBuf>, ReportError>
         path: dir.to_path_buf(),
         source,
     })?;
-    let runs: Vec<(String, &Summary)> = judged
+    let runs: Vec<(String, &ArmSummary)> = judged
         .iter()
         .flat_map(|j| {
             // Short legend labels (run ids are long): side, model, arm.
             let c = &j.comparison;
-            let (b, n) = (&c.summaries.0, &c.summaries.1);
+            let (b, n) = (&j.summaries.0, &j.summaries.1);
             [
                 (format!("BASE {} ({})", c.base_model, b.header.strategy), b),
                 (format!("NEW {} ({})", c.new_model, n.header.strategy), n),
             ]
         })
         .collect();
-    let labelled: Vec<(&str, &Summary)> = runs.iter().map(|(l, s)| (l.as_str(), *s)).collect();
+    let labelled: Vec<(&str, &ArmSummary)> = runs.iter().map(|(l, s)| (l.as_str(), *s)).collect();
     let plots = plots::draw_comparison(&labelled, dir)?;
     let mut written: Vec<PathBuf> = plots.iter().flat_map(|p| p.files.clone()).collect();
     let view = CompareView {

@@ -107,7 +107,7 @@ pub fn pair_arms(
 }
 
 /// A task both sides finished: its id and each side's rounds.
-pub(in crate::report) type Pair<'t, 'r> = (&'t String, &'t TaskRounds<'r>, &'t TaskRounds<'r>);
+pub(super) type Pair<'t, 'r> = (&'t String, &'t TaskRounds<'r>, &'t TaskRounds<'r>);
 
 /// The tasks of `base_ids` (in that order) that both sides finished;
 /// `None` when there is none.

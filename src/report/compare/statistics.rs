@@ -2,14 +2,14 @@
 //! McNemar's exact test and a paired bootstrap interval of the difference
 //! (both from [`crate::report::stats`]), model and exec time, the flips.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::pairing::Pair;
 use crate::record::AttemptRecord;
 use crate::report::stats::{self, McNemar, PairedDifference, Percentiles, Rate};
 
 /// Acc@r of both sides on the shared tasks.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoundComparison {
     pub round: u32,
     pub base: Rate,
@@ -26,7 +26,7 @@ pub struct RoundComparison {
 }
 
 /// p50/p95 of model and exec time of one round, both sides (ms).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencyRound {
     pub round: u32,
     pub base_model: Percentiles,
@@ -37,7 +37,7 @@ pub struct LatencyRound {
 
 /// Acc@r of both sides for r = 0..=k; a task's answer is carried past
 /// its last round.
-pub(in crate::report) fn rounds(pairs: &[Pair], k: usize) -> Vec<RoundComparison> {
+pub(super) fn rounds(pairs: &[Pair], k: usize) -> Vec<RoundComparison> {
     let n = pairs.len() as u64;
     (0..=k)
         .map(|r| {
@@ -67,7 +67,7 @@ fn correct_at(pairs: &[Pair], r: usize) -> (Vec<bool>, Vec<bool>) {
 
 /// The paired tasks whose correctness at round k flipped: to right
 /// (wrong in BASE, right in NEW) or to wrong.
-pub(in crate::report) fn flipped(pairs: &[Pair], k: usize, to_right: bool) -> Vec<String> {
+pub(super) fn flipped(pairs: &[Pair], k: usize, to_right: bool) -> Vec<String> {
     let ids: Vec<&str> = pairs.iter().map(|(id, _, _)| id.as_str()).collect();
     let (b, o) = correct_at(pairs, k);
     stats::flipped(&ids, &b, &o, to_right)

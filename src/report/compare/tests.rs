@@ -50,7 +50,7 @@ fn tasks_pair_on_ids_both_finished() {
     let (cfg, records) = two_arms();
     let base = Side::new("BASE", &cfg, &records, "fat");
     let new = Side::new("NEW", &cfg, &records, "dynamic");
-    let c = compare(&base, &new).unwrap();
+    let (c, summaries) = compare(&base, &new).unwrap();
     // f was interrupted in the dynamic arm.
     assert_eq!(c.shared_tasks, names(&["a", "b", "c", "d", "e"]));
     assert_eq!(c.unpaired_tasks, 1);
@@ -65,8 +65,8 @@ fn tasks_pair_on_ids_both_finished() {
     assert_eq!(c.now_right, ["c", "e"]);
     assert!((c.last().difference - 0.2).abs() < 1e-12);
     // The arm's own summaries on the shared tasks.
-    assert_eq!(c.summaries.0.header.tasks, 5);
-    assert_eq!(c.summaries.1.header.strategy, "dynamic");
+    assert_eq!(summaries.0.header.tasks, 5);
+    assert_eq!(summaries.1.header.strategy, "dynamic");
     assert_eq!(c.latency_by_round.len(), 2);
     assert_eq!(c.latency_by_round[1].new_model.n, 3); // b d e
     assert_eq!(
@@ -80,7 +80,7 @@ fn tasks_pair_on_ids_both_finished() {
     let mut other = task("c", &[R::Wrong], StopOn::Clean, 1);
     other.extend(task("x", &[R::Right], StopOn::Clean, 1));
     let side = Side::new("NEW", &other_cfg, &other, "fat");
-    let c = compare(&base, &side).unwrap();
+    let c = compare(&base, &side).unwrap().0;
     assert_eq!(c.shared_tasks, ["c"]);
     assert_eq!(c.unpaired_tasks, 6);
     let none = Side::new("NEW", &config(&["zz"], 1, StopOn::Clean), &[], "fat");
@@ -90,6 +90,11 @@ fn tasks_pair_on_ids_both_finished() {
 /// A comparison of `n` tasks where BASE is right on `b_right` and NEW
 /// on `n_right` (NEW's right tasks a prefix of BASE's, or the reverse).
 fn comparison(n: usize, b_right: usize, n_right: usize) -> Comparison {
+    compared(n, b_right, n_right).0
+}
+
+/// The same with both sides' summaries.
+fn compared(n: usize, b_right: usize, n_right: usize) -> (Comparison, Summaries) {
     let ids: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     let cfg = config(&refs, 0, StopOn::Clean);
@@ -164,10 +169,11 @@ fn explicit_thresholds_replace_the_significance_rule() {
 
 #[test]
 fn documents_list_flips_and_the_verdict() {
-    let c = comparison(10, 8, 2);
+    let (c, summaries) = compared(10, 8, 2);
     let judged = [Judged {
         regressions: regressions(&c, &Thresholds::default()),
         comparison: c,
+        summaries,
     }];
     let md = markdown(&judged, &[], Path::new("out"));
     assert!(md.contains("**Verdict: FAIL**"), "{md}");
@@ -187,7 +193,9 @@ fn documents_list_flips_and_the_verdict() {
 fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
     let (cfg, records) = two_arms();
     let base = Side::new("BASE", &cfg, &records, "fat");
-    let c = compare(&base, &Side::new("NEW", &cfg, &records, "dynamic")).unwrap();
+    let c = compare(&base, &Side::new("NEW", &cfg, &records, "dynamic"))
+        .unwrap()
+        .0;
     let names: Vec<&str> = c
         .protocol_differences
         .iter()
@@ -206,7 +214,7 @@ fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
     other.spec.execution.limits.memory_bytes *= 2;
     other.spec.model.generation.temperature = 0.5;
     let new = Side::new("NEW", &other, &records, "fat");
-    let mut c = compare(&base, &new).unwrap();
+    let (mut c, summaries) = compare(&base, &new).unwrap();
     let names = |d: &[crate::record::Difference]| -> Vec<String> {
         d.iter().map(|x| x.name.clone()).collect()
     };
@@ -220,6 +228,7 @@ fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
     let judged = [Judged {
         regressions: Vec::new(),
         comparison: c.clone(),
+        summaries,
     }];
     let md = markdown(&judged, &[], Path::new("out"));
     let top = md.lines().nth(2).unwrap();
@@ -244,6 +253,7 @@ fn arms_of_one_run_differ_by_declaration_other_runs_by_vary_only() {
     let judged = [Judged {
         regressions: Vec::new(),
         comparison: c,
+        summaries: judged[0].summaries.clone(),
     }];
     assert!(!markdown(&judged, &[], Path::new("out")).contains("UNDECLARED"));
 }
@@ -265,12 +275,13 @@ fn vary_takes_names_and_prefixes_and_refuses_typos() {
 #[test]
 fn documents_state_the_minimum_detectable_difference() {
     // 10 tasks, 6 discordant: ψ = 0.6.
-    let c = comparison(10, 8, 2);
+    let (c, summaries) = compared(10, 8, 2);
     let mdd = crate::report::stats::min_detectable_difference(10, 6).unwrap();
     assert_eq!(c.last().min_detectable_difference, Some(mdd));
     let judged = [Judged {
         regressions: Vec::new(),
         comparison: c,
+        summaries,
     }];
     let md = markdown(&judged, &[], Path::new("out"));
     let want = format!(

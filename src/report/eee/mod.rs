@@ -21,8 +21,8 @@ use sha2::{Digest, Sha256};
 use super::episode::episodes;
 use super::error::ReportError;
 use super::export::{create_dir, write_file};
-use super::metrics::Summary;
 use super::model_identity::ModelIdentity;
+use super::Summary;
 use crate::record::{ArmSpec, AttemptRecord, RunConfig};
 use crate::task::Task;
 

@@ -3,7 +3,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::super::export::Exporter;
-use super::super::metrics::summarize;
+use super::super::summarize;
 use super::super::testing::{config, render, task, two_arms, R};
 use super::super::view::RunView;
 use super::HtmlExporter;

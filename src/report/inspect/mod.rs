@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::episode::{episodes, Episode};
 use super::error::ReportError;
 use super::export::{create_dir, write_file};
-use super::metrics::Summary;
+use super::Summary;
 use crate::record::{AttemptRecord, RunConfig};
 use crate::task::Task;
 

@@ -126,7 +126,7 @@ pub fn tokens_recorded<'a>(curves: impl IntoIterator<Item = &'a [BudgetPoint]>) 
 /// each round r, the median over arms of their round-r mean cumulative
 /// tokens. `arms` are (name, summary) in arm order. None when no record
 /// counted tokens.
-pub(super) fn comparable(arms: &[(&str, &ArmSummary)]) -> Vec<BudgetRow> {
+pub fn comparable(arms: &[(&str, &ArmSummary)]) -> Vec<BudgetRow> {
     let curves = arms
         .iter()
         .map(|(_, a)| a.self_repair.budget_curve.as_slice());

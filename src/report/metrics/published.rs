@@ -111,7 +111,7 @@ pub(super) fn published(arm: &Arm) -> BTreeMap<String, PublishedAccuracy> {
 #[cfg(test)]
 mod tests {
     use crate::record::StopOn;
-    use crate::report::metrics::summarize;
+    use crate::report::summarize;
     use crate::report::testing::{config, task, R};
 
     /// Two GSM8K tasks: one right under both rules, one whose answer

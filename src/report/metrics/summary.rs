@@ -1,19 +1,13 @@
-//! What a summary is: a header and one section per group of metrics for
-//! an arm; for a run, its baseline arm, every arm and their comparison.
-
-use std::ops::Deref;
+//! What an arm's summary is: a header and one section per group of metrics.
 
 use serde::{Deserialize, Serialize};
 
 use super::answers::Answers;
-use super::budget::BudgetRow;
 use super::execution::{Cost, Executions};
 use super::header::Header;
 use super::repairs::Repairs;
 use super::self_repair::SelfRepair;
-use super::time_spent::TimeSpent;
 use crate::report::environment::EnvironmentMetrics;
-use crate::report::strategies::StrategyComparison;
 
 /// The summary of one arm: the header and every section, each flattened
 /// into one JSON object (the field order is the schema's).
@@ -67,49 +61,5 @@ impl ArmSummary {
                 )
             })
             .collect()
-    }
-}
-
-/// The summary of a run: the baseline arm's (the only arm of a
-/// one-strategy run) at the top level, then every arm and the paired
-/// comparison when there are several.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Summary {
-    #[serde(flatten)]
-    pub baseline: ArmSummary,
-    /// Every arm (the baseline first) of a run with several strategies;
-    /// empty with one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub arms: Vec<ArmSummary>,
-    /// The non-baseline arms against the baseline on their shared tasks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comparison: Option<StrategyComparison>,
-    /// Every arm's accuracy at the budgets where the arms can be compared
-    /// (per round r, the median over arms of its mean cumulative tokens).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub accuracy_at_budget: Vec<BudgetRow>,
-    /// Where the run's time went, over every arm.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<TimeSpent>,
-}
-
-/// A run's summary reads as its baseline arm's (the top level of
-/// `summary.json` is that arm), so renderers of one arm take either.
-impl Deref for Summary {
-    type Target = ArmSummary;
-
-    fn deref(&self) -> &ArmSummary {
-        &self.baseline
-    }
-}
-
-impl Summary {
-    /// Every arm, the baseline first; the one arm of a one-strategy run.
-    pub fn each_arm(&self) -> Vec<&ArmSummary> {
-        if self.arms.is_empty() {
-            vec![&self.baseline]
-        } else {
-            self.arms.iter().collect()
-        }
     }
 }

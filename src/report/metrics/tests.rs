@@ -1,7 +1,7 @@
 use super::repairs::same_code;
-use super::*;
 use crate::record::StopOn;
 use crate::report::testing::{config, task, R};
+use crate::report::{summarize, Summary};
 use crate::sandbox::Verdict;
 
 /// The successes of each rate, in order.

@@ -53,7 +53,7 @@ fn idle_speeds(config: &RunConfig) -> Option<(f64, f64)> {
 
 impl TimeSpent {
     /// None for a run without rounds.
-    pub(super) fn of(config: &RunConfig, records: &[AttemptRecord]) -> Option<TimeSpent> {
+    pub fn of(config: &RunConfig, records: &[AttemptRecord]) -> Option<TimeSpent> {
         let sum = |f: &dyn Fn(&AttemptRecord) -> f64| add(records.iter().map(f));
         let rounds_ms = sum(&|r| r.timings_ms.total);
         if records.is_empty() || rounds_ms <= 0.0 {

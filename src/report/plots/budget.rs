@@ -7,7 +7,8 @@ use plotters::prelude::*;
 
 use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
-use crate::report::metrics::{tokens_recorded, BudgetPoint, Summary};
+use crate::report::metrics::{tokens_recorded, BudgetPoint};
+use crate::report::Summary;
 
 /// What a budget is counted in.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -7,8 +7,8 @@ use plotters::prelude::*;
 use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
 use crate::report::metrics::ArmSummary;
-use crate::report::metrics::Summary;
 use crate::report::stats::Rate;
+use crate::report::Summary;
 
 pub(super) struct Curves {
     name: &'static str,
@@ -43,7 +43,7 @@ impl Curves {
     }
 
     /// One line per run.
-    pub(super) fn comparison(runs: &[(&str, &Summary)]) -> Option<Curves> {
+    pub(super) fn comparison(runs: &[(&str, &ArmSummary)]) -> Option<Curves> {
         let with_tasks = runs.iter().any(|(_, s)| recorded(s));
         Curves {
             name: "comparison",

@@ -9,7 +9,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::chart::Chart;
 use super::theme::{self, Area, Drawn, Swatch};
 use crate::report::metrics::ArmSummary;
-use crate::report::metrics::Summary;
+use crate::report::Summary;
 
 /// Per reason: (% of executions, count).
 type Bars = Vec<(f64, u64)>;

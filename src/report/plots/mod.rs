@@ -21,7 +21,8 @@ use plotters::prelude::*;
 
 use super::error::RenderError;
 use super::error::ReportError;
-use super::metrics::Summary;
+use super::metrics::ArmSummary;
+use super::Summary;
 use crate::record::AttemptRecord;
 use crate::util::atomic_write::write_atomically;
 use crate::util::fault::Point;
@@ -80,7 +81,7 @@ pub fn draw(
 /// The chart of `retrace compare`: accuracy by round of each run with its
 /// 95% band, `runs` being (label, summary) pairs, written into
 /// `dir/plots/comparison.{svg,png}` (none when no run has a task).
-pub fn draw_comparison(runs: &[(&str, &Summary)], dir: &Path) -> Result<Vec<Plot>, ReportError> {
+pub fn draw_comparison(runs: &[(&str, &ArmSummary)], dir: &Path) -> Result<Vec<Plot>, ReportError> {
     match curves::Curves::comparison(runs) {
         Some(c) => Ok(vec![render(&c, dir)?]),
         None => Ok(Vec::new()),
@@ -435,7 +436,11 @@ mod tests {
         let (cfg, records) = two_arms();
         let new = summarize(&cfg, &records);
         let dir = tempfile::tempdir().unwrap();
-        let plots = draw_comparison(&[("base", &base), ("new", &new)], dir.path()).unwrap();
+        let plots = draw_comparison(
+            &[("base", &base.baseline), ("new", &new.baseline)],
+            dir.path(),
+        )
+        .unwrap();
         assert_eq!(names(&plots), ["comparison"]);
         assert_drawn(
             &plots[0],

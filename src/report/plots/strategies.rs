@@ -7,8 +7,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::chart::Chart;
 use super::theme::{self, Area, Drawn};
-use crate::report::metrics::Summary;
 use crate::report::stats::Rate;
+use crate::report::Summary;
 
 struct Panel {
     title: &'static str,

@@ -8,7 +8,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::chart::Chart;
 use super::theme::{self, Area, Drawn};
-use crate::report::metrics::{Summary, CORRECT, NOT_RECORDED};
+use crate::report::metrics::{CORRECT, NOT_RECORDED};
+use crate::report::Summary;
 
 const STATES: [&str; 3] = ["fixed", "same failure", "other failure"];
 /// Rows beyond this are merged into one, so labels stay readable.

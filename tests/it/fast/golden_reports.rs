@@ -62,10 +62,11 @@ pub(super) fn fat_against_slim() -> [Judged; 1] {
     let (config, records) = load();
     let base = Side::new("BASE", &config, &records, "fat");
     let new = Side::new("NEW", &config, &records, "slim");
-    let c = compare::compare(&base, &new).unwrap();
+    let (c, summaries) = compare::compare(&base, &new).unwrap();
     [Judged {
         regressions: regressions(&c, &Thresholds::default()),
         comparison: c,
+        summaries,
     }]
 }
 
