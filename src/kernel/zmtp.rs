@@ -31,13 +31,30 @@ pub(super) fn zmtp_message(frames: &[&[u8]]) -> Vec<u8> {
 }
 
 /// A frame's flags and length, short or long as ZMTP wants.
-pub(super) fn frame_header(flags: u8, len: u64) -> Vec<u8> {
+pub(super) fn frame_header(flags: u8, len: u64) -> FrameHeader {
+    let mut bytes = [0; 9];
     if len > 255 || flags & LONG != 0 {
-        let mut header = vec![flags | LONG];
-        header.extend_from_slice(&len.to_be_bytes());
-        header
+        bytes[0] = flags | LONG;
+        bytes[1..].copy_from_slice(&len.to_be_bytes());
+        FrameHeader { bytes, len: 9 }
     } else {
-        vec![flags, len as u8]
+        bytes[0] = flags;
+        bytes[1] = len as u8;
+        FrameHeader { bytes, len: 2 }
+    }
+}
+
+/// A frame header's bytes, on the stack: the relay writes one per frame.
+pub(super) struct FrameHeader {
+    bytes: [u8; 9],
+    len: usize,
+}
+
+impl std::ops::Deref for FrameHeader {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
