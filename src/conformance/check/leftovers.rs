@@ -195,8 +195,13 @@ mod tests {
     #[test]
     fn finds_processes_and_directories_named_after_a_kernel() {
         let id = format!("kself{}", std::process::id());
+        // `read` is a shell builtin: the shell forks nothing, so exactly one
+        // process carries the id (`sh -c "sleep 30"` forks a child that
+        // shows the shell's command line until it execs, and was found twice
+        // under load).
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 30", &id])
+            .args(["-c", "read _", &id])
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let ns = PidNamespaces::default();
@@ -212,16 +217,11 @@ mod tests {
         child.wait().unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("command line"), "{found:?}");
-        // As `leftovers` waits: a child the shell was forking when it was
-        // killed carries the shell's command line until it execs `sleep`.
-        let mut left = processes_of(&id, &ns);
-        for _ in 0..200 {
-            if left.is_empty() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-            left = processes_of(&id, &ns);
-        }
+        assert!(
+            found[0].contains(&format!("pid {} ", child.id())),
+            "{found:?}"
+        );
+        let left = processes_of(&id, &ns);
         assert!(left.is_empty(), "{left:?}");
 
         let tree = tempfile::tempdir().unwrap();
