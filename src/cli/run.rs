@@ -11,7 +11,7 @@ use retrace::model::Generation;
 use retrace::pyenv::Strategy;
 use retrace::record::{
     AfterFailure, ArmAxes, Execution, ExecutorSpec, FeedbackMode, GatewaySpec, InstallOn,
-    LoopPolicy, ModelSetup, PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
+    LoopPolicy, ModelSetup, PackageSpec, Round0From, RunSpec, Selection, StopOn, TaskSpec,
 };
 use retrace::report;
 use retrace::task::load::{datasets_dir, TagQuota};
@@ -145,6 +145,12 @@ pub struct PolicyArgs {
     /// Directory with prompt templates overriding the built-in ones.
     #[arg(long)]
     pub prompts: Option<PathBuf>,
+    /// Take every task's round 0 (reply, code, outcome) from a recorded
+    /// run, its baseline arm or ARM; each arm's own model repairs from
+    /// round 1. The same model as the recorded run's repairs its own code,
+    /// another model foreign code (docs/methodology.md).
+    #[arg(long, value_name = "RUN_DIR[:ARM]", value_parser = parse_round0_from)]
+    pub round0_from: Option<Round0From>,
     /// Characters of error feedback per repair message.
     #[arg(long, default_value_t = 4000)]
     pub feedback_budget: usize,
@@ -287,6 +293,7 @@ impl RunArgs {
                 prompts: p.prompts.clone(),
                 after_failure: p.after_failure[0],
                 max_task_tokens: p.max_task_tokens,
+                round0_from: p.round0_from.clone(),
             },
             model: ModelSetup {
                 spec: model.clone(),
@@ -461,6 +468,13 @@ fn parse_tag_quota(text: &str) -> Result<TagQuota, String> {
         tag: tag.to_string(),
         count,
     })
+}
+
+fn parse_round0_from(text: &str) -> Result<Round0From, String> {
+    if text.is_empty() {
+        return Err("expected RUN_DIR or RUN_DIR:ARM".into());
+    }
+    Ok(Round0From::parse(text))
 }
 
 fn parse_model(text: &str) -> Result<ModelSpec, String> {

@@ -118,6 +118,32 @@ pub enum UsageError {
          a resumed run must see the same tasks"
     )]
     TasksChanged { suite: String, detail: String },
+    #[error(
+        "--round0-from {}: the run has no arm `{arm}` (its arms: {})",
+        dir.display(),
+        arms.join(", ")
+    )]
+    Round0Arm {
+        dir: PathBuf,
+        arm: String,
+        arms: Vec<String>,
+    },
+    #[error("--round0-from {}: task {task} {why}", dir.display())]
+    Round0Task {
+        dir: PathBuf,
+        task: String,
+        why: &'static str,
+    },
+    #[error(
+        "--round0-from {}: that directory now holds run {now}, not {then} whose round 0 this run \
+         started from; a resumed run must start from the same round 0",
+        dir.display()
+    )]
+    Round0Changed {
+        dir: PathBuf,
+        then: String,
+        now: String,
+    },
     #[error("{0}")]
     Gateway(&'static str),
     #[error("--env: {0}")]

@@ -14,6 +14,7 @@ mod prepare;
 pub mod progress;
 pub mod rescore;
 mod round;
+mod round0_source;
 mod run;
 mod run_dir;
 pub mod runner;

@@ -13,6 +13,7 @@ use super::error::{HarnessError, UsageError};
 use super::journal::{self, ArmTask, Journal};
 use super::prepare::{prepare, Prepared, RunContext};
 use super::progress::Progress;
+use super::round0_source::{self, Round0s};
 use super::run_dir::{
     load_tasks, read_config, refuse_existing_run, same_env, same_tasks, task_hash, write_config,
 };
@@ -36,11 +37,21 @@ pub struct Run {
 }
 
 /// What a resumed run finished before: its tasks per arm, and their
-/// round-0 records.
+/// round-0 records; and the round 0 recorded by another run
+/// (`--round0-from`).
 #[derive(Default)]
 struct Done {
     finished: HashSet<ArmTask>,
-    round0s: Vec<AttemptRecord>,
+    shared: Vec<AttemptRecord>,
+    round0s: Round0s,
+}
+
+/// The round 0 of `--round0-from`, if the spec asks for one.
+fn recorded_round0s(spec: &RunSpec, tasks: &[Task]) -> Result<Round0s, HarnessError> {
+    match &spec.policy.round0_from {
+        Some(from) => round0_source::load(from, tasks, spec.tasks.max_task_file_bytes),
+        None => Ok(Round0s::default()),
+    }
 }
 
 /// What an executed run gives back.
@@ -90,6 +101,7 @@ impl Run {
             }
             .into());
         }
+        let round0s = recorded_round0s(&spec, &tasks)?;
         let prepared = prepare(&spec, &tasks, &ctx).await?;
         let created = chrono::Utc::now();
         let run_id = format!(
@@ -101,6 +113,7 @@ impl Run {
         refuse_existing_run(&dir)?;
         let mut provenance = provenance(&spec, &prepared, &tasks, skipped, run_id, &dir);
         provenance.created = created.to_rfc3339();
+        provenance.round0_source = round0s.source.clone();
         let config = RunConfig {
             schema_version: RUN_SCHEMA_VERSION,
             spec,
@@ -109,7 +122,11 @@ impl Run {
         std::fs::create_dir_all(&dir)
             .map_err(|e| crate::util::IoError::new(format!("creating {}", dir.display()), e))?;
         write_config(&config, &dir)?;
-        Self::assemble(config, dir, tasks, Done::default(), prepared, &ctx)
+        let done = Done {
+            round0s,
+            ..Done::default()
+        };
+        Self::assemble(config, dir, tasks, done, prepared, &ctx)
     }
 
     /// Reopens the run in `dir` (its `run.json` decides everything that
@@ -126,6 +143,21 @@ impl Run {
         config.spec.env.check().map_err(UsageError::from)?;
         let tasks = load_tasks(&config.spec.tasks, &ctx.datasets)?.0;
         same_tasks(&config, &tasks)?;
+        let recorded = recorded_round0s(&config.spec, &tasks)?;
+        if let (Some(then), Some(now), Some(from)) = (
+            &config.provenance.round0_source,
+            &recorded.source,
+            &config.spec.policy.round0_from,
+        ) {
+            if then.run_id != now.run_id {
+                return Err(UsageError::Round0Changed {
+                    dir: from.run.clone(),
+                    then: then.run_id.clone(),
+                    now: now.run_id.clone(),
+                }
+                .into());
+            }
+        }
         let prepared = prepare(&config.spec, &tasks, &ctx).await?;
         let hash = &config.provenance.prompts_hash;
         if !hash.is_empty() && prepared.templates.hash() != *hash {
@@ -145,8 +177,12 @@ impl Run {
         let journal = dir.join("results.jsonl");
         let (finished, kept) = journal::compact(&journal)?;
         // The round 0 an unfinished arm shares with a finished one.
-        let round0s = kept.into_iter().filter(|r| r.round == 0).collect();
-        let done = Done { finished, round0s };
+        let shared = kept.into_iter().filter(|r| r.round == 0).collect();
+        let done = Done {
+            finished,
+            shared,
+            round0s: recorded,
+        };
         Self::assemble(config, dir.to_path_buf(), tasks, done, prepared, &ctx)
     }
 
@@ -159,7 +195,7 @@ impl Run {
         ctx: &RunContext,
     ) -> Result<Run, HarnessError> {
         let arms = prepared.arms;
-        let todo = schedule::jobs(&arms, &tasks, &done.finished, done.round0s);
+        let todo = schedule::jobs(&arms, &tasks, &done.finished, done.shared, &done.round0s);
         let finished = done.finished;
         let progress = Arc::new(Progress::new(
             (config.provenance.task_ids.len() * arms.len()) as u64,
@@ -333,6 +369,7 @@ fn provenance(
         // Computed from the config when run.json is written.
         fingerprints: Default::default(),
         wall_ms: 0.0,
+        round0_source: None,
     }
 }
 

@@ -10,6 +10,7 @@ use super::arm::Arm;
 use super::episode::Episode;
 use super::error::HarnessError;
 use super::journal::ArmTask;
+use super::round0_source::Round0s;
 use super::runner::Runner;
 use crate::record::AttemptRecord;
 use crate::task::Task;
@@ -33,11 +34,14 @@ impl Job {
 
 /// The jobs of a run, task by task and group by group (an interrupted run
 /// has compared arms on the same tasks), leaving out arms that `finished`.
+/// A group's round 0 is the one an arm of it finished earlier, else the
+/// one `recorded` (`--round0-from`) has.
 pub(super) fn jobs(
     arms: &[Arm],
     tasks: &[Task],
     finished: &HashSet<ArmTask>,
     round0s: Vec<AttemptRecord>,
+    recorded: &Round0s,
 ) -> Vec<Job> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, arm) in arms.iter().enumerate() {
@@ -66,12 +70,16 @@ pub(super) fn jobs(
             if todo.is_empty() {
                 continue;
             }
-            let round0 = group.iter().find(|&&a| is_done(a, task)).and_then(|&a| {
-                round0s
-                    .iter()
-                    .find(|r| r.task_id == task.id && r.arm_name() == arms[a].name)
-                    .cloned()
-            });
+            let round0 = group
+                .iter()
+                .find(|&&a| is_done(a, task))
+                .and_then(|&a| {
+                    round0s
+                        .iter()
+                        .find(|r| r.task_id == task.id && r.arm_name() == arms[a].name)
+                        .cloned()
+                })
+                .or_else(|| recorded.get(&task.id).cloned());
             jobs.push(Job {
                 arms: todo,
                 task: task.clone(),

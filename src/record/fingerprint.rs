@@ -162,6 +162,10 @@ pub struct PolicyPrint {
     pub after_failure: String,
     /// `--max-task-tokens`.
     pub max_task_tokens: Option<u64>,
+    /// `--round0-from`: the recorded run and arm (`RUN_ID:ARM`) round 0
+    /// came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round0_from: Option<String>,
 }
 
 /// A field whose value differs between two fingerprints.
@@ -227,6 +231,7 @@ impl Fingerprint {
                 feedback_budget: spec.policy.feedback_budget,
                 after_failure: spec.policy.after_failure.name().to_string(),
                 max_task_tokens: spec.policy.max_task_tokens,
+                round0_from: provenance.round0_source.as_ref().map(|s| s.label()),
             },
             env: spec.env.print(),
         }

@@ -120,6 +120,7 @@ impl RunConfigV2 {
                 prompts: self.prompts_dir,
                 after_failure: Default::default(),
                 max_task_tokens: None,
+                round0_from: None,
             },
             model: ModelSetup {
                 spec: model,
@@ -163,6 +164,7 @@ impl RunConfigV2 {
                 prompts_hash: self.prompts_hash,
                 fingerprints: BTreeMap::new(),
                 wall_ms: 0.0,
+                round0_source: None,
             },
         ))
     }

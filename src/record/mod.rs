@@ -15,9 +15,9 @@ pub use crate::repair::{FeedbackKind, FeedbackMode};
 pub use attempt::{AttemptRecord, RecordKind, RoundTimings, Spent, StopReason};
 pub use fingerprint::{covers, Difference, Fingerprint};
 pub use install::{InstallStep, InstallTrigger, WheelRecord};
-pub use provenance::{ArmImage, Provenance};
+pub use provenance::{ArmImage, Provenance, Round0Source};
 pub use run::{RunConfig, RunConfigError, RUN_SCHEMA_VERSION, SCHEMA_VERSION};
 pub use spec::{
     AfterFailure, ArmAxes, ArmSpec, Execution, ExecutorSpec, GatewaySpec, InstallOn, LoopPolicy,
-    ModelSetup, PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
+    ModelSetup, PackageSpec, Round0From, RunSpec, Selection, StopOn, TaskSpec,
 };

@@ -70,6 +70,28 @@ pub struct Provenance {
     /// own), in ms; 0 until a session ends.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wall_ms: f64,
+    /// `--round0-from`: the recorded run every task's round 0 came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round0_source: Option<Round0Source>,
+}
+
+/// The recorded run a run took its round 0 from, as it was when read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Round0Source {
+    pub run_id: String,
+    /// The recorded run's arm whose round 0 was taken.
+    pub arm: String,
+    /// The model that wrote that round 0 (as the recorded run names it).
+    pub model: String,
+    /// That arm's protocol fingerprint.
+    pub fingerprint: Fingerprint,
+}
+
+impl Round0Source {
+    /// What records of round 0 name as their source (`shared_from`).
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.run_id, self.arm)
+    }
 }
 
 impl Provenance {

@@ -47,6 +47,17 @@ impl RunConfig {
         self.spec.arms().into_iter().map(|a| a.name).collect()
     }
 
+    /// The model of arm `arm` as reports name it: the run's model as it
+    /// turned out (`provenance.model`) when the arm uses the run's model
+    /// spec, else the arm's spec.
+    pub fn model_of(&self, arm: &str) -> String {
+        let spec = self.spec.arms().into_iter().find(|a| a.name == arm);
+        match spec {
+            Some(a) if a.spec.model.spec != self.spec.model.spec => a.spec.model.spec.to_string(),
+            _ => self.provenance.model.clone(),
+        }
+    }
+
     /// The protocol fingerprint of arm `arm`: as recorded, else computed
     /// from the config. `None` when the run has no such arm.
     pub fn fingerprint(&self, arm: &str) -> Option<Fingerprint> {

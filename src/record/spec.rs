@@ -176,6 +176,42 @@ pub struct LoopPolicy {
     /// prompt and completion tokens exceed this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_task_tokens: Option<u64>,
+    /// `--round0-from RUN_DIR[:ARM]`: every task's round 0 is that recorded
+    /// run's, and each arm repairs it from round 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round0_from: Option<Round0From>,
+}
+
+/// A recorded run whose round 0 a new run starts from (`--round0-from`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Round0From {
+    /// The recorded run's directory.
+    pub run: PathBuf,
+    /// Its arm; the recorded run's baseline arm when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<String>,
+}
+
+impl Round0From {
+    /// `RUN_DIR` or `RUN_DIR:ARM`. Arm names may hold `:` (`oracle:faults`)
+    /// and so may directories: the run directory is the shortest prefix
+    /// before a `:` that is a directory, else the whole text.
+    pub fn parse(text: &str) -> Round0From {
+        let split = text
+            .match_indices(':')
+            .map(|(i, _)| (&text[..i], &text[i + 1..]))
+            .find(|(dir, arm)| !arm.is_empty() && std::path::Path::new(dir).is_dir());
+        match split {
+            Some((dir, arm)) if !std::path::Path::new(text).is_dir() => Round0From {
+                run: PathBuf::from(dir),
+                arm: Some(arm.to_string()),
+            },
+            _ => Round0From {
+                run: PathBuf::from(text),
+                arm: None,
+            },
+        }
+    }
 }
 
 /// The model and how it is sampled.
@@ -513,5 +549,38 @@ mod tests {
         assert_eq!(temperatures, [0.2, 0.7]);
         assert_eq!(arms[0].round0_key(), arms[1].round0_key());
         assert_eq!(spec.varying(), ["--repair-temperature"]);
+    }
+
+    /// `RUN_DIR[:ARM]`: the run directory is the shortest prefix before a
+    /// `:` that is a directory, so arms and directories may both hold `:`.
+    #[test]
+    fn round0_from_splits_at_the_first_colon_after_a_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("run");
+        let odd = tmp.path().join("a:b");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::create_dir_all(&odd).unwrap();
+        let parse = |text: String| Round0From::parse(&text);
+        let (r, o) = (run.display(), odd.display());
+        let whole = |dir: &std::path::Path| Round0From {
+            run: dir.to_path_buf(),
+            arm: None,
+        };
+        let arm = |dir: &std::path::Path, arm: &str| Round0From {
+            run: dir.to_path_buf(),
+            arm: Some(arm.into()),
+        };
+        assert_eq!(parse(format!("{r}")), whole(&run));
+        assert_eq!(parse(format!("{r}:fat")), arm(&run, "fat"));
+        assert_eq!(
+            parse(format!("{r}:oracle:faults")),
+            arm(&run, "oracle:faults")
+        );
+        assert_eq!(parse(format!("{o}")), whole(&odd));
+        assert_eq!(parse(format!("{o}:parsed")), arm(&odd, "parsed"));
+        // Nothing is a directory: the whole text is the run, refused later
+        // as not a run.
+        let none = tmp.path().join("none:x");
+        assert_eq!(parse(none.display().to_string()), whole(&none));
     }
 }

@@ -62,7 +62,7 @@ pub use error::{RenderError, ReportError};
 pub use export::Exporter;
 pub use installs::InstallMetrics;
 pub use labels::{labels, limits_line, percent, power_sentence};
-pub use metrics::ArmSummary;
+pub use metrics::{ArmOrigin, ArmSummary, Authorship, CodeOrigin};
 pub use plots::Plot;
 pub use stats::McNemar;
 pub use summary::{summarize, Summary};

@@ -28,6 +28,7 @@ pub(super) fn build(run: &RunView) -> Document {
     }
     accuracy(&mut headline, s);
     self_repair(&mut headline, s);
+    code_origin(&mut headline, s);
     executions(&mut headline, s);
     doc.section("section", Some("headline"), headline);
     doc.only(Format::Html, skipped_page);
@@ -403,6 +404,36 @@ fn self_repair(doc: &mut Document, s: &Summary) {
             ..Table::plain(&[], t.rows).class("self-repair")
         });
     }
+    doc.push(Block::Gap);
+}
+
+/// `--round0-from`: the recorded round 0 and each arm's recovery from it,
+/// own code or foreign.
+fn code_origin(doc: &mut Document, s: &Summary) {
+    let Some(o) = &s.code_origin else {
+        return;
+    };
+    doc.heading(2, "Own and foreign code");
+    doc.paragraph(
+        Text::from("Round 0 of every task is ")
+            .code(&o.source)
+            .text(format!(
+                "'s (written by {}); each arm's model repairs it from round 1. \
+                 Recovery is over the tasks wrong at round 0, the same tasks in every arm.",
+                o.model
+            )),
+    );
+    let rows = (o.arms.iter())
+        .map(|a| {
+            vec![
+                a.arm.clone(),
+                a.model.clone(),
+                a.code.name().to_string(),
+                counted(a.recovery_rate.as_ref()),
+            ]
+        })
+        .collect();
+    doc.table(Table::plain(&["arm", "model", "code", "recovery"], rows).class("code-origin"));
     doc.push(Block::Gap);
 }
 

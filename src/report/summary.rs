@@ -7,7 +7,7 @@ use std::ops::Deref;
 use serde::{Deserialize, Serialize};
 
 use super::compare::{compare, Comparison, Side};
-use super::metrics::{comparable, summarize_arms, ArmSummary, BudgetRow, TimeSpent};
+use super::metrics::{comparable, summarize_arms, ArmSummary, BudgetRow, CodeOrigin, TimeSpent};
 use crate::record::{AttemptRecord, RunConfig};
 
 /// Computes the summary of a run from its records. With several arms
@@ -30,6 +30,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
     let comparisons = (arms[1..].iter())
         .filter_map(|arm| compare(&base, &side(arm)).map(|(c, _)| c))
         .collect();
+    let code_origin = CodeOrigin::of(config, &arms.iter().collect::<Vec<_>>());
     let baseline = arms[0].clone();
     if arms.len() == 1 {
         arms.clear();
@@ -40,6 +41,7 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         comparisons,
         accuracy_at_budget,
         time: TimeSpent::of(config, records),
+        code_origin,
     }
 }
 
@@ -66,6 +68,10 @@ pub struct Summary {
     /// Where the run's time went, over every arm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeSpent>,
+    /// `--round0-from`: the recorded round 0 and whose code each arm
+    /// repaired (own or foreign).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_origin: Option<CodeOrigin>,
 }
 
 /// A run's summary reads as its baseline arm's (the top level of

@@ -259,6 +259,60 @@ fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     assert!(left.is_empty(), "llama servers left running: {left:?}");
 }
 
+/// `--round0-from` a recorded run of the local model: with the same model
+/// its arm's round 0 is the recorded one, record for record, and is its own
+/// code; the oracle's arm repairs the same round 0 as foreign code.
+#[test]
+fn a_recorded_local_round_0_is_repaired_as_own_and_foreign_code() {
+    if common::lacks_root() {
+        return;
+    }
+    let _serial = serial();
+    let out = tempfile::tempdir().unwrap();
+    let (first, second) = (out.path().join("source"), out.path().join("repairs"));
+    let output = retrace_run(SMALL, &first, &[]);
+    assert_complete_run(&first, SMALL, &output);
+    let from = first.to_str().unwrap();
+    let output = common::retrace([
+        "run",
+        "--suite",
+        "math",
+        "--limit-tasks",
+        &TASKS.to_string(),
+        "--rounds",
+        "2",
+        "--model",
+        &format!("{SMALL},oracle"),
+        "--round0-from",
+        from,
+        "--out",
+        second.to_str().unwrap(),
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    let journal = |dir: &Path| retrace::harness::journal::read(&dir.join("results.jsonl")).unwrap();
+    let run_id = read_json(&first.join("run.json"))["provenance"]["run_id"].clone();
+    let label = format!("{}:fat", run_id.as_str().unwrap());
+    crate::round0_from::assert_round0_is_the_sources(
+        &journal(&first),
+        "fat",
+        &label,
+        &journal(&second),
+        &[SMALL, "oracle"],
+    );
+    let summary = read_json(&second.join("summary.json"));
+    let origin = &summary["code_origin"];
+    assert_eq!(origin["source"], label.as_str(), "{origin}");
+    let code: BTreeMap<&str, &str> = (origin["arms"].as_array().unwrap().iter())
+        .map(|a| (a["arm"].as_str().unwrap(), a["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        code,
+        BTreeMap::from([(SMALL, "own"), ("oracle", "foreign")])
+    );
+}
+
 /// The default model, as a user gets it: `retrace model prepare` (which
 /// shows download and join progress), then `retrace run --model local`.
 /// 1.1 GB to download on a cold cache: the one test that pays for it.

@@ -57,6 +57,7 @@ mod math_checker;
 mod pyenv_image;
 mod repair_masking;
 mod report_html;
+mod round0_from;
 mod run_arms;
 mod run_library;
 mod run_loop;

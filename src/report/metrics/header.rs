@@ -49,11 +49,7 @@ impl Header {
             .into_iter()
             .find(|a| a.name == arm.strategy)
             .map_or_else(|| run.clone(), |a| a.spec);
-        let model = if spec.model.spec == run.model.spec {
-            provenance.model.clone()
-        } else {
-            spec.model.spec.to_string()
-        };
+        let model = arm.config.model_of(arm.strategy);
         Header {
             schema_version: SCHEMA_VERSION,
             run_id: provenance.run_id.clone(),

@@ -12,6 +12,7 @@
 mod answers;
 mod arm;
 mod budget;
+mod code_origin;
 mod execution;
 mod failure_classes;
 mod header;
@@ -29,6 +30,7 @@ mod transitions;
 
 pub use answers::{Answers, FailureFate, FaultAccuracy};
 pub use budget::{accuracy_at, comparable, tokens_recorded, ArmAccuracy, BudgetPoint, BudgetRow};
+pub use code_origin::{ArmOrigin, Authorship, CodeOrigin};
 pub use execution::{Cost, Executions, KillRate, Latency, Tokens};
 pub use failure_classes::{ClassRow, CORRECT, NOT_RECORDED};
 pub use header::Header;
