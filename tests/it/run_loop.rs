@@ -378,7 +378,7 @@ fn every_builtin_reference_validates() {
     if common::lacks_root() {
         return;
     }
-    for suite in ["math", "tabular", "packages", "competition"] {
+    for suite in ["math", "tabular", "packages", "competition", "resource"] {
         let o = retrace(["tasks", "validate", suite, "--jobs", "2"])
             .image(ImageName::Fat)
             .run();
