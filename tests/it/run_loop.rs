@@ -388,6 +388,53 @@ fn every_builtin_reference_validates() {
     }
 }
 
+/// The resource suite's references, sent by `oracle`, run in confined fat
+/// kernels under the default limits: every task is right at round 0, no
+/// round presses a limit (no verdict but `ok`, nothing in `fired`), and
+/// the summary has no kill class.
+#[test]
+fn the_resource_suites_references_run_within_the_default_limits() {
+    if common::lacks_root() {
+        return;
+    }
+    let datasets = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets");
+    let n = retrace::task::load::load_suite("resource", &datasets)
+        .unwrap()
+        .len();
+    assert!((12..=20).contains(&n), "{n}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = retrace([
+        "run",
+        "--suite",
+        "resource",
+        "--model",
+        "oracle",
+        "--rounds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert!(o.success(), "{o}");
+    let recs = records(&out);
+    assert_eq!(recs.len(), n, "one round each");
+    for r in &recs {
+        let outcome = &r["outcome"];
+        assert_eq!(outcome["verdict"], "ok", "{}: {outcome:#}", r["task_id"]);
+        assert!(
+            outcome.get("fired").is_none(),
+            "{}: {outcome:#}",
+            r["task_id"]
+        );
+        assert_eq!(r["correct"], true, "{}", r["task_id"]);
+    }
+    let s = summary(&out);
+    assert_eq!(s["accuracy_by_round"][0]["successes"], n as u64, "{s:#}");
+    assert!(s["kill_recovery"].is_null(), "{s:#}");
+}
+
 /// The packages suite's references in slim kernels that get what they
 /// import through the dynamic strategy (store hits after the first).
 #[test]
