@@ -256,8 +256,8 @@ def expected_recurrence(n=100000, mod=1_000_000_007):
 
 
 def edit_strings():
-    s = "".join("ACGT"[(i * i + 3 * i) % 7 % 4] for i in range(1500))
-    t = "".join("ACGT"[(5 * i + i * i * i) % 11 % 4] for i in range(1500))
+    s = "".join("ACGT"[(i * i + 3 * i) % 7 % 4] for i in range(1000))
+    t = "".join("ACGT"[(5 * i + i * i * i) % 11 % 4] for i in range(1000))
     return s, t
 
 
@@ -514,10 +514,10 @@ def tasks():
     ))
     out.append(task(
         "res-rec-002",
-        "Let s be the string of length 1500 whose i-th character (i = 0, 1, ..., 1499) is 'ACGT'[((i*i + 3*i) mod 7) mod 4], and t the string of length 1500 whose i-th character is 'ACGT'[((5*i + i*i*i) mod 11) mod 4]. What is the edit distance (Levenshtein: insertions, deletions and substitutions each cost 1) between s and t? Give the answer as an integer.",
+        "Let s be the string of length 1000 whose i-th character (i = 0, 1, ..., 999) is 'ACGT'[((i*i + 3*i) mod 7) mod 4], and t the string of length 1000 whose i-th character is 'ACGT'[((5*i + i*i*i) mod 11) mod 4]. What is the edit distance (Levenshtein: insertions, deletions and substitutions each cost 1) between s and t? Give the answer as an integer.",
         number(expected_editdistance()),
-        "s = ''.join('ACGT'[(i * i + 3 * i) % 7 % 4] for i in range(1500))\n"
-        "t = ''.join('ACGT'[(5 * i + i * i * i) % 11 % 4] for i in range(1500))\n"
+        "s = ''.join('ACGT'[(i * i + 3 * i) % 7 % 4] for i in range(1000))\n"
+        "t = ''.join('ACGT'[(5 * i + i * i * i) % 11 % 4] for i in range(1000))\n"
         "prev = list(range(len(t) + 1))\n"
         "for i in range(1, len(s) + 1):\n"
         "    cur = [i] + [0] * len(t)\n"
