@@ -331,8 +331,9 @@ fn kills(arms: &[&ArmSummary], k: u32) -> Table {
     }
     Table {
         title: "Repair after kills".into(),
-        note: "By the limit that ended a round (memory: OOM kill or MemoryError; cpu; wall; \
-               output; recursion: RecursionError; …). Rounds and tasks with one; repaired: \
+        note: "By the limit that ended a round (memory: OOM kill or MemoryError the OS \
+               confirms; memory_unconfirmed: a MemoryError it does not; cpu; wall; output; \
+               recursion: RecursionError; …). Rounds and tasks with one; repaired: \
                the tasks whose first such round had a next round, the denominator of both \
                rates. Recovered: correct at round K. Within limits: that next round ran its \
                code to verdict ok.",

@@ -32,13 +32,14 @@ pub const STATE_LOST: &str =
 pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String> {
     let mem = format_bytes(limits.memory_bytes);
     let message = match outcome.verdict {
-        Verdict::Error => recursion(outcome),
+        Verdict::Error => recursion(outcome).or_else(|| memory_refused(outcome, &mem)),
         Verdict::Ok => None,
         Verdict::TimeoutWall => Some(format!(
-            "Your code did not finish within {} of wall time and was stopped ({}). Make it \
-             faster (avoid long loops and sleeps) or compute less.",
+            "Your code did not finish within {} of wall time and was stopped ({}; {}). Make \
+             it faster (avoid long loops and sleeps) or compute less.",
             fmt_duration(limits.timeout),
-            observed_wall(outcome)
+            observed_wall(outcome),
+            observed_cpu(outcome)
         )),
         Verdict::TimeoutCpu => Some(format!(
             "Your code used more than {} of CPU time and was stopped ({}). Use a faster \
@@ -145,6 +146,22 @@ pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String>
         (None, true) => Some(STATE_LOST.to_string()),
         (None, false) => None,
     }
+}
+
+/// A `MemoryError` no OS evidence confirms (verdict `error`): one
+/// allocation refused outright, typically larger than the machine, before
+/// the memory limit was reached.
+fn memory_refused(outcome: &Outcome, mem: &str) -> Option<String> {
+    outcome
+        .error
+        .as_ref()
+        .filter(|e| e.ename == "MemoryError")?;
+    Some(format!(
+        "Your code asked for more memory than can be had and raised MemoryError (the memory \
+         limit is {mem}; {}). Use less memory (smaller arrays, process data in chunks, or a \
+         formula instead of a table).",
+        observed_memory(outcome)
+    ))
 }
 
 /// The cell's running time before it was stopped: its total less the
@@ -365,12 +382,21 @@ mod tests {
         let mut o = Outcome::ended(Verdict::TimeoutWall, 10_450.0);
         o.timings_ms.kill = Some(150.0);
         assert!(
-            msg(&o).contains("within 10s of wall time and was stopped (it had run for 10.3s)"),
+            msg(&o).contains(
+                "within 10s of wall time and was stopped (it had run for 10.3s; its CPU time \
+                 was not measured)"
+            ),
+            "{}",
+            msg(&o)
+        );
+        o.timings_ms.cpu = Some(4_900.0);
+        assert!(
+            msg(&o).contains("(it had run for 10.3s; it used 4.9s of CPU time)"),
             "{}",
             msg(&o)
         );
         o.timings_ms = Default::default();
-        assert!(msg(&o).contains("(its running time was not recorded)"));
+        assert!(msg(&o).contains("(its running time was not recorded;"));
 
         let mut o = Outcome::ended(Verdict::TimeoutCpu, 12_000.0);
         assert!(msg(&o)
@@ -434,6 +460,14 @@ mod tests {
         assert!(m.contains("(its traceback shows no frames)"), "{m}");
         o.error.as_mut().unwrap().ename = "KeyError".into();
         assert_eq!(kill_message(&o, &limits), None);
+        // A MemoryError without OS evidence: an allocation refused outright.
+        o.error.as_mut().unwrap().ename = "MemoryError".into();
+        o.memory_peak_bytes = Some(50 << 20);
+        let m = kill_message(&o, &limits).unwrap();
+        assert!(
+            m.contains("(the memory limit is 512M; the kernel's peak memory use was 50M)"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -31,10 +31,12 @@ pub struct KillRecovery {
 }
 
 /// The kill class of an execution: the limit that ended it, by OS
-/// evidence (the verdict), or `recursion` for a `RecursionError` (Python's
-/// own limit, a plain exception to the sandbox). `None` for a clean run,
-/// another exception, and refusals that are not about resources (network,
-/// package policy, code size).
+/// evidence (the verdict); or, for two exceptions the sandbox sees as
+/// plain errors, `recursion` (a `RecursionError`: Python's own limit) and
+/// `memory_unconfirmed` (a `MemoryError` no OS evidence confirms: one
+/// allocation refused outright, typically larger than the machine). `None`
+/// for a clean run, another exception, and refusals that are not about
+/// resources (network, package policy, code size).
 pub fn kill_class(o: &Outcome) -> Option<&'static str> {
     Some(match o.verdict {
         Verdict::OomKilled | Verdict::MemoryError => "memory",
@@ -46,13 +48,11 @@ pub fn kill_class(o: &Outcome) -> Option<&'static str> {
         Verdict::FdLimit => "files",
         Verdict::LockLimit => "locks",
         Verdict::Crash => "crash",
-        Verdict::Error
-            if o.error
-                .as_ref()
-                .is_some_and(|e| e.ename == "RecursionError") =>
-        {
-            "recursion"
-        }
+        Verdict::Error => match o.error.as_ref().map(|e| e.ename.as_str()) {
+            Some("RecursionError") => "recursion",
+            Some("MemoryError") => "memory_unconfirmed",
+            _ => return None,
+        },
         _ => return None,
     })
 }
@@ -110,10 +110,10 @@ mod tests {
     use crate::report::testing::{config, outcome, task, R};
     use crate::sandbox::Verdict;
 
-    /// Four tasks: an OOM repaired to a right answer within the limits, a
+    /// Five tasks: an OOM repaired to a right answer within the limits, a
     /// CPU kill whose repair hit the wall, then was right; a recursion
-    /// error repaired into a wrong answer; a wall kill in the last round
-    /// (no repair).
+    /// error repaired into a wrong answer; a MemoryError without OS
+    /// evidence, repaired; a wall kill in the last round (no repair).
     #[test]
     fn recovery_and_runs_within_the_limits_per_kill_class() {
         let (k, s) = (2, StopOn::Clean);
@@ -131,6 +131,8 @@ mod tests {
         let mut rec = task("rec", &[R::Raised("RecursionError"), R::Wrong], s, k);
         rec[0].outcome = Some(outcome(Verdict::Error, Some("RecursionError")));
         records.extend(rec);
+        // numpy's refusal of a 75 GiB array: no OS evidence of the limit.
+        records.extend(task("np", &[R::Raised("MemoryError"), R::Right], s, k));
         records.extend(task(
             "late",
             &[
@@ -141,14 +143,17 @@ mod tests {
             s,
             k,
         ));
-        let ids = ["oom", "cpu", "rec", "late"];
+        let ids = ["oom", "cpu", "rec", "np", "late"];
         let summary = summarize(&config(&ids, k, s), &records);
         let kills = &summary.each_arm()[0].self_repair.kill_recovery;
         assert_eq!(
             kills.keys().collect::<Vec<_>>(),
-            ["cpu", "memory", "recursion", "wall"]
+            ["cpu", "memory", "memory_unconfirmed", "recursion", "wall"]
         );
         let rate = |r: &Option<crate::report::stats::Rate>| r.map(|r| (r.successes, r.n));
+        assert_eq!(kills["memory"].tasks, 1, "the unconfirmed one is apart");
+        let unconfirmed = &kills["memory_unconfirmed"];
+        assert_eq!(rate(&unconfirmed.recovery), Some((1, 1)));
 
         let memory = &kills["memory"];
         assert_eq!(
