@@ -389,9 +389,11 @@ fn every_builtin_reference_validates() {
 }
 
 /// The resource suite's references, sent by `oracle`, run in confined fat
-/// kernels under the default limits: every task is right at round 0, no
-/// round presses a limit (no verdict but `ok`, nothing in `fired`), and
-/// the summary has no kill class.
+/// kernels under the default limits of memory, CPU time and output (the
+/// wall time raised: the slowest reference needs 3 s of CPU, which a
+/// loaded machine may stretch past 10 s of wall): every task is right at
+/// round 0, no round presses a limit (no verdict but `ok`, nothing in
+/// `fired`), and the summary has no kill class.
 #[test]
 fn the_resource_suites_references_run_within_the_default_limits() {
     if common::lacks_root() {
@@ -412,6 +414,8 @@ fn the_resource_suites_references_run_within_the_default_limits() {
         "oracle",
         "--rounds",
         "1",
+        "--timeout",
+        "60s",
         "--out",
         out.to_str().unwrap(),
     ])
@@ -505,8 +509,11 @@ fn kills_on_the_resource_suite_are_reported_per_class() {
     std::fs::write(&suite, mine.join("\n") + "\n").unwrap();
     let out = dir.path().join("run");
     let model = format!("replay:{}", replay.display());
-    // The default limits but CPU time far above the wall time, so that the
-    // loop (it would run for hours) ends on the wall, busy machine or not.
+    // The default limits but more time: CPU time far above the wall time,
+    // so that the loop (it would run for hours) ends on the wall, busy
+    // machine or not; and a wall time far above what IPython needs to
+    // format the RecursionError's 3000 frames (1.7 s with a core; a
+    // quarter of a core took it past 10 s).
     let o = retrace([
         "run",
         "--suite",
@@ -516,9 +523,9 @@ fn kills_on_the_resource_suite_are_reported_per_class() {
         "--rounds",
         "2",
         "--timeout",
-        "10s",
+        "30s",
         "--cpu-time",
-        "60s",
+        "120s",
         "--out",
         out.to_str().unwrap(),
     ])
@@ -540,7 +547,7 @@ fn kills_on_the_resource_suite_are_reported_per_class() {
     for (id, verdict, says) in [
         ("res-mem-001", "error", "raised MemoryError (the memory limit is 512M; the kernel's peak memory use was "),
         ("res-mem-004", "oom_killed", "exceeded the memory limit of 512M and was killed (the kernel's peak memory use was "),
-        ("res-cpu-001", "timeout_wall", "within 10s of wall time and was stopped (it had run for "),
+        ("res-cpu-001", "timeout_wall", "within 30s of wall time and was stopped (it had run for "),
         ("res-rec-001", "error", "Python's recursion limit (sys.getrecursionlimit()) and raised RecursionError (its traceback shows "),
         ("res-out-002", "output_limit", "printed more than 1M of output (it printed at least "),
     ] {
