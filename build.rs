@@ -15,7 +15,7 @@ use std::process::Command;
 
 /// The suites the binary carries: their task files and data, not the
 /// scripts that generated them.
-const SUITES: [&str; 4] = ["math", "tabular", "packages", "competition"];
+const SUITES: [&str; 5] = ["math", "tabular", "packages", "competition", "resource"];
 /// The hostile and benign corpora: their case files only (the benign
 /// corpus's README with its sources' notices too).
 const CORPORA: &[&str] = &["hostile", "benign"];

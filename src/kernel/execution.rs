@@ -414,6 +414,7 @@ impl Run {
                 total: started.elapsed().as_secs_f64() * 1e3,
                 kernel_busy: self.busy_span_ms(),
                 kill: None,
+                cpu: None,
             },
             results: self.results,
             displays: self.displays,

@@ -156,6 +156,11 @@ pub struct Timings {
     /// Time spent killing and restarting after a limit, if that happened.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kill: Option<f64>,
+    /// CPU time the kernel's processes used during this execution, from
+    /// its cgroup's counter; `None` where retrace does not watch CPU time
+    /// (an unconfined kernel, a gateway's own kernels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -46,6 +46,8 @@ struct Judgement {
     stop_error: Option<KernelError>,
     /// From the same counter read as the verdict's deltas.
     memory_peak_bytes: Option<u64>,
+    /// CPU microseconds used by the cell, from the same read.
+    cpu_usec: u64,
     fired: Vec<Verdict>,
     suggested: Option<Verdict>,
     /// Output was lost on the way: past the cap, dropped by a server, or
@@ -425,6 +427,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
             kill,
             stop_error,
             memory_peak_bytes: evidence.delta.memory_peak_bytes,
+            cpu_usec: evidence.delta.cpu_usage_usec,
             fired,
             suggested,
             truncated: evidence.truncated,
@@ -450,6 +453,7 @@ impl<B: Backend + ?Sized> Kernel<B> {
             exit,
             kill,
             memory_peak_bytes,
+            cpu_usec,
             fired,
             suggested,
             truncated,
@@ -478,6 +482,13 @@ impl<B: Backend + ?Sized> Kernel<B> {
         outcome.kill_method = kill.map(|k| k.method);
         outcome.exit = exit;
         outcome.memory_peak_bytes = memory_peak_bytes;
+        // Counters read zero where nothing watched them: no reading then.
+        let cpu_watched = marks
+            .enforcement
+            .enforced
+            .iter()
+            .any(|l| l == "timeout_cpu");
+        outcome.timings_ms.cpu = cpu_watched.then(|| cpu_usec as f64 / 1e3);
         outcome.kernel_uid = marks.kernel_uid;
         outcome.fired = fired;
         outcome.suggested = suggested;

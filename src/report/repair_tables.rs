@@ -1,7 +1,8 @@
 //! The self-repair tables the Markdown and HTML reports share, one table
 //! per view with an arm column: accuracy against cumulative budget,
 //! accuracy at comparable budgets, pass@k beside Acc@(k−1), transitions
-//! between rounds, the failure-class matrix and repeated errors. Cells are
+//! between rounds, the failure-class matrix, repair after kills and
+//! repeated errors. Cells are
 //! plain text; each renderer only lays them out.
 
 use std::collections::BTreeSet;
@@ -27,6 +28,7 @@ pub(super) fn tables(s: &Summary) -> Vec<Table> {
         pass_at_k(&arms),
         transitions(&arms),
         failure_classes(&arms, s.header.rounds),
+        kills(&arms, s.header.rounds),
         repeated(&arms),
         published(&arms),
         differing(&arms),
@@ -306,6 +308,44 @@ fn failure_classes(arms: &[&ArmSummary], k: u32) -> Table {
                wrong answer, no answer, …, or correct) and how its state at round K ends; \
                the repair rate is over the row's tasks.",
         head,
+        rows,
+    }
+}
+
+/// Per kill class: the tasks it ended a round of, recovery by round K and
+/// the repairs that then ran within the limits, each with its interval.
+fn kills(arms: &[&ArmSummary], k: u32) -> Table {
+    let mut rows = Vec::new();
+    for a in arms {
+        for (class, row) in &a.self_repair.kill_recovery {
+            rows.push(vec![
+                name(a),
+                class.clone(),
+                row.executions.to_string(),
+                row.tasks.to_string(),
+                row.repaired.to_string(),
+                counted(row.recovery.as_ref()),
+                counted(row.within_limits.as_ref()),
+            ]);
+        }
+    }
+    Table {
+        title: "Repair after kills".into(),
+        note: "By the limit that ended a round (memory: OOM kill or MemoryError the OS \
+               confirms; memory_unconfirmed: a MemoryError it does not; cpu; wall; output; \
+               recursion: RecursionError; …). Rounds and tasks with one; repaired: \
+               the tasks whose first such round had a next round, the denominator of both \
+               rates. Recovered: correct at round K. Within limits: that next round ran its \
+               code to verdict ok.",
+        head: vec![
+            "arm".into(),
+            "kill class".into(),
+            "rounds".into(),
+            "tasks".into(),
+            "repaired".into(),
+            format!("recovered (correct at {k})"),
+            "repair within limits".into(),
+        ],
         rows,
     }
 }

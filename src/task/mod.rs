@@ -104,7 +104,7 @@ pub enum TaskError {
     #[error("{file}: {message}")]
     File { file: PathBuf, message: String },
     #[error(
-        "unknown suite `{0}`: use math, tabular, packages, competition or a path to a .jsonl, .json or .parquet file or a directory"
+        "unknown suite `{0}`: use math, tabular, packages, competition, resource or a path to a .jsonl, .json or .parquet file or a directory"
     )]
     UnknownSuite(String),
     /// The built-in suites could not be written out under `$RETRACE_HOME`.

@@ -97,6 +97,15 @@ async fn an_interruptible_cpu_loop_keeps_the_kernel_and_its_variables() {
     let o = k.execute("while True:\n    pass", &exec(&l)).await;
     assert_eq!(o.verdict, Verdict::TimeoutCpu, "{o:?}");
     assert!(!o.state_lost);
+    // The cgroup's CPU counter is recorded, at least the limit it passed,
+    // and the model is told it beside the limit.
+    let cpu = o.timings_ms.cpu.expect("a confined kernel's CPU time");
+    assert!(cpu >= l.cpu_time.as_secs_f64() * 1e3, "{cpu} ms");
+    let told = retrace::repair::traceback::kill_message(&o, &l).unwrap();
+    assert!(
+        told.contains(" of CPU time and was stopped (it used "),
+        "{told}"
+    );
     let o = k.execute("precious + 1", &exec(&l)).await;
     assert_eq!(o.answer.unwrap().value, "42");
     k.shutdown().await;

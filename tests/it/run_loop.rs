@@ -378,7 +378,7 @@ fn every_builtin_reference_validates() {
     if common::lacks_root() {
         return;
     }
-    for suite in ["math", "tabular", "packages", "competition"] {
+    for suite in ["math", "tabular", "packages", "competition", "resource"] {
         let o = retrace(["tasks", "validate", suite, "--jobs", "2"])
             .image(ImageName::Fat)
             .run();
@@ -386,6 +386,203 @@ fn every_builtin_reference_validates() {
         assert!(o.success(), "{suite}:\n{stdout}\n{}", o.stderr);
         assert!(stdout.contains("references check correct"));
     }
+}
+
+/// The resource suite's references, sent by `oracle`, run in confined fat
+/// kernels under the default limits of memory, CPU time and output (the
+/// wall time raised: the slowest reference needs 3 s of CPU, which a
+/// loaded machine may stretch past 10 s of wall): every task is right at
+/// round 0, no round presses a limit (no verdict but `ok`, nothing in
+/// `fired`), and the summary has no kill class.
+#[test]
+fn the_resource_suites_references_run_within_the_default_limits() {
+    if common::lacks_root() {
+        return;
+    }
+    let datasets = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets");
+    let n = retrace::task::load::load_suite("resource", &datasets)
+        .unwrap()
+        .len();
+    assert!((12..=20).contains(&n), "{n}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = retrace([
+        "run",
+        "--suite",
+        "resource",
+        "--model",
+        "oracle",
+        "--rounds",
+        "1",
+        "--timeout",
+        "60s",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert!(o.success(), "{o}");
+    let recs = records(&out);
+    assert_eq!(recs.len(), n, "one round each");
+    for r in &recs {
+        let outcome = &r["outcome"];
+        assert_eq!(outcome["verdict"], "ok", "{}: {outcome:#}", r["task_id"]);
+        assert!(
+            outcome.get("fired").is_none(),
+            "{}: {outcome:#}",
+            r["task_id"]
+        );
+        assert_eq!(r["correct"], true, "{}", r["task_id"]);
+    }
+    let s = summary(&out);
+    assert_eq!(s["accuracy_by_round"][0]["successes"], n as u64, "{s:#}");
+    assert!(s["kill_recovery"].is_null(), "{s:#}");
+}
+
+/// Scripted first attempts at resource tasks, the natural ones that press a
+/// limit, then their references: each kill is told with its limit and
+/// what was observed, and the summary gives recovery per kill class and
+/// the repairs that ran within the limits (an output flood sent twice is
+/// a repair that did not).
+#[test]
+fn kills_on_the_resource_suite_are_reported_per_class() {
+    if common::lacks_root() {
+        return;
+    }
+    let datasets = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets");
+    let tasks = retrace::task::load::load_suite("resource", &datasets).unwrap();
+    let reference = |id: &str| {
+        let t = tasks.iter().find(|t| t.id == id).unwrap();
+        t.reference.clone().unwrap()
+    };
+    let naive: [(&str, &[&str]); 5] = [
+        (
+            "res-mem-001",
+            &["import numpy as np\nx = (7919 * np.arange(1, 100001)) % 100003\nanswer = int(np.abs(np.subtract.outer(x, x)).sum())"],
+        ),
+        (
+            "res-mem-004",
+            &["nums = list(range(1, 123456790))\nanswer = sum(sum(map(int, str(i))) for i in nums)"],
+        ),
+        (
+            "res-cpu-001",
+            &["answer = sum(1 for n in range(1, 10**9 + 1) if (n % 3 == 0 or n % 5 == 0) and n % 7 != 0)"],
+        ),
+        (
+            "res-rec-001",
+            &["from functools import lru_cache\n@lru_cache(None)\ndef T(n):\n    return 0 if n == 0 else (T(n - 1) + T(n // 2) + 1) % 1000000007\nanswer = T(100000)"],
+        ),
+        (
+            "res-out-002",
+            &[
+                "row = [1]\nodd = 0\nfor n in range(20000):\n    print(' '.join(map(str, row)))\n    odd += sum(row)\n    row = [1] + [(a + b) % 2 for a, b in zip(row, row[1:])] + [1]\nanswer = odd",
+                "row = [1]\nodd = 0\nfor n in range(20000):\n    print(*row)\n    odd += sum(row)\n    row = [1] + [(a + b) % 2 for a, b in zip(row, row[1:])] + [1]\nanswer = odd",
+            ],
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    let mut ids = Vec::new();
+    for (id, attempts) in naive {
+        ids.push(id);
+        let fixed = reference(id);
+        let codes = attempts.iter().map(|c| c.to_string()).chain([fixed]);
+        for (round, code) in codes.enumerate() {
+            let reply = format!("```python\n{code}\n```");
+            let line = serde_json::json!({"task_id": id, "round": round, "reply": reply});
+            lines.push_str(&format!("{line}\n"));
+        }
+    }
+    let replay = dir.path().join("replies.jsonl");
+    std::fs::write(&replay, lines).unwrap();
+    // These five tasks of the suite (math, no files), as a suite of their own.
+    let suite_text = std::fs::read_to_string(datasets.join("resource/tasks.jsonl")).unwrap();
+    let mine: Vec<&str> = suite_text
+        .lines()
+        .filter(|l| {
+            ids.iter()
+                .any(|id| l.contains(&format!("\"id\": \"{id}\"")))
+        })
+        .collect();
+    assert_eq!(mine.len(), ids.len());
+    let suite = dir.path().join("tasks.jsonl");
+    std::fs::write(&suite, mine.join("\n") + "\n").unwrap();
+    let out = dir.path().join("run");
+    let model = format!("replay:{}", replay.display());
+    // The default limits but more time: CPU time far above the wall time,
+    // so that the loop (it would run for hours) ends on the wall, busy
+    // machine or not; and a wall time far above what IPython needs to
+    // format the RecursionError's 3000 frames (1.7 s with a core; a
+    // quarter of a core took it past 10 s).
+    let o = retrace([
+        "run",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--model",
+        &model,
+        "--rounds",
+        "2",
+        "--timeout",
+        "30s",
+        "--cpu-time",
+        "120s",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .image(ImageName::Fat)
+    .run();
+    assert!(o.success(), "{o}");
+    let recs = records(&out);
+    let round = |id: &str, n: u64| {
+        recs.iter()
+            .find(|r| r["task_id"] == id && r["round"] == n)
+            .unwrap_or_else(|| panic!("{id} round {n} missing"))
+    };
+    let told = |id: &str, n: u64| {
+        round(id, n)["prompt"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for (id, verdict, says) in [
+        ("res-mem-001", "error", "raised MemoryError (the memory limit is 512M; the kernel's peak memory use was "),
+        ("res-mem-004", "oom_killed", "exceeded the memory limit of 512M and was killed (the kernel's peak memory use was "),
+        ("res-cpu-001", "timeout_wall", "within 30s of wall time and was stopped (it had run for "),
+        ("res-rec-001", "error", "Python's recursion limit (sys.getrecursionlimit()) and raised RecursionError (its traceback shows "),
+        ("res-out-002", "output_limit", "printed more than 1M of output (it printed at least "),
+    ] {
+        assert_eq!(round(id, 0)["outcome"]["verdict"], verdict, "{id}");
+        let text = told(id, 1);
+        assert!(text.contains(says), "{id}: {text}");
+    }
+    assert!(
+        told("res-cpu-001", 1).contains(" of CPU time)"),
+        "the CPU time beside the wall time"
+    );
+    let s = summary(&out);
+    assert_eq!(s["accuracy_by_round"][2]["successes"], 5, "{s:#}");
+    let kills = &s["kill_recovery"];
+    let rate = |class: &str, field: &str| {
+        let r = &kills[class][field];
+        (r["successes"].as_u64().unwrap(), r["n"].as_u64().unwrap())
+    };
+    for class in [
+        "memory",
+        "memory_unconfirmed",
+        "wall",
+        "recursion",
+        "output",
+    ] {
+        assert_eq!(kills[class]["tasks"], 1, "{class}: {kills:#}");
+        assert_eq!(rate(class, "recovery"), (1, 1), "{class}: {kills:#}");
+    }
+    for class in ["memory", "memory_unconfirmed", "wall", "recursion"] {
+        assert_eq!(rate(class, "within_limits"), (1, 1), "{class}: {kills:#}");
+    }
+    assert_eq!(kills["output"]["executions"], 2, "{kills:#}");
+    assert_eq!(rate("output", "within_limits"), (0, 1), "flooded again");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("### Repair after kills"), "{report}");
 }
 
 /// The packages suite's references in slim kernels that get what they

@@ -402,7 +402,7 @@ mod tests {
     fn every_builtin_task_has_a_wrong_answer() {
         let datasets = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("datasets");
         let mut n = 0;
-        for suite in ["math", "tabular", "packages"] {
+        for suite in ["math", "tabular", "packages", "resource"] {
             for t in crate::task::load::load_suite(suite, &datasets).unwrap() {
                 let reference = t.reference.as_deref().unwrap();
                 let w = wrong_answer(reference, &t.expected);

@@ -22,29 +22,40 @@ pub const STATE_LOST: &str =
     "The kernel was restarted; your variables are gone — redefine everything you need.";
 
 /// A plain statement of why an execution was ended, for the verdicts that
-/// are not a plain exception, and of every other limit that fired in it.
-/// `None` for `ok` and `error` unless a limit fired or the kernel was
-/// restarted (then only those sentences).
+/// are not a plain exception (and for a `RecursionError`, the limit
+/// Python itself keeps), and of every other limit that fired in it. A
+/// limit is named with its value and with what was observed of it (the
+/// time the cell ran, the CPU time it used, the kernel's peak memory, the
+/// output it printed, the depth of its recursion), or with the fact that
+/// nothing was. `None` for `ok` and other exceptions unless a limit fired
+/// or the kernel was restarted (then only those sentences).
 pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String> {
     let mem = format_bytes(limits.memory_bytes);
     let message = match outcome.verdict {
-        Verdict::Ok | Verdict::Error => None,
+        Verdict::Error => recursion(outcome).or_else(|| memory_refused(outcome, &mem)),
+        Verdict::Ok => None,
         Verdict::TimeoutWall => Some(format!(
-            "Your code did not finish within {} of wall time and was stopped. Make it faster \
-             (avoid long loops and sleeps) or compute less.",
-            fmt_duration(limits.timeout)
+            "Your code did not finish within {} of wall time and was stopped ({}; {}). Make \
+             it faster (avoid long loops and sleeps) or compute less.",
+            fmt_duration(limits.timeout),
+            observed_wall(outcome),
+            observed_cpu(outcome)
         )),
         Verdict::TimeoutCpu => Some(format!(
-            "Your code used more than {} of CPU time and was stopped. Use a faster algorithm \
-             or vectorised operations.",
-            fmt_duration(limits.cpu_time)
+            "Your code used more than {} of CPU time and was stopped ({}). Use a faster \
+             algorithm or vectorised operations.",
+            fmt_duration(limits.cpu_time),
+            observed_cpu(outcome)
         )),
         Verdict::OomKilled => Some(format!(
-            "Your code exceeded the memory limit of {mem} and was killed. Use less memory \
-             (smaller arrays, process data in chunks)."
+            "Your code exceeded the memory limit of {mem} and was killed ({}). Use less memory \
+             (smaller arrays, process data in chunks).",
+            observed_memory(outcome)
         )),
         Verdict::MemoryError => Some(format!(
-            "Your code ran out of memory (MemoryError): the memory limit is {mem}. Use less memory."
+            "Your code ran out of memory (MemoryError): the memory limit is {mem} ({}). Use \
+             less memory.",
+            observed_memory(outcome)
         )),
         Verdict::PidsLimit => Some(format!(
             "Your code started too many processes or threads (limit {}). Do not start \
@@ -52,9 +63,10 @@ pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String>
             limits.pids
         )),
         Verdict::OutputLimit => Some(format!(
-            "Your code printed more than {} of output; it was cut and the execution was \
+            "Your code printed more than {} of output ({}); it was cut and the execution was \
              stopped. Print only what you need (summaries, not whole tables or long loops).",
-            format_bytes(limits.output_cap_bytes)
+            format_bytes(limits.output_cap_bytes),
+            observed_output(outcome)
         )),
         Verdict::DiskLimit => Some(format!(
             "Your code wrote more than the disk limit of {} (for files in the working \
@@ -136,6 +148,126 @@ pub fn kill_message(outcome: &Outcome, limits: &SandboxLimits) -> Option<String>
     }
 }
 
+/// A `MemoryError` no OS evidence confirms (verdict `error`): one
+/// allocation refused outright, typically larger than the machine, before
+/// the memory limit was reached.
+fn memory_refused(outcome: &Outcome, mem: &str) -> Option<String> {
+    outcome
+        .error
+        .as_ref()
+        .filter(|e| e.ename == "MemoryError")?;
+    Some(format!(
+        "Your code asked for more memory than can be had and raised MemoryError (the memory \
+         limit is {mem}; {}). Use less memory (smaller arrays, process data in chunks, or a \
+         formula instead of a table).",
+        observed_memory(outcome)
+    ))
+}
+
+/// The cell's running time before it was stopped: its total less the
+/// kill that followed.
+fn observed_wall(outcome: &Outcome) -> String {
+    let t = &outcome.timings_ms;
+    let ran = t.total - t.kill.unwrap_or(0.0);
+    if ran > 0.0 {
+        format!("it had run for {}", fmt_seconds(ran))
+    } else {
+        "its running time was not recorded".into()
+    }
+}
+
+fn observed_cpu(outcome: &Outcome) -> String {
+    match outcome.timings_ms.cpu {
+        Some(ms) => format!("it used {} of CPU time", fmt_seconds(ms)),
+        None => "its CPU time was not measured".into(),
+    }
+}
+
+/// The kernel's peak memory: the cgroup's peak over the kernel's life,
+/// which the cell's own use cannot be told apart from.
+fn observed_memory(outcome: &Outcome) -> String {
+    match outcome.memory_peak_bytes {
+        Some(b) => format!("the kernel's peak memory use was {}", approx_bytes(b)),
+        None => "no peak memory use was reported".into(),
+    }
+}
+
+/// What the cell printed: what was kept and what was dropped past the cap,
+/// up to the moment it was stopped.
+fn observed_output(outcome: &Outcome) -> String {
+    let kept = (outcome.stdout.len() + outcome.stderr.len()) as u64;
+    let printed = kept + outcome.truncation.dropped_bytes;
+    if printed > 0 {
+        format!(
+            "it printed at least {} before it was stopped",
+            approx_bytes(printed)
+        )
+    } else {
+        "how much it printed was not recorded".into()
+    }
+}
+
+/// A measured size: exact multiples as the limits are written (`2M`),
+/// others with one decimal (`511.7M`).
+fn approx_bytes(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    match UNITS.iter().find(|(_, size)| bytes >= *size) {
+        Some((suffix, size)) if !bytes.is_multiple_of(*size) => {
+            format!("{:.1}{suffix}", bytes as f64 / *size as f64)
+        }
+        _ => format_bytes(bytes),
+    }
+}
+
+/// Milliseconds as seconds with one decimal (`10.3s`), or milliseconds
+/// below one second.
+fn fmt_seconds(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.0}ms")
+    } else {
+        format!("{:.1}s", ms / 1e3)
+    }
+}
+
+/// A `RecursionError`: Python's own recursion limit, whose value the
+/// kernel does not report; the depth is the frames its traceback shows
+/// (IPython collapses long runs into "skipping similar frames (N times)",
+/// which are counted too).
+fn recursion(outcome: &Outcome) -> Option<String> {
+    let error = outcome
+        .error
+        .as_ref()
+        .filter(|e| e.ename == "RecursionError")?;
+    let depth = recursion_depth(&error.traceback);
+    let seen = match depth {
+        0 => "its traceback shows no frames".to_string(),
+        n => format!("its traceback shows {n} nested calls"),
+    };
+    Some(format!(
+        "Your code went deeper than Python's recursion limit (sys.getrecursionlimit()) and \
+         raised RecursionError ({seen}). Rewrite the recursion as a loop (bottom-up), or \
+         keep its depth small; raising the limit can crash the kernel."
+    ))
+}
+
+/// Frames in an IPython traceback: one entry per frame after the header,
+/// and the count of each "skipping similar frames" line.
+fn recursion_depth(traceback: &[String]) -> usize {
+    let mut depth = 0;
+    for entry in traceback {
+        if let Some(rest) = entry.split("skipping similar frames").nth(1) {
+            let times = rest
+                .rsplit_once(" times)")
+                .and_then(|(head, _)| head.rsplit_once('(').map(|(_, n)| n))
+                .and_then(|n| n.trim().parse::<usize>().ok());
+            depth += times.unwrap_or(0);
+        } else if entry.starts_with("Cell In[") || entry.starts_with("File ") {
+            depth += 1;
+        }
+    }
+    depth
+}
+
 /// The limits that fired besides the verdict, in words.
 fn also_reached(outcome: &Outcome) -> Option<String> {
     let others: Vec<&str> = outcome
@@ -192,7 +324,8 @@ mod tests {
         o.verdict = Verdict::PidsLimit;
         assert!(msg(&o).contains("started too many processes or threads (limit 128)"));
         o.verdict = Verdict::OutputLimit;
-        assert!(msg(&o).contains("printed more than 1M of output; it was cut"));
+        assert!(msg(&o).contains("printed more than 1M of output ("));
+        assert!(msg(&o).contains("); it was cut"));
         o.verdict = Verdict::DiskLimit;
         assert!(msg(&o).contains("256M"));
         o.verdict = Verdict::FdLimit;
@@ -237,6 +370,104 @@ mod tests {
         o.verdict = Verdict::Ok;
         o.fired = vec![Verdict::DiskLimit];
         assert_eq!(msg(&o), "Limits reached: the disk limit.");
+    }
+
+    /// Each kill names its limit, the limit's value and what was observed
+    /// of it, or says that nothing was.
+    #[test]
+    fn kills_name_the_limit_and_what_was_observed() {
+        let limits = SandboxLimits::default();
+        let msg = |o: &Outcome| kill_message(o, &limits).unwrap();
+
+        let mut o = Outcome::ended(Verdict::TimeoutWall, 10_450.0);
+        o.timings_ms.kill = Some(150.0);
+        assert!(
+            msg(&o).contains(
+                "within 10s of wall time and was stopped (it had run for 10.3s; its CPU time \
+                 was not measured)"
+            ),
+            "{}",
+            msg(&o)
+        );
+        o.timings_ms.cpu = Some(4_900.0);
+        assert!(
+            msg(&o).contains("(it had run for 10.3s; it used 4.9s of CPU time)"),
+            "{}",
+            msg(&o)
+        );
+        o.timings_ms = Default::default();
+        assert!(msg(&o).contains("(its running time was not recorded;"));
+
+        let mut o = Outcome::ended(Verdict::TimeoutCpu, 12_000.0);
+        assert!(msg(&o)
+            .contains("more than 10s of CPU time and was stopped (its CPU time was not measured)"));
+        o.timings_ms.cpu = Some(10_020.0);
+        assert!(
+            msg(&o).contains("(it used 10.0s of CPU time)"),
+            "{}",
+            msg(&o)
+        );
+
+        for verdict in [Verdict::OomKilled, Verdict::MemoryError] {
+            let mut o = Outcome::ended(verdict, 900.0);
+            assert!(msg(&o).contains("512M"), "{}", msg(&o));
+            assert!(msg(&o).contains("(no peak memory use was reported)"));
+            o.memory_peak_bytes = Some(511 * 1024 * 1024 + 700 * 1024);
+            assert!(
+                msg(&o).contains("(the kernel's peak memory use was 511.7M)"),
+                "{}",
+                msg(&o)
+            );
+        }
+
+        let mut o = Outcome::ended(Verdict::OutputLimit, 300.0);
+        assert!(msg(&o).contains("(how much it printed was not recorded)"));
+        o.stdout = "x".repeat(1024 * 1024);
+        o.truncation.dropped_bytes = 1024 * 1024;
+        assert!(
+            msg(&o)
+                .contains("more than 1M of output (it printed at least 2M before it was stopped)"),
+            "{}",
+            msg(&o)
+        );
+    }
+
+    /// A RecursionError is told as Python's recursion limit with the depth
+    /// its traceback shows, collapsed runs of frames counted; another
+    /// exception gets no such sentence.
+    #[test]
+    fn a_recursion_error_names_the_limit_and_the_depth_seen() {
+        let limits = SandboxLimits::default();
+        let mut o = Outcome::ended(Verdict::Error, 5.0);
+        let frame = "Cell In[1], line 2, in f(n)\n----> 2     return f(n - 1)\n".to_string();
+        let mut traceback = vec![
+            "-----".to_string(),
+            "RecursionError    Traceback (most recent call last)".to_string(),
+        ];
+        traceback.extend(std::iter::repeat_n(frame, 3));
+        traceback.push("    [... skipping similar frames: f at line 2 (2964 times)]".into());
+        traceback.push("RecursionError: maximum recursion depth exceeded".into());
+        o.error = Some(crate::kernel::ErrorInfo {
+            ename: "RecursionError".into(),
+            evalue: "maximum recursion depth exceeded".into(),
+            traceback,
+        });
+        let m = kill_message(&o, &limits).unwrap();
+        assert!(m.contains("Python's recursion limit"), "{m}");
+        assert!(m.contains("(its traceback shows 2967 nested calls)"), "{m}");
+        o.error.as_mut().unwrap().traceback.clear();
+        let m = kill_message(&o, &limits).unwrap();
+        assert!(m.contains("(its traceback shows no frames)"), "{m}");
+        o.error.as_mut().unwrap().ename = "KeyError".into();
+        assert_eq!(kill_message(&o, &limits), None);
+        // A MemoryError without OS evidence: an allocation refused outright.
+        o.error.as_mut().unwrap().ename = "MemoryError".into();
+        o.memory_peak_bytes = Some(50 << 20);
+        let m = kill_message(&o, &limits).unwrap();
+        assert!(
+            m.contains("(the memory limit is 512M; the kernel's peak memory use was 50M)"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -143,6 +143,13 @@ fn kills(s: &ArmSummary, out: &mut Metrics) {
     for (reason, v) in &s.execution.kill_rate.by_reason {
         plain(out, format!("kill_rate:{reason}"), *v);
     }
+    for (class, row) in &s.self_repair.kill_recovery {
+        plain(out, format!("kill_tasks:{class}"), row.tasks as f64);
+        let recovery = format!("kill_recovery:{class}");
+        rate(out, &recovery, None, row.recovery.as_ref());
+        let within = format!("kill_repair_within_limits:{class}");
+        rate(out, &within, None, row.within_limits.as_ref());
+    }
 }
 
 fn latency(s: &ArmSummary, out: &mut Metrics) {

@@ -1,7 +1,7 @@
 //! The self-repair section of an arm: the views the literature measures
 //! self-repair by — accuracy against cumulative budget, pass@k over the
-//! attempts drawn, round-to-round transitions and the failure-class
-//! matrix — each computed by its own file.
+//! attempts drawn, round-to-round transitions, the failure-class matrix
+//! and repair after kills — each computed by its own file.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::arm::Arm;
 use super::budget::{self, BudgetPoint};
 use super::failure_classes::{self, ClassRow};
+use super::kills::{self, KillRecovery};
 use super::pass_at_k::{self, PassAtK};
 use super::transitions::{self, Transition};
 
@@ -28,6 +29,10 @@ pub struct SelfRepair {
     /// Round-0 class → class at round K and the repair rate.
     #[serde(default)]
     pub failure_classes: BTreeMap<String, ClassRow>,
+    /// Kill class (`memory`, `cpu`, `wall`, `output`, `recursion`, …) →
+    /// its tasks, recovery and repairs that ran within the limits.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kill_recovery: BTreeMap<String, KillRecovery>,
 }
 
 impl SelfRepair {
@@ -37,6 +42,7 @@ impl SelfRepair {
             pass_at_k: pass_at_k::of(arm),
             transitions: transitions::of(arm),
             failure_classes: failure_classes::of(arm),
+            kill_recovery: kills::of(arm),
         }
     }
 }

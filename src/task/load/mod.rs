@@ -66,8 +66,9 @@ pub use sample::{select, TagQuota};
 pub use skipped::Skipped;
 
 /// The suites that live under the datasets directory.
-/// `competition`: MATH-style problems with LaTeX answers, written here.
-pub const SUITES: [&str; 4] = ["math", "tabular", "packages", "competition"];
+/// `competition`: MATH-style problems with LaTeX answers, written here;
+/// `resource`: tasks whose natural first attempt presses a limit.
+pub const SUITES: [&str; 5] = ["math", "tabular", "packages", "competition", "resource"];
 
 /// How a suite is loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -371,7 +371,8 @@ fn feedback_for_real_outcomes() {
                 ..base
             },
             &[
-                "printed more than 64K of output; it was cut",
+                "printed more than 64K of output (",
+                "); it was cut",
                 "--> 2 |     print(\"line\", i)",
             ],
         ),
