@@ -12,6 +12,7 @@
 mod answers;
 mod arm;
 mod budget;
+pub(crate) mod code_text;
 mod execution;
 mod failure_classes;
 mod header;
