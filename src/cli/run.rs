@@ -148,6 +148,12 @@ pub struct PolicyArgs {
     /// Characters of error feedback per repair message.
     #[arg(long, default_value_t = 4000)]
     pub feedback_budget: usize,
+    /// A false-alarm control: N tasks right at round 0 in the first arm
+    /// (drawn by --seed) are told, in a control arm apart from every
+    /// metric, that their answer is wrong; the report gives the harm rate
+    /// (docs/methodology.md). Fewer such tasks: all of them, said so.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub false_alarm: Option<u32>,
 }
 
 /// How packages reach the kernel (the spec's `packages`).
@@ -325,6 +331,7 @@ impl RunArgs {
                 product: p.arms_product,
             },
             env: self.env.env()?,
+            false_alarm: p.false_alarm,
         })
     }
 

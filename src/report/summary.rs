@@ -40,6 +40,8 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         comparisons,
         accuracy_at_budget,
         time: TimeSpent::of(config, records),
+        // Set from the control's own journal by the caller that has it.
+        false_alarm: None,
     }
 }
 
@@ -66,6 +68,9 @@ pub struct Summary {
     /// Where the run's time went, over every arm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<TimeSpent>,
+    /// `--false-alarm N`: the control's harm rate, apart from every arm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_alarm: Option<super::false_alarm::FalseAlarm>,
 }
 
 /// A run's summary reads as its baseline arm's (the top level of
