@@ -548,3 +548,24 @@ fn print_arm(s: &report::ArmSummary) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Policy {
+        #[command(flatten)]
+        policy: super::PolicyArgs,
+    }
+
+    #[test]
+    fn a_false_alarm_control_of_no_task_is_a_usage_error() {
+        let parse = |n: &str| Policy::try_parse_from(["retrace", "--false-alarm", n]);
+        let zero = parse("0").err().expect("0 is refused");
+        assert_eq!(zero.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(parse("3").unwrap().policy.false_alarm, Some(3));
+        let none = Policy::try_parse_from(["retrace"]).unwrap();
+        assert_eq!(none.policy.false_alarm, None);
+    }
+}
