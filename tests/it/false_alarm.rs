@@ -103,6 +103,15 @@ async fn a_model_that_abandons_its_answer_is_always_harmed_and_acc_is_unmoved() 
     let report = std::fs::read_to_string(with.dir.join("report.md")).unwrap();
     assert!(report.contains("## False-alarm control"), "{report}");
     assert!(report.contains("all 2 were used"), "{report}");
+    let page = std::fs::read_to_string(with.dir.join("report.html")).unwrap();
+    assert!(
+        page.contains("False-alarm control"),
+        "the page has the section"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(with.dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["false_alarm"]["harm_rate"]["successes"], 2);
 
     // The same endpoint without the control: every arm number the same.
     let without = run(dir.path(), "without", false, None).await;
