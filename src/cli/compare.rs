@@ -11,6 +11,7 @@ use retrace::record::{AttemptRecord, RunConfig};
 use retrace::report::compare::{
     self, pair_arms, regressions, Comparison, Judged, Side, Thresholds, Vary,
 };
+use retrace::report::false_alarm::{self, harm_rise, FalseAlarm};
 use retrace::report::metrics::arm_names;
 use retrace::util::file_name::file_name;
 use retrace::util::terminal;
@@ -42,6 +43,10 @@ pub struct CompareArgs {
     /// 20% slower).
     #[arg(long, value_name = "X")]
     pub max_latency_rise: Option<f64>,
+    /// Fail when the false-alarm control's harm rate rises more than X
+    /// percentage points (both runs need `--false-alarm N`).
+    #[arg(long, value_name = "X")]
+    pub max_harm_rise: Option<f64>,
     /// The protocol fingerprint fields meant to differ: dotted names or
     /// their prefixes (`model`, `limits.memory`, `policy.feedback`).
     /// When any other field differs, compare says which and exits 2
@@ -96,6 +101,12 @@ pub async fn run(args: CompareArgs) -> Result<i32, Failure> {
             comparison: c,
             summaries,
         });
+    }
+    if let (Some(max), Some(first)) = (args.max_harm_rise, judged.first_mut()) {
+        let (b, n) = (harm(&base, "BASE")?, harm(&new, "NEW")?);
+        let rate = |f: &FalseAlarm| f.harm_rate.map_or(0.0, |r| 100.0 * r.value);
+        println!("harm rate {:.1}% -> {:.1}%", rate(&b), rate(&n));
+        first.regressions.extend(harm_rise(&b, &n, max));
     }
     let mut undeclared: Vec<&str> = judged
         .iter()
@@ -241,6 +252,18 @@ fn load(spec: &str, arm: Option<&str>) -> Result<Loaded, Failure> {
         arm: own.or(arm.map(str::to_owned)),
         config,
         records,
+    })
+}
+
+/// The false-alarm control of a run, for `--max-harm-rise`.
+fn harm(run: &Loaded, side: &str) -> Result<FalseAlarm, Failure> {
+    let controls = false_alarm::read(&run.dir).map_err(Failure::infra)?;
+    FalseAlarm::of(&run.config, &run.records, &controls).ok_or_else(|| {
+        Failure::usage(anyhow!(
+            "--max-harm-rise: {side} ({}) has no false-alarm control; make it with \
+             `retrace run --false-alarm N`",
+            terminal::line(&run.dir.display().to_string())
+        ))
     })
 }
 

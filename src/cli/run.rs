@@ -154,6 +154,12 @@ pub struct PolicyArgs {
     /// Characters of error feedback per repair message.
     #[arg(long, default_value_t = 4000)]
     pub feedback_budget: usize,
+    /// A false-alarm control: N tasks right at round 0 in the first arm
+    /// (drawn by --seed) are told, in a control arm apart from every
+    /// metric, that their answer is wrong; the report gives the harm rate
+    /// (docs/methodology.md). Fewer such tasks: all of them, said so.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub false_alarm: Option<u32>,
 }
 
 /// How packages reach the kernel (the spec's `packages`).
@@ -332,6 +338,7 @@ impl RunArgs {
                 product: p.arms_product,
             },
             env: self.env.env()?,
+            false_alarm: p.false_alarm,
         })
     }
 
@@ -553,5 +560,26 @@ fn print_arm(s: &report::ArmSummary) {
             "installs {} ({} from the store, {} downloaded)  denials {}  failures {}",
             i.steps, i.store_hits, i.downloads, i.denials, i.failures
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Policy {
+        #[command(flatten)]
+        policy: super::PolicyArgs,
+    }
+
+    #[test]
+    fn a_false_alarm_control_of_no_task_is_a_usage_error() {
+        let parse = |n: &str| Policy::try_parse_from(["retrace", "--false-alarm", n]);
+        let zero = parse("0").err().expect("0 is refused");
+        assert_eq!(zero.kind(), clap::error::ErrorKind::ValueValidation);
+        assert_eq!(parse("3").unwrap().policy.false_alarm, Some(3));
+        let none = Policy::try_parse_from(["retrace"]).unwrap();
+        assert_eq!(none.policy.false_alarm, None);
     }
 }

@@ -30,6 +30,9 @@ pub struct Arm {
     /// Decides LaTeX answers: the run's one symbolic checker, when its
     /// suite has such tasks.
     pub math: Option<Arc<MathChecker>>,
+    /// The false-alarm control (`--false-alarm`): after round 0 the model
+    /// is told its answer is wrong (see `false_alarm.rs`).
+    pub false_alarm: bool,
 }
 
 impl Arm {
@@ -63,11 +66,13 @@ impl Arm {
             round0_key,
             masking,
             math,
+            false_alarm: false,
         })
     }
 }
 
 /// How the kernels of one package strategy start and get packages.
+#[derive(Clone)]
 pub struct ArmKernels {
     pub strategy: Strategy,
     pub kernel: Arc<KernelSpec>,

@@ -153,6 +153,9 @@ impl<'a> Episode<'a> {
                 (0, Some(shared)) => self.shared_round(shared).await?,
                 _ => self.round(round, reviewing).await?,
             };
+            if round == 0 && self.arm.false_alarm && !rec.is_final() {
+                self.raise_false_alarm(&mut rec);
+            }
             self.spent = self.spent.plus(&rec.tokens, &rec.timings_ms);
             rec.cumulative = self.spent;
             reviewing = rec.feedback_kind == Some(FeedbackKind::Review);
@@ -171,6 +174,15 @@ impl<'a> Episode<'a> {
         }
         self.close().await;
         Ok(first)
+    }
+
+    /// The false-alarm control: whatever the feedback would have been, the
+    /// next message says the answer is wrong (`false_alarm.md`, no traceback).
+    fn raise_false_alarm(&mut self, rec: &mut AttemptRecord) {
+        let answer = self.carried_text.as_deref().unwrap_or_default();
+        let text = crate::repair::false_alarm::message(answer);
+        self.pending = vec![Message::text(Role::User, text)];
+        rec.feedback_kind = Some(FeedbackKind::FalseAlarm);
     }
 
     async fn round(&mut self, round: u32, reviewing: bool) -> Result<AttemptRecord, HarnessError> {

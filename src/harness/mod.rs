@@ -7,6 +7,7 @@ mod answer;
 mod arm;
 mod episode;
 mod error;
+mod false_alarm;
 pub mod journal;
 pub mod math_checker;
 pub mod packages;

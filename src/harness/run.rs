@@ -34,6 +34,8 @@ pub struct Run {
     todo: Vec<Job>,
     finished: usize,
     progress: Arc<Progress>,
+    /// The tasks, kept for the false-alarm control (none without it).
+    control_tasks: Vec<Task>,
 }
 
 /// What a resumed run finished before: its tasks per arm, and their
@@ -220,11 +222,16 @@ impl Run {
             journal: Arc::new(journal),
             progress: progress.clone(),
         };
+        let control_tasks = match runner.config.spec.false_alarm {
+            Some(_) => tasks,
+            None => Vec::new(),
+        };
         Ok(Run {
             runner: Arc::new(runner),
             todo,
             finished: finished.len(),
             progress,
+            control_tasks,
         })
     }
 
@@ -249,10 +256,14 @@ impl Run {
             runner,
             todo,
             progress,
+            control_tasks,
             ..
         } = self;
         let started = std::time::Instant::now();
-        let outcome = schedule::run_all(runner.clone(), todo, cancel).await;
+        let outcome = match schedule::run_all(runner.clone(), todo, cancel.clone()).await {
+            Ok(()) => super::false_alarm::run(&runner, &control_tasks, cancel).await,
+            interrupted => interrupted,
+        };
         progress.finish();
         // The arms share one symbolic checker.
         if let Some(math) = runner.arms.iter().find_map(|a| a.math.as_ref()) {

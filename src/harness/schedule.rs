@@ -26,6 +26,15 @@ pub(super) struct Job {
 }
 
 impl Job {
+    /// `task` in arm `arm` alone, from `round0` (the false-alarm control).
+    pub(super) fn from_round0(arm: usize, task: Task, round0: AttemptRecord) -> Job {
+        Job {
+            arms: vec![arm],
+            task,
+            round0: Some(round0),
+        }
+    }
+
     /// The (arm, task) pairs the job runs.
     pub(super) fn pairs(&self) -> usize {
         self.arms.len()

@@ -140,6 +140,7 @@ impl RunConfigV2 {
             },
             arms: Default::default(),
             env: Default::default(),
+            false_alarm: None,
         };
         Ok((
             spec,

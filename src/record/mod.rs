@@ -4,6 +4,7 @@
 
 pub mod artifacts;
 mod attempt;
+pub mod false_alarm;
 mod fingerprint;
 mod install;
 mod legacy;

@@ -40,6 +40,10 @@ pub struct RunSpec {
     /// are written redacted and given again on resume).
     #[serde(default, skip_serializing_if = "KernelEnv::is_empty")]
     pub env: KernelEnv,
+    /// `--false-alarm N`: the control of N tasks right at round 0 told
+    /// they are wrong (docs/methodology.md, "False-alarm controls").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_alarm: Option<u32>,
 }
 
 /// The values each arm variable takes; the first of each is the

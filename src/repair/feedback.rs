@@ -79,6 +79,9 @@ pub enum FeedbackKind {
     /// `--after-failure resample`: no message; the next round starts over
     /// from the task's opening messages in a fresh kernel.
     Resample,
+    /// `--false-alarm`'s control: a correct round 0 told it is wrong:
+    /// `false_alarm.md`.
+    FalseAlarm,
 }
 
 /// The text of a repair message after a failed execution.

@@ -181,6 +181,7 @@ pub fn next_message(
                 ],
             )?
         }
+        FeedbackKind::FalseAlarm => super::false_alarm::message(round.answer),
         FeedbackKind::Resample => unreachable!("a resampled round gets the opening messages"),
         FeedbackKind::Error => {
             let outcome = round

@@ -3,6 +3,7 @@
 //! that carry them, and the check of repairs that hide the error.
 
 pub mod extract;
+pub mod false_alarm;
 pub mod feedback;
 pub mod masking;
 pub mod message;

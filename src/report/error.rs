@@ -19,6 +19,8 @@ pub enum ReportError {
         #[source]
         source: RenderError,
     },
+    #[error(transparent)]
+    Control(#[from] super::false_alarm::ControlError),
     #[error("writing {}", path.display())]
     Write {
         path: PathBuf,

@@ -26,6 +26,7 @@ pub mod environment;
 pub mod episode;
 mod error;
 pub mod export;
+pub mod false_alarm;
 #[cfg(test)]
 mod hostile;
 mod html;
@@ -49,7 +50,7 @@ mod summary;
 pub mod task_cases;
 mod task_rounds;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod view;
 
 use std::path::{Path, PathBuf};
@@ -86,7 +87,9 @@ pub fn write_all(
     records: &[AttemptRecord],
     dir: &Path,
 ) -> Result<(Summary, Vec<PathBuf>), ReportError> {
-    let summary = summarize(config, records);
+    let mut summary = summarize(config, records);
+    let controls = false_alarm::read(dir)?;
+    summary.false_alarm = false_alarm::FalseAlarm::of(config, records, &controls);
     let plots = plots::draw(&summary, records, dir)?;
     let mut written: Vec<PathBuf> = plots.iter().flat_map(|p| p.files.clone()).collect();
     let view = RunView {

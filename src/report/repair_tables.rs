@@ -374,6 +374,8 @@ fn repeated(arms: &[&ArmSummary]) -> Table {
                 name(a),
                 counted(a.repairs.repeated_error.as_ref()),
                 counted(a.repairs.resent_code.as_ref()),
+                counted(a.repairs.oscillating.as_ref()),
+                cycling(a),
                 counted(a.repairs.masked.as_ref()),
                 rules.join(", "),
             ]
@@ -384,16 +386,32 @@ fn repeated(arms: &[&ArmSummary]) -> Table {
         note: "Repeated error: a round r ≥ 1 that raised the exception of round r−1 at a \
                failing line of the same text, over rounds that ran code after a round that \
                raised. Resent code: over repair rounds with code after a round with code. \
+               Oscillating: rounds r ≥ 2 whose code (comments and whitespace aside) is that of \
+               a round ≤ r−2 and not of round r−1, over rounds r ≥ 2 with code; cycling \
+               tasks: tasks with such a round, over tasks with a round r ≥ 2 with code. \
                Masked: repairs flagged by a masking rule, over repairs that ran code after \
                a failure the model was told of.",
         head: strings(&[
             "arm",
             "repeated error",
             "resent code",
+            "oscillating",
+            "cycling tasks",
             "masked",
             "masking rules",
         ]),
         rows,
+    }
+}
+
+/// Cycling tasks with their rate, and their ids when few enough to read.
+fn cycling(a: &ArmSummary) -> String {
+    let rate = counted(a.repairs.cycling_tasks.as_ref());
+    let ids = &a.repairs.cycling_task_ids;
+    match ids.len() {
+        0 => rate,
+        1..=5 => format!("{rate}: {}", ids.join(", ")),
+        n => format!("{rate}: {}, … ({n})", ids[..5].join(", ")),
     }
 }
 
@@ -463,7 +481,7 @@ mod tests {
         );
         let table = repeated(&summary.each_arm());
         assert_eq!(
-            table.rows[0][4],
+            table.rows[0][6],
             "broad_handler 1, not checked: parser_limit 1"
         );
     }

@@ -29,6 +29,9 @@ pub(super) fn build(run: &RunView) -> Document {
     accuracy(&mut headline, s);
     self_repair(&mut headline, s);
     code_origin(&mut headline, s);
+    if let Some(f) = &s.false_alarm {
+        super::false_alarm::section(&mut headline, f);
+    }
     executions(&mut headline, s);
     doc.section("section", Some("headline"), headline);
     doc.only(Format::Html, skipped_page);
@@ -327,6 +330,14 @@ fn self_correction_markdown(s: &Summary) -> Document {
         "repair rounds that raised the previous round's error at the same line",
         &s.repairs.repeated_error,
     );
+    rate(
+        "rounds that returned to the code of an earlier round than the last (oscillating)",
+        &s.repairs.oscillating,
+    );
+    rate(
+        "tasks whose code cycled (an oscillating round)",
+        &s.repairs.cycling_tasks,
+    );
     let r = &s.repairs.reviews;
     if r.prompts > 0 {
         items.push(format!(
@@ -375,6 +386,15 @@ fn self_correction_html(s: &Summary) -> Document {
             "repair rounds that resent the previous code unchanged",
             Some(r),
         );
+    }
+    if let Some(r) = &s.repairs.oscillating {
+        item(
+            "rounds that returned to the code of an earlier round than the last (oscillating)",
+            Some(r),
+        );
+    }
+    if let Some(r) = &s.repairs.cycling_tasks {
+        item("tasks whose code cycled (an oscillating round)", Some(r));
     }
     items.push(format!(
         "rounds used per task: {:.2}",

@@ -42,6 +42,8 @@ pub fn summarize(config: &RunConfig, records: &[AttemptRecord]) -> Summary {
         accuracy_at_budget,
         time: TimeSpent::of(config, records),
         code_origin,
+        // Set from the control's own journal by the caller that has it.
+        false_alarm: None,
     }
 }
 
@@ -72,6 +74,9 @@ pub struct Summary {
     /// repaired (own or foreign).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_origin: Option<CodeOrigin>,
+    /// `--false-alarm N`: the control's harm rate, apart from every arm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_alarm: Option<super::false_alarm::FalseAlarm>,
 }
 
 /// A run's summary reads as its baseline arm's (the top level of

@@ -25,6 +25,19 @@ pub fn splitmix64(x: u64) -> u64 {
     SplitMix64(x).next_u64()
 }
 
+/// FNV-1a of `bytes`: a task id as a number the seeded draws key on.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The rank of `id` in a seeded shuffle keyed by id: the same seed ranks
+/// the same ids the same way on every machine, whatever else is drawn.
+pub fn seeded_rank(seed: u64, id: &str) -> u64 {
+    splitmix64(splitmix64(seed) ^ fnv1a(id.as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

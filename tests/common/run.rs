@@ -81,6 +81,7 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
         },
         arms: Default::default(),
         env: Default::default(),
+        false_alarm: None,
     };
     TestRun {
         spec,

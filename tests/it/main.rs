@@ -37,6 +37,7 @@ mod dynamic_strategy;
 mod enterprise_gateway;
 mod enterprise_gateway_fixture;
 mod export_formats;
+mod false_alarm;
 mod fixed_image;
 mod gateway;
 mod gateway_fixture;

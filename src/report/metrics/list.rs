@@ -99,6 +99,8 @@ fn rates(s: &ArmSummary, out: &mut Metrics) {
         ("recovery_rate_repaired", &s.answers.recovery_rate_repaired),
         ("regression_rate", &s.answers.regression_rate),
         ("resent_code", &s.repairs.resent_code),
+        ("oscillating", &s.repairs.oscillating),
+        ("cycling_tasks", &s.repairs.cycling_tasks),
         ("masked_repairs", &s.repairs.masked),
         ("repeated_error", &s.repairs.repeated_error),
         ("kill_rate", &s.execution.kill_rate.total),

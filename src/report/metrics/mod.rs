@@ -13,6 +13,7 @@ mod answers;
 mod arm;
 mod budget;
 mod code_origin;
+pub(crate) mod code_text;
 mod execution;
 mod failure_classes;
 mod header;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::arm::Arm;
+use super::code_text::{normalise, same_code};
 use crate::record::{AttemptRecord, FeedbackKind};
 use crate::repair::traceback;
 use crate::report::stats::Rate;
@@ -16,10 +17,21 @@ use crate::sandbox::Verdict;
 pub struct Repairs {
     pub reviews: Reviews,
     /// Repair rounds whose code is the previous round's code unchanged
-    /// (line-end whitespace and blank lines aside), over repair rounds that
-    /// followed a round with code and sent code.
+    /// (comments, whitespace runs and blank lines aside), over repair
+    /// rounds that followed a round with code and sent code.
     #[serde(default)]
     pub resent_code: Option<Rate>,
+    /// Rounds r ≥ 2 whose code (normalised as for resent code) is that of
+    /// a round ≤ r−2 and not round r−1's, over rounds r ≥ 2 that sent code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oscillating: Option<Rate>,
+    /// Tasks with at least one oscillating round, over tasks with a round
+    /// r ≥ 2 that sent code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycling_tasks: Option<Rate>,
+    /// The ids of those tasks, in the run's task order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cycling_task_ids: Vec<String>,
     /// Rounds r ≥ 1 that raised the exception of round r−1 (same name)
     /// at a failing line of the same text, over rounds r ≥ 1 that ran
     /// code after a round that raised.
@@ -56,9 +68,13 @@ pub struct Reviews {
 
 impl Repairs {
     pub(super) fn of(arm: &Arm) -> Repairs {
+        let cycles = Oscillation::of(arm);
         Repairs {
             reviews: Reviews::of(arm),
             resent_code: resent_code(arm),
+            oscillating: Rate::new(cycles.returned, cycles.rounds),
+            cycling_tasks: Rate::new(cycles.cycling.len() as u64, cycles.tasks),
+            cycling_task_ids: cycles.cycling,
             repeated_error: repeated_error(arm),
             masked: masked(arm).0,
             masked_by_rule: masked(arm).1,
@@ -102,6 +118,53 @@ fn resent_code(arm: &Arm) -> Option<Rate> {
         }
     }
     Rate::new(resent, repairs)
+}
+
+/// Code that returns to an earlier version: A → B → A.
+#[derive(Default)]
+struct Oscillation {
+    /// Rounds r ≥ 2 that sent code.
+    rounds: u64,
+    /// Those whose code is a round ≤ r−2's and not round r−1's.
+    returned: u64,
+    /// Tasks with a round r ≥ 2 that sent code.
+    tasks: u64,
+    /// Tasks with a returning round.
+    cycling: Vec<String>,
+}
+
+impl Oscillation {
+    fn of(arm: &Arm) -> Oscillation {
+        let mut o = Oscillation::default();
+        for t in arm.tasks {
+            // Each record's round and normalised code, in round order.
+            let codes: Vec<(u32, Option<String>)> = (t.records.iter())
+                .map(|r| (r.round, r.code.as_deref().map(normalise)))
+                .collect();
+            let (mut eligible, mut cycles) = (false, false);
+            for (i, (round, code)) in codes.iter().enumerate() {
+                let Some(code) = code.as_ref().filter(|_| *round >= 2) else {
+                    continue;
+                };
+                eligible = true;
+                o.rounds += 1;
+                // Equal to the round just before is resent code, not a cycle.
+                let previous = i.checked_sub(1).and_then(|p| codes[p].1.as_ref());
+                let returned = previous != Some(code)
+                    && codes[..i]
+                        .iter()
+                        .any(|(r, c)| *r + 2 <= *round && c.as_ref() == Some(code));
+                o.returned += u64::from(returned);
+                cycles |= returned;
+            }
+            o.tasks += u64::from(eligible);
+            if cycles {
+                let id = t.records.first().map(|r| r.task_id.clone());
+                o.cycling.extend(id);
+            }
+        }
+        o
+    }
 }
 
 /// Repairs checked for masking, those flagged, and the flags by rule.
@@ -166,17 +229,4 @@ fn raised(r: &AttemptRecord) -> Option<(&str, Option<String>)> {
         .and_then(|l| code.lines().nth(l.checked_sub(1)?))
         .map(|l| l.trim().to_owned());
     Some((error.ename.as_str(), line))
-}
-
-/// The same program: equal lines once line-end whitespace and blank lines
-/// are ignored (a model that resends its code often re-wraps it that way).
-pub(super) fn same_code(a: &str, b: &str) -> bool {
-    let lines = |c: &str| {
-        c.lines()
-            .map(str::trim_end)
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
-    lines(a) == lines(b)
 }

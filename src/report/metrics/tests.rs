@@ -1,4 +1,4 @@
-use super::repairs::same_code;
+use super::code_text::same_code;
 use crate::record::StopOn;
 use crate::report::testing::{config, task, R};
 use crate::report::{summarize, Summary};
@@ -175,6 +175,63 @@ fn resent_code_counts_repairs_that_change_nothing() {
     assert_eq!((resent.successes, resent.n), (1, 2));
     assert!(same_code("a\n\n b", "a\n b  \n"));
     assert!(!same_code("a\n b", "a\nb"));
+}
+
+#[test]
+fn code_that_returns_to_an_earlier_round_is_oscillating_and_its_task_cycles() {
+    use R::*;
+    let (k, s) = (4, StopOn::Clean);
+    let with = |id: &str, codes: &[Option<&str>]| {
+        let rounds: Vec<R> = codes.iter().map(|_| Raised("KeyError")).collect();
+        let mut t = task(id, &rounds, s, k);
+        for (rec, code) in t.iter_mut().zip(codes) {
+            rec.code = code.map(str::to_owned);
+        }
+        t
+    };
+    let (a, b) = (Some("v = d['a']\n"), Some("v = d['b']\n"));
+    let a_commented = Some("# try a again\nv  =  d['a']   # a\n");
+    let records: Vec<_> = [
+        // flip: A B A B A — rounds 2, 3 and 4 return (A's comment aside).
+        with("flip", &[a, b, a_commented, b, a]),
+        // converge: A B C C C — new code, then resent code: no cycle.
+        with(
+            "converge",
+            &[
+                a,
+                b,
+                Some("v = d['c']"),
+                Some("v = d['c']"),
+                Some("v = d['c']"),
+            ],
+        ),
+        // gap: A, no code, A — round 2 is round 0's code after a round
+        // without code: a return, not resent code.
+        with("gap", &[a, None, a]),
+        // short: two rounds, nothing to count.
+        with("short", &[a, b]),
+    ]
+    .concat();
+    let m = summarize(
+        &config(&["flip", "converge", "gap", "short"], k, s),
+        &records,
+    );
+    let o = m.repairs.oscillating.unwrap();
+    assert_eq!((o.successes, o.n), (4, 7), "3 of flip's, gap's round 2");
+    let c = m.repairs.cycling_tasks.unwrap();
+    assert_eq!((c.successes, c.n), (2, 3));
+    assert_eq!(m.repairs.cycling_task_ids, ["flip", "gap"]);
+    // Converging code resends, it does not cycle.
+    let only: Vec<_> = records
+        .iter()
+        .filter(|r| r.task_id == "converge")
+        .cloned()
+        .collect();
+    let converged = summarize(&config(&["converge"], k, s), &only);
+    assert_eq!(converged.repairs.oscillating.unwrap().successes, 0);
+    assert_eq!(converged.repairs.cycling_tasks.unwrap().successes, 0);
+    assert!(converged.repairs.cycling_task_ids.is_empty());
+    assert_eq!(converged.repairs.resent_code.unwrap().successes, 2);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Task;
-use crate::util::rng::splitmix64;
+use crate::util::rng::seeded_rank;
 
 /// `--sample-tagged TAG=N`: of the sampled tasks, N are drawn from the
 /// tasks carrying TAG and the rest from the others (a stratified sample,
@@ -38,11 +38,10 @@ pub fn select(
 ) -> Vec<Task> {
     let mut tasks = tasks;
     if let Some(n) = sample.filter(|&n| n < tasks.len()) {
-        let seed_key = splitmix64(seed);
         let mut ranked: Vec<(u64, usize)> = tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| (splitmix64(seed_key ^ fnv1a(t.id.as_bytes())), i))
+            .map(|(i, t)| (seeded_rank(seed, &t.id), i))
             .collect();
         ranked.sort_unstable();
         let picked = match quota {
@@ -72,12 +71,6 @@ pub fn select(
         tasks.truncate(n);
     }
     tasks
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]
