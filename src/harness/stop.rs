@@ -130,6 +130,7 @@ mod tests {
             prompts: None,
             after_failure: AfterFailure::Repair,
             max_task_tokens: None,
+            execution: Default::default(),
         }
     }
 

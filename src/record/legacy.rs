@@ -120,6 +120,7 @@ impl RunConfigV2 {
                 prompts: self.prompts_dir,
                 after_failure: Default::default(),
                 max_task_tokens: None,
+                execution: Default::default(),
             },
             model: ModelSetup {
                 spec: model,

@@ -12,6 +12,7 @@ use crate::sandbox::SandboxLimits;
 use crate::task::check::math;
 use crate::task::{Expected, Task};
 
+use super::execution::ExecutionMode;
 use super::feedback::{error_feedback, FeedbackKind, FeedbackMode};
 use super::output_note::output_note;
 use super::prompt::{
@@ -105,6 +106,9 @@ pub struct FeedbackPolicy<'a> {
     pub limits: &'a SandboxLimits,
     /// The model takes images: a failing round's plots are attached.
     pub vision: bool,
+    /// What the next round's kernel holds: a mode other than `live` closes
+    /// the message with its sentence (`execution_*.md`).
+    pub execution: ExecutionMode,
 }
 
 /// What happened in the round the next message answers.
@@ -125,8 +129,27 @@ pub struct RoundContext<'a> {
     pub parts: &'a [String],
 }
 
-/// The message for the next round.
+/// The message for the next round, closed by the execution mode's
+/// sentence when the next round gets a new kernel.
 pub fn next_message(
+    templates: &Templates,
+    policy: FeedbackPolicy,
+    round: RoundContext,
+) -> Result<Message, PromptError> {
+    let mut message = round_message(templates, policy, round)?;
+    if let Some(name) = TemplateName::of_execution(policy.execution) {
+        let sentence = templates.render(name, &[])?;
+        if let Some(Part::Text { text }) = message.parts.first_mut() {
+            text.push_str("\n");
+            text.push_str(sentence.trim_end());
+            text.push('\n');
+        }
+    }
+    Ok(message)
+}
+
+/// The message for the next round, by what happened in it.
+fn round_message(
     templates: &Templates,
     policy: FeedbackPolicy,
     round: RoundContext,
@@ -201,6 +224,19 @@ fn repair_message(
     outcome: &Outcome,
     rounds_left: &str,
 ) -> Result<Message, PromptError> {
+    // A new kernel follows in every mode but `live`, which the mode's
+    // sentence says: the kill message's own "restarted" line would repeat
+    // it (and, under `replay`, wrongly say everything is gone).
+    let renewed;
+    let outcome = if policy.execution.renews_kernel() && outcome.state_lost {
+        renewed = Outcome {
+            state_lost: false,
+            ..outcome.clone()
+        };
+        &renewed
+    } else {
+        outcome
+    };
     let fb = error_feedback(
         policy.mode,
         outcome,

@@ -58,6 +58,7 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
             prompts: None,
             after_failure: Default::default(),
             max_task_tokens: None,
+            execution: Default::default(),
         },
         model: ModelSetup {
             spec: model.parse().expect("a valid model spec"),
