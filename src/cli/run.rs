@@ -10,8 +10,8 @@ use retrace::model::spec::{Endpoint, ModelSpec};
 use retrace::model::Generation;
 use retrace::pyenv::Strategy;
 use retrace::record::{
-    AfterFailure, ArmAxes, Execution, ExecutionMode, ExecutorSpec, FeedbackMode, GatewaySpec, InstallOn,
-    LoopPolicy, ModelSetup, PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
+    AfterFailure, ArmAxes, Execution, ExecutionMode, ExecutorSpec, FeedbackMode, GatewaySpec,
+    InstallOn, LoopPolicy, ModelSetup, PackageSpec, RunSpec, Selection, StopOn, TaskSpec,
 };
 use retrace::report;
 use retrace::task::load::{datasets_dir, TagQuota};

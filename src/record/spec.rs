@@ -563,7 +563,11 @@ mod tests {
         let modes: Vec<ExecutionMode> = arms.iter().map(|a| a.spec.policy.execution).collect();
         assert_eq!(
             modes,
-            [ExecutionMode::Live, ExecutionMode::Replay, ExecutionMode::Fresh]
+            [
+                ExecutionMode::Live,
+                ExecutionMode::Replay,
+                ExecutionMode::Fresh
+            ]
         );
         assert_eq!(arms[0].round0_key(), arms[1].round0_key());
         assert_eq!(arms[0].round0_key(), arms[2].round0_key());

@@ -332,4 +332,53 @@ mod tests {
             "the Python standard library only"
         );
     }
+
+    /// A killed round's repair message in each mode: `live` as it always
+    /// was (the kill's "restarted" line), the others closed by their
+    /// mode's sentence instead.
+    #[test]
+    fn the_mode_sentence_closes_the_message_and_live_adds_nothing() {
+        use crate::repair::traceback::STATE_LOST;
+        let templates = Templates::default();
+        let limits = SandboxLimits::default();
+        let mut outcome = Outcome::ended(crate::sandbox::Verdict::OomKilled, 1.0);
+        outcome.state_lost = true;
+        let text = |execution, kind| {
+            let policy = FeedbackPolicy {
+                mode: FeedbackMode::Parsed,
+                budget: 4000,
+                limits: &limits,
+                vision: false,
+                execution,
+            };
+            let round = RoundContext {
+                kind,
+                rounds_left: 2,
+                outcome: Some(&outcome),
+                code: "x = [0] * 10**12",
+                answer: "",
+                unsupported: None,
+                state: None,
+                parts: &[],
+            };
+            next_message(&templates, policy, round)
+                .unwrap()
+                .joined_text()
+        };
+        let replay = templates.text(TemplateName::ExecutionReplay).trim_end();
+        let fresh = templates.text(TemplateName::ExecutionFresh).trim_end();
+        for kind in [FeedbackKind::Error, FeedbackKind::NoAnswer] {
+            let live = text(ExecutionMode::Live, kind);
+            assert!(!live.contains(replay) && !live.contains(fresh), "{live}");
+            for (mode, sentence) in [
+                (ExecutionMode::Replay, replay),
+                (ExecutionMode::Fresh, fresh),
+            ] {
+                let other = text(mode, kind);
+                assert!(other.ends_with(&format!("\n\n{sentence}\n")), "{other}");
+                assert!(!other.contains(STATE_LOST), "{other}");
+            }
+        }
+        assert!(text(ExecutionMode::Live, FeedbackKind::Error).contains(STATE_LOST));
+    }
 }

@@ -58,6 +58,7 @@ mod pyenv_image;
 mod repair_masking;
 mod report_html;
 mod run_arms;
+mod run_execution;
 mod run_library;
 mod run_loop;
 mod sandbox_corpus;

@@ -126,9 +126,13 @@ impl TemplateName {
             TemplateName::Repair => include_str!("../../../prompts/repair.md"),
             TemplateName::RepairNoCode => include_str!("../../../prompts/repair_no_code.md"),
             TemplateName::RepairNoAnswer => include_str!("../../../prompts/repair_no_answer.md"),
-            TemplateName::RepairWithImages => include_str!("../../../prompts/repair_with_images.md"),
+            TemplateName::RepairWithImages => {
+                include_str!("../../../prompts/repair_with_images.md")
+            }
             TemplateName::RepairBare => include_str!("../../../prompts/repair_bare.md"),
-            TemplateName::RepairUnsupported => include_str!("../../../prompts/repair_unsupported.md"),
+            TemplateName::RepairUnsupported => {
+                include_str!("../../../prompts/repair_unsupported.md")
+            }
             TemplateName::Review => include_str!("../../../prompts/review.md"),
             TemplateName::RepairWrong => include_str!("../../../prompts/repair_wrong.md"),
             TemplateName::RepairMissingParts => {

@@ -5,8 +5,7 @@ use crate::kernel::ErrorInfo;
 fn defaults_render_with_their_placeholders() {
     let t = Templates::default();
     for name in TemplateName::ALL {
-        let vars: Vec<(&str, &str)> =
-            name.placeholders().iter().map(|p| (*p, "VALUE")).collect();
+        let vars: Vec<(&str, &str)> = name.placeholders().iter().map(|p| (*p, "VALUE")).collect();
         let text = t.render(name, &vars).unwrap();
         assert!(!text.contains("{{"), "{name}: {text}");
         // Every known placeholder is used by the default template.
@@ -202,4 +201,27 @@ fn helpers() {
         ]),
         "2 images: cell1-1.png, x.svg"
     );
+}
+
+/// A `live` run's prompts hash as they did before execution modes: the
+/// eleven templates there were (computed from them before the modes'
+/// sentences existed); a mode's sentence counts only for a run with it.
+#[test]
+fn a_live_runs_prompt_hash_is_unchanged_and_a_modes_sentence_changes_it() {
+    let t = Templates::default();
+    let live = t.hash(&[ExecutionMode::Live]);
+    assert_eq!(
+        live,
+        "a08c0390bb353765797241a95a49a7cf869b7aa65a8026028142cd4d9235524d"
+    );
+    assert_eq!(t.hash(&[]), live);
+    let fresh = t.hash(&[ExecutionMode::Live, ExecutionMode::Fresh]);
+    let both = t.hash(&[
+        ExecutionMode::Live,
+        ExecutionMode::Replay,
+        ExecutionMode::Fresh,
+    ]);
+    assert_ne!(fresh, live);
+    assert_ne!(both, fresh);
+    assert_eq!(t.hash(&[ExecutionMode::Fresh, ExecutionMode::Live]), fresh);
 }
