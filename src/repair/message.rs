@@ -140,7 +140,7 @@ pub fn next_message(
     if let Some(name) = TemplateName::of_execution(policy.execution) {
         let sentence = templates.render(name, &[])?;
         if let Some(Part::Text { text }) = message.parts.first_mut() {
-            text.push_str("\n");
+            text.push('\n');
             text.push_str(sentence.trim_end());
             text.push('\n');
         }
