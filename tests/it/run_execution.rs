@@ -232,4 +232,6 @@ async fn execution_modes_share_round_0_and_only_kept_or_replayed_state_repairs_a
             }
         }
     }
+    let report = std::fs::read_to_string(result.dir.join("report.md")).unwrap();
+    assert!(report.contains("### Execution modes"), "{report}");
 }
