@@ -10,8 +10,9 @@ use retrace::model::spec::{Endpoint, ModelSpec};
 use retrace::model::Generation;
 use retrace::pyenv::Strategy;
 use retrace::record::{
-    AfterFailure, ArmAxes, Execution, ExecutorSpec, FeedbackMode, GatewaySpec, InstallOn,
-    LoopPolicy, ModelSetup, PackageSpec, Round0From, RunSpec, Selection, StopOn, TaskSpec,
+    AfterFailure, ArmAxes, Execution, ExecutionMode, ExecutorSpec, FeedbackMode, GatewaySpec,
+    InstallOn, LoopPolicy, ModelSetup, PackageSpec, Round0From, RunSpec, Selection, StopOn,
+    TaskSpec,
 };
 use retrace::report;
 use retrace::task::load::{datasets_dir, TagQuota};
@@ -134,6 +135,13 @@ pub struct PolicyArgs {
     /// arms sharing round 0.
     #[arg(long, value_enum, default_value = "repair", value_delimiter = ',')]
     pub after_failure: Vec<AfterFailure>,
+    /// What a repair round's kernel holds: `live` (the task's kernel, kept
+    /// across rounds), `replay` (a fresh kernel that first re-runs,
+    /// silently, the task's earlier cells that ran without error) or
+    /// `fresh` (a fresh kernel, nothing carried). `live,replay,fresh`
+    /// makes three arms sharing round 0.
+    #[arg(long, value_enum, default_value = "live", value_delimiter = ',')]
+    pub execution: Vec<ExecutionMode>,
     /// Allow arms from several varied flags at once: one arm per
     /// combination, named `value/value`.
     #[arg(long)]
@@ -300,6 +308,7 @@ impl RunArgs {
                 after_failure: p.after_failure[0],
                 max_task_tokens: p.max_task_tokens,
                 round0_from: p.round0_from.clone(),
+                execution: p.execution[0],
             },
             model: ModelSetup {
                 spec: model.clone(),
@@ -335,6 +344,7 @@ impl RunArgs {
                 feedback: several(&p.feedback),
                 after_failure: several(&p.after_failure),
                 stop_on: several(&p.stop_on),
+                execution: several(&p.execution),
                 product: p.arms_product,
             },
             env: self.env.env()?,

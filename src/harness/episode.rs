@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use crate::kernel::{AnyKernel, ExecOptions, KernelError, KernelSpec, Outcome, StateView};
 use crate::model::{ChatRequest, Message, ModelError, Role, KEEP_TOKEN};
-use crate::record::{AttemptRecord, FeedbackKind, FeedbackMode, RecordKind, Spent};
+use crate::record::{
+    AttemptRecord, ExecutionMode, FeedbackKind, FeedbackMode, RecordKind, Replay, Spent,
+};
 use crate::repair::extract::extract_code;
 use crate::repair::feedback::state_query;
 use crate::repair::masking::{MaskCheck, MaskError, MaskFlag, RepairPair, Unchecked};
@@ -69,6 +71,12 @@ pub(super) struct Episode<'a> {
     /// The code and outcome of the last round when it failed and the
     /// model was told so: what the next round repairs.
     failed: Option<(String, Outcome)>,
+    /// The task's cells so far (round, code, ran without error): what
+    /// `--execution replay` re-runs and what state a later cell may use.
+    cells: Vec<(u32, String, bool)>,
+    /// The kernel has run a cell: a mode other than `live` replaces it
+    /// before the next round.
+    used: bool,
 }
 
 impl<'a> Episode<'a> {
@@ -96,6 +104,8 @@ impl<'a> Episode<'a> {
             spent: Spent::default(),
             shared,
             failed: None,
+            cells: Vec::new(),
+            used: false,
         };
         episode.pending = episode.opening()?;
         episode.starting = Some(episode.start_kernel());
@@ -136,6 +146,8 @@ impl<'a> Episode<'a> {
     async fn start_over(&mut self) -> Result<(), HarnessError> {
         self.discard_kernel().await;
         self.activated = Activated::default();
+        self.cells.clear();
+        self.used = false;
         self.conversation.clear();
         self.pending = self.opening()?;
         self.starting = Some(self.start_kernel());
@@ -159,10 +171,12 @@ impl<'a> Episode<'a> {
             self.spent = self.spent.plus(&rec.tokens, &rec.timings_ms);
             rec.cumulative = self.spent;
             reviewing = rec.feedback_kind == Some(FeedbackKind::Review);
-            if rec.feedback_kind == Some(FeedbackKind::Resample) {
-                self.start_over().await?;
-            }
             let done = rec.is_final();
+            match rec.feedback_kind {
+                Some(FeedbackKind::Resample) => self.start_over().await?,
+                Some(_) if !done => self.renew_kernel().await,
+                _ => {}
+            }
             crate::util::fault::reached(crate::util::fault::Point::AfterExecute);
             self.runner.append(&rec)?;
             if round == 0 {
@@ -185,6 +199,18 @@ impl<'a> Episode<'a> {
         rec.feedback_kind = Some(FeedbackKind::FalseAlarm);
     }
 
+    /// `--execution replay` and `fresh`: the next round gets a new kernel,
+    /// booting while the model writes (`live` keeps the kernel).
+    async fn renew_kernel(&mut self) {
+        if self.arm.spec.policy.execution.is_live() || !self.used {
+            return;
+        }
+        self.discard_kernel().await;
+        self.activated = Activated::default();
+        self.used = false;
+        self.starting = Some(self.start_kernel());
+    }
+
     async fn round(&mut self, round: u32, reviewing: bool) -> Result<AttemptRecord, HarnessError> {
         let started = Instant::now();
         let elapsed = || started.elapsed().as_secs_f64() * 1e3;
@@ -204,6 +230,14 @@ impl<'a> Episode<'a> {
             let carried = self.carried.clone();
             return Ok(head.infra(prompt, Some(solved), &executed, carried, why, elapsed()));
         }
+        let state_names = match solved.code.as_deref() {
+            Some(code) if self.runner.config.spec.compares_execution() => {
+                let earlier: Vec<&str> = self.cells.iter().map(|(_, c, _)| c.as_str()).collect();
+                state_names(&self.arm.masking, &self.task.id, &earlier, code).await
+            }
+            _ => None,
+        };
+        self.remember(round, solved.code.as_deref(), &executed);
         let masking = match self.repair_pair(solved.code.as_deref(), &executed) {
             Some(pair) => Some(mask_flags(&self.arm.masking, &self.task.id, &pair).await),
             None => None,
@@ -213,7 +247,18 @@ impl<'a> Episode<'a> {
             self.decide(round, &solved, &executed, masking, symbolic.as_ref());
         self.follow_up(&decision, round, &solved, &executed, &answer)
             .await?;
-        Ok(head.attempt(prompt, solved, executed, scored, decision, elapsed()))
+        let mut rec = head.attempt(prompt, solved, executed, scored, decision, elapsed());
+        rec.state_names = state_names;
+        Ok(rec)
+    }
+
+    /// Keeps the round's cell: for a replay, and for what a later cell
+    /// may use of it.
+    fn remember(&mut self, round: u32, code: Option<&str>, executed: &Executed) {
+        if let (Some(code), Some(outcome)) = (code, &executed.outcome) {
+            let ok = outcome.verdict == Verdict::Ok;
+            self.cells.push((round, code.to_string(), ok));
+        }
     }
 
     /// The symbolic checker's verdicts on the round's answer value, for a
@@ -317,10 +362,11 @@ impl<'a> Episode<'a> {
         let repairs = decision
             .feedback
             .is_some_and(|k| k != FeedbackKind::Resample);
-        if kernel_lived && repairs {
+        if kernel_lived && repairs && self.arm.spec.policy.execution.is_live() {
             // Only the kernel's state matters; the outcome is round 0's.
             let _ = self.execute(0, solved.code.as_deref()).await;
         }
+        self.remember(0, solved.code.as_deref(), &executed);
         self.follow_up(&decision, 0, &solved, &executed, &answer)
             .await?;
         let total = shared.timings_ms.total;
@@ -352,7 +398,8 @@ impl<'a> Episode<'a> {
     }
 
     /// Runs the round's code, if any, in the task's kernel (a `dynamic`
-    /// arm installs what it asks for or misses).
+    /// arm installs what it asks for or misses); under `--execution
+    /// replay`, a new kernel first re-runs the task's clean cells.
     async fn execute(&mut self, round: u32, code: Option<&str>) -> Executed {
         let Some(code) = code else {
             return Executed::default();
@@ -368,16 +415,62 @@ impl<'a> Episode<'a> {
                 ..Executed::default()
             };
         }
-        let mut executed = Executed {
-            kernel_start_ms: self.kernel_start_ms.take(),
-            ..Executed::default()
+        let kernel_start_ms = self.kernel_start_ms.take();
+        let replay = match self.arm.spec.policy.execution {
+            ExecutionMode::Replay if !self.used => self.replay().await,
+            _ => None,
         };
-        let kernel = self.kernel.as_mut().expect("started above");
+        self.used = true;
+        let mut executed = self.run_cell(code, &exec).await;
+        executed.kernel_start_ms = kernel_start_ms;
+        executed.replay = replay;
+        executed
+    }
+
+    /// `--execution replay`: the task's cells that ran without error, re-run
+    /// silently in the new kernel; `None` when there are none.
+    async fn replay(&mut self) -> Option<Replay> {
+        let cells: Vec<(u32, String)> = self
+            .cells
+            .iter()
+            .filter(|(_, _, ok)| *ok)
+            .map(|(r, c, _)| (*r, c.clone()))
+            .collect();
+        if cells.is_empty() {
+            return None;
+        }
+        let exec = ExecOptions {
+            timeout: self.arm.spec.execution.limits.timeout,
+            artifact_dir: None,
+            artifact_prefix: String::new(),
+        };
+        let mut replay = Replay::default();
+        let started = Instant::now();
+        for (round, code) in cells {
+            replay.rounds.push(round);
+            let ran = self.run_cell(&code, &exec).await;
+            let verdict = ran.outcome.as_ref().map(|o| o.verdict);
+            if verdict != Some(Verdict::Ok) {
+                replay.diverged.push(round);
+            }
+            // A kill ends the kernel: the rest cannot run in it.
+            if !matches!(verdict, Some(Verdict::Ok | Verdict::Error)) {
+                break;
+            }
+        }
+        replay.ms = started.elapsed().as_secs_f64() * 1e3;
+        Some(replay)
+    }
+
+    /// One cell in the task's started kernel.
+    async fn run_cell(&mut self, code: &str, exec: &ExecOptions) -> Executed {
+        let mut executed = Executed::default();
+        let kernel = self.kernel.as_mut().expect("started before a cell runs");
         let outcome = match &self.arm.kernels.packages {
             Some(packages) => {
                 let exec_started = Instant::now();
                 let run = packages
-                    .run_cell(kernel, &mut self.activated, code, &exec)
+                    .run_cell(kernel, &mut self.activated, code, exec)
                     .await;
                 if !run.steps.is_empty() {
                     executed.install_ms = Some(run.steps.iter().map(|s| s.ms).sum());
@@ -388,8 +481,8 @@ impl<'a> Episode<'a> {
             }
             None => {
                 let o = match &self.arm.kernels.fixed {
-                    Some(fixed) => fixed_cell(fixed, kernel, code, &exec).await,
-                    None => kernel.execute(code, &exec).await,
+                    Some(fixed) => fixed_cell(fixed, kernel, code, exec).await,
+                    None => kernel.execute(code, exec).await,
                 };
                 executed.exec_ms = o.timings_ms.total;
                 o
@@ -479,6 +572,7 @@ impl<'a> Episode<'a> {
             budget: spec.policy.feedback_budget,
             limits: &spec.execution.limits,
             vision: self.arm.model.vision(),
+            execution: spec.policy.execution,
         };
         let context = RoundContext {
             kind,
@@ -543,6 +637,28 @@ impl<'a> Episode<'a> {
             strategy: self.arm.kernels.strategy.to_string(),
             stop_on: self.arm.spec.policy.stop_on,
             feedback: self.arm.spec.policy.feedback,
+            execution: self.arm.spec.policy.execution,
+        }
+    }
+}
+
+/// The names `code` takes from the task's `earlier` cells (measured in
+/// runs with execution-mode arms only); `None` with no earlier cell, or
+/// when the check could not read the code.
+async fn state_names(
+    check: &MaskCheck,
+    task: &str,
+    earlier: &[&str],
+    code: &str,
+) -> Option<Vec<String>> {
+    if earlier.is_empty() {
+        return None;
+    }
+    match check.state_names(earlier, code).await {
+        Ok(names) => Some(names),
+        Err(e) => {
+            tracing::debug!(task, error = %e, "state use not checked");
+            None
         }
     }
 }

@@ -6,8 +6,8 @@
 use crate::kernel::Outcome;
 use crate::model::{Message, Reply, Usage};
 use crate::record::{
-    AttemptRecord, FeedbackKind, InstallStep, RecordKind, RoundTimings, Spent, StopReason,
-    SCHEMA_VERSION,
+    AttemptRecord, ExecutionMode, FeedbackKind, InstallStep, RecordKind, Replay, RoundTimings,
+    Spent, StopReason, SCHEMA_VERSION,
 };
 use crate::repair::extract::{extract_code, Extraction};
 use crate::repair::masking::{MaskFlag, Unchecked};
@@ -26,6 +26,7 @@ pub(super) struct RoundHead {
     pub strategy: String,
     pub stop_on: crate::record::StopOn,
     pub feedback: crate::record::FeedbackMode,
+    pub execution: ExecutionMode,
 }
 
 /// The model's reply and the code in it.
@@ -69,6 +70,8 @@ pub(super) struct Executed {
     pub install_ms: Option<f64>,
     /// The task's kernel start, on the round that first used it.
     pub kernel_start_ms: Option<f64>,
+    /// `--execution replay`: the earlier cells re-run before the code.
+    pub replay: Option<Replay>,
     /// The executor could not do it (the kernel did not start, the gateway
     /// lost the execution): not the model's doing.
     pub infra: Option<String>,
@@ -84,6 +87,7 @@ impl Executed {
             exec_ms: r.timings_ms.exec,
             install_ms: r.timings_ms.install,
             kernel_start_ms: None,
+            replay: None,
             infra: None,
         }
     }
@@ -195,6 +199,7 @@ impl RoundHead {
             shared_from: None,
             stop_on: self.stop_on,
             feedback: self.feedback,
+            execution: self.execution,
             kind,
             prompt,
             kept_answer,
@@ -224,6 +229,8 @@ impl RoundHead {
             cumulative: Spent::default(),
             masking: scored.masking,
             masking_unchecked: scored.masking_unchecked,
+            replay: executed.replay.clone(),
+            state_names: None,
         }
     }
 }

@@ -162,7 +162,7 @@ impl Run {
         }
         let prepared = prepare(&config.spec, &tasks, &ctx).await?;
         let hash = &config.provenance.prompts_hash;
-        if !hash.is_empty() && prepared.templates.hash() != *hash {
+        if !hash.is_empty() && prepared.templates.hash(&config.spec.execution_modes()) != *hash {
             let dir = config.spec.policy.prompts.as_ref();
             return Err(UsageError::PromptsChanged {
                 dir: dir.map_or_else(|| "built-in".into(), |d| d.display().to_string()),
@@ -376,7 +376,7 @@ fn provenance(
             .collect(),
         sandbox: prepared.sandbox.info(),
         executor: prepared.executor.info(),
-        prompts_hash: prepared.templates.hash(),
+        prompts_hash: prepared.templates.hash(&spec.execution_modes()),
         // Computed from the config when run.json is written.
         fingerprints: Default::default(),
         wall_ms: 0.0,

@@ -131,6 +131,7 @@ mod tests {
             after_failure: AfterFailure::Repair,
             max_task_tokens: None,
             round0_from: None,
+            execution: Default::default(),
         }
     }
 

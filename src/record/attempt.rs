@@ -12,7 +12,7 @@ use crate::repair::masking::{MaskFlag, Unchecked};
 use crate::task::check::Check;
 
 use super::spec::StopOn;
-use crate::repair::{FeedbackKind, FeedbackMode};
+use crate::repair::{ExecutionMode, FeedbackKind, FeedbackMode};
 
 /// What kind of round this was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -79,6 +79,9 @@ pub struct AttemptRecord {
     /// record read alone says whether ground truth steered it.
     pub stop_on: StopOn,
     pub feedback: FeedbackMode,
+    /// The arm's execution mode (`live`, left unsaid, keeps the kernel).
+    #[serde(default, skip_serializing_if = "ExecutionMode::is_live")]
+    pub execution: ExecutionMode,
     pub kind: RecordKind,
     /// Messages added this round (system and task on round 0, the repair
     /// message later); the conversation is their concatenation.
@@ -141,6 +144,31 @@ pub struct AttemptRecord {
     /// absent for servers that report nothing and synthetic models.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<ServerTimings>,
+    /// `--execution replay`: the earlier cells re-run in this round's
+    /// fresh kernel before its code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<Replay>,
+    /// The names this round's code reads that only an earlier cell of the
+    /// task defined (it relies on the kernel's state when not empty):
+    /// checked on the rounds after round 0 of runs with execution-mode
+    /// arms, `None` when not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_names: Option<Vec<String>>,
+}
+
+/// The replay of a round under `--execution replay`: the task's earlier
+/// cells that ran without error, re-run silently in the round's fresh
+/// kernel before its code.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Replay {
+    /// The rounds whose cells were re-run, in order.
+    pub rounds: Vec<u32>,
+    /// Their execution time (ms), apart from the round's `exec`.
+    pub ms: f64,
+    /// Rounds whose cell ran without error before and failed when re-run
+    /// (the replay diverged): the round's code met another state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverged: Vec<u32>,
 }
 
 /// A task's cumulative spending up to a round: the budget view.
@@ -176,6 +204,21 @@ impl AttemptRecord {
 
     pub fn executed(&self) -> bool {
         self.outcome.is_some()
+    }
+
+    /// The round's code failed with a `NameError` for a name only an
+    /// earlier cell defined: under `fresh`, a failure for lack of state.
+    pub fn lacked_state(&self) -> bool {
+        let (Some(names), Some(outcome)) = (&self.state_names, &self.outcome) else {
+            return false;
+        };
+        let Some(error) = &outcome.error else {
+            return false;
+        };
+        error.ename == "NameError"
+            && names
+                .iter()
+                .any(|n| error.evalue.contains(&format!("'{n}'")))
     }
 
     /// The record's arm (its strategy in journals older than arm names).

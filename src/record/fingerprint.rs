@@ -166,6 +166,10 @@ pub struct PolicyPrint {
     /// came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub round0_from: Option<String>,
+    /// The execution mode (`replay`, `fresh`); absent for `live`, so the
+    /// fingerprints of runs before modes read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
 }
 
 /// A field whose value differs between two fingerprints.
@@ -232,6 +236,8 @@ impl Fingerprint {
                 after_failure: spec.policy.after_failure.name().to_string(),
                 max_task_tokens: spec.policy.max_task_tokens,
                 round0_from: provenance.round0_source.as_ref().map(|s| s.label()),
+                execution: (!spec.policy.execution.is_live())
+                    .then(|| spec.policy.execution.name().to_string()),
             },
             env: spec.env.print(),
         }
@@ -393,6 +399,22 @@ mod tests {
             ("0.0", "0.7")
         );
         assert_eq!(diffs[1].right, (1u64 << 30).to_string());
+    }
+
+    #[test]
+    fn an_execution_mode_is_a_field_only_when_not_live() {
+        let cfg = base();
+        let arm = &cfg.spec.arms()[0];
+        let live = Fingerprint::of(arm, &cfg.provenance);
+        let json = serde_json::to_value(&live).unwrap();
+        assert!(json["policy"].get("execution").is_none(), "{json}");
+        let mut other = arm.clone();
+        other.spec.policy.execution = crate::repair::ExecutionMode::Fresh;
+        let fresh = Fingerprint::of(&other, &cfg.provenance);
+        let diffs = live.differences(&fresh);
+        let names: Vec<&str> = diffs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["policy.execution"]);
+        assert_eq!(diffs[0].right, "fresh");
     }
 
     #[test]

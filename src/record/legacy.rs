@@ -121,6 +121,7 @@ impl RunConfigV2 {
                 after_failure: Default::default(),
                 max_task_tokens: None,
                 round0_from: None,
+                execution: Default::default(),
             },
             model: ModelSetup {
                 spec: model,

@@ -12,8 +12,8 @@ mod provenance;
 mod run;
 mod spec;
 
-pub use crate::repair::{FeedbackKind, FeedbackMode};
-pub use attempt::{AttemptRecord, RecordKind, RoundTimings, Spent, StopReason};
+pub use crate::repair::{ExecutionMode, FeedbackKind, FeedbackMode};
+pub use attempt::{AttemptRecord, RecordKind, Replay, RoundTimings, Spent, StopReason};
 pub use fingerprint::{covers, Difference, Fingerprint};
 pub use install::{InstallStep, InstallTrigger, WheelRecord};
 pub use provenance::{ArmImage, Provenance, Round0Source};

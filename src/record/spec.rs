@@ -5,8 +5,9 @@
 //!
 //! An experiment's *arm* is this spec with some fields changed
 //! ([`RunSpec::arms`]): its package strategy, model, sampling temperature
-//! (of round 0 or of the rounds after it), feedback mode, stop rule or
-//! what follows a failure (repair or resample). Every arm runs every task
+//! (of round 0 or of the rounds after it), feedback mode, stop rule,
+//! what follows a failure (repair or resample) or execution mode (what
+//! a repair round's kernel holds). Every arm runs every task
 //! of the run; arms that differ only in what happens after round 0 share
 //! it ([`ArmSpec::round0_key`]).
 
@@ -20,7 +21,7 @@ use crate::kernel::{KernelEnv, KernelStart};
 use crate::model::spec::ModelSpec;
 use crate::model::Generation;
 use crate::pyenv::Strategy;
-use crate::repair::FeedbackMode;
+use crate::repair::{ExecutionMode, FeedbackMode};
 use crate::sandbox::SandboxLimits;
 use crate::task::load::{LoadOptions, TagQuota};
 use crate::util::input_file::DEFAULT_MAX_TASK_FILE_BYTES;
@@ -64,6 +65,8 @@ pub struct ArmAxes {
     pub after_failure: Vec<AfterFailure>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_on: Vec<StopOn>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub execution: Vec<ExecutionMode>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub product: bool,
 }
@@ -184,6 +187,10 @@ pub struct LoopPolicy {
     /// run's, and each arm repairs it from round 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round0_from: Option<Round0From>,
+    /// `--execution`: what a repair round's kernel holds (`live`, the
+    /// default, is left unsaid so older runs read the same).
+    #[serde(default, skip_serializing_if = "ExecutionMode::is_live")]
+    pub execution: ExecutionMode,
 }
 
 /// A recorded run whose round 0 a new run starts from (`--round0-from`).
@@ -377,7 +384,8 @@ pub struct ArmSpec {
 impl ArmSpec {
     /// Arms with the same key share round 0: the same model, round-0
     /// temperature and packages write and run the same first attempt,
-    /// whatever follows it.
+    /// whatever follows it (feedback, stop rule, repair temperature,
+    /// after failure and execution mode only change later rounds).
     pub fn round0_key(&self) -> String {
         let model = &self.spec.model;
         format!(
@@ -397,7 +405,7 @@ impl RunSpec {
     /// that varies, or per combination with `product` (named
     /// `value/value`, variables in the order strategy, model, temperature
     /// (`t=0.7`), repair temperature (`repair_t=0.7`), feedback, after
-    /// failure, stop rule).
+    /// failure, stop rule, execution mode).
     pub fn arms(&self) -> Vec<ArmSpec> {
         let mut arms = vec![ArmSpec {
             name: String::new(),
@@ -475,6 +483,11 @@ impl RunSpec {
             |s| s.name().into(),
             |spec, s| spec.policy.stop_on = s,
         ));
+        axes.push(axis(
+            &a.execution,
+            |m| m.name().into(),
+            |spec, m| spec.policy.execution = m,
+        ));
         axes.retain(|x| x.len() > 1);
         axes
     }
@@ -490,11 +503,29 @@ impl RunSpec {
             ("--feedback", a.feedback.len()),
             ("--after-failure", a.after_failure.len()),
             ("--stop-on", a.stop_on.len()),
+            ("--execution", a.execution.len()),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 1)
         .map(|(flag, _)| flag)
         .collect()
+    }
+
+    /// The execution modes of the run's arms, each once, in order.
+    pub fn execution_modes(&self) -> Vec<ExecutionMode> {
+        let mut modes = vec![self.policy.execution];
+        for &m in &self.arms.execution {
+            if !modes.contains(&m) {
+                modes.push(m);
+            }
+        }
+        modes
+    }
+
+    /// The run compares execution modes (or runs one other than `live`):
+    /// its repairs are checked for the state they use.
+    pub fn compares_execution(&self) -> bool {
+        self.execution_modes() != [ExecutionMode::Live]
     }
 
     /// The package strategy of an arm's spec (the baseline's of a run's).
@@ -586,5 +617,57 @@ mod tests {
         // as not a run.
         let none = tmp.path().join("none:x");
         assert_eq!(parse(none.display().to_string()), whole(&none));
+    }
+
+    #[test]
+    fn execution_modes_are_arms_that_share_round_0() {
+        let mut spec = schema_2_spec();
+        spec.packages.strategies.truncate(1);
+        assert_eq!(spec.execution_modes(), [ExecutionMode::Live]);
+        spec.arms.execution = vec![
+            ExecutionMode::Live,
+            ExecutionMode::Replay,
+            ExecutionMode::Fresh,
+        ];
+        spec.policy.execution = ExecutionMode::Live;
+        let arms = spec.arms();
+        let names: Vec<&str> = arms.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["live", "replay", "fresh"]);
+        let modes: Vec<ExecutionMode> = arms.iter().map(|a| a.spec.policy.execution).collect();
+        assert_eq!(
+            modes,
+            [
+                ExecutionMode::Live,
+                ExecutionMode::Replay,
+                ExecutionMode::Fresh
+            ]
+        );
+        assert_eq!(arms[0].round0_key(), arms[1].round0_key());
+        assert_eq!(arms[0].round0_key(), arms[2].round0_key());
+        assert_eq!(spec.varying(), ["--execution"]);
+        assert_eq!(spec.execution_modes().len(), 3);
+
+        // With the feedback varied too, a product names both.
+        spec.arms.feedback = vec![FeedbackMode::Parsed, FeedbackMode::None];
+        assert_eq!(spec.varying(), ["--feedback", "--execution"]);
+        spec.arms.product = true;
+        let names: Vec<String> = spec.arms().into_iter().map(|a| a.name).collect();
+        assert_eq!(names[..3], ["parsed/live", "parsed/replay", "parsed/fresh"]);
+        assert_eq!(names.len(), 6);
+    }
+
+    #[test]
+    fn a_live_run_json_says_nothing_of_the_execution_mode() {
+        let spec = schema_2_spec();
+        assert!(spec.policy.execution.is_live());
+        let json = serde_json::to_value(&spec).unwrap();
+        assert!(json["policy"].get("execution").is_none(), "{json}");
+        assert!(json.get("arms").is_none(), "{json}");
+        let mut fresh = spec.clone();
+        fresh.policy.execution = ExecutionMode::Fresh;
+        let json = serde_json::to_value(&fresh).unwrap();
+        assert_eq!(json["policy"]["execution"], "fresh");
+        let back: RunSpec = serde_json::from_value(json).unwrap();
+        assert_eq!(back, fresh);
     }
 }

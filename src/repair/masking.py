@@ -12,8 +12,14 @@
 # goes: MemoryError, RecursionError or "too many nested parentheses"),
 # `compare_limit` (parsed, but too deep to compare) or `checker_error`
 # (anything else this script raised); `detail` is the exception, bounded.
+# A request with "earlier" instead asks which names a round's code relies
+# on the kernel's state for (--execution arms):
+#   {"earlier": [code, ...], "code"}  ->  {"names": [...], "unread": ...}
+# the names `code` reads, defines nowhere itself, and an earlier cell
+# binds at its top level ("used state"; unreadable earlier cells are left
+# out).
 # The rules are documented in docs/methodology.md ("Repairs that hide the
-# error"); the stdout half of `error_message_output` is decided by the
+# error", "Execution modes"); the stdout half of `error_message_output` is decided by the
 # harness from `prints`. Run with the slim image's interpreter
 # (`python -I`); IPython is imported only for cells that are not plain
 # Python (magics, shell escapes).
@@ -425,11 +431,69 @@ def check(request):
         return unread("compare_limit", e)
 
 
+def top_level_bindings(tree):
+    """The names a cell binds in the kernel's namespace: its module scope,
+    not the locals of its functions, classes and comprehensions."""
+    bound = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        bound |= bindings_of(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return bound
+
+
+def bindings_of(node):
+    """The names one node binds by itself."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return {node.id}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return {node.name}
+    if isinstance(node, ast.arg):
+        return {node.arg}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return {node.name}
+    return set()
+
+
+def state_names(request):
+    """The names `code` relies on the kernel's state for: read somewhere in
+    it, bound nowhere in it (at any scope: a parameter or local of the
+    same name is not state), and bound at the top level of an earlier cell."""
+    try:
+        tree = parse(request["code"])
+    except (SyntaxError, MemoryError, RecursionError, ValueError) as e:
+        return {"names": [], "unread": unread("syntax_error", e)["unread"]}
+    earlier = set()
+    for code in request["earlier"]:
+        try:
+            earlier |= top_level_bindings(parse(code))
+        except (SyntaxError, MemoryError, RecursionError, ValueError):
+            continue
+    own = set()
+    read = set()
+    for node in ast.walk(tree):
+        own |= bindings_of(node)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            read.add(node.id)
+    return {"names": sorted((read - own) & earlier), "unread": None}
+
+
 def main():
     with open(sys.argv[1], encoding="utf-8") as request:
         pair = json.load(request)
+    answer = state_names if "earlier" in pair else check
     try:
-        reply = check(pair)
+        reply = answer(pair)
     except Exception as e:  # noqa: BLE001 (the harness records why)
         reply = unread("checker_error", e)
     json.dump(reply, sys.stdout)

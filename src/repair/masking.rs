@@ -263,6 +263,21 @@ struct Reply {
     unread: Option<Unchecked>,
 }
 
+/// What `masking.py` reads to find the state a cell uses.
+#[derive(Serialize)]
+struct StateRequest<'a> {
+    earlier: &'a [&'a str],
+    code: &'a str,
+}
+
+/// What `masking.py` sends back for a [`StateRequest`].
+#[derive(Deserialize)]
+struct StateReply {
+    #[serde(default)]
+    names: Vec<String>,
+    unread: Option<Unchecked>,
+}
+
 /// One print call of the repair.
 #[derive(Deserialize)]
 struct Print {
@@ -295,39 +310,14 @@ impl MaskCheck {
     /// parser goes, or the check failed) is an error that says why
     /// ([`MaskError::unchecked`]).
     pub async fn check(&self, pair: &RepairPair) -> Result<Vec<MaskFlag>, MaskError> {
-        let jail = MaskError::Jail;
-        let scratch = Scratch::create(&self.work_dir, "mask").map_err(|e| jail(e.into()))?;
         let request = serde_json::to_string(&Request {
             failing_code: &pair.failing_code,
             failing_line: pair.failing_line,
             exception: pair.exception.as_deref(),
             repair_code: &pair.repair_code,
         })?;
-        let script = scratch
-            .write("masking.py", MASKING_PY)
-            .map_err(|e| jail(e.into()))?;
-        let input = scratch
-            .write("pair.json", &request)
-            .map_err(|e| jail(e.into()))?;
-        let launch =
-            oneshot::offline_python(&self.image, &scratch, vec![script.into(), input.into()]);
-        let limits = oneshot::parser_limits(MASK_MEMORY, MASK_TIME);
-        let out = oneshot::run(
-            self.sandbox.as_ref(),
-            &limits,
-            &scratch,
-            &launch,
-            "repair masking check",
-        )
-        .await
-        .map_err(jail)?;
-        if !out.status.success() {
-            return Err(MaskError::Failed {
-                status: out.status.to_string(),
-                stderr: oneshot::last_stderr_line(&out.stderr, MASK_MEMORY),
-            });
-        }
-        let reply: Reply = serde_json::from_slice(&out.stdout)?;
+        let out = self.run(&request, "repair masking check").await?;
+        let reply: Reply = serde_json::from_slice(&out)?;
         if let Some(why) = reply.unread {
             return Err(MaskError::Unread(Unchecked::new(why.reason, &why.detail)));
         }
@@ -338,6 +328,49 @@ impl MaskCheck {
         flags.sort();
         flags.dedup();
         Ok(flags)
+    }
+
+    /// The names `code` reads, defines nowhere itself, and one of the
+    /// `earlier` cells binds at its top level: what it relies on the
+    /// kernel's state for. The same parser and jail as the masking check
+    /// (`masking.py`'s `state_names`).
+    pub async fn state_names(
+        &self,
+        earlier: &[&str],
+        code: &str,
+    ) -> Result<Vec<String>, MaskError> {
+        let request = serde_json::to_string(&StateRequest { earlier, code })?;
+        let out = self.run(&request, "state use check").await?;
+        let reply: StateReply = serde_json::from_slice(&out)?;
+        match reply.unread {
+            Some(why) => Err(MaskError::Unread(Unchecked::new(why.reason, &why.detail))),
+            None => Ok(reply.names),
+        }
+    }
+
+    /// `masking.py` on one request in a jail of its own: its stdout.
+    async fn run(&self, request: &str, what: &str) -> Result<Vec<u8>, MaskError> {
+        let jail = MaskError::Jail;
+        let scratch = Scratch::create(&self.work_dir, "mask").map_err(|e| jail(e.into()))?;
+        let script = scratch
+            .write("masking.py", MASKING_PY)
+            .map_err(|e| jail(e.into()))?;
+        let input = scratch
+            .write("pair.json", request)
+            .map_err(|e| jail(e.into()))?;
+        let launch =
+            oneshot::offline_python(&self.image, &scratch, vec![script.into(), input.into()]);
+        let limits = oneshot::parser_limits(MASK_MEMORY, MASK_TIME);
+        let out = oneshot::run(self.sandbox.as_ref(), &limits, &scratch, &launch, what)
+            .await
+            .map_err(jail)?;
+        if !out.status.success() {
+            return Err(MaskError::Failed {
+                status: out.status.to_string(),
+                stderr: oneshot::last_stderr_line(&out.stderr, MASK_MEMORY),
+            });
+        }
+        Ok(out.stdout)
     }
 }
 

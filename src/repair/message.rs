@@ -12,6 +12,7 @@ use crate::sandbox::SandboxLimits;
 use crate::task::check::math;
 use crate::task::{Expected, Task};
 
+use super::execution::ExecutionMode;
 use super::feedback::{error_feedback, FeedbackKind, FeedbackMode};
 use super::output_note::output_note;
 use super::prompt::{
@@ -105,6 +106,9 @@ pub struct FeedbackPolicy<'a> {
     pub limits: &'a SandboxLimits,
     /// The model takes images: a failing round's plots are attached.
     pub vision: bool,
+    /// What the next round's kernel holds: a mode other than `live` closes
+    /// the message with its sentence (`execution_*.md`).
+    pub execution: ExecutionMode,
 }
 
 /// What happened in the round the next message answers.
@@ -125,8 +129,27 @@ pub struct RoundContext<'a> {
     pub parts: &'a [String],
 }
 
-/// The message for the next round.
+/// The message for the next round, closed by the execution mode's
+/// sentence when the next round gets a new kernel.
 pub fn next_message(
+    templates: &Templates,
+    policy: FeedbackPolicy,
+    round: RoundContext,
+) -> Result<Message, PromptError> {
+    let mut message = round_message(templates, policy, round)?;
+    if let Some(name) = TemplateName::of_execution(policy.execution) {
+        let sentence = templates.render(name, &[])?;
+        if let Some(Part::Text { text }) = message.parts.first_mut() {
+            text.push('\n');
+            text.push_str(sentence.trim_end());
+            text.push('\n');
+        }
+    }
+    Ok(message)
+}
+
+/// The message for the next round, by what happened in it.
+fn round_message(
     templates: &Templates,
     policy: FeedbackPolicy,
     round: RoundContext,
@@ -202,6 +225,19 @@ fn repair_message(
     outcome: &Outcome,
     rounds_left: &str,
 ) -> Result<Message, PromptError> {
+    // A new kernel follows in every mode but `live`, which the mode's
+    // sentence says: the kill message's own "restarted" line would repeat
+    // it (and, under `replay`, wrongly say everything is gone).
+    let renewed;
+    let outcome = if policy.execution.renews_kernel() && outcome.state_lost {
+        renewed = Outcome {
+            state_lost: false,
+            ..outcome.clone()
+        };
+        &renewed
+    } else {
+        outcome
+    };
     let fb = error_feedback(
         policy.mode,
         outcome,
@@ -296,5 +332,54 @@ mod tests {
             PackageOffer::of(Strategy::Slim, None).list(),
             "the Python standard library only"
         );
+    }
+
+    /// A killed round's repair message in each mode: `live` as it always
+    /// was (the kill's "restarted" line), the others closed by their
+    /// mode's sentence instead.
+    #[test]
+    fn the_mode_sentence_closes_the_message_and_live_adds_nothing() {
+        use crate::repair::traceback::STATE_LOST;
+        let templates = Templates::default();
+        let limits = SandboxLimits::default();
+        let mut outcome = Outcome::ended(crate::sandbox::Verdict::OomKilled, 1.0);
+        outcome.state_lost = true;
+        let text = |execution, kind| {
+            let policy = FeedbackPolicy {
+                mode: FeedbackMode::Parsed,
+                budget: 4000,
+                limits: &limits,
+                vision: false,
+                execution,
+            };
+            let round = RoundContext {
+                kind,
+                rounds_left: 2,
+                outcome: Some(&outcome),
+                code: "x = [0] * 10**12",
+                answer: "",
+                unsupported: None,
+                state: None,
+                parts: &[],
+            };
+            next_message(&templates, policy, round)
+                .unwrap()
+                .joined_text()
+        };
+        let replay = templates.text(TemplateName::ExecutionReplay).trim_end();
+        let fresh = templates.text(TemplateName::ExecutionFresh).trim_end();
+        for kind in [FeedbackKind::Error, FeedbackKind::NoAnswer] {
+            let live = text(ExecutionMode::Live, kind);
+            assert!(!live.contains(replay) && !live.contains(fresh), "{live}");
+            for (mode, sentence) in [
+                (ExecutionMode::Replay, replay),
+                (ExecutionMode::Fresh, fresh),
+            ] {
+                let other = text(mode, kind);
+                assert!(other.ends_with(&format!("\n\n{sentence}\n")), "{other}");
+                assert!(!other.contains(STATE_LOST), "{other}");
+            }
+        }
+        assert!(text(ExecutionMode::Live, FeedbackKind::Error).contains(STATE_LOST));
     }
 }

@@ -26,6 +26,7 @@ pub(super) fn tables(s: &Summary) -> Vec<Table> {
         budget(&arms),
         comparable(s),
         pass_at_k(&arms),
+        execution_modes(&arms),
         transitions(&arms),
         failure_classes(&arms, s.header.rounds),
         kills(&arms, s.header.rounds),
@@ -244,6 +245,55 @@ fn pass_at_k(arms: &[&ArmSummary]) -> Table {
                Acc@(k−1) is the carried-forward accuracy after the same number of attempts, \
                of the resampling arm and of each repairing arm.",
         head,
+        rows,
+    }
+}
+
+/// `--execution` arms: what each mode's kernels cost and what the
+/// repairs did with the state (rows only in runs that compare modes).
+fn execution_modes(arms: &[&ArmSummary]) -> Table {
+    let rate = |r: Option<crate::report::stats::Rate>| {
+        r.map_or_else(
+            || "—".into(),
+            |r| format!("{}/{} ({})", r.successes, r.n, pct(r.value)),
+        )
+    };
+    let rows = arms
+        .iter()
+        .filter_map(|a| {
+            let k = a.kernel_state.as_ref()?;
+            let acc = a.answers.accuracy_by_round.last().map_or(0.0, |r| r.value);
+            Some(vec![
+                name(a),
+                k.mode.name().to_string(),
+                pct(acc),
+                format!("{} ({:.0} ms)", k.kernel_starts, k.kernel_start_ms),
+                format!(
+                    "{} ({:.0} ms, {} diverged)",
+                    k.replays, k.replay_ms, k.replays_diverged
+                ),
+                rate(k.used_state),
+                rate(k.lacked_state),
+                rate(k.tasks_lacking_state),
+            ])
+        })
+        .collect();
+    Table {
+        title: "Execution modes".into(),
+        note: "Kernels started and replays (re-runs of the clean earlier cells) with their \
+               time summed; repairs that read a name only an earlier cell defined, and that \
+               failed with a NameError for such a name, over the repairs checked; tasks whose \
+               last round failed so, over all tasks.",
+        head: strings(&[
+            "arm",
+            "mode",
+            "Acc@K",
+            "kernel starts",
+            "replays",
+            "used state",
+            "lacked state",
+            "tasks lacking state",
+        ]),
         rows,
     }
 }

@@ -59,6 +59,7 @@ pub fn options(suite: &str, model: &str, out: &Path) -> TestRun {
             after_failure: Default::default(),
             max_task_tokens: None,
             round0_from: None,
+            execution: Default::default(),
         },
         model: ModelSetup {
             spec: model.parse().expect("a valid model spec"),

@@ -274,6 +274,7 @@ async fn the_repair_prompt_says_what_the_chart_shows() {
             budget: 4000,
             limits: &limits,
             vision: false,
+            execution: Default::default(),
         };
         let round = RoundContext {
             kind: FeedbackKind::Error,

@@ -60,6 +60,7 @@ mod repair_masking;
 mod report_html;
 mod round0_from;
 mod run_arms;
+mod run_execution;
 mod run_library;
 mod run_loop;
 mod sandbox_corpus;

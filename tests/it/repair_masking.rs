@@ -398,3 +398,35 @@ async fn a_check_costs_a_fraction_of_a_second() {
     eprintln!("one repair masking check: {each:.0} ms");
     assert!(each < 5_000.0, "{each} ms per check");
 }
+
+/// The state a cell takes from earlier cells, found by the masking
+/// check's parser in its jail: names read, bound nowhere in the cell, and
+/// bound at the top level of an earlier cell (imports, assignments, loop
+/// targets, definitions); not a function's own parameter or local, not a
+/// comprehension's variable, not a name no earlier cell bound.
+#[tokio::test]
+async fn state_names_are_what_a_cell_reads_of_earlier_cells_top_level() {
+    let work = tempfile::tempdir().unwrap();
+    let masks = MaskCheck::new(
+        common::image(ImageName::Slim),
+        common::sandbox(),
+        work.path().to_path_buf(),
+    );
+    let earlier = [
+        "import math as m\nxs = [1, 2]\ndef f(a):\n    local = a\n    return local\nfor i in xs:\n    pass\n",
+        "this is not python (",
+    ];
+    let code = "total = sum(xs) + f(3) + i + len([x for x in xs])\n\
+                def g(local):\n    return local\n\
+                print(m.pi, total, g(1), undefined)\n";
+    let names = masks.state_names(&earlier, code).await.unwrap();
+    assert_eq!(names, ["f", "i", "m", "xs"]);
+    // A cell that defines what it reads takes nothing.
+    let own = "xs = [3]\nimport math as m\nprint(m.pi, sum(xs))\n";
+    assert!(masks.state_names(&earlier, own).await.unwrap().is_empty());
+    // Code that is not Python is not checked, and says why.
+    let unread = masks.state_names(&earlier, "def (").await.unwrap_err();
+    assert_eq!(unread.unchecked().reason, UncheckedReason::SyntaxError);
+    let left: Vec<_> = std::fs::read_dir(work.path()).unwrap().collect();
+    assert!(left.is_empty(), "the check left {left:?}");
+}

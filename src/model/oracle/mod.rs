@@ -10,6 +10,13 @@
 //!   model needs: the fault's exception name and the failing line; otherwise
 //!   it resends the faulty code, as a weak model would. So a feedback path
 //!   that loses the traceback lowers its accuracy.
+//!   A reference written as two cells (split at a `# %%` line) is sent a
+//!   cell at a time instead ([`staged_turn`]): the first cell at round 0
+//!   (it runs cleanly and leaves no answer; recorded as fault
+//!   `needs_state`), then the second with one injected fault, then its
+//!   repair, which uses what the first cell defined: it recovers where the
+//!   kernel holds that state (`--execution live` or `replay`) and fails
+//!   with a `NameError` where it does not (`fresh`).
 //!   Asked afresh (a resampled round: the task alone, no earlier attempt),
 //!   it draws the faulty code again with probability
 //!   [`FAULTS_AGAIN_ON_RESAMPLE`], else the reference: so repairing from
@@ -193,6 +200,9 @@ fn draw(task_id: &str, round: u32, purpose: &str) -> f64 {
 }
 
 fn faults_turn(request: &ChatRequest, id: &str, reference: &str) -> Turn {
+    if let Some((first, second)) = two_cells(reference) {
+        return staged_turn(request, id, first, second);
+    }
     let fault = inject_fault(reference, id);
     if request.round == 0 {
         let note = format!("injected {}: {}", fault.kind, fault.note);
@@ -226,6 +236,62 @@ fn faults_turn(request: &ChatRequest, id: &str, reference: &str) -> Turn {
         let note = format!(
             "resent the faulty code: the feedback lacks {} or the failing line",
             raises.join(" / ")
+        );
+        faulty_turn(fault, note)
+    }
+}
+
+/// The line that starts a new cell in a reference (the percent format of
+/// notebooks as scripts).
+const CELL_MARKER: &str = "# %%";
+
+/// A reference's two cells, split at its first `# %%` line; `None` for a
+/// reference in one cell.
+fn two_cells(reference: &str) -> Option<(&str, &str)> {
+    let mut at = 0;
+    for line in reference.split_inclusive('\n') {
+        if line.trim_end() == CELL_MARKER {
+            let (first, second) = (&reference[..at], &reference[at + line.len()..]);
+            let filled = |c: &str| !c.trim().is_empty();
+            return (filled(first) && filled(second)).then_some((first, second));
+        }
+        at += line.len();
+    }
+    None
+}
+
+/// `oracle:faults` on a two-cell reference: the first cell (round 0, or
+/// asked afresh), then the second with one fault, then the second repaired
+/// when the feedback explains the fault, resent faulty when it does not.
+/// The second cell reads what the first defined, so only a kernel that
+/// kept (or replayed) the first cell runs it.
+fn staged_turn(request: &ChatRequest, id: &str, first: &str, second: &str) -> Turn {
+    if request.round == 0 || is_fresh(request) {
+        let note = "sent the first cell; the second will use what it defines".to_string();
+        return send(first.to_string(), Some(FaultKind::NeedsState), note);
+    }
+    if request.is_review() {
+        return keep();
+    }
+    let fault = inject_fault(second, id);
+    let previous = request.last_assistant_text().unwrap_or_default();
+    if previous == markdown(first) {
+        let note = format!("sent the second cell with {}: {}", fault.kind, fault.note);
+        return faulty_turn(fault, note);
+    }
+    if previous == markdown(second) {
+        return reference_turn(second, "sent the second cell again");
+    }
+    let feedback = request.last_user_text().unwrap_or_default();
+    if fault.explained_by(&feedback) {
+        reference_turn(
+            second,
+            "repaired the second cell, which uses what the first defined",
+        )
+    } else {
+        let note = format!(
+            "resent the faulty second cell: the feedback lacks {} or the failing line",
+            fault.kind.raises().join(" / ")
         );
         faulty_turn(fault, note)
     }

@@ -341,3 +341,53 @@ fn wrong_runs_cleanly_and_is_wrong() {
     }
     assert!(ran >= 60, "only {ran} tasks ran");
 }
+
+#[tokio::test]
+async fn a_two_cell_reference_is_sent_a_cell_at_a_time_and_its_repair_needs_the_first() {
+    const FIRST: &str = "values = [3, 1, 4, 1, 5, 9, 2, 6]\ntotal = sum(values)\n";
+    const SECOND: &str = "mean = total / len(values)\nanswer = round(mean, 3)\n";
+    let reference = format!("{FIRST}# %%\n{SECOND}");
+    assert_eq!(two_cells(&reference), Some((FIRST, SECOND)));
+    assert_eq!(two_cells(STATS), None);
+    assert_eq!(two_cells("# %%\nanswer = 1\n"), None, "an empty first cell");
+    let tasks = vec![task("s1", Q1, Some(&reference), number(3.875))];
+    let oracle = Oracle::new(OracleKind::Faults, &tasks).unwrap();
+
+    let r0 = oracle.chat(&conversation(Q1, &[])).await.unwrap();
+    assert_eq!(extract_code(&r0.text).code.as_deref(), Some(FIRST));
+    assert_eq!(r0.fault.as_deref(), Some("needs_state"));
+
+    let no_answer = "Your code ran but did not set `answer`.";
+    let r1 = oracle
+        .chat(&conversation(Q1, &[(&r0.text, no_answer)]))
+        .await
+        .unwrap();
+    let injected = inject_fault(SECOND, "s1");
+    assert_eq!(extract_code(&r1.text).code, Some(injected.code.clone()));
+    assert_eq!(r1.fault.as_deref(), Some(injected.kind.as_str()));
+
+    // Feedback that explains the fault: the second cell alone, which
+    // reads `total` and `values` from the first.
+    let feedback = format!(
+        "Your code failed.\n\n{}: boom\n\n--> 1 | {}\n",
+        injected.kind.raises()[0],
+        injected.lines[0]
+    );
+    let r2 = oracle
+        .chat(&conversation(
+            Q1,
+            &[(&r0.text, no_answer), (&r1.text, &feedback)],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(extract_code(&r2.text).code.as_deref(), Some(SECOND));
+    // Feedback that does not: the faulty cell again.
+    let r2 = oracle
+        .chat(&conversation(
+            Q1,
+            &[(&r0.text, no_answer), (&r1.text, "That did not work.")],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(extract_code(&r2.text).code, Some(injected.code));
+}

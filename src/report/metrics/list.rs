@@ -43,6 +43,7 @@ const REGISTRY: &[fn(&ArmSummary, &mut Metrics)] = &[
     environment,
     installs,
     kernels,
+    kernel_state,
 ];
 
 /// Every metric value of one arm.
@@ -241,6 +242,26 @@ fn installs(s: &ArmSummary, out: &mut Metrics) {
         plain(out, format!("install_denials:{reason}"), *count as f64);
     }
     plain(out, "install_store_bytes".into(), m.store_bytes as f64);
+}
+
+/// `--execution` arms only.
+fn kernel_state(s: &ArmSummary, out: &mut Metrics) {
+    let Some(k) = &s.kernel_state else {
+        return;
+    };
+    plain(out, "kernel_starts".into(), k.kernel_starts as f64);
+    plain(out, "kernel_start_ms_total".into(), k.kernel_start_ms);
+    plain(out, "replays".into(), k.replays as f64);
+    plain(out, "replay_ms_total".into(), k.replay_ms);
+    plain(out, "replays_diverged".into(), k.replays_diverged as f64);
+    rate(out, "used_state", None, k.used_state.as_ref());
+    rate(out, "lacked_state", None, k.lacked_state.as_ref());
+    rate(
+        out,
+        "tasks_lacking_state",
+        None,
+        k.tasks_lacking_state.as_ref(),
+    );
 }
 
 fn kernels(s: &ArmSummary, out: &mut Metrics) {

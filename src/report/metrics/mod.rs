@@ -18,6 +18,7 @@ mod execution;
 mod failure_classes;
 mod header;
 mod headline;
+mod kernel_state;
 mod kills;
 mod list;
 mod pass_at_k;
@@ -37,6 +38,7 @@ pub use execution::{Cost, Executions, KillRate, Latency, Tokens};
 pub use failure_classes::{ClassRow, CORRECT, NOT_RECORDED};
 pub use header::Header;
 pub use headline::{headline, Headline};
+pub use kernel_state::KernelState;
 pub use kills::{kill_class, KillRecovery};
 pub use list::{values, MetricValue, Value};
 pub use pass_at_k::{pass_at_k, PassAtK};
@@ -91,5 +93,6 @@ fn summarize_arm(
         cost: Cost::of(&arm),
         self_repair: SelfRepair::of(&arm),
         environment: EnvironmentMetrics::of(strategy, &arm.ours(), tasks, image_bytes),
+        kernel_state: KernelState::of(&arm),
     }
 }

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::answers::Answers;
 use super::execution::{Cost, Executions};
 use super::header::Header;
+use super::kernel_state::KernelState;
 use super::repairs::Repairs;
 use super::self_repair::SelfRepair;
 use crate::report::environment::EnvironmentMetrics;
@@ -27,6 +28,10 @@ pub struct ArmSummary {
     pub self_repair: SelfRepair,
     #[serde(flatten)]
     pub environment: EnvironmentMetrics,
+    /// `--execution` arms: kernel and replay time, repairs that used the
+    /// kernel's state and failures for lack of it; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_state: Option<KernelState>,
 }
 
 impl ArmSummary {

@@ -49,15 +49,21 @@ pub enum FaultKind {
     /// The fallback that always applies: a call of an undefined helper at
     /// the top → NameError.
     UndefinedHelper,
+    /// Not injected into code: a reference written as two cells (split at
+    /// a `# %%` line) is sent a cell at a time, and the repair of the
+    /// second uses what the first defined → NameError in a kernel without
+    /// that state (`--execution fresh`). Recorded on round 0.
+    NeedsState,
 }
 
 impl FaultKind {
     /// The exceptions Python raises for this fault (any one of them).
     pub fn raises(self) -> &'static [&'static str] {
         match self {
-            FaultKind::UndefinedName | FaultKind::MissingImport | FaultKind::UndefinedHelper => {
-                &["NameError"]
-            }
+            FaultKind::UndefinedName
+            | FaultKind::MissingImport
+            | FaultKind::UndefinedHelper
+            | FaultKind::NeedsState => &["NameError"],
             FaultKind::WrongColumn => &["KeyError"],
             FaultKind::SyntaxError => &["SyntaxError"],
             // pandas' `.loc`, `.at` and label-indexed Series raise KeyError.
@@ -191,6 +197,7 @@ pub fn apply_fault(code: &str, kind: FaultKind, seed: u64) -> Option<Fault> {
         FaultKind::MissingImport => src.missing_import(),
         FaultKind::OffByOne => src.off_by_one(seed),
         FaultKind::UndefinedHelper => Some(undefined_helper(code)),
+        FaultKind::NeedsState => None,
     }
 }
 

@@ -255,7 +255,8 @@ fn faults_raise_in_python() {
                 let expected = match kind {
                     FaultKind::UndefinedName
                     | FaultKind::MissingImport
-                    | FaultKind::UndefinedHelper => "NameError",
+                    | FaultKind::UndefinedHelper
+                    | FaultKind::NeedsState => "NameError",
                     FaultKind::WrongColumn => "KeyError",
                     FaultKind::SyntaxError => "SyntaxError",
                     FaultKind::OffByOne => "IndexError",
