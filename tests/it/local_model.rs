@@ -227,6 +227,8 @@ fn assert_model_info(run: &serde_json::Value, model: &ModelFile, server_version:
     assert_eq!(info["server_version"], server_version);
 }
 
+/// A run of the small model is complete, readable by other tools, serves
+/// as a recorded round 0 (`--round0-from`), and leaves no server.
 #[test]
 fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     if common::lacks_root() {
@@ -254,24 +256,18 @@ fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     assert!(info["threads"].as_u64().unwrap() >= 1, "{info}");
     // A real model's run, in the formats other tools read.
     crate::export_formats::assert_exports_read(&dir);
+    // The same run as a recorded round 0.
+    repaired_as_own_and_foreign_code(&dir, &out.path().join("repairs"));
 
     let left = new_servers_after(&before, &p.model.path, 10);
     assert!(left.is_empty(), "llama servers left running: {left:?}");
 }
 
-/// `--round0-from` a recorded run of the local model: with the same model
-/// its arm's round 0 is the recorded one, record for record, and is its own
-/// code; the oracle's arm repairs the same round 0 as foreign code.
-#[test]
-fn a_recorded_local_round_0_is_repaired_as_own_and_foreign_code() {
-    if common::lacks_root() {
-        return;
-    }
-    let _serial = serial();
-    let out = tempfile::tempdir().unwrap();
-    let (first, second) = (out.path().join("source"), out.path().join("repairs"));
-    let output = retrace_run(SMALL, &first, &[]);
-    assert_complete_run(&first, SMALL, &output);
+/// `--round0-from` the recorded local-model run `first`: with the same
+/// model its arm's round 0 is the recorded one, record for record, and is
+/// its own code; the oracle's arm repairs the same round 0 as foreign code.
+/// One repair round: the round 0 is what is checked.
+fn repaired_as_own_and_foreign_code(first: &Path, second: &Path) {
     let from = first.to_str().unwrap();
     let output = common::retrace([
         "run",
@@ -280,7 +276,7 @@ fn a_recorded_local_round_0_is_repaired_as_own_and_foreign_code() {
         "--limit-tasks",
         &TASKS.to_string(),
         "--rounds",
-        "2",
+        "1",
         "--model",
         &format!("{SMALL},oracle"),
         "--round0-from",
@@ -295,10 +291,10 @@ fn a_recorded_local_round_0_is_repaired_as_own_and_foreign_code() {
     let run_id = read_json(&first.join("run.json"))["provenance"]["run_id"].clone();
     let label = format!("{}:fat", run_id.as_str().unwrap());
     crate::round0_from::assert_round0_is_the_sources(
-        &journal(&first),
+        &journal(first),
         "fat",
         &label,
-        &journal(&second),
+        &journal(second),
         &[SMALL, "oracle"],
     );
     let summary = read_json(&second.join("summary.json"));

@@ -235,3 +235,70 @@ async fn execution_modes_share_round_0_and_only_kept_or_replayed_state_repairs_a
     let report = std::fs::read_to_string(result.dir.join("report.md")).unwrap();
     assert!(report.contains("### Execution modes"), "{report}");
 }
+
+/// A replayed cell that ran without error and fails when re-run is flagged
+/// (`replay.diverged`): the first cell asserts the clock is before a
+/// deadline set when round 0 was asked for, and the repair is sent after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replayed_cell_that_fails_where_it_once_ran_is_flagged_diverged() {
+    use common::scripted_http::{ok, Act, Server};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    if common::lacks_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (suite, _) = common::run::replayed_task(dir.path(), &[]);
+    // Round 0 runs well within the margin; round 1 is sent after it.
+    const MARGIN: Duration = Duration::from_secs(20);
+    let deadline: Arc<Mutex<Option<SystemTime>>> = Arc::default();
+    let server = Server::start_fn(move |_| {
+        let mut deadline = deadline.lock().unwrap();
+        match *deadline {
+            None => {
+                let at = SystemTime::now() + MARGIN;
+                *deadline = Some(at);
+                let secs = at.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+                ok(&format!(
+                    "```python\nimport time\nassert time.time() < {secs}\nsix = 6\n```"
+                ))
+            }
+            Some(at) => {
+                let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+                let reply = ok("```python\nanswer = six * 7\n```");
+                Act::Delay(wait + Duration::from_secs(1), Box::new(reply))
+            }
+        }
+    })
+    .await;
+    let mut opts = common::run::captured(&suite, server.base_url(), &dir.path().join("run"));
+    opts.spec.policy.rounds = 1;
+    opts.spec.policy.execution = ExecutionMode::Replay;
+    let result = run(opts).await;
+    let round = |n: u32| {
+        result
+            .records
+            .iter()
+            .find(|r| r.round == n)
+            .unwrap_or_else(|| panic!("no round {n}: {:#?}", result.records))
+    };
+    let first = round(0);
+    assert_eq!(
+        first.outcome.as_ref().map(|o| o.verdict),
+        Some(retrace::sandbox::Verdict::Ok),
+        "{first:#?}"
+    );
+    let repair = round(1);
+    let replay = repair.replay.as_ref().expect("round 0 was replayed");
+    assert_eq!(replay.rounds, [0]);
+    assert_eq!(replay.diverged, [0], "{replay:?}");
+    // What the replay failed to define is missing in the repair.
+    let error = repair.outcome.as_ref().and_then(|o| o.error.as_ref());
+    assert_eq!(
+        error.map(|e| e.ename.as_str()),
+        Some("NameError"),
+        "{repair:#?}"
+    );
+    assert!(!repair.correct);
+}
