@@ -145,3 +145,32 @@ pub fn replayed_task(dir: &Path, replies: &[(u32, &str)]) -> (String, String) {
         format!("replay:{}", replay.display()),
     )
 }
+
+/// A small suite of our own, in a temporary directory.
+pub fn suite(dir: &Path, tasks: &[(&str, &str, f64)]) -> String {
+    let path = dir.join("tiny.jsonl");
+    let lines: Vec<String> = tasks
+        .iter()
+        .map(|(id, q, v)| {
+            serde_json::json!({
+                "id": id, "question": q,
+                "expected": {"type": "number", "value": v},
+                "reference": format!("answer = {v}"),
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path.display().to_string()
+}
+
+/// `t1`: 6 × 7 = 42; `t2`: 2 + 2 = 4.
+pub fn two_tasks(dir: &Path) -> String {
+    suite(
+        dir,
+        &[
+            ("t1", "What is 6 times 7?", 42.0),
+            ("t2", "What is 2 plus 2?", 4.0),
+        ],
+    )
+}

@@ -7,31 +7,10 @@ use crate::common;
 
 use std::path::Path;
 
-use common::run::{captured, execute, options, replayed_task};
+use common::run::{captured, execute, options, replayed_task, two_tasks};
 use common::scripted_http::{ok, Server};
 use retrace::harness::RunResult;
 use retrace::record::{false_alarm, AttemptRecord, FeedbackKind, StopOn};
-
-/// `t1`: 6 × 7 = 42; `t2`: 2 + 2 = 4.
-fn two_tasks(dir: &Path) -> String {
-    let path = dir.join("tiny.jsonl");
-    let lines: Vec<String> = [
-        ("t1", "What is 6 times 7?", 42),
-        ("t2", "What is 2 plus 2?", 4),
-    ]
-    .iter()
-    .map(|(id, q, v)| {
-        serde_json::json!({
-            "id": id, "question": q,
-            "expected": {"type": "number", "value": v},
-            "reference": format!("answer = {v}"),
-        })
-        .to_string()
-    })
-    .collect();
-    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    path.display().to_string()
-}
 
 /// An endpoint that answers each question right, and after the false
 /// alarm resends its code (`keeps`) or changes the answer (else).

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::run::{captured, execute as run, options};
+use common::run::{captured, execute as run, options, two_tasks};
 use common::scripted_http::{ok, Server};
 use retrace::harness::{Run, RunContext, RunResult};
 use retrace::pyenv::{ImageName, Strategy};
@@ -14,35 +14,6 @@ use retrace::task::load::{datasets_dir, load_suite};
 
 fn records(dir: &Path) -> Vec<AttemptRecord> {
     retrace::harness::journal::read(&dir.join("results.jsonl")).unwrap()
-}
-
-/// A small suite of our own, in a temporary directory.
-fn suite(dir: &Path, tasks: &[(&str, &str, f64)]) -> String {
-    let path = dir.join("tiny.jsonl");
-    let lines: Vec<String> = tasks
-        .iter()
-        .map(|(id, q, v)| {
-            serde_json::json!({
-                "id": id, "question": q,
-                "expected": {"type": "number", "value": v},
-                "reference": format!("answer = {v}"),
-            })
-            .to_string()
-        })
-        .collect();
-    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    path.display().to_string()
-}
-
-/// `t1`: 6 × 7 = 42; `t2`: 2 + 2 = 4.
-fn two_tasks(dir: &Path) -> String {
-    suite(
-        dir,
-        &[
-            ("t1", "What is 6 times 7?", 42.0),
-            ("t2", "What is 2 plus 2?", 4.0),
-        ],
-    )
 }
 
 fn replay(dir: &Path, replies: &[(&str, u32, &str)]) -> String {
