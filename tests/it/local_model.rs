@@ -25,6 +25,10 @@ use retrace::pyenv::ImageName;
 
 const TASKS: usize = 4;
 const ROUNDS: u64 = 2;
+/// `--max-tokens` of the tests' runs: a reply long enough for a short
+/// program. What these tests check is plumbing, not answers, and a small
+/// model left at the default often writes until the cap.
+const MAX_TOKENS: &str = "128";
 /// The model for plumbing tests: the smallest.
 const SMALL: &str = "local:smollm2-135m-instruct";
 
@@ -108,6 +112,8 @@ fn retrace_run_n(model: &str, tasks: usize, out: &Path, envs: &[(&str, &str)]) -
         &rounds,
         "--concurrency",
         "2",
+        "--max-tokens",
+        MAX_TOKENS,
         "--model",
         model,
         "--out",
@@ -277,6 +283,8 @@ fn repaired_as_own_and_foreign_code(first: &Path, second: &Path) {
         &TASKS.to_string(),
         "--rounds",
         "1",
+        "--max-tokens",
+        MAX_TOKENS,
         "--model",
         &format!("{SMALL},oracle"),
         "--round0-from",
@@ -555,6 +563,8 @@ fn a_killed_retrace_takes_its_server_along() {
             "math",
             "--limit-tasks",
             "1",
+            "--max-tokens",
+            MAX_TOKENS,
             "--model",
             SMALL,
         ])
@@ -678,7 +688,8 @@ fn a_run_goes_on_when_its_server_is_killed() {
         .arg(tasks.to_string())
         .arg("--rounds")
         .arg(ROUNDS.to_string())
-        .args(["--concurrency", "2", "--model", SMALL, "--out"])
+        .args(["--concurrency", "2", "--max-tokens", MAX_TOKENS])
+        .args(["--model", SMALL, "--out"])
         .arg(&dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -910,6 +921,8 @@ fn a_math500_file_runs_with_the_local_model() {
         SMALL,
         "--rounds",
         "1",
+        "--max-tokens",
+        MAX_TOKENS,
         "--out",
         out.to_str().unwrap(),
     ])

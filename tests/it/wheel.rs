@@ -19,6 +19,7 @@ use crate::common;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use common::host::{lacks, Need};
 use common::venv::{Install, PinnedVenv};
@@ -50,18 +51,32 @@ fn maturin_venv() -> PathBuf {
 
 /// Builds the wheel into `out` and returns its path. Fails the test with
 /// maturin's output when maturin cannot build it.
-fn build_wheel(out: &Path) -> PathBuf {
+/// The wheel, built once per test process (the tests only read it).
+fn wheel() -> &'static Path {
+    static WHEEL: OnceLock<(File, PathBuf)> = OnceLock::new();
+    &WHEEL.get_or_init(build_wheel).1
+}
+
+/// Builds the wheel into the target's `wheel-dist/`, and the lock that
+/// keeps it there: one build at a time in that directory (test binaries
+/// too), and no other process replaces the wheel while this one installs
+/// it (the lock is held until the process ends). maturin moves the binary
+/// cargo linked out of its target, so a second build finishing meanwhile
+/// would find nothing to package.
+fn build_wheel() -> (File, PathBuf) {
     let venv = maturin_venv();
     let maturin = venv.join("bin").join("maturin");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wheel-target");
-    // One build at a time in that directory (tests, test binaries): maturin
-    // moves the binary cargo linked out of it, so a second build finishing
-    // meanwhile finds nothing to package.
     let lock_path = target.with_extension("lock");
     let lock = File::create(&lock_path)
         .unwrap_or_else(|e| panic!("creating {}: {e}", lock_path.display()));
     lock.lock()
         .unwrap_or_else(|e| panic!("locking {}: {e}", lock_path.display()));
+    let out = target.with_file_name("wheel-dist");
+    if out.exists() {
+        fs::remove_dir_all(&out).unwrap_or_else(|e| panic!("emptying {}: {e}", out.display()));
+    }
+    let out = out.as_path();
     let built = Command::new(&maturin)
         .args(["build", "--profile", "dev", "--locked", "--out"])
         .arg(out)
@@ -88,7 +103,7 @@ fn build_wheel(out: &Path) -> PathBuf {
         .filter(|p| p.extension().is_some_and(|x| x == "whl"))
         .collect();
     assert_eq!(wheels.len(), 1, "one wheel expected in {}", out.display());
-    wheels.into_iter().next().unwrap()
+    (lock, wheels.into_iter().next().unwrap())
 }
 
 /// A fresh venv with the wheel installed, and a working directory outside
@@ -104,7 +119,7 @@ impl Installed {
     /// wheel with a Python dependency fails here.
     fn new() -> Installed {
         let dir = tempfile::tempdir().unwrap();
-        let wheel = build_wheel(&dir.path().join("dist"));
+        let wheel = wheel();
         let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
         // py3-none: a binary for any Python, tagged for this platform.
         let prefix = concat!("retrace-", env!("CARGO_PKG_VERSION"), "-py3-none-");
@@ -128,7 +143,7 @@ impl Installed {
                 ("install the wheel without an index", {
                     let mut c = Command::new(venv.join("bin").join("python"));
                     c.args(["-m", "pip", "install", "--no-input", "--no-index"])
-                        .arg(&wheel);
+                        .arg(wheel);
                     c
                 }),
             ],
