@@ -2,7 +2,9 @@
 //! and how fast its servers are.
 
 use clap::Subcommand;
-use retrace::model::local::bench::{Aggregate, Bench, BenchError, IdleSpeed, RepairRound};
+use retrace::model::local::bench::{
+    self, Aggregate, Bench, BenchError, CodeGeneration, IdleSpeed, RepairRound,
+};
 use retrace::model::local::{self, Choice, LocalServer, ModelStore, ServerOptions, Status};
 
 use super::Failure;
@@ -39,6 +41,12 @@ pub enum ModelCommand {
         /// wants one, from `OPENAI_API_KEY`. Repeatable.
         #[arg(long, value_parser = parse_against)]
         against: Vec<Against>,
+        /// Also measure the model served with this draft model (a name of
+        /// `retrace model status` or a GGUF path of the same tokenizer),
+        /// interleaved with it served alone: speeds, the draft's
+        /// acceptance, and whether greedy replies stay the same.
+        #[arg(long, value_name = "NAME|PATH")]
+        draft: Option<String>,
         /// Requests at once, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
         concurrent: Vec<usize>,
@@ -83,9 +91,10 @@ pub async fn run(cmd: ModelCommand) -> Result<i32, Failure> {
         ModelCommand::Bench {
             name,
             against,
+            draft,
             concurrent,
             json,
-        } => bench(&store, name, against, &concurrent, json).await,
+        } => bench(&store, name, against, draft, &concurrent, json).await,
         ModelCommand::Status { json } => {
             let status = tokio::task::spawn_blocking(move || store.status())
                 .await
@@ -184,25 +193,47 @@ struct Measured {
     /// Ours only: another server's threads are its operator's.
     threads: Option<usize>,
     slots: Option<usize>,
+    /// The draft model it was served with (ours only).
+    draft: Option<String>,
     idle: IdleSpeed,
     aggregate: Vec<Aggregate>,
     repair_round: RepairRound,
+    code: CodeGeneration,
+    /// Per code prompt, where its greedy reply first differs from the first
+    /// server's (byte offset), `null` where identical.
+    greedy_differs_at: Vec<Option<usize>>,
 }
+
+/// Tokens back per code prompt: enough for a short program, and for a
+/// difference between two servers' greedy replies to show.
+const CODE_TOKENS: u32 = 160;
 
 async fn bench(
     store: &ModelStore,
     name: Option<String>,
     against: Vec<Against>,
+    draft: Option<String>,
     concurrent: &[usize],
     json: Option<std::path::PathBuf>,
 ) -> Result<i32, Failure> {
     let choice = local::resolve(name.as_deref()).map_err(Failure::usage)?;
+    let draft = match draft.as_deref() {
+        Some(d) => local::Catalog::builtin()
+            .draft_for(&choice, Some(d))
+            .map_err(Failure::usage)?,
+        None => None,
+    };
     let s = store.clone();
     let n_ctx = choice.n_ctx();
-    let prepared = tokio::task::spawn_blocking(move || s.prepare(&choice, true))
-        .await
-        .map_err(Failure::infra)?
-        .map_err(Failure::infra)?;
+    let drafted =
+        tokio::task::spawn_blocking(move || s.prepare_with_draft(&choice, draft.as_ref(), true))
+            .await
+            .map_err(Failure::infra)?
+            .map_err(Failure::infra)?;
+    let prepared = local::Prepared {
+        draft: None,
+        ..drafted.clone()
+    };
     let slots = concurrent.iter().copied().max().unwrap_or(1);
     let options = ServerOptions {
         slots,
@@ -214,10 +245,24 @@ async fn bench(
         "starting {} ({threads} threads, {slots} slots)",
         local::SERVER_NAME
     );
-    let ours = LocalServer::start(&prepared, &store.logs_dir(), options)
+    let ours = LocalServer::start(&prepared, &store.logs_dir(), options.clone())
         .await
         .map_err(Failure::infra)?;
     let mut servers = vec![(local::SERVER_NAME.to_string(), Bench::new(&ours))];
+    // Started beside the first and idle while it is measured: both hold
+    // their weights in memory at once, never compute at once.
+    let draft_name = drafted.draft.as_ref().map(|d| d.spec.clone());
+    let with_draft = match &draft_name {
+        Some(d) => {
+            eprintln!("starting {} with the draft {d}", local::SERVER_NAME);
+            let server = LocalServer::start(&drafted, &store.logs_dir(), options)
+                .await
+                .map_err(Failure::infra)?;
+            servers.push((format!("{}+draft", local::SERVER_NAME), Bench::new(&server)));
+            Some(server)
+        }
+        None => None,
+    };
     let key = std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "none".into());
     for other in against {
         servers.push((other.name, Bench::at(&other.url, &key)));
@@ -242,23 +287,37 @@ async fn bench(
     for (i, (name, b)) in servers.iter().enumerate() {
         repair.push(b.repair_round(1000 + 10 * i).await.map_err(failed(name))?);
     }
+    let mut code = Vec::new();
+    for (name, b) in &servers {
+        eprintln!("{name}: greedy code generation");
+        code.push(b.code_generation(CODE_TOKENS).await.map_err(failed(name))?);
+    }
+    let first: Vec<String> = code.first().map(|c| c.replies.clone()).unwrap_or_default();
+    let ours_count = 1 + usize::from(with_draft.is_some());
     let measured: Vec<Measured> = servers
         .into_iter()
         .zip(idle)
         .zip(aggregate)
         .zip(repair)
+        .zip(code)
         .enumerate()
         .map(
-            |(i, ((((server, _), idle), aggregate), repair_round))| Measured {
+            |(i, (((((server, _), idle), aggregate), repair_round), code))| Measured {
                 server,
-                threads: (i == 0).then_some(threads),
-                slots: (i == 0).then_some(slots),
+                threads: (i < ours_count).then_some(threads),
+                slots: (i < ours_count).then_some(slots),
+                draft: (i == 1 && with_draft.is_some())
+                    .then(|| draft_name.clone())
+                    .flatten(),
                 idle,
                 aggregate,
                 repair_round,
+                greedy_differs_at: bench::first_differences(&first, &code.replies),
+                code,
             },
         )
         .collect();
+    drop(with_draft);
     print_bench(&measured);
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(&measured).map_err(Failure::infra)?;
@@ -321,4 +380,41 @@ fn print_bench(m: &[Measured]) {
         m.iter().map(|x| x.repair_round.uncached_ms).collect(),
         "ms",
     );
+    row(
+        "code, greedy, 1 at once".into(),
+        m.iter().map(|x| x.code.generation_tps).collect(),
+        "tok/s",
+    );
+    let acceptance: Vec<String> = m
+        .iter()
+        .map(|x| match x.code.acceptance() {
+            Some(a) => format!(
+                "{:.1} % ({} of {} drafted)",
+                a * 100.0,
+                x.code.accepted,
+                x.code.drafted
+            ),
+            None => "no draft".into(),
+        })
+        .collect();
+    println!("draft acceptance | {}", acceptance.join(" | "));
+    for x in m.iter().skip(1) {
+        let differ: Vec<String> = (x.greedy_differs_at.iter().enumerate())
+            .filter_map(|(i, at)| at.map(|b| format!("prompt {} from byte {b}", i + 1)))
+            .collect();
+        let prompts = x.greedy_differs_at.len();
+        if differ.is_empty() {
+            println!(
+                "greedy replies of {} are those of {} ({prompts} of {prompts} prompts)",
+                x.server, names[0]
+            );
+        } else {
+            println!(
+                "greedy replies of {} differ from those of {}: {}",
+                x.server,
+                names[0],
+                differ.join(", ")
+            );
+        }
+    }
 }

@@ -51,7 +51,7 @@ pub struct RunArgs {
     /// Continue an interrupted run in this directory; tasks that ended on an
     /// infrastructure error are redone too (its run.json decides
     /// everything that shapes the run; other flags are ignored except
-    /// --base-url, --api-key, --model-slots, --model-threads,
+    /// --base-url, --api-key, --model-slots, --model-threads, --model-draft,
     /// --gateway-token, --kernel-start and --max-infra-errors; --env must
     /// give the run's variables again, needed when one is secret).
     #[arg(long)]
@@ -212,6 +212,12 @@ pub struct ServingArgs {
     /// start, at most 8].
     #[arg(long, env = "RETRACE_MODEL_THREADS", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub model_threads: Option<u16>,
+    /// A draft model for the local model (speculative decoding): a name of
+    /// `retrace model status` or a GGUF path sharing its tokenizer, or
+    /// `none` [default: the catalogue's draft for the model, if any].
+    /// Recorded in run.json's model_info and the fingerprint.
+    #[arg(long, env = "RETRACE_MODEL_DRAFT", value_name = "NAME|PATH|none")]
+    pub model_draft: Option<String>,
 }
 
 impl ServingArgs {
@@ -219,6 +225,7 @@ impl ServingArgs {
         Serving {
             slots: self.model_slots.map(usize::from),
             threads: self.model_threads.map(usize::from),
+            draft: self.model_draft.clone(),
         }
     }
 }

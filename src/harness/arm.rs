@@ -36,29 +36,22 @@ pub struct Arm {
 }
 
 impl Arm {
-    /// The arm with its built `image` and its `model`.
+    /// The arm with its `kernels` ([`ArmKernels::for_arm`]) and its `model`.
     pub fn new(
         arm: ArmSpec,
-        image: Image,
+        kernels: ArmKernels,
         model: Arc<dyn ModelClient>,
         sandbox: &Arc<dyn Sandbox>,
         math: Option<Arc<MathChecker>>,
-    ) -> Result<Arm, HarnessError> {
+    ) -> Arm {
         let round0_key = arm.round0_key();
         let masking = Arc::new(MaskCheck::new(
-            image.clone(),
+            kernels.kernel.image.clone(),
             sandbox.clone(),
             PackageStore::from_env().work_dir(),
         ));
         let ArmSpec { name, spec } = arm;
-        let kernels = ArmKernels::new(
-            spec.strategy(),
-            image,
-            spec.execution.limits.threads(),
-            spec.packages.install_on,
-            sandbox,
-        )?;
-        Ok(Arm {
+        Arm {
             name,
             spec,
             model,
@@ -67,7 +60,7 @@ impl Arm {
             masking,
             math,
             false_alarm: false,
-        })
+        }
     }
 }
 
@@ -90,6 +83,21 @@ const INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600)
 impl ArmKernels {
     /// The kernels of `strategy` with its built `image`; a `dynamic` arm
     /// gets the installer and the package store, read-only in its kernels.
+    /// The kernels of `arm`, whose strategy's image is `image` built.
+    pub fn for_arm(
+        arm: &RunSpec,
+        image: Image,
+        sandbox: &Arc<dyn Sandbox>,
+    ) -> Result<ArmKernels, HarnessError> {
+        ArmKernels::new(
+            arm.strategy(),
+            image,
+            arm.execution.limits.threads(),
+            arm.packages.install_on,
+            sandbox,
+        )
+    }
+
     pub fn new(
         strategy: Strategy,
         image: Image,

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::arm::Arm;
+use super::arm::{Arm, ArmKernels};
 use super::error::{HarnessError, UsageError};
 use super::math_checker::MathChecker;
 use crate::kernel::gateway::{Gateway, GatewayConfig};
@@ -70,46 +70,63 @@ pub(super) async fn prepare(
         ..ctx.endpoint.clone()
     };
     let arm_specs = spec.arms();
-    // One client per model the arms use, built once.
-    let mut models: Vec<(String, Arc<dyn ModelClient>)> = Vec::new();
-    for arm in &arm_specs {
-        let key = arm.spec.model.spec.to_string();
-        if !models.iter().any(|(k, _)| *k == key) {
-            let model = &arm.spec.model;
-            let client = model
-                .spec
-                .client(&model.generation, &endpoint, tasks)
-                .await?;
-            models.push((key, client));
-        }
-    }
-    let model = models[0].1.clone();
-    let images = ensure_images(strategies).await?;
-    let gateway = match &spec.execution.executor {
-        ExecutorSpec::Local => None,
-        ExecutorSpec::Gateway(g) => Some(g.with_token(ctx.gateway_token.clone())),
+    let start = ctx.kernel_start.unwrap_or(spec.execution.kernel_start);
+    // The kernels' side (images, executor, each arm's kernels and their
+    // zygotes) and the models' side (a local model's preparation, server
+    // and idle speed) get ready together: the zygotes boot while a model
+    // server loads, and on first use the images build while the model is
+    // prepared. The first error ends both.
+    let kernels_side = async {
+        let images = ensure_images(strategies).await?;
+        let gateway = match &spec.execution.executor {
+            ExecutorSpec::Local => None,
+            ExecutorSpec::Gateway(g) => Some(g.with_token(ctx.gateway_token.clone())),
+        };
+        let executor = open_executor(
+            gateway,
+            spec.execution.unconfined,
+            &ctx.init_binary,
+            strategies,
+        )
+        .await?;
+        let sandbox = executor.local_sandbox(ctx.init_binary.clone())?;
+        let kernels = (arm_specs.iter())
+            .map(|arm| {
+                let at = strategies.iter().position(|s| *s == arm.spec.strategy());
+                let image = images[at.expect("an arm's strategy is the run's")].clone();
+                ArmKernels::for_arm(&arm.spec, image, &sandbox)
+            })
+            .collect::<Result<Vec<ArmKernels>, HarnessError>>()?;
+        start_zygotes(&kernels, &sandbox, &executor, start);
+        Ok::<_, HarnessError>((images, executor, sandbox, kernels))
     };
-    let executor = open_executor(
-        gateway,
-        spec.execution.unconfined,
-        &ctx.init_binary,
-        strategies,
-    )
-    .await?;
-    let sandbox = executor.local_sandbox(ctx.init_binary.clone())?;
+    // One client per model the arms use, built once.
+    let models_side = async {
+        let mut models: Vec<(String, Arc<dyn ModelClient>)> = Vec::new();
+        for arm in &arm_specs {
+            let key = arm.spec.model.spec.to_string();
+            if !models.iter().any(|(k, _)| *k == key) {
+                let model = &arm.spec.model;
+                let client = model
+                    .spec
+                    .client(&model.generation, &endpoint, tasks)
+                    .await?;
+                models.push((key, client));
+            }
+        }
+        Ok::<_, HarnessError>(models)
+    };
+    let (models, (images, executor, sandbox, kernels)) =
+        tokio::try_join!(models_side, kernels_side)?;
+    let model = models[0].1.clone();
     let math = MathChecker::for_tasks(tasks, &sandbox).await?;
-    let arms = arm_specs
-        .into_iter()
-        .map(|arm| {
-            let at = strategies.iter().position(|s| *s == arm.spec.strategy());
-            let image = images[at.expect("an arm's strategy is the run's")].clone();
+    let arms = (arm_specs.into_iter().zip(kernels))
+        .map(|(arm, kernels)| {
             let key = arm.spec.model.spec.to_string();
             let (_, model) = models.iter().find(|(k, _)| *k == key).expect("built above");
-            Arm::new(arm, image, model.clone(), &sandbox, math.clone())
+            Arm::new(arm, kernels, model.clone(), &sandbox, math.clone())
         })
-        .collect::<Result<Vec<Arm>, HarnessError>>()?;
-    let start = ctx.kernel_start.unwrap_or(spec.execution.kernel_start);
-    start_zygotes(&arms, &sandbox, &executor, start);
+        .collect::<Vec<Arm>>();
     Ok(Prepared {
         templates,
         model,
@@ -121,11 +138,12 @@ pub(super) async fn prepare(
 }
 
 /// When kernels are forked locally from a zygote (not cold, not on a
-/// gateway), each arm's zygote starts now, in the background: its own start
-/// (about 1.5 s for the fat image) then overlaps the rest of the run's setup
-/// instead of delaying the first kernel.
+/// gateway), each strategy's zygote starts now, in the background: its own
+/// start (about 1.5 s for the fat image) then overlaps the rest of the
+/// run's setup (a local model's server start and idle speed) instead of
+/// delaying the first kernels.
 fn start_zygotes(
-    arms: &[Arm],
+    kernels: &[ArmKernels],
     sandbox: &Arc<dyn Sandbox>,
     executor: &Executor,
     start: KernelStart,
@@ -134,10 +152,10 @@ fn start_zygotes(
         return;
     }
     let mut started = Vec::new();
-    for arm in arms {
-        if !started.contains(&arm.kernels.strategy) {
-            started.push(arm.kernels.strategy);
-            zygote::start_early((*arm.kernels.kernel).clone(), sandbox.clone());
+    for k in kernels {
+        if !started.contains(&k.strategy) {
+            started.push(k.strategy);
+            zygote::start_early((*k.kernel).clone(), sandbox.clone());
         }
     }
 }

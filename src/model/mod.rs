@@ -237,6 +237,16 @@ pub struct ServerTimings {
     pub prompt_ms: f64,
     pub generated_tokens: u64,
     pub generation_ms: f64,
+    /// Tokens a draft model proposed (speculative decoding; 0 without).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_tokens: u64,
+    /// Of those, the ones the model accepted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_accepted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why no reply could be had. Always an infrastructure failure, never a

@@ -7,7 +7,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -58,14 +58,19 @@ impl Progress {
                     Total::None => None,
                     Total::Items(n) | Total::Bytes(n) => Some(n),
                 };
-                let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+                // One stack of bars for the process: an image build and
+                // the model's preparation run at once on first use.
+                let bar = bars().add(match len {
+                    Some(n) => ProgressBar::new(n),
+                    None => ProgressBar::no_length(),
+                });
                 bar.set_style(style(match total {
                     Total::None => "{spinner:.cyan} {prefix} {wide_msg:.dim} {elapsed}",
                     Total::Items(_) => {
-                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {pos}/{len} {wide_msg:.dim} {elapsed}"
+                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {pos}/{len} {wide_msg:.dim} {elapsed}, ~{eta} left"
                     }
                     Total::Bytes(_) => {
-                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {bytes}/{total_bytes} {wide_msg:.dim} {elapsed}"
+                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {bytes}/{total_bytes} {wide_msg:.dim} {elapsed}, ~{eta} left"
                     }
                 }));
                 bar.set_prefix(format!("{}: {label}", self.prefix));
@@ -86,6 +91,12 @@ impl Progress {
             finished: false,
         }
     }
+}
+
+/// Every bar of the process, drawn together on stderr.
+fn bars() -> &'static MultiProgress {
+    static BARS: std::sync::OnceLock<MultiProgress> = std::sync::OnceLock::new();
+    BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
 }
 
 fn style(template: &str) -> ProgressStyle {

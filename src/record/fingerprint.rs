@@ -128,6 +128,11 @@ pub struct ModelPrint {
     pub endpoint_id: Option<String>,
     /// Failing rounds' plots are sent as images.
     pub vision: bool,
+    /// sha256 of the draft model's weights, when a local model was served
+    /// with one (speculative decoding keeps greedy replies but can change
+    /// sampled ones).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft_hash: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -219,6 +224,10 @@ impl Fingerprint {
                     _ => None,
                 },
                 vision: spec.model.vision,
+                draft_hash: provenance.model_info["draft"]
+                    .get("gguf_sha256")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned),
             },
             seeds: SeedsPrint {
                 selection: spec.tasks.selection.seed,
@@ -461,6 +470,13 @@ mod tests {
         cfg.spec.model.spec = ModelSpec::OpenAi("gpt-x".into());
         let f = Fingerprint::of(&cfg.spec.arms()[0], &cfg.provenance);
         assert_eq!(f.model.file_hash.as_deref(), Some("abc"));
+        assert_eq!(f.model.draft_hash, None);
+        cfg.provenance.model_info["draft"] = serde_json::json!({"gguf_sha256": "def"});
+        let drafted = Fingerprint::of(&cfg.spec.arms()[0], &cfg.provenance);
+        assert_eq!(drafted.model.draft_hash.as_deref(), Some("def"));
+        assert!(drafted
+            .fields()
+            .contains(&("model.draft_hash".into(), "def".into())));
         assert_eq!(f.model.endpoint_id.as_deref(), Some("gpt-x"));
         let fields = f.fields();
         assert!(fields.contains(&("model.endpoint_id".into(), "gpt-x".into())));

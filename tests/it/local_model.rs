@@ -629,6 +629,7 @@ fn a_dead_server_is_started_again_a_bounded_number_of_times() {
         let model = LocalModel::start_with(
             ModelStore::from_env(),
             choice(SMALL),
+            None,
             generation,
             ServerOptions::default(),
             false,
@@ -880,7 +881,9 @@ fn a_repair_round_is_served_from_the_prompt_cache() {
 /// A MATH-500-format file with the local model: every final answer is
 /// decided by the symbolic checker (a `math:` rule) with Math-Verify's
 /// and Minerva's verdicts beside it, and the report shows accuracy by
-/// subject and level, whatever the small model answers.
+/// subject and level, whatever the small model answers. Served with a
+/// draft model (itself, `--model-draft`): run.json's model_info and the
+/// fingerprint name it, and the records count the tokens it drafted.
 #[test]
 fn a_math500_file_runs_with_the_local_model() {
     if common::lacks_root() {
@@ -923,12 +926,27 @@ fn a_math500_file_runs_with_the_local_model() {
         "1",
         "--max-tokens",
         MAX_TOKENS,
+        "--model-draft",
+        SMALL.strip_prefix("local:").unwrap(),
         "--out",
         out.to_str().unwrap(),
     ])
     .image(ImageName::Fat)
     .run();
     assert_complete_run_n(&out, SMALL, rows.len(), &ran);
+    let provenance = read_json(&out.join("run.json"))["provenance"].clone();
+    let draft = &provenance["model_info"]["draft"];
+    assert_eq!(draft["model"], SMALL, "{provenance}");
+    assert_eq!(draft["gguf_sha256"], prepared().model.sha256, "{draft}");
+    let printed = provenance["fingerprints"].to_string();
+    assert!(printed.contains("draft_hash"), "{printed}");
+    let drafted: u64 = std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter_map(|r| r["server_timings"]["draft_tokens"].as_u64())
+        .sum();
+    assert!(drafted > 0, "no record counts drafted tokens");
     let summary = read_json(&out.join("summary.json"));
     assert_eq!(
         summary["accuracy_by_tag"]["subject:Algebra"]["tasks"], 1,
@@ -948,5 +966,59 @@ fn a_math500_file_runs_with_the_local_model() {
     assert!(
         report.contains("subject:Prealgebra"),
         "no accuracy by tag in report.md"
+    );
+}
+
+/// `retrace model bench --draft`: the small model served alone and with a
+/// draft (itself: the same tokenizer, so every draft is checkable),
+/// interleaved; the server with the draft reports drafted and accepted
+/// tokens, and at temperature 0 its replies to the fixed code prompts are
+/// those of the server alone, byte for byte (speculative decoding must not
+/// change greedy outputs).
+#[test]
+fn a_draft_model_keeps_greedy_replies_and_reports_its_acceptance() {
+    if common::lacks_root() {
+        return;
+    }
+    let _serial = serial();
+    prepared();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let ran = common::retrace([
+        "model",
+        "bench",
+        SMALL.strip_prefix("local:").unwrap(),
+        "--draft",
+        SMALL.strip_prefix("local:").unwrap(),
+        "--concurrent",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ])
+    .run();
+    assert!(ran.success(), "{ran}");
+    let measured = read_json(&json);
+    let servers = measured.as_array().unwrap();
+    assert_eq!(servers.len(), 2, "{measured}");
+    let (alone, drafted) = (&servers[0], &servers[1]);
+    assert_eq!(alone["draft"], serde_json::Value::Null);
+    assert_eq!(drafted["draft"], SMALL, "{drafted}");
+    assert_eq!(alone["code"]["drafted"], 0, "{alone}");
+    let proposed = drafted["code"]["drafted"].as_u64().unwrap();
+    let accepted = drafted["code"]["accepted"].as_u64().unwrap();
+    assert!(proposed > 0 && accepted <= proposed, "{drafted}");
+    let replies = |s: &serde_json::Value| s["code"]["replies"].clone();
+    assert_eq!(
+        replies(drafted),
+        replies(alone),
+        "greedy replies changed with a draft: {}",
+        drafted["greedy_differs_at"]
+    );
+    assert!(ran.stdout.contains("draft acceptance"), "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .contains("greedy replies of llama-server+draft are those of"),
+        "{}",
+        ran.stdout
     );
 }

@@ -2,7 +2,8 @@
 //! measured when a local model starts (they make the run's *model floor*)
 //! and by `retrace model bench`, which also measures aggregate speeds at
 //! several requests at once and a repair round with and without its
-//! conversation's prefix cached.
+//! conversation's prefix cached; with a draft model, greedy code
+//! generation and the draft's acceptance.
 //!
 //! Requests go straight to `/v1/chat/completions` as JSON, not through the
 //! run's client: the benchmark sets what a run never does (`cache_prompt:
@@ -61,6 +62,55 @@ struct Completion {
     /// `(prompt_n, prompt_ms, predicted_n, predicted_ms, cache_n)` when the
     /// server reports its timings.
     timings: Option<(u64, f64, u64, f64, u64)>,
+    /// Tokens a draft model proposed and, of those, accepted.
+    drafted: (u64, u64),
+    text: String,
+}
+
+/// Requests for code, the text a run's replies are made of: what
+/// speculative decoding is measured on, and the fixed set its greedy
+/// replies are compared on.
+pub const CODE_PROMPTS: [&str; 4] = [
+    "Write Python that computes the sum of all primes below 10000 and stores it in a variable named answer. Reply with one fenced code block.",
+    "Write Python that reads sales.csv with pandas, groups the rows by region, and stores the region with the largest total of the amount column in answer. Reply with one fenced code block.",
+    "Write a Python function that returns the n-th Fibonacci number iteratively, then store fib(90) in answer. Reply with one fenced code block.",
+    "Fix this Python and explain nothing: `answer = sum([x**2 for x in range(1, 101)) / len(range(1, 101))`. Reply with one fenced code block.",
+];
+
+/// Greedy code generation from [`CODE_PROMPTS`], one request at a time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CodeGeneration {
+    /// Generated tokens over generation time, all prompts together.
+    pub generation_tps: f64,
+    /// Tokens a draft model proposed (0 without one) and the share of them
+    /// accepted.
+    pub drafted: u64,
+    pub accepted: u64,
+    /// The replies, in prompt order.
+    pub replies: Vec<String>,
+}
+
+impl CodeGeneration {
+    /// Accepted over drafted, `None` without a draft.
+    pub fn acceptance(&self) -> Option<f64> {
+        (self.drafted > 0).then(|| self.accepted as f64 / self.drafted as f64)
+    }
+}
+
+/// Where two sets of greedy replies to the same prompts part: per prompt,
+/// `None` when identical, else the byte offset of the first difference.
+pub fn first_differences(a: &[String], b: &[String]) -> Vec<Option<usize>> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            (x != y).then(|| {
+                x.bytes()
+                    .zip(y.bytes())
+                    .position(|(p, q)| p != q)
+                    .unwrap_or(x.len().min(y.len()))
+            })
+        })
+        .collect()
 }
 
 /// A client of one server.
@@ -122,6 +172,11 @@ impl Bench {
         let f = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
         let t = &reply["timings"];
         Ok(Completion {
+            drafted: (n(&t["draft_n"]), n(&t["draft_n_accepted"])),
+            text: reply["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
             ms,
             prompt_tokens: n(&reply["usage"]["prompt_tokens"]),
             completion_tokens: n(&reply["usage"]["completion_tokens"]),
@@ -162,6 +217,45 @@ impl Bench {
         Ok(IdleSpeed {
             prompt_tps,
             generation_tps,
+        })
+    }
+
+    /// Each of [`CODE_PROMPTS`] alone at temperature 0, up to `max_tokens`
+    /// tokens back: generation speed and the draft's acceptance.
+    pub async fn code_generation(&self, max_tokens: u32) -> Result<CodeGeneration, BenchError> {
+        let (mut tokens, mut ms, mut drafted, mut accepted) = (0, 0.0, 0, 0);
+        let mut replies = Vec::new();
+        for prompt in CODE_PROMPTS {
+            let c = self
+                .complete(
+                    json!([{"role": "user", "content": prompt}]),
+                    max_tokens,
+                    false,
+                )
+                .await?;
+            match c.timings {
+                Some((_, _, n, t, _)) if t > 0.0 => {
+                    tokens += n;
+                    ms += t;
+                }
+                _ => {
+                    tokens += c.completion_tokens;
+                    ms += c.ms;
+                }
+            }
+            drafted += c.drafted.0;
+            accepted += c.drafted.1;
+            replies.push(c.text);
+        }
+        Ok(CodeGeneration {
+            generation_tps: if ms > 0.0 {
+                tokens as f64 / ms * 1e3
+            } else {
+                0.0
+            },
+            drafted,
+            accepted,
+            replies,
         })
     }
 
@@ -227,5 +321,30 @@ impl Bench {
             cached_tokens: cached.timings.map_or(0, |t| t.4),
             uncached_ms: uncached.ms,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_replies_part_at_their_first_different_byte() {
+        let a = ["abc".to_string(), "same".into(), "short".into()];
+        let b = ["abd".to_string(), "same".into(), "shorter".into()];
+        assert_eq!(first_differences(&a, &b), [Some(2), None, Some(5)]);
+        let drafted = CodeGeneration {
+            generation_tps: 1.0,
+            drafted: 0,
+            accepted: 0,
+            replies: vec![],
+        };
+        assert_eq!(drafted.acceptance(), None);
+        let half = CodeGeneration {
+            drafted: 10,
+            accepted: 5,
+            ..drafted
+        };
+        assert_eq!(half.acceptance(), Some(0.5));
     }
 }

@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 pub use crate::pyenv::llm::{
     join_chunks, lock_sha256, looks_like_path, server_lock, Catalog, CatalogModel, Choice,
     GgufRecord, LlmError, Marker, ModelEnv, ModelFile, ModelStatus, ModelStore, Prepared,
-    ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, SERVER_LOCK,
+    ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, NO_DRAFT,
+    SERVER_LOCK,
 };
 pub use server::{LocalServer, ServerOptions, Serving, SERVED_MODEL};
 
@@ -151,9 +152,11 @@ impl LocalModel {
         progress: bool,
     ) -> Result<LocalModel, LocalError> {
         let options = serving.options(choice.n_ctx());
+        let draft = Catalog::builtin().draft_for(&choice, serving.draft.as_deref())?;
         Self::start_with(
             ModelStore::from_env(),
             choice,
+            draft,
             generation,
             options,
             progress,
@@ -161,18 +164,22 @@ impl LocalModel {
         .await
     }
 
+    /// Serves `choice`, with `draft` drafting its tokens when given.
     pub async fn start_with(
         store: ModelStore,
         choice: Choice,
+        draft: Option<Choice>,
         generation: Generation,
         options: ServerOptions,
         progress: bool,
     ) -> Result<LocalModel, LocalError> {
         let prep = store.clone();
         // Minutes of pip and a compiler on the first run: off the runtime.
-        let prepared = tokio::task::spawn_blocking(move || prep.prepare(&choice, progress))
-            .await
-            .map_err(LocalError::Preparer)??;
+        let prepared = tokio::task::spawn_blocking(move || {
+            prep.prepare_with_draft(&choice, draft.as_ref(), progress)
+        })
+        .await
+        .map_err(LocalError::Preparer)??;
         let logs = store.logs_dir();
         let live = Live::start(&prepared, &logs, &options, &generation).await?;
         let idle = match bench::Bench::new(&live.server).idle_speed(0).await {
@@ -354,6 +361,15 @@ impl ModelClient for LocalModel {
             "prompt_cache_bytes": o.prompt_cache_bytes,
             "idle_prompt_tps": self.idle.map(|s| s.prompt_tps),
             "idle_generation_tps": self.idle.map(|s| s.generation_tps),
+            // Speculative decoding (each reply's record holds its drafted
+            // and accepted tokens).
+            "draft": self.prepared.draft.as_ref().map(|d| serde_json::json!({
+                "model": d.spec,
+                "gguf_file": d.path.file_name().map(|f| f.to_string_lossy()),
+                "gguf_sha256": d.sha256,
+                "gguf_size_bytes": d.size_bytes,
+                "gguf_pinned": d.catalog.is_some(),
+            })),
         })
     }
 }

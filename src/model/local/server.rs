@@ -40,11 +40,14 @@ use crate::pyenv::llm::{Prepared, DEFAULT_N_CTX};
 use crate::util::IoContext;
 
 /// How a run asked for its local model to be served (`--model-slots`,
-/// `--model-threads`); what is unset takes the default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// `--model-threads`, `--model-draft`); what is unset takes the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Serving {
     pub slots: Option<usize>,
     pub threads: Option<usize>,
+    /// `--model-draft`: a catalogued name, a GGUF path or `none`; unset,
+    /// the catalogue entry's own draft.
+    pub draft: Option<String>,
 }
 
 impl Serving {
@@ -266,6 +269,9 @@ impl LocalServer {
             "# {} (sha256 {})",
             prepared.model.spec, prepared.model.sha256
         );
+        if let Some(draft) = &prepared.draft {
+            let _ = writeln!(&log, "# draft {} (sha256 {})", draft.spec, draft.sha256);
+        }
         let _ = writeln!(&log, "$ {}", describe(&cmd));
         let _ = writeln!(
             &log,
@@ -527,6 +533,18 @@ fn llama_server_command(prepared: &Prepared, port: u16, options: &ServerOptions)
         .args(["--seed", "0"])
         .arg("--no-webui")
         .arg("--jinja");
+    if let Some(draft) = &prepared.draft {
+        // Speculative decoding: the draft proposes tokens, the model checks
+        // them in one batch; the draft's threads are the model's (they
+        // take turns, never run together).
+        cmd.arg("--model-draft")
+            .arg(&draft.path)
+            // This llama.cpp loads a draft model without using it unless
+            // told which kind of speculation to run.
+            .args(["--spec-type", "draft-simple"])
+            .args(["--threads-draft", &options.threads.to_string()])
+            .args(["--threads-batch-draft", &options.batch_threads.to_string()]);
+    }
     cmd
 }
 

@@ -149,6 +149,11 @@ pub(super) struct WireTimings {
     predicted_n: u64,
     #[serde(default)]
     predicted_ms: f64,
+    /// Speculative decoding: tokens drafted, and accepted.
+    #[serde(default)]
+    draft_n: u64,
+    #[serde(default)]
+    draft_n_accepted: u64,
 }
 
 impl WireTimings {
@@ -162,6 +167,8 @@ impl WireTimings {
             prompt_ms: self.prompt_ms,
             generated_tokens: self.predicted_n,
             generation_ms: self.predicted_ms,
+            draft_tokens: self.draft_n,
+            draft_accepted: self.draft_n_accepted,
         }
     }
 }

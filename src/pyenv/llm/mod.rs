@@ -23,7 +23,7 @@ mod weights;
 use std::path::PathBuf;
 
 pub use catalog::{
-    looks_like_path, Catalog, CatalogModel, Choice, Wheel, CATALOG_TOML, DEFAULT_N_CTX,
+    looks_like_path, Catalog, CatalogModel, Choice, Wheel, CATALOG_TOML, DEFAULT_N_CTX, NO_DRAFT,
 };
 pub use server_env::{lock_sha256, server_lock, Marker, ModelEnv, BUILD_FLAGS, SERVER_LOCK};
 pub use store::{

@@ -36,6 +36,8 @@ pub struct ModelFile {
 pub struct Prepared {
     pub env: ModelEnv,
     pub model: ModelFile,
+    /// The model that drafts tokens for `model` (speculative decoding).
+    pub draft: Option<ModelFile>,
 }
 
 /// What `retrace model status` shows.
@@ -226,10 +228,37 @@ impl ModelStore {
     /// Everything `choice` needs: the server environment, then the model's
     /// weights (catalogued) or the hash of the user's file. Idempotent.
     pub fn prepare(&self, choice: &Choice, progress: bool) -> Result<Prepared, LlmError> {
+        self.prepare_with_draft(choice, None, progress)
+    }
+
+    /// [`ModelStore::prepare`], and the draft model served beside it
+    /// (fetched, joined and checked as the main one is).
+    pub fn prepare_with_draft(
+        &self,
+        choice: &Choice,
+        draft: Option<&Choice>,
+        progress: bool,
+    ) -> Result<Prepared, LlmError> {
         let env = self.prepare_server(progress)?;
-        let model = match choice {
+        let model = self.model_file(&env, choice, progress)?;
+        let draft = match draft {
+            Some(d) => Some(self.model_file(&env, d, progress)?),
+            None => None,
+        };
+        Ok(Prepared { env, model, draft })
+    }
+
+    /// The GGUF `choice` names: a catalogued model's weights, fetched and
+    /// checked, or the hash of the user's file.
+    fn model_file(
+        &self,
+        env: &ModelEnv,
+        choice: &Choice,
+        progress: bool,
+    ) -> Result<ModelFile, LlmError> {
+        Ok(match choice {
             Choice::Catalog(m) => {
-                let w = self.prepare_weights(&env, m, progress)?;
+                let w = self.prepare_weights(env, m, progress)?;
                 ModelFile {
                     spec: m.spec(),
                     catalog: Some(m.clone()),
@@ -256,8 +285,7 @@ impl ModelStore {
                     n_ctx: choice.n_ctx(),
                 }
             }
-        };
-        Ok(Prepared { env, model })
+        })
     }
 
     /// One catalogued model's weights (the server environment provides the

@@ -150,6 +150,7 @@ mod tests {
             prompt_ms: 15.0,
             generated_tokens: 10,
             generation_ms: 40.0,
+            ..ServerTimings::default()
         });
         let n = records.len() as f64;
         let t = TimeSpent::of(&cfg, &records).unwrap();
