@@ -202,6 +202,11 @@ struct Measured {
     /// Per code prompt, where its greedy reply first differs from the first
     /// server's (byte offset), `null` where identical.
     greedy_differs_at: Vec<Option<usize>>,
+    /// The control (first server only, with a draft and at least 4
+    /// slots): where its own greedy replies differ when each is decoded
+    /// beside three other requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batched_differs_at: Option<Vec<Option<usize>>>,
 }
 
 /// Tokens back per code prompt: enough for a short program, and for a
@@ -293,6 +298,19 @@ async fn bench(
         code.push(b.code_generation(CODE_TOKENS).await.map_err(failed(name))?);
     }
     let first: Vec<String> = code.first().map(|c| c.replies.clone()).unwrap_or_default();
+    // Whether the first server's greedy replies depend on their batch: if
+    // they do, so may a draft's, whose verification is a batch.
+    let batched = match (&with_draft, servers.first()) {
+        (Some(_), Some((name, b))) if slots >= 4 => {
+            eprintln!("{name}: greedy code generation beside 3 other requests");
+            let replies = b
+                .code_replies_batched(CODE_TOKENS, 3)
+                .await
+                .map_err(failed(name))?;
+            Some(bench::first_differences(&first, &replies))
+        }
+        _ => None,
+    };
     let ours_count = 1 + usize::from(with_draft.is_some());
     let measured: Vec<Measured> = servers
         .into_iter()
@@ -313,6 +331,7 @@ async fn bench(
                 aggregate,
                 repair_round,
                 greedy_differs_at: bench::first_differences(&first, &code.replies),
+                batched_differs_at: (i == 0).then(|| batched.clone()).flatten(),
                 code,
             },
         )
@@ -398,10 +417,28 @@ fn print_bench(m: &[Measured]) {
         })
         .collect();
     println!("draft acceptance | {}", acceptance.join(" | "));
-    for x in m.iter().skip(1) {
-        let differ: Vec<String> = (x.greedy_differs_at.iter().enumerate())
+    let differences = |at: &[Option<usize>]| -> Vec<String> {
+        (at.iter().enumerate())
             .filter_map(|(i, at)| at.map(|b| format!("prompt {} from byte {b}", i + 1)))
-            .collect();
+            .collect()
+    };
+    if let Some(batched) = m.first().and_then(|x| x.batched_differs_at.as_ref()) {
+        let differ = differences(batched);
+        println!(
+            "greedy replies of {} decoded beside 3 other requests: {}",
+            names[0],
+            if differ.is_empty() {
+                "the same".to_string()
+            } else {
+                format!(
+                    "differ ({}): its greedy output depends on its batch, and a draft's verification is a batch",
+                    differ.join(", ")
+                )
+            }
+        );
+    }
+    for x in m.iter().skip(1) {
+        let differ = differences(&x.greedy_differs_at);
         let prompts = x.greedy_differs_at.len();
         if differ.is_empty() {
             println!(

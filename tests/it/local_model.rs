@@ -260,6 +260,9 @@ fn run_with_the_local_model_is_complete_and_leaves_no_server() {
     );
     assert!(info["n_ctx"].as_u64().unwrap() >= 4096, "{info}");
     assert!(info["threads"].as_u64().unwrap() >= 1, "{info}");
+    // As root the server runs below normal priority's nice value, so a
+    // later CPU-bound process cannot stall its generation threads.
+    assert_eq!(info["nice"], retrace::model::local::DEFAULT_NICE, "{info}");
     // A real model's run, in the formats other tools read.
     crate::export_formats::assert_exports_read(&dir);
     // The same run as a recorded round 0.

@@ -259,6 +259,43 @@ impl Bench {
         })
     }
 
+    /// The greedy replies to [`CODE_PROMPTS`] when each is decoded in a
+    /// batch with `others` other requests (distinct short code requests
+    /// sent at the same moment): the control that says whether a server's
+    /// greedy replies depend on what they are batched with, as a draft's
+    /// verification batches the drafted tokens.
+    pub async fn code_replies_batched(
+        &self,
+        max_tokens: u32,
+        others: usize,
+    ) -> Result<Vec<String>, BenchError> {
+        let mut replies = Vec::new();
+        for (p, prompt) in CODE_PROMPTS.iter().enumerate() {
+            let main = self.complete(
+                json!([{"role": "user", "content": prompt}]),
+                max_tokens,
+                false,
+            );
+            let beside = (0..others).map(|i| {
+                let text = format!(
+                    "Write Python that prints the numbers from 1 to {}.",
+                    10 + 10 * p + i
+                );
+                self.complete(
+                    json!([{"role": "user", "content": text}]),
+                    max_tokens,
+                    false,
+                )
+            });
+            let (main, beside) = futures_util::join!(main, futures_util::future::join_all(beside));
+            for b in beside {
+                b?;
+            }
+            replies.push(main?.text);
+        }
+        Ok(replies)
+    }
+
     /// `concurrent` distinct requests at once, twice: prompt-heavy, then
     /// generation-heavy; aggregate tokens per second of wall time.
     pub async fn aggregate(&self, concurrent: usize, tag: usize) -> Result<Aggregate, BenchError> {

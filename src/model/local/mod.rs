@@ -24,7 +24,7 @@ pub use crate::pyenv::llm::{
     ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, NO_DRAFT,
     SERVER_LOCK,
 };
-pub use server::{LocalServer, ServerOptions, Serving, SERVED_MODEL};
+pub use server::{LocalServer, ServerOptions, Serving, DEFAULT_NICE, SERVED_MODEL};
 
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
@@ -357,6 +357,8 @@ impl ModelClient for LocalModel {
             "model_restarts": self.restarts(),
             "n_ctx": o.n_ctx,
             "threads": o.threads,
+            // What the server got (without root it keeps retrace's own).
+            "nice": self.current().server.nice(),
             "batch_threads": o.batch_threads,
             "prompt_cache_bytes": o.prompt_cache_bytes,
             "idle_prompt_tps": self.idle.map(|s| s.prompt_tps),
