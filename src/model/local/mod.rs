@@ -13,6 +13,7 @@
 //!   per run, shared by all tasks in flight.
 
 pub mod bench;
+mod cpus;
 mod server;
 
 use crate::pyenv::LogTail;
@@ -24,7 +25,8 @@ pub use crate::pyenv::llm::{
     ServerStatus, Status, StatusDetails, Weights, WeightsMarker, Wheel, CATALOG_TOML, NO_DRAFT,
     SERVER_LOCK,
 };
-pub use server::{LocalServer, ServerOptions, Serving, DEFAULT_NICE, SERVED_MODEL};
+pub use cpus::DEFAULT_NICE;
+pub use server::{LocalServer, ServerOptions, Serving, SERVED_MODEL};
 
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::{ChatRequest, Generation, ModelClient, ModelError, Reply};
