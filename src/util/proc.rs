@@ -9,6 +9,8 @@ pub struct ProcStat {
     pub state: char,
     pub ppid: i32,
     pub pgrp: i32,
+    /// Field 19, when the line goes that far.
+    pub nice: Option<i32>,
 }
 
 /// Parses `/proc/<pid>/stat`; the command name may contain spaces and ')'.
@@ -19,11 +21,14 @@ pub fn parse_stat(line: &str) -> Option<ProcStat> {
     let state = it.next()?.chars().next()?;
     let ppid = it.next()?.parse().ok()?;
     let pgrp = it.next()?.parse().ok()?;
+    // Fields 6 to 18 (session … priority), then nice.
+    let nice = it.nth(13).and_then(|n| n.parse().ok());
     Some(ProcStat {
         pid,
         state,
         ppid,
         pgrp,
+        nice,
     })
 }
 
@@ -77,9 +82,12 @@ mod tests {
                 pid: 42,
                 state: 'S',
                 ppid: 7,
-                pgrp: 42
+                pgrp: 42,
+                nice: None,
             }
         );
+        let full = "42 (x) S 7 42 42 0 -1 4194560 1 0 0 0 5 3 0 0 15 -5 3 0";
+        assert_eq!(parse_stat(full).unwrap().nice, Some(-5));
         assert!(parse_stat("garbage").is_none());
     }
 

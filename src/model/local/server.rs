@@ -293,13 +293,10 @@ impl LocalServer {
         }
     }
 
-    /// The server's nice value as the kernel reports it (`/proc/PID/stat`,
-    /// field 19), `None` once it is gone.
+    /// The server's nice value as the kernel reports it, `None` once it is
+    /// gone.
     pub fn nice(&self) -> Option<i32> {
-        let stat = fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        // After the command name's closing parenthesis: state is field 3.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        rest.split_whitespace().nth(16)?.parse().ok()
+        crate::util::proc::stat(self.pid as i32)?.nice
     }
 
     /// `http://127.0.0.1:<port>/v1`.
