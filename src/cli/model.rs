@@ -324,9 +324,8 @@ async fn bench(
                 server,
                 threads: (i < ours_count).then_some(threads),
                 slots: (i < ours_count).then_some(slots),
-                draft: (i == 1 && with_draft.is_some())
-                    .then(|| draft_name.clone())
-                    .flatten(),
+                // The second server is the drafted one when there is one.
+                draft: if i == 1 { draft_name.clone() } else { None },
                 idle,
                 aggregate,
                 repair_round,
