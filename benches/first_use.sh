@@ -21,21 +21,28 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# step NAME COMMAND...: runs COMMAND, then records NAME and its wall time.
+# step NAME COMMAND...: runs COMMAND, then records NAME and its wall time;
+# a step that fails is recorded as failed and makes the script fail at the
+# end (the split is still printed).
+failed=0
 step() {
-    local name=$1 t0=$SECONDS
+    local name=$1 t0=$SECONDS rc=0
     shift
-    "$@"
+    "$@" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        name="$name: FAILED (exit $rc)"
+        failed=1
+    fi
     echo "$((SECONDS - t0)) s  $name" >>"$steps"
 }
 
 start=$SECONDS
 step "compile retrace (cargo build --release --locked)" \
-    env CARGO_TARGET_DIR="$target" cargo build --release --locked
+    env CARGO_TARGET_DIR="$target" cargo build --release --locked --timings
 # stderr through a pipe: the run prints one line per phase ("... done in
 # 12.3s"), which give the run's own split below.
 step "retrace run (images, local model, evaluation)" \
-    bash -c '"$1" run --out "$2" 2>&1 | tee "$3"' _ \
+    bash -c 'set -o pipefail; "$1" run --out "$2" 2>&1 | tee "$3"' _ \
     "$target/release/retrace" "$work/run" "$work/run.log"
 
 echo
@@ -45,3 +52,5 @@ echo "  inside the run (its phases; image builds and the model's preparation ove
 grep -E " done in [0-9.]+s$" "$work/run.log" | sed 's/^/    /' || true
 grep -E "^time: " "$work/run.log" | sed 's/^/    /' || true
 echo "$((SECONDS - start)) s  in all"
+echo "cargo's per-crate compile times: $target/cargo-timings/cargo-timing.html (KEEP=1 keeps it)"
+exit "$failed"

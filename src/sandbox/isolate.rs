@@ -155,12 +155,17 @@ pub fn build_root(spec: &IsolateSpec) -> Result<(), IsolateError> {
     )
     .map_err(|e| err("mounting the new root", e))?;
 
-    let mut bound: Vec<&Path> = Vec::new();
-    for dir in SYSTEM_DIRS
+    // A read-only bind under a private directory (an image under a
+    // $RETRACE_HOME in /tmp) would be covered by that directory's tmpfs: it
+    // is mounted after it, below.
+    let under_private = |path: &Path| spec.private_dirs.iter().any(|d| path.starts_with(&d.path));
+    let (late_ro, early_ro): (Vec<&Path>, Vec<&Path>) = spec
+        .ro_binds
         .iter()
-        .map(Path::new)
-        .chain(spec.ro_binds.iter().map(PathBuf::as_path))
-    {
+        .map(PathBuf::as_path)
+        .partition(|p| under_private(p));
+    let mut bound: Vec<&Path> = Vec::new();
+    for dir in SYSTEM_DIRS.iter().map(Path::new).chain(early_ro) {
         // A path inside an earlier bind (the interpreter under /usr) is
         // already visible, and its read-only parent could not take a mount point.
         if bound.iter().any(|b| dir.starts_with(b)) {
@@ -182,22 +187,27 @@ pub fn build_root(spec: &IsolateSpec) -> Result<(), IsolateError> {
     }
     make_dev(root)?;
     // Shallow mounts first: the runtime dir and working directory may live
-    // under /tmp, which is itself a private tmpfs.
-    let mut writable: Vec<(usize, Option<&PrivateDir>, &Path)> = spec
+    // under /tmp, which is itself a private tmpfs; so may a read-only bind.
+    let mut writable: Vec<(usize, Result<&PrivateDir, Access>, &Path)> = spec
         .private_dirs
         .iter()
-        .map(|d| (d.path.components().count(), Some(d), d.path.as_path()))
+        .map(|d| (d.path.components().count(), Ok(d), d.path.as_path()))
         .chain(
             spec.rw_binds
                 .iter()
-                .map(|p| (p.components().count(), None, p.as_path())),
+                .map(|p| (p.components().count(), Err(Access::ReadWrite), p.as_path())),
+        )
+        .chain(
+            late_ro
+                .into_iter()
+                .map(|p| (p.components().count(), Err(Access::ReadOnly), p)),
         )
         .collect();
     writable.sort_by_key(|(depth, _, _)| *depth);
-    for (_, private, path) in writable {
-        match private {
-            Some(dir) => private_tmpfs(root, dir, spec.uid, spec.gid)?,
-            None => bind(root, path, Access::ReadWrite)?,
+    for (_, mount, path) in writable {
+        match mount {
+            Ok(dir) => private_tmpfs(root, dir, spec.uid, spec.gid)?,
+            Err(access) => bind(root, path, access)?,
         }
     }
     let proc_dir = inside(root, Path::new("/proc"));

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use retrace::pyenv::{ImageName, ImageStore, KERNEL_CONFIG};
 
+use crate::common;
+
 #[test]
 fn slim_builds_once_concurrently_and_runs_ipykernel() {
     let home = tempfile::tempdir().unwrap();
@@ -100,6 +102,26 @@ fn slim_builds_once_concurrently_and_runs_ipykernel() {
     assert!(fs::read_to_string(log)
         .unwrap()
         .contains("Successfully installed"));
+
+    // A $RETRACE_HOME under /tmp (this one): the kernel's own /tmp is a
+    // private tmpfs, which must not hide the image bound below it; started
+    // cold and from the zygote.
+    if common::lacks_root() {
+        return;
+    }
+    for start in ["cold", "zygote"] {
+        let ran = common::retrace(["exec", "--image", "slim", "--kernel-start", start, "-"])
+            .env("RETRACE_HOME", home.path())
+            .stdin("import ipykernel, sys; print(6 * 7, sys.prefix)\n")
+            .run();
+        assert_eq!(ran.code, 0, "{start}: {}", ran.stderr);
+        let prefix = image.dir.join("venv");
+        assert!(
+            ran.stdout.contains(&format!("42 {}", prefix.display())),
+            "{start}: {}",
+            ran.stdout
+        );
+    }
 }
 
 /// Uses the shared fat image (`$RETRACE_HOME`, built once for every test
