@@ -2,9 +2,13 @@
 # Trivial-cell round trip: retrace's kernel client against Python's
 # jupyter_client, in one run on this machine, against the same ipykernel
 # image (retrace's slim image, built under $RETRACE_HOME or the default on
-# first use) over the same transport (ipc:// sockets).
+# first use) over the same transport (ipc:// sockets). As root, retrace's
+# kernel is confined as in a run (its cgroup, namespaces, seccomp and user,
+# the lock watchdog, the jail readings and the forged-end check) and
+# jupyter_client's is not: the ratio is what every protection costs.
+# --unconfined runs retrace's kernel unconfined too (the client alone).
 #
-#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 4] [--peer poll|interactive] [--trace] [--json FILE]
+#   benches/peer/compare.sh [--n 500] [--warmup 50] [--rounds 4] [--peer poll|interactive] [--trace] [--unconfined] [--json FILE]
 #
 # Each round starts a fresh kernel per client and runs --warmup untimed and
 # --n timed executions of `pass`; rounds alternate the order of the clients
@@ -36,6 +40,7 @@ warmup=50
 rounds=4
 peer=poll
 trace=0
+confined=1
 json_out=
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -44,8 +49,9 @@ while [ $# -gt 0 ]; do
         --rounds) rounds="$2"; shift 2 ;;
         --peer) peer="$2"; shift 2 ;;
         --trace) trace=1; shift ;;
+        --unconfined) confined=0; shift ;;
         --json) json_out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -60,12 +66,22 @@ cd "$repo"
 work="$(mktemp -d "${TMPDIR:-/tmp}/retrace-peer.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
+# As root, retrace's kernel is confined as in a run (every protection on);
+# --unconfined measures the client alone.
+sandbox=()
+if [ "$confined" -eq 1 ] && [ "$(id -u)" -eq 0 ]; then
+    sandbox=(--confined)
+elif [ "$confined" -eq 1 ]; then
+    echo "not root: retrace's kernel runs unconfined (pass --unconfined to say so)" >&2
+    exit 2
+fi
+
 roundtrip() {
-    cargo run --quiet --release --example roundtrip -- "$@"
+    cargo run --quiet --release --example roundtrip -- "${sandbox[@]}" "$@"
 }
 
 echo "== building the retrace side (cargo, release) and the slim image if needed" >&2
-cargo build --quiet --release --example roundtrip
+cargo build --quiet --release --example roundtrip --bin retrace
 roundtrip --print-image >"$work/image.txt"
 kernel_python="$(sed -n 's/^python=//p' "$work/image.txt")"
 kernel_config="$(sed -n 's/^kernel_config=//p' "$work/image.txt")"

@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use retrace::kernel::{default_kernel_root, ExecOptions, Kernel, KernelOptions, KernelSpec};
 use retrace::pyenv::{ImageName, ImageStore};
-use retrace::sandbox::Unconfined;
+use retrace::sandbox::{Confined, Sandbox, Unconfined};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -73,6 +73,11 @@ struct Args {
     /// in the kernel cannot forge): measures the bare protocol.
     #[arg(long)]
     no_probe: bool,
+    /// Run the kernel confined as `retrace run` does (cgroup, namespaces,
+    /// seccomp, its own user, the lock watchdog; needs root), with the
+    /// `retrace` binary beside this example's directory as its init.
+    #[arg(long)]
+    confined: bool,
 }
 
 fn main() -> Result<()> {
@@ -132,7 +137,18 @@ async fn run(args: Args) -> Result<()> {
         verify_completion: !args.no_probe,
         ..KernelOptions::default()
     };
-    let mut kernel = Kernel::start(spec, &Unconfined, options)
+    let sandbox: Box<dyn Sandbox> = if args.confined {
+        // target/release/examples/roundtrip -> target/release/retrace
+        let init = std::env::current_exe()?
+            .parent()
+            .and_then(|examples| examples.parent())
+            .map(|dir| dir.join("retrace"))
+            .context("locating the retrace binary")?;
+        Box::new(Confined::open(init).context("opening the confined sandbox")?)
+    } else {
+        Box::new(Unconfined)
+    };
+    let mut kernel = Kernel::start(spec, &*sandbox, options)
         .await
         .context("starting the kernel")?;
     let start_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -154,6 +170,7 @@ async fn run(args: Args) -> Result<()> {
 
     let mut report = json!({
         "client": "retrace",
+        "confined": args.confined,
         "code": args.code,
         "n": args.n,
         "warmup": args.warmup,

@@ -121,8 +121,7 @@ pub fn model_check(status: &ModelStatus) -> Check {
     }
     let mut missing = Vec::new();
     if !status.server.prepared {
-        missing
-            .push("the llama.cpp server (compiled on first use: ~13 min on 2 cores)".to_string());
+        missing.push("the llama.cpp server (compiled on first use: ~4 min on 2 cores)".to_string());
     }
     if !model_ready {
         missing.push(format!("the weights of {name}"));

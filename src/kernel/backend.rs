@@ -11,6 +11,7 @@ use std::time::Instant;
 use futures_util::future::BoxFuture;
 use jupyter_protocol::JupyterMessage;
 
+use super::cell_watch::Back;
 use super::client::Channels;
 use super::host_evidence::HostStops;
 use super::options::{KernelBanner, KernelOptions};
@@ -197,7 +198,7 @@ pub trait Witness: Send {
     /// having run since `since` (the cell `request` went in), as seen from
     /// outside the kernel; `None` when this backend cannot see it (the
     /// kernel's word is then all there is).
-    fn main_thread_idle(&self, _request: &str, _since: &Baseline) -> Option<bool> {
+    fn main_thread_back(&self, _request: &str, _since: &Baseline) -> Option<Back> {
         None
     }
 

@@ -14,6 +14,7 @@ use jupyter_protocol::{
 };
 
 use super::backend::{Backend, Baseline, Drain, Ending, Failure, Marks, Stopped, Witness};
+use super::cell_watch::Back;
 use super::client::{parent_id, Channels};
 use super::host_evidence::{fill_cell, HostStops};
 use super::layout::{copy_task_files, create_layout, remove_layout, renew_layout};
@@ -26,7 +27,9 @@ use super::spec::KernelSpec;
 use super::start::{blocking, launch, wait_exit};
 use super::zygote::{self, StartPath, Zygote};
 use super::KernelError;
-use crate::sandbox::{Evidence, ExitInfo, Flag, Jail, KernelLayout, KillReport, Sandbox, Verdict};
+use crate::sandbox::{
+    Counters, Evidence, ExitInfo, Flag, Jail, KernelLayout, KillReport, Sandbox, Traces, Verdict,
+};
 
 /// Learns how the kernel's process ended, once it has.
 pub(super) type ExitWatch = tokio::sync::watch::Receiver<Option<ExitInfo>>;
@@ -57,6 +60,13 @@ pub struct LocalBackend {
     channels: Channels,
     banner: KernelBanner,
     restarts: u32,
+    /// The jail as the last cell's evidence read it at its end, while the
+    /// kernel lives on: the next cell's baseline when the kernel used no
+    /// CPU since (nothing of it ran, so nothing changed), which takes the
+    /// namespaces' reading off the next request's path.
+    end_reading: Option<(Counters, Traces)>,
+    /// The traces of that reading, taken before the counters.
+    end_traces: std::sync::Mutex<Option<Traces>>,
     /// Processes of a freshly started kernel (the kernel and its init):
     /// anything beyond that after an execution was left behind by the code.
     baseline_procs: usize,
@@ -135,6 +145,8 @@ impl LocalBackend {
                     channels,
                     banner,
                     restarts: 0,
+                    end_reading: None,
+                    end_traces: std::sync::Mutex::new(None),
                     closed: false,
                     zygote,
                     start_path,
@@ -217,6 +229,8 @@ impl LocalBackend {
     /// Kills every process of the kernel. The report's `kill_ms` counts from
     /// `decided` (the moment the kill was decided) when given, else from now.
     async fn kill_processes(&mut self, decided: Option<Instant>) -> KillReport {
+        // The next kernel's baseline is read afresh.
+        self.end_reading = None;
         let pid = self.process.pid;
         let waited_ms = decided.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
         // kill_all blocks for a few milliseconds; keep other tasks moving.
@@ -424,6 +438,7 @@ impl Backend for LocalBackend {
     /// links in its runtime directory) reaches the new one.
     async fn restart(&mut self) -> Result<(), KernelError> {
         tracing::info!(kernel = %self.layout.id, restarts = self.restarts, "restarting the kernel");
+        self.end_reading = None;
         if self.process.exited().is_none() {
             self.kill_processes(None).await;
         }
@@ -496,18 +511,23 @@ impl Witness for LocalBackend {
     }
 
     fn baseline(&self) -> Baseline {
+        let counters = self.jail.counters();
+        let traces = match self.end_reading {
+            Some((end, traces)) if end.cpu_usage_usec == counters.cpu_usage_usec => traces,
+            _ => self.jail.traces(),
+        };
         Baseline {
-            counters: self.jail.counters(),
-            traces: self.jail.traces(),
+            counters,
+            traces,
             main_thread_runs: self.process.main_thread.as_ref().and_then(|m| m.runs()),
             stops: self.stops(),
             ..Baseline::default()
         }
     }
 
-    fn main_thread_idle(&self, _request: &str, since: &Baseline) -> Option<bool> {
+    fn main_thread_back(&self, _request: &str, since: &Baseline) -> Option<Back> {
         let main = self.process.main_thread.as_ref()?;
-        Some(main.idle_since(since.main_thread_runs))
+        Some(main.back_since(since.main_thread_runs))
     }
 
     fn cpu_used_usec(&self, since: &Baseline) -> Option<u64> {
@@ -523,8 +543,10 @@ impl Witness for LocalBackend {
     /// The traces, and the lock watchdog's kill, waited for: the kernel's
     /// death shows once the kill has begun, its report once it has ended.
     fn before_stop(&self, since: &Baseline) -> (Evidence, Option<KillReport>) {
+        let traces = self.jail.traces();
+        *self.end_traces.lock().unwrap_or_else(|p| p.into_inner()) = Some(traces);
         let evidence = Evidence {
-            traces: self.jail.traces().since(&since.traces),
+            traces: traces.since(&since.traces),
             ..Evidence::default()
         };
         let kill = self.lock_watch.as_ref().and_then(|watch| {
@@ -546,12 +568,24 @@ impl Witness for LocalBackend {
         }
         // The watchdog's kill is the harness's own decision; it ends the
         // cell through the kernel's death, after any reason already given.
-        let end = (&self.jail.counters(), &self.stops());
-        fill_cell(evidence, (&since.counters, &since.stops), end);
+        let counters = self.jail.counters();
+        fill_cell(
+            evidence,
+            (&since.counters, &since.stops),
+            (&counters, &self.stops()),
+        );
         if !ending.state_lost() {
             evidence.leftover_procs = self.leftover_processes().await;
             evidence.leftover_threads = self.leftover_threads().await;
         }
+        let traces = self
+            .end_traces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        self.end_reading = traces
+            .filter(|_| !ending.state_lost() && !ending.kill_needed)
+            .map(|traces| (counters, traces));
     }
 
     fn marks(&self) -> Marks {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
-use super::cell_watch::{End, EndClaim, END_POLL};
+use super::cell_watch::{Back, End, EndClaim, END_POLL};
 
 /// How long a kernel that just answered may take to settle into its loop
 /// before the harness gives up learning where it waits.
@@ -41,6 +41,9 @@ struct Blocked {
     fd: u64,
     sp: u64,
     pc: u64,
+    /// The wait has no timeout: the loop has nothing scheduled (no ready
+    /// callback, no timer), so no request is in hand.
+    forever: bool,
 }
 
 impl Blocked {
@@ -48,21 +51,64 @@ impl Blocked {
     /// system call (`-1 sp pc`), or text of another shape.
     fn parse(text: &str) -> Option<Blocked> {
         let fields: Vec<&str> = text.split_whitespace().collect();
-        let [nr, fd, _, _, _, _, _, sp, pc] = fields.as_slice() else {
+        let [nr, fd, a2, a3, a4, a5, a6, sp, pc] = fields.as_slice() else {
             return None;
         };
         let hex = |s: &str| u64::from_str_radix(s.strip_prefix("0x")?, 16).ok();
+        let nr = nr.parse().ok()?;
+        let mut args = [0; 5];
+        for (arg, text) in args.iter_mut().zip([a2, a3, a4, a5, a6]) {
+            *arg = hex(text)?;
+        }
         Some(Blocked {
-            nr: nr.parse().ok()?,
+            nr,
             fd: hex(fd)?,
             sp: hex(sp)?,
             pc: hex(pc)?,
+            forever: waits_forever(nr, &args),
         })
     }
 
     fn is_wait(&self) -> bool {
         WAIT_CALLS.contains(&self.nr)
     }
+
+    /// The same wait: call, descriptor and stack and instruction pointers
+    /// (the timeout aside).
+    fn same_wait(&self, other: &Blocked) -> bool {
+        (self.nr, self.fd, self.sp, self.pc) == (other.nr, other.fd, other.sp, other.pc)
+    }
+}
+
+/// Whether a wait call with these arguments (the second to the sixth) has no
+/// timeout: an `int` timeout below 0 (`epoll_wait`, `epoll_pwait`,
+/// `poll`), a null timeout pointer (`select`, `pselect6`, `ppoll`,
+/// `epoll_pwait2`). Unknown calls: `false` (the end settles first).
+fn waits_forever(nr: i64, args: &[u64; 5]) -> bool {
+    let negative = |arg: u64| (arg as u32 as i32) < 0;
+    #[cfg(target_arch = "x86_64")]
+    let rule = match nr {
+        232 | 281 => Some(negative(args[2])),
+        7 => Some(negative(args[1])),
+        23 => Some(args[3] == 0),
+        270 | 271 => Some(args[if nr == 270 { 3 } else { 1 }] == 0),
+        441 => Some(args[2] == 0),
+        _ => None,
+    };
+    #[cfg(target_arch = "aarch64")]
+    let rule = match nr {
+        22 => Some(negative(args[2])),
+        72 => Some(args[3] == 0),
+        73 => Some(args[1] == 0),
+        441 => Some(args[2] == 0),
+        _ => None,
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let rule: Option<bool> = {
+        let _ = (nr, args, negative);
+        None
+    };
+    rule.unwrap_or(false)
 }
 
 /// The kernel's main thread and the wait it idles in.
@@ -121,14 +167,19 @@ impl MainThread {
         threads_of(&self.task).saturating_sub(self.threads_at_start)
     }
 
-    /// The main thread is in its loop's wait now, and has run since `runs`
-    /// was read.
-    pub(super) fn idle_since(&self, runs: Option<u64>) -> bool {
+    /// Whether the main thread is in its loop's wait now, having run since
+    /// `runs` was read (counted first: a thread seen waiting and then
+    /// counted may have woken for the cell in between).
+    pub(super) fn back_since(&self, runs: Option<u64>) -> Back {
         let woke = match (runs, self.runs()) {
             (Some(before), Some(now)) => now > before,
             _ => true,
         };
-        woke && read_blocked(&self.task) == Some(self.idle)
+        match read_blocked(&self.task) {
+            Some(now) if woke && now.same_wait(&self.idle) && now.forever => Back::Idle,
+            Some(now) if woke && now.same_wait(&self.idle) => Back::Waiting,
+            _ => Back::No,
+        }
     }
 
     /// Resolves once a cell's end is believed or forged (see
@@ -138,7 +189,7 @@ impl MainThread {
         let main = self.clone();
         Box::pin(async move {
             let mut claim = EndClaim::default();
-            while claim.look(Some(main.idle_since(runs)), Instant::now()) == End::Pending {
+            while claim.look(Some(main.back_since(runs)), Instant::now()) == End::Pending {
                 tokio::time::sleep(END_POLL).await;
             }
         })
@@ -172,9 +223,35 @@ mod tests {
                 nr: 232,
                 fd: 0x36,
                 sp: 0x7fff62810470,
-                pc: 0x7fc5299baf36
+                pc: 0x7fc5299baf36,
+                forever: cfg!(target_arch = "x86_64"),
             }
         );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_wait_is_forever_only_without_a_timeout() {
+        let read = |text: &str| Blocked::parse(text).unwrap();
+        // ipykernel idle: epoll_wait(fd, events, 2, -1).
+        let idle =
+            read("232 0x30 0x7f16f8252f90 0x2 0xffffffff 0x0 0xa5b8e8 0x7ffc1106 0x7f16fb63");
+        assert!(idle.forever);
+        // The same wait with a timer or ready callbacks scheduled.
+        let timer = read("232 0x30 0x7f16f8252f90 0x2 0x3e8 0x0 0xa5b8e8 0x7ffc1106 0x7f16fb63");
+        let ready = read("232 0x30 0x7f16f8252f90 0x2 0x0 0x0 0xa5b8e8 0x7ffc1106 0x7f16fb63");
+        assert!(!timer.forever && !ready.forever);
+        assert!(idle.same_wait(&timer) && idle.same_wait(&ready));
+        // Sign-extended -1, epoll_pwait, poll(fds, n, -1), ppoll and
+        // select with a null timeout, ppoll with one.
+        assert!(read("232 0x30 0x1 0x2 0xffffffffffffffff 0x0 0x0 0x7ff 0x7f").forever);
+        assert!(read("281 0x30 0x1 0x2 0xffffffff 0x0 0x8 0x7ff 0x7f").forever);
+        assert!(read("7 0x7f00 0x3 0xffffffff 0x0 0x0 0x0 0x7ff 0x7f").forever);
+        assert!(read("271 0x7f00 0x3 0x0 0x0 0x8 0x0 0x7ff 0x7f").forever);
+        assert!(read("23 0x8 0x7f01 0x0 0x0 0x0 0x0 0x7ff 0x7f").forever);
+        assert!(!read("271 0x7f00 0x3 0x7ffe10 0x0 0x8 0x0 0x7ff 0x7f").forever);
+        // Not a wait a loop idles in: never forever.
+        assert!(!read("230 0x1 0x1 0x7ffe 0x0 0x0 0xa5 0x7ffe 0x7fae").forever);
     }
 
     #[test]

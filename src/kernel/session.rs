@@ -219,8 +219,8 @@ impl<B: Backend + ?Sized> Kernel<B> {
             // `quit()` ends the loop instead: its exit is waited for.
             if sent.complete(run)
                 && (run.ask_exit || {
-                    let idle = self.backend.main_thread_idle(&sent.msg_id, before);
-                    end.look(idle, Instant::now()) == End::Believed
+                    let back = self.backend.main_thread_back(&sent.msg_id, before);
+                    end.look(back, Instant::now()) == End::Believed
                 })
             {
                 break;

@@ -138,6 +138,8 @@ pub(super) async fn launch(
     options: &KernelOptions,
     zygote: Option<&Zygote>,
 ) -> Result<(KernelProcess, Channels, KernelBanner, StartPath), KernelError> {
+    // Until the kernel is ready: no task code runs before.
+    let _favoured = jail.favour_start();
     let timeout = options.startup_timeout;
     let wire = wire_cap(spec, layout, &options.output_cap)?;
     let info = connection_info(layout);

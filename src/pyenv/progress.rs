@@ -65,13 +65,9 @@ impl Progress {
                     None => ProgressBar::no_length(),
                 });
                 bar.set_style(style(match total {
-                    Total::None => "{spinner:.cyan} {prefix} {wide_msg:.dim} {elapsed}",
-                    Total::Items(_) => {
-                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {pos}/{len} {wide_msg:.dim} {elapsed}, ~{eta} left"
-                    }
-                    Total::Bytes(_) => {
-                        "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {bytes}/{total_bytes} {wide_msg:.dim} {elapsed}, ~{eta} left"
-                    }
+                    Total::None => SPINNER,
+                    Total::Items(_) => ITEMS,
+                    Total::Bytes(_) => BYTES,
                 }));
                 bar.set_prefix(format!("{}: {label}", self.prefix));
                 bar.enable_steady_tick(Duration::from_millis(100));
@@ -99,6 +95,11 @@ fn bars() -> &'static MultiProgress {
     BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
 }
 
+const SPINNER: &str = "{spinner:.cyan} {prefix} {wide_msg:.dim} {elapsed}";
+const ITEMS: &str =
+    "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {pos}/{len} {wide_msg:.dim} {elapsed}, ~{eta} left";
+const BYTES: &str = "{spinner:.cyan} {prefix} [{bar:25.cyan/blue}] {bytes}/{total_bytes} {wide_msg:.dim} {elapsed}, ~{eta} left";
+
 fn style(template: &str) -> ProgressStyle {
     ProgressStyle::with_template(template)
         .expect("progress templates are valid")
@@ -117,6 +118,19 @@ impl Phase {
     pub fn set_message(&self, message: impl Into<String>) {
         if let Some(bar) = &self.bar {
             bar.set_message(message.into());
+        }
+    }
+
+    /// `done` of `total` steps, once a phase started without a total
+    /// learns it (a compiler's `[done/total]`): the spinner becomes a bar
+    /// with the time left.
+    pub fn set_steps(&self, done: u64, total: u64) {
+        if let Some(bar) = &self.bar {
+            if bar.length() != Some(total) {
+                bar.set_length(total);
+                bar.set_style(style(ITEMS));
+            }
+            bar.set_position(done);
         }
     }
 

@@ -499,7 +499,7 @@ impl Jail for ConfinedJail {
     /// namespaces (the relay too for the network; only those below the
     /// init see its root).
     fn traces(&self) -> Traces {
-        let pids = self.cgroup.pids();
+        let pids = self.cgroup.members();
         let full_fd_tables = pids
             .iter()
             .filter(|&&pid| fdtable::size(pid).is_some_and(|n| n >= NOFILE))
@@ -522,8 +522,12 @@ impl Jail for ConfinedJail {
         with_killer_priority(|| self.kill_tree(pid))
     }
 
+    fn favour_start(&self) -> Box<dyn Send> {
+        Box::new(self.cgroup.favour())
+    }
+
     fn live_processes(&self) -> Vec<i32> {
-        self.cgroup.pids()
+        self.cgroup.members()
     }
 
     fn release(&self) -> Result<(), SandboxError> {

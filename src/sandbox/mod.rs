@@ -155,6 +155,14 @@ pub trait Jail: Send + Sync {
     /// Kills every process of the kernel and waits until none is left.
     /// `pid` is the launched process.
     fn kill_all(&self, pid: Option<i32>) -> KillReport;
+    /// Raises the CPU weight of the kernel's group, and of retrace's
+    /// directories above it, until the guard is dropped: a kernel that is
+    /// starting runs no task code yet, and the model's generation threads
+    /// beside it would otherwise stretch its start. Nothing to raise
+    /// without a group.
+    fn favour_start(&self) -> Box<dyn Send> {
+        Box::new(())
+    }
     /// Processes of the kernel still alive (zombies excluded).
     fn live_processes(&self) -> Vec<i32>;
     /// Removes what the jail created. Only called once nothing is alive.

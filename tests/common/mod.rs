@@ -200,6 +200,37 @@ with zipfile.ZipFile(path, "w") as z:
 
 /// Waits up to `secs` for `check`, looking every 100 ms; whether it became
 /// true.
+/// A third of the shipped corpus, copied into `dir`, for the runs that
+/// repeat what the whole corpus already checks locally on zygote kernels
+/// (`sandbox_corpus`) on another path: every CPU case and every forged end
+/// of a cell (the rules the host-side watch of a remote kernel holds, where
+/// remote verdicts once differed), and every third case of each other
+/// category, sorted by id, so each category runs. Returns the number of
+/// cases copied.
+pub fn corpus_sample(dir: &Path) -> usize {
+    let all = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile");
+    let mut names: Vec<String> = std::fs::read_dir(&all)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    names.sort();
+    std::fs::create_dir_all(dir).unwrap();
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut chosen = 0;
+    for name in names {
+        let category = name.split('_').next().unwrap_or_default().to_string();
+        let index = seen.entry(category.clone()).or_default();
+        let keep = category == "cpu" || name.starts_with("jp_forged") || index.is_multiple_of(3);
+        *index += 1;
+        if keep {
+            std::fs::copy(all.join(&name), dir.join(&name)).unwrap();
+            chosen += 1;
+        }
+    }
+    chosen
+}
+
 pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {

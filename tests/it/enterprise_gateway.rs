@@ -283,7 +283,7 @@ fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
     let Some((eg, specs)) = start() else { return };
     let report = specs.path().join("check.json");
     let corpus = specs.path().join("corpus");
-    let chosen = remote_sample(&corpus);
+    let chosen = common::corpus_sample(&corpus);
     let check = common::retrace([
         "sandbox",
         "check",
@@ -341,37 +341,6 @@ fn the_sandbox_check_passes_through_the_gateway_with_retraces_kernelspec() {
         skipped.len()
     );
     assert_eq!(report["summary"]["failed"], 0, "{text}");
-}
-
-/// The corpus the remote check runs, copied into `dir`: every CPU case and
-/// every forged end of a cell (the two rules the host-side watch holds,
-/// where remote verdicts once differed), and every third case of each other
-/// category, sorted by id, so each category runs. The whole corpus runs
-/// locally (`sandbox_corpus`) on the one cell watch both backends share;
-/// here it would cost three times as long for no rule that is not already
-/// exercised. Returns the number of cases copied.
-fn remote_sample(dir: &std::path::Path) -> usize {
-    let all = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/hostile");
-    let mut names: Vec<String> = std::fs::read_dir(&all)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".toml"))
-        .collect();
-    names.sort();
-    std::fs::create_dir_all(dir).unwrap();
-    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
-    let mut chosen = 0;
-    for name in names {
-        let category = name.split('_').next().unwrap_or_default().to_string();
-        let index = seen.entry(category.clone()).or_default();
-        let keep = category == "cpu" || name.starts_with("jp_forged") || index.is_multiple_of(3);
-        *index += 1;
-        if keep {
-            std::fs::copy(all.join(&name), dir.join(&name)).unwrap();
-            chosen += 1;
-        }
-    }
-    chosen
 }
 
 /// A suite of `tasks` tasks (`t<i>`: the answer is i) and a replay model

@@ -13,13 +13,28 @@ use std::time::{Duration, Instant};
 /// ended and it was not yet back in its loop.
 pub const END_POLL: Duration = Duration::from_millis(1);
 /// How long the main thread must stay in its loop's wait before the end
-/// is believed: a request the loop has taken but not yet started (it
-/// awaits IOPub's flush first) also leaves it there for a moment.
+/// is believed when the wait has a timeout: a request the loop has taken
+/// but not yet started (its handler scheduled, or awaiting IOPub's flush)
+/// also leaves it there for a moment. A wait without a timeout
+/// ([`Back::Idle`]) has nothing in hand and needs no settling.
 const SETTLE: Duration = Duration::from_millis(2);
 /// How long after the kernel said the cell ended its main thread may take
 /// to get back to its loop before the end counts as forged (a kernel
 /// throttled by its CPU quota waits up to a period, 100 ms, to run).
 const FORGED_AFTER: Duration = Duration::from_secs(1);
+
+/// Where one look found the kernel's main thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Back {
+    /// Not in its loop's wait, or not run since the cell went in.
+    No,
+    /// In its loop's wait, with something scheduled (a timeout): that may
+    /// be a moment inside the request's own handling, so the end settles.
+    Waiting,
+    /// In its loop's wait with nothing scheduled (no timeout): no request
+    /// is in hand, so the end is believed at once.
+    Idle,
+}
 
 /// What a look at the main thread decided of a claimed end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,18 +59,18 @@ pub struct EndClaim {
 }
 
 impl EndClaim {
-    /// The kernel's messages say the cell ended and `idle` is what the
-    /// main thread looks like at `now` (`None`: not visible, the claim is
-    /// all there is).
-    pub fn look(&mut self, idle: Option<bool>, now: Instant) -> End {
+    /// The kernel's messages say the cell ended and `back` is where the
+    /// main thread is at `now` (`None`: not visible, the claim is all
+    /// there is).
+    pub fn look(&mut self, back: Option<Back>, now: Instant) -> End {
         let claimed = *self.claimed.get_or_insert(now);
-        let settled = match idle {
-            None => true,
-            Some(false) => {
+        let settled = match back {
+            None | Some(Back::Idle) => true,
+            Some(Back::No) => {
                 self.settling = None;
                 false
             }
-            Some(true) => {
+            Some(Back::Waiting) => {
                 now.saturating_duration_since(*self.settling.get_or_insert(now)) >= SETTLE
             }
         };

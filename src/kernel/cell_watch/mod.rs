@@ -21,7 +21,7 @@ use super::capture::OutputCap;
 use super::options::KernelOptions;
 use super::recent::Recent;
 use crate::sandbox::HarnessReason;
-pub use end_claim::{End, EndClaim, END_POLL};
+pub use end_claim::{Back, End, EndClaim, END_POLL};
 
 /// How often a running cell's CPU time is read.
 pub const CPU_POLL: Duration = Duration::from_millis(50);

@@ -221,15 +221,15 @@ fn a_real_end_is_believed_once_the_main_thread_stays_in_its_loop() {
     let t = Instant::now();
     let mut claim = EndClaim::default();
     assert!(!claim.claimed());
-    assert_eq!(claim.look(Some(false), t), End::Pending);
+    assert_eq!(claim.look(Some(Back::No), t), End::Pending);
     assert!(claim.claimed());
     assert_eq!(
-        claim.look(Some(true), t),
+        claim.look(Some(Back::Waiting), t),
         End::Pending,
         "not before it settled"
     );
     let settled = t + Duration::from_millis(2);
-    assert_eq!(claim.look(Some(true), settled), End::Believed);
+    assert_eq!(claim.look(Some(Back::Waiting), settled), End::Believed);
     assert!(!claim.forged(settled));
 
     let mut hidden = EndClaim::default();
@@ -240,12 +240,12 @@ fn a_real_end_is_believed_once_the_main_thread_stays_in_its_loop() {
     );
 
     let mut interrupted = EndClaim::default();
-    assert_eq!(interrupted.look(Some(true), t), End::Pending);
+    assert_eq!(interrupted.look(Some(Back::Waiting), t), End::Pending);
     let left = t + Duration::from_millis(1);
-    assert_eq!(interrupted.look(Some(false), left), End::Pending);
+    assert_eq!(interrupted.look(Some(Back::No), left), End::Pending);
     let back = t + Duration::from_millis(3);
     assert_eq!(
-        interrupted.look(Some(true), back),
+        interrupted.look(Some(Back::Waiting), back),
         End::Pending,
         "leaving the loop restarts the settling"
     );
@@ -255,16 +255,38 @@ fn a_real_end_is_believed_once_the_main_thread_stays_in_its_loop() {
 fn an_end_whose_main_thread_does_not_come_back_is_forged() {
     let t = Instant::now();
     let mut claim = EndClaim::default();
-    assert_eq!(claim.look(Some(false), t), End::Pending);
+    assert_eq!(claim.look(Some(Back::No), t), End::Pending);
     let late = t + Duration::from_millis(999);
-    assert_eq!(claim.look(Some(false), late), End::Pending);
+    assert_eq!(claim.look(Some(Back::No), late), End::Pending);
     assert!(!claim.forged(late));
     let later = t + Duration::from_secs(1);
-    assert_eq!(claim.look(Some(false), later), End::Forged);
+    assert_eq!(claim.look(Some(Back::No), later), End::Forged);
     // Back at last: believed, and forged all the same.
     let back = t + Duration::from_millis(1500);
-    assert_eq!(claim.look(Some(true), back), End::Forged);
+    assert_eq!(claim.look(Some(Back::Waiting), back), End::Forged);
     let settled = back + Duration::from_millis(2);
-    assert_eq!(claim.look(Some(true), settled), End::Believed);
+    assert_eq!(claim.look(Some(Back::Waiting), settled), End::Believed);
     assert!(claim.forged(settled));
+}
+
+#[test]
+fn a_loop_waiting_with_nothing_scheduled_is_believed_at_once() {
+    let t = Instant::now();
+    let mut claim = EndClaim::default();
+    assert_eq!(claim.look(Some(Back::No), t), End::Pending);
+    assert_eq!(claim.look(Some(Back::Idle), t), End::Believed);
+    assert!(!claim.forged(t));
+
+    // A wait with a timeout seen first still settles, until one without.
+    let mut waiting = EndClaim::default();
+    assert_eq!(waiting.look(Some(Back::Waiting), t), End::Pending);
+    let next = t + Duration::from_millis(1);
+    assert_eq!(waiting.look(Some(Back::Idle), next), End::Believed);
+
+    // Long after the claim: believed, and forged all the same.
+    let mut late = EndClaim::default();
+    assert_eq!(late.look(Some(Back::No), t), End::Pending);
+    let back = t + Duration::from_millis(1500);
+    assert_eq!(late.look(Some(Back::Idle), back), End::Believed);
+    assert!(late.forged(back));
 }

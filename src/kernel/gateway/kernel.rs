@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::super::backend::{Backend, Baseline, Ending, Failure, Marks, Stopped, Witness};
+use super::super::cell_watch::Back;
 use super::super::client::{is_server_status, Channels};
 use super::super::execution::ms;
 use super::super::host_evidence::Moment;
@@ -479,12 +480,15 @@ impl Witness for GatewayBackend {
         }
     }
 
-    /// As the host of a kernel of retrace's launcher sees it.
-    fn main_thread_idle(&self, request: &str, _since: &Baseline) -> Option<bool> {
+    /// As the host of a kernel of retrace's launcher sees it: the host
+    /// held the cell's `idle` until the end settled there, so a main thread
+    /// it saw back needs no second settling here.
+    fn main_thread_back(&self, request: &str, _since: &Baseline) -> Option<Back> {
         if !self.gateway.info.retrace_launcher {
             return None;
         }
-        self.host.main_thread_back(request)
+        let back = self.host.main_thread_back(request)?;
+        Some(if back { Back::Idle } else { Back::No })
     }
 
     /// An execution the infrastructure lost: `infra_error` says so.

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::super::cell_watch::Event as CellEvent;
+use super::super::cell_watch::{Back, Event as CellEvent};
 use super::super::host_evidence::{this_host, HostEvidence, HostStops, Moment, MSG_TYPE};
 use super::super::local::ExitWatch;
 use super::super::main_thread::MainThread;
@@ -292,7 +292,7 @@ impl Tap for EvidenceTap {
         }
         let back = match (&self.main, moment) {
             (Some(main), Moment::Idle) => {
-                cell_of(seen.parent).map(|r| main.idle_since(self.main_runs_at(&r)))
+                cell_of(seen.parent).map(|r| main.back_since(self.main_runs_at(&r)) != Back::No)
             }
             _ => None,
         };

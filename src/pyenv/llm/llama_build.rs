@@ -110,6 +110,13 @@ pub(super) fn install<R: Recipe>(
     server_version(work, &target)
 }
 
+/// Ninja's progress line `[done/total] what`.
+fn ninja_step(line: &str) -> Option<(u64, u64, &str)> {
+    let (counts, what) = line.strip_prefix('[')?.split_once("] ")?;
+    let (done, total) = counts.split_once('/')?;
+    Some((done.parse().ok()?, total.parse().ok()?, what))
+}
+
 /// Fetches the sources, configures and builds, and stores the binary at
 /// `cached` (written under a temporary name and renamed: never half there).
 fn compile<R: Recipe>(
@@ -157,7 +164,7 @@ fn compile<R: Recipe>(
     let tools = python.parent().expect("a venv's bin/").to_path_buf();
     let build = src.join("build");
     let phase = work.progress.phase(
-        "compile llama-server (once per machine; about 10-15 min on 2 cores)",
+        "compile llama-server (once per machine; about 5 min on 2 cores)",
         Total::None,
     );
     phase.announce("cmake is configuring llama.cpp");
@@ -184,9 +191,11 @@ fn compile<R: Recipe>(
         "compile llama-server (cmake --build)",
         &mut compile,
         |line| {
-            // Ninja's `[done/total] what`: the bar says how far.
-            if line.starts_with('[') {
-                phase.set_message(line.chars().take(90).collect::<String>());
+            // Ninja's `[done/total] what`: the bar says how far, and how
+            // long is left.
+            if let Some((done, total, what)) = ninja_step(line) {
+                phase.set_steps(done, total);
+                phase.set_message(what.chars().take(70).collect::<String>());
             }
         },
     )?;
@@ -270,6 +279,16 @@ mod tests {
         let text = "load_backend: loaded CPU backend\nversion: 7310 (abc1234)\nbuilt with cc\n";
         assert_eq!(parse_version(text).as_deref(), Some("7310 (abc1234)"));
         assert_eq!(parse_version("nothing"), None);
+    }
+
+    #[test]
+    fn ninja_progress_lines_give_done_and_total() {
+        assert_eq!(
+            ninja_step("[12/340] Building CXX object src/llama.cpp.o"),
+            Some((12, 340, "Building CXX object src/llama.cpp.o"))
+        );
+        assert_eq!(ninja_step("-- Configuring done"), None);
+        assert_eq!(ninja_step("[a/b] x"), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::fs::{self, Fs};
 use super::host::Harness;
-use super::layout::Dirs;
+use super::layout::{Dirs, Tree};
 use super::{unified, CgroupError, CgroupLimits, CgroupMode};
 use crate::sandbox::{Counters, SandboxError};
 
@@ -66,6 +66,26 @@ impl KernelCgroup {
     /// The limits as the kernel reports them (`u64::MAX` / 0.0 = none).
     pub fn limits_read_back(&self) -> CgroupLimits {
         self.mode.version().limits(&self.dirs)
+    }
+
+    /// The group's members as one hierarchy lists them: the pids
+    /// controller's on v1 (every process of the kernel is counted against
+    /// its limit there), the one tree on v2. Per cell, where
+    /// [`KernelCgroup::pids`] reads every hierarchy (for the kill).
+    pub fn members(&self) -> Vec<i32> {
+        let Some(dir) = [Tree::Pids, Tree::V2]
+            .into_iter()
+            .find_map(|t| self.dirs.get(t))
+        else {
+            return self.pids();
+        };
+        let mut out: Vec<i32> = fs::bottom_up(dir)
+            .iter()
+            .flat_map(|d| fs::read_pids(&d.join(unified::PROCS)))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Live member processes (zombies excluded), of the group and any

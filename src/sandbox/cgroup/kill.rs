@@ -133,17 +133,30 @@ impl KernelCgroup {
 
     fn unleash_cpu(&self) -> Unleashed {
         let (tree, files) = self.mode.version().cpu();
-        // The harness's `<pid>` directory and the subtree above it: ours.
+        Unleashed {
+            group: cpu::unleash(self.dirs.dir(tree), files),
+            _ancestors: ChainBoost::raise(&self.ancestors(tree), files),
+        }
+    }
+
+    /// The harness's `<pid>` directory and the subtree above it in `tree`:
+    /// retrace's own.
+    fn ancestors(&self, tree: super::layout::Tree) -> Vec<&std::path::Path> {
         let harness = self.owner.as_ref().map(|h| h.dirs.dir(tree));
-        let ancestors: Vec<&std::path::Path> = harness
+        harness
             .into_iter()
             .flat_map(|dir| [Some(dir), dir.parent()])
             .flatten()
-            .collect();
-        Unleashed {
-            group: cpu::unleash(self.dirs.dir(tree), files),
-            _ancestors: ChainBoost::raise(&ancestors, files),
-        }
+            .collect()
+    }
+
+    /// The group's weight and its ancestors' raised (the quota kept) until
+    /// the guard is dropped: for a kernel's start, which runs no task code.
+    pub fn favour(&self) -> impl Send {
+        let (tree, files) = self.mode.version().cpu();
+        let mut chain = vec![self.dirs.dir(tree)];
+        chain.extend(self.ancestors(tree));
+        ChainBoost::raise(&chain, files)
     }
 
     /// A failed restore leaves the group without its quota: said loudly, and
