@@ -20,6 +20,7 @@ use super::run_dir::{
 use super::runner::Runner;
 use super::schedule::{self, Job};
 use crate::kernel::{Executor, ExecutorInfo, KernelOptions};
+use crate::model::local::NO_DRAFT;
 use crate::pyenv::Image;
 use crate::record::{ArmImage, AttemptRecord, Provenance, RunConfig, RunSpec, RUN_SCHEMA_VERSION};
 use crate::report::{self, Summary};
@@ -134,8 +135,10 @@ impl Run {
     /// Reopens the run in `dir` (its `run.json` decides everything that
     /// shapes it): finished tasks are kept, unfinished ones are redone from
     /// round 0. A changed dataset, selection or prompt set is refused.
-    pub async fn resume(dir: &Path, ctx: RunContext) -> Result<Run, HarnessError> {
+    pub async fn resume(dir: &Path, mut ctx: RunContext) -> Result<Run, HarnessError> {
         let mut config = read_config(dir)?;
+        let given = ctx.endpoint.serving.draft.take();
+        ctx.endpoint.serving.draft = recorded_draft(&config.provenance.model_info, given);
         // The directory given wins over where the run was made: a moved run
         // continues where it is.
         config.provenance.out_dir = dir.to_path_buf();
@@ -417,4 +420,45 @@ fn slug(name: &str) -> String {
     name.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
+}
+
+/// The draft model a resumed run is served with: the one given again,
+/// else the one that served it (run.json's `model_info.draft`, `local:`
+/// spec as recorded; `none` for a local model served without one), since a
+/// draft can change sampled replies and the fingerprint holds it.
+fn recorded_draft(model_info: &serde_json::Value, given: Option<String>) -> Option<String> {
+    given.or_else(
+        || match model_info.get("draft").and_then(|d| d.get("model")) {
+            Some(model) => model
+                .as_str()
+                .map(|m| m.strip_prefix("local:").unwrap_or(m).to_string()),
+            None => model_info.get("gguf_sha256").map(|_| NO_DRAFT.into()),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recorded_draft;
+    use serde_json::json;
+
+    #[test]
+    fn a_resumed_run_keeps_the_draft_that_served_it() {
+        let drafted = json!({"gguf_sha256": "a", "draft": {"model": "local:small-draft"}});
+        assert_eq!(
+            recorded_draft(&drafted, None).as_deref(),
+            Some("small-draft")
+        );
+        let path = json!({"gguf_sha256": "a", "draft": {"model": "local:/m/d.gguf"}});
+        assert_eq!(recorded_draft(&path, None).as_deref(), Some("/m/d.gguf"));
+        // Served without one: none, whatever the catalogue says now.
+        let plain = json!({"gguf_sha256": "a", "draft": null});
+        assert_eq!(recorded_draft(&plain, None).as_deref(), Some("none"));
+        // The flag given again wins; a remote model has no draft.
+        assert_eq!(
+            recorded_draft(&drafted, Some("none".into())).as_deref(),
+            Some("none")
+        );
+        assert_eq!(recorded_draft(&json!({}), None), None);
+    }
 }
