@@ -4,7 +4,7 @@
 //! for field, the journal and summary that retrace gave before its
 //! restructuring (`tests/fixtures/golden_run/`). Only what measures the
 //! machine is left out: run ids, timings (the budget curve's too),
-//! latencies, kernel uids and memory peaks. `RETRACE_BLESS=1` rewrites the fixture from this run,
+//! latencies, kernel uids, memory peaks and the image's size on disk. `RETRACE_BLESS=1` rewrites the fixture from this run,
 //! for a change that is meant to change behaviour. The run's run.json,
 //! records and summary.json must also match docs/schemas/ (`fast::schemas`).
 
@@ -41,8 +41,9 @@ pub(crate) const ARGS: &[&str] = &[
 /// The fixture's records (by arm, task and round) and summary.
 pub(crate) fn expected() -> (BTreeMap<(String, String, u64), Value>, Value) {
     let read = |name: &str| std::fs::read_to_string(fixture().join(name)).unwrap();
-    let summary = serde_json::from_str(&read("summary.json")).unwrap();
-    (records(&read("results.jsonl")), summary)
+    // Normalized like the run's: a key left out later is left out of both.
+    let want = summary(serde_json::from_str(&read("summary.json")).unwrap());
+    (records(&read("results.jsonl")), want)
 }
 
 /// A record without what measures the machine.
@@ -70,6 +71,9 @@ pub(crate) fn summary(mut s: Value) -> Value {
         "latency_ms",
         "kernel_start_ms",
         "memory_peak_bytes",
+        // The image's size on this machine's disk (bytecode Python wrote
+        // into it, the filesystem's blocks).
+        "image_bytes",
     ] {
         o.remove(key);
     }
