@@ -86,3 +86,48 @@ fn cpu_is_unleashed_while_killed_processes_exit_and_restored_after() {
         group.remove().unwrap();
     }
 }
+
+#[test]
+fn a_start_is_favoured_with_the_top_weight_and_its_quota_kept() {
+    for mode in [CgroupMode::V1, CgroupMode::Hybrid, CgroupMode::V2] {
+        let t = tempfile::tempdir().unwrap();
+        let host = fixture(FakeKernfs::new(t.path(), mode));
+        let group = host.create("k1", &limits()).unwrap();
+        let (dir, quota, weight, top) = match mode {
+            CgroupMode::V2 => (
+                group.dirs.dir(Tree::V2).to_path_buf(),
+                v2::cpu::MAX,
+                v2::cpu::WEIGHT,
+                "10000",
+            ),
+            _ => (
+                group.dirs.dir(Tree::Cpu).to_path_buf(),
+                v1::cpu::QUOTA,
+                v1::cpu::SHARES,
+                "262144",
+            ),
+        };
+        let chain = [
+            dir.clone(),
+            dir.parent().unwrap().to_path_buf(),
+            dir.parent().unwrap().parent().unwrap().to_path_buf(),
+        ];
+        assert!(chain[2].ends_with(SUBTREE), "{mode}");
+        let weights = || {
+            chain
+                .clone()
+                .map(|d| read(&d.join(weight)).trim().to_string())
+        };
+        let (before, quota_before) = (weights(), read(&dir.join(quota)));
+        let favoured = group.favour();
+        assert_eq!(weights(), [top, top, top].map(String::from), "{mode}");
+        assert_eq!(
+            read(&dir.join(quota)),
+            quota_before,
+            "the quota stays ({mode})"
+        );
+        drop(favoured);
+        assert_eq!(weights(), before, "{mode}");
+        group.remove().unwrap();
+    }
+}
