@@ -32,28 +32,48 @@ fn v1_kill_all_thaws_after_freezing() {
     group.remove().unwrap();
 }
 
+/// A group's CPU directory and files in `mode`, with the quota's open
+/// value and the top weight.
+struct CpuFiles {
+    dir: std::path::PathBuf,
+    quota: &'static str,
+    weight: &'static str,
+    open: &'static str,
+    top: &'static str,
+}
+
+fn cpu_files(group: &crate::sandbox::cgroup::KernelCgroup, mode: CgroupMode) -> CpuFiles {
+    match mode {
+        CgroupMode::V2 => CpuFiles {
+            dir: group.dirs.dir(Tree::V2).to_path_buf(),
+            quota: v2::cpu::MAX,
+            weight: v2::cpu::WEIGHT,
+            open: "max 100000",
+            top: "10000",
+        },
+        _ => CpuFiles {
+            dir: group.dirs.dir(Tree::Cpu).to_path_buf(),
+            quota: v1::cpu::QUOTA,
+            weight: v1::cpu::SHARES,
+            open: "-1",
+            top: "262144",
+        },
+    }
+}
+
 #[test]
 fn cpu_is_unleashed_while_killed_processes_exit_and_restored_after() {
     for mode in [CgroupMode::V1, CgroupMode::Hybrid, CgroupMode::V2] {
         let t = tempfile::tempdir().unwrap();
         let host = fixture(FakeKernfs::new(t.path(), mode));
         let group = host.create("k1", &limits()).unwrap();
-        let (dir, quota, weight, open, top) = match mode {
-            CgroupMode::V2 => (
-                group.dirs.dir(Tree::V2).to_path_buf(),
-                v2::cpu::MAX,
-                v2::cpu::WEIGHT,
-                "max 100000",
-                "10000",
-            ),
-            _ => (
-                group.dirs.dir(Tree::Cpu).to_path_buf(),
-                v1::cpu::QUOTA,
-                v1::cpu::SHARES,
-                "-1",
-                "262144",
-            ),
-        };
+        let CpuFiles {
+            dir,
+            quota,
+            weight,
+            open,
+            top,
+        } = cpu_files(&group, mode);
         // The harness's directory and the subtree: every level of the path
         // that is retrace's own; never the host's root above.
         let ancestors = [
@@ -93,20 +113,8 @@ fn a_start_is_favoured_with_the_top_weight_and_its_quota_kept() {
         let t = tempfile::tempdir().unwrap();
         let host = fixture(FakeKernfs::new(t.path(), mode));
         let group = host.create("k1", &limits()).unwrap();
-        let (dir, quota, weight, top) = match mode {
-            CgroupMode::V2 => (
-                group.dirs.dir(Tree::V2).to_path_buf(),
-                v2::cpu::MAX,
-                v2::cpu::WEIGHT,
-                "10000",
-            ),
-            _ => (
-                group.dirs.dir(Tree::Cpu).to_path_buf(),
-                v1::cpu::QUOTA,
-                v1::cpu::SHARES,
-                "262144",
-            ),
-        };
+        let files = cpu_files(&group, mode);
+        let (dir, quota, weight, top) = (files.dir, files.quota, files.weight, files.top);
         let chain = [
             dir.clone(),
             dir.parent().unwrap().to_path_buf(),
