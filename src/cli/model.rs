@@ -45,7 +45,7 @@ pub enum ModelCommand {
         /// `retrace model status` or a GGUF path of the same tokenizer),
         /// interleaved with it served alone: speeds, the draft's
         /// acceptance, and whether greedy replies stay the same.
-        #[arg(long, value_name = "NAME|PATH")]
+        #[arg(long, value_name = "NAME|PATH", value_parser = clap::builder::NonEmptyStringValueParser::new())]
         draft: Option<String>,
         /// Requests at once, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]

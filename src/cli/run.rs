@@ -216,7 +216,8 @@ pub struct ServingArgs {
     /// `retrace model status` or a GGUF path sharing its tokenizer, or
     /// `none` [default: the catalogue's draft for the model, if any].
     /// Recorded in run.json's model_info and the fingerprint.
-    #[arg(long, env = "RETRACE_MODEL_DRAFT", value_name = "NAME|PATH|none")]
+    #[arg(long, env = "RETRACE_MODEL_DRAFT", value_name = "NAME|PATH|none",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub model_draft: Option<String>,
 }
 

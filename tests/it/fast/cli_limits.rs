@@ -1,6 +1,7 @@
 //! Limits that refuse nonsense: every limit flag of every command that
 //! takes them, at zero or below the floor a kernel needs, is a usage error
-//! (exit 2) naming the flag and its minimum, before anything starts.
+//! (exit 2) naming the flag and its minimum, before anything starts; so is
+//! an empty draft model.
 
 use std::process::Command;
 
@@ -80,4 +81,16 @@ fn a_limit_at_its_floor_is_accepted() {
         "--help",
     ]);
     assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn an_empty_draft_model_is_a_usage_error() {
+    for args in [
+        vec!["run", "--model", "oracle", "--model-draft", ""],
+        vec!["model", "bench", "--draft", ""],
+    ] {
+        let (code, stderr) = retrace(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains("draft"), "{args:?}: {stderr}");
+    }
 }
