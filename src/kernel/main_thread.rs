@@ -91,7 +91,8 @@ fn waits_forever(nr: i64, args: &[u64; 5]) -> bool {
         232 | 281 => Some(negative(args[2])),
         7 => Some(negative(args[1])),
         23 => Some(args[3] == 0),
-        270 | 271 => Some(args[if nr == 270 { 3 } else { 1 }] == 0),
+        270 => Some(args[3] == 0),
+        271 => Some(args[1] == 0),
         441 => Some(args[2] == 0),
         _ => None,
     };
@@ -131,11 +132,8 @@ impl MainThread {
         let (mut last, mut same) = (None, 0);
         while tokio::time::Instant::now() < deadline {
             let now = read_blocked(&task).filter(Blocked::is_wait);
-            same = if now.is_some() && now == last {
-                same + 1
-            } else {
-                1
-            };
+            let again = matches!((now, last), (Some(n), Some(l)) if n.same_wait(&l));
+            same = if again { same + 1 } else { 1 };
             last = now;
             if let (Some(idle), true) = (last, same >= LEARN_READINGS) {
                 let threads_at_start = threads_of(&task);
