@@ -21,6 +21,7 @@ use super::runner::Runner;
 use super::schedule::{self, Job};
 use crate::kernel::{Executor, ExecutorInfo, KernelOptions};
 use crate::model::local::NO_DRAFT;
+use crate::model::spec::ModelSpec;
 use crate::pyenv::Image;
 use crate::record::{ArmImage, AttemptRecord, Provenance, RunConfig, RunSpec, RUN_SCHEMA_VERSION};
 use crate::report::{self, Summary};
@@ -423,15 +424,16 @@ fn slug(name: &str) -> String {
 }
 
 /// The draft model a resumed run is served with: the one given again,
-/// else the one that served it (run.json's `model_info.draft`, `local:`
-/// spec as recorded; `none` for a local model served without one), since a
+/// else the one that served it (run.json's `model_info.draft`, a `local:`
+/// spec; `none` for a local model served without one), since a
 /// draft can change sampled replies and the fingerprint holds it.
 fn recorded_draft(model_info: &serde_json::Value, given: Option<String>) -> Option<String> {
     given.or_else(
         || match model_info.get("draft").and_then(|d| d.get("model")) {
-            Some(model) => model
-                .as_str()
-                .map(|m| m.strip_prefix("local:").unwrap_or(m).to_string()),
+            Some(model) => match model.as_str()?.parse() {
+                Ok(ModelSpec::Local(Some(arg))) => Some(arg),
+                _ => None,
+            },
             None => model_info.get("gguf_sha256").map(|_| NO_DRAFT.into()),
         },
     )

@@ -73,34 +73,19 @@ impl KernelCgroup {
     /// its limit there), the one tree on v2. Per cell, where
     /// [`KernelCgroup::pids`] reads every hierarchy (for the kill).
     pub fn members(&self) -> Vec<i32> {
-        let Some(dir) = [Tree::Pids, Tree::V2]
+        match [Tree::Pids, Tree::V2]
             .into_iter()
             .find_map(|t| self.dirs.get(t))
-        else {
-            return self.pids();
-        };
-        let mut out: Vec<i32> = fs::bottom_up(dir)
-            .iter()
-            .flat_map(|d| fs::read_pids(&d.join(unified::PROCS)))
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+        {
+            Some(dir) => members_below([dir]),
+            None => self.pids(),
+        }
     }
 
     /// Live member processes (zombies excluded), of the group and any
     /// group below it, across all hierarchies.
     pub fn pids(&self) -> Vec<i32> {
-        let mut out: Vec<i32> = self
-            .dirs
-            .unique()
-            .into_iter()
-            .flat_map(fs::bottom_up)
-            .flat_map(|d| fs::read_pids(&d.join(unified::PROCS)))
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+        members_below(self.dirs.unique())
     }
 
     /// Removes the group's directories in every hierarchy, children first,
@@ -134,4 +119,16 @@ impl KernelCgroup {
         }
         Ok(())
     }
+}
+
+/// The processes listed in `dirs` and every group below them, once each.
+fn members_below<'a>(dirs: impl IntoIterator<Item = &'a std::path::Path>) -> Vec<i32> {
+    let mut out: Vec<i32> = dirs
+        .into_iter()
+        .flat_map(fs::bottom_up)
+        .flat_map(|d| fs::read_pids(&d.join(unified::PROCS)))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
